@@ -1,0 +1,37 @@
+#include <iostream>
+
+#include "command.h"
+#include "foxhunt/runtime/validate.h"
+
+namespace foxhunt::cli {
+namespace {
+
+struct ValidateArgs {
+  runtime::ValidateOptions options;
+  bool json = false;
+};
+
+Registrar reg("validate", 100, [](CLI::App& app) -> Runner {
+  auto args = std::make_shared<ValidateArgs>();
+  auto* sub = app.add_subcommand(
+      "validate", "The main job: every check of the product on the embedded defaults");
+  sub->add_option("--device", args->options.device, "Device: cpu, cuda, cuda:N")
+      ->capture_default_str();
+  sub->add_option("--seed", args->options.seed, "Seed for every random draw")->capture_default_str();
+  sub->add_option("--skip", args->options.skip, "Step names to skip");
+  sub->add_flag("--json", args->json, "Print the report as JSON only (progress goes to stderr)");
+  return [args]() {
+    std::ostream& log = args->json ? std::cerr : std::cout;
+    auto report = runtime::run_validate(args->options, log);
+    if (args->json) {
+      print_json(report.to_json().dump(2));
+    } else {
+      std::cout << (report.ok() ? "validate: PASS" : "validate: FAIL") << " ("
+                << report.steps.size() << " steps)\n";
+    }
+    return report.ok() ? 0 : 1;
+  };
+});
+
+}  // namespace
+}  // namespace foxhunt::cli

@@ -1,0 +1,73 @@
+// foxhunt: the command-line front end. Thin by design: it parses arguments and calls the library.
+
+#include <algorithm>
+#include <iostream>
+
+#include "command.h"
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/runtime_init.h"
+
+namespace foxhunt::cli {
+
+std::vector<CommandEntry>& commands() {
+  static std::vector<CommandEntry> c;
+  return c;
+}
+
+void print_json(const std::string& dumped) { std::cout << dumped << std::endl; }
+
+}  // namespace foxhunt::cli
+
+int main(int argc, char** argv) {
+  using namespace foxhunt;
+  // Must run before any tensor exists: installs the accounting allocator and sets threads.
+  foxhunt::runtime_init();
+
+  CLI::App app{"foxhunt: train and serve a four-model trading ensemble under a memory budget"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("foxhunt ") + FOXHUNT_VERSION);
+  auto& entries = cli::commands();
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a.order < b.order; });
+  std::vector<std::pair<CLI::App*, cli::Runner>> runners;
+  for (auto& e : entries) {
+    const size_t before = app.get_subcommands({}).size();
+    cli::Runner r = e.setup(app);
+    auto subs = app.get_subcommands({});
+    if (subs.size() > before) runners.emplace_back(subs.back(), std::move(r));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line, exit 2 (usage), whatever CLI11's own code is.
+    std::cerr << "foxhunt: " << e.what() << " (see --help)" << std::endl;
+    return kExitUsage;
+  }
+  try {
+    for (auto& [sub, run] : runners)
+      if (sub->parsed()) return run();
+    std::cerr << "foxhunt: no subcommand (see --help)" << std::endl;
+    return kExitUsage;
+  } catch (const InputError& e) {
+    std::cerr << "foxhunt: " << e.what() << std::endl;
+    return kExitUsage;
+  } catch (const OutOfMemoryError& e) {
+    std::cerr << "foxhunt: " << e.what() << std::endl;
+    return kExitCheckFailed;
+  } catch (const Error& e) {
+    std::cerr << "foxhunt: " << e.what() << std::endl;
+    return kExitCheckFailed;
+  } catch (const c10::Error& e) {
+    std::cerr << "foxhunt: [torch] " << e.what_without_backtrace() << std::endl;
+    return kExitCheckFailed;
+  } catch (const std::exception& e) {
+    std::cerr << "foxhunt: " << e.what() << std::endl;
+    return kExitCheckFailed;
+  }
+}

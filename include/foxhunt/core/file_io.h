@@ -1,0 +1,26 @@
+#pragma once
+/// \file file_io.h
+/// Atomic file writes (temp file + fsync + rename) and whole-file reads.
+
+#include <string>
+
+namespace foxhunt {
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory is written, flushed,
+/// fsync'ed and renamed over `path`. On any failure the temp file is removed and `path` keeps its
+/// previous contents. Throws foxhunt::Error("[io] ...").
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+/// Reads a whole file. Throws foxhunt::InputError("[io] ...") when it cannot be opened.
+std::string read_file(const std::string& path);
+
+/// CRC-32 (IEEE 802.3, reflected) of a byte range; used to detect corrupted files.
+unsigned int crc32(const void* data, std::size_t size, unsigned int seed = 0);
+
+namespace testing_hooks {
+/// Test-only: when set, write_file_atomic throws after writing the temp file and before the rename,
+/// emulating a crash at the worst moment. Reset to false by the caller.
+extern bool fail_before_rename;
+}  // namespace testing_hooks
+
+}  // namespace foxhunt

@@ -1,0 +1,114 @@
+#pragma once
+/// \file model.h
+/// The type-erased model handle shared by the registry, checkpoints, the validator, the planner
+/// and the stress harness. Each of the four models (dqn, ppo, mamba2, tft) has a concrete
+/// `torch::nn::Module` in its own header and an adapter implementing `Model`.
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "foxhunt/core/error.h"
+
+namespace foxhunt::models {
+
+/// The inputs of one forward pass plus an optional training target.
+/// The meaning of each input tensor is model-specific and documented by `Model::input_names()`.
+struct Batch {
+  std::vector<torch::Tensor> inputs;  ///< e.g. {state} for dqn, {past, future, static_id} for tft
+  torch::Tensor target;               ///< training target (undefined when only inferring)
+  /// Batch size (first dimension of the first input).
+  int64_t size() const { return inputs.empty() ? 0 : inputs.front().size(0); }
+};
+
+/// A model behind a uniform interface.
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  /// Registry name: "dqn", "ppo", "mamba2" or "tft".
+  virtual std::string name() const = 0;
+  /// The underlying module (parameters, buffers, train/eval, device moves).
+  virtual torch::nn::Module& module() = 0;
+  /// Shared handle to the underlying module (for optimizers and cloning).
+  virtual std::shared_ptr<torch::nn::Module> module_ptr() = 0;
+  /// The options as JSON (round-trips through the registry factory).
+  virtual nlohmann::json options_json() const = 0;
+
+  /// Names of the tensors in `Batch::inputs`, in order.
+  virtual std::vector<std::string> input_names() const = 0;
+  /// Default sequence length (window) for sequence models; 0 for models without a time axis.
+  virtual int64_t default_seq_len() const = 0;
+  /// A deterministic synthetic batch (inputs and target). `seq_len` 0 means the default window;
+  /// ignored by models without a time axis.
+  virtual Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
+                              uint64_t seed) const = 0;
+
+  /// Runs the forward pass after validating every input (rank, sizes, dtype, device, finite).
+  /// Returns the model's outputs (e.g. {q} for dqn, {logits, value} for ppo).
+  virtual std::vector<torch::Tensor> forward(const Batch& batch) = 0;
+  /// Expected output shapes for a batch of `batch` samples with sequence length `seq_len`.
+  virtual std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t seq_len) const = 0;
+  /// A scalar training loss for `batch` (uses `batch.target`). For the RL models this is the
+  /// supervised surrogate their trainers minimise (TD Huber loss / PPO clipped objective) on
+  /// synthetic targets, so that memory probes run a real forward + backward.
+  virtual torch::Tensor loss(const Batch& batch) = 0;
+
+  /// Number of parameters (all, trainable or not).
+  int64_t parameter_count();
+  /// Bytes held by parameters (numel x element size).
+  int64_t parameter_bytes();
+  /// Bytes held by buffers (numel x element size).
+  int64_t buffer_bytes();
+  /// Moves the module to `device`.
+  void to(const torch::Device& device) { module().to(device); }
+};
+
+/// Builds a model by registry name, with options from JSON (missing keys take defaults; unknown
+/// keys are an error). Throws foxhunt::InputError for an unknown name.
+std::unique_ptr<Model> make_model(const std::string& name,
+                                  const nlohmann::json& options = nlohmann::json::object());
+
+/// The registered model names, in canonical order: dqn, ppo, mamba2, tft.
+std::vector<std::string> model_names();
+
+/// Input validation helper shared by all models: checks rank, sizes (-1 = any), dtype, device and
+/// (for floating tensors) that every value is finite. Names the component, the tensor, and the
+/// expected vs received values in the error.
+void check_input(const std::string& component, const std::string& tensor_name,
+                 const torch::Tensor& t, const std::vector<int64_t>& expected_sizes,
+                 torch::ScalarType dtype, const torch::Device& device);
+
+/// Same as check_input, but the dtype may be any floating type.
+void check_float_input(const std::string& component, const std::string& tensor_name,
+                       const torch::Tensor& t, const std::vector<int64_t>& expected_sizes,
+                       const torch::Device& device);
+
+/// Formats sizes as "[a, b, c]" (-1 printed as "*").
+std::string shape_str(const std::vector<int64_t>& sizes);
+
+/// Device of the first parameter of a module (CPU when it has none).
+torch::Device module_device(const torch::nn::Module& m);
+
+/// Reads `key` from `j` into `value` when present; the helper behind options_from_json.
+/// Throws InputError naming the component and the key when the type does not match.
+template <typename T>
+void json_get(const nlohmann::json& j, const char* component, const char* key, T& value) {
+  auto it = j.find(key);
+  if (it == j.end()) return;
+  try {
+    value = it->template get<T>();
+  } catch (const std::exception& e) {
+    throw InputError(component, std::string("option '") + key + "': " + e.what());
+  }
+}
+
+/// Rejects keys of `j` not in `allowed` with an error listing the allowed ones.
+void check_known_keys(const nlohmann::json& j, const char* component,
+                      const std::vector<std::string>& allowed);
+
+}  // namespace foxhunt::models

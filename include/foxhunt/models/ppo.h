@@ -1,0 +1,62 @@
+#pragma once
+/// \file ppo.h
+/// PPO actor-critic: separate policy and value MLPs (tanh), categorical policy over the actions.
+
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "foxhunt/models/mlp.h"
+#include "foxhunt/models/model.h"
+
+namespace foxhunt::models {
+
+/// Options of the PPO actor-critic.
+/// Example: `PpoOptions().state_dim(4).hidden({64, 64}).actions(2)` for CartPole.
+struct PpoOptions {
+  /// Input state width.
+  TORCH_ARG(int64_t, state_dim) = 256;
+  /// Hidden widths of both the policy and the value MLP (tanh).
+  TORCH_ARG(std::vector<int64_t>, hidden) = std::vector<int64_t>{128, 64};
+  /// Number of discrete actions.
+  TORCH_ARG(int64_t, actions) = 3;
+  /// Orthogonal init (gain sqrt(2) hidden, 0.01 policy head, 1.0 value head), biases 0.
+  TORCH_ARG(bool, orthogonal_init) = true;
+};
+
+nlohmann::json to_json(const PpoOptions& o);
+PpoOptions ppo_options_from_json(const nlohmann::json& j);
+/// Closed-form parameter count (82,564 for the defaults).
+int64_t parameter_count(const PpoOptions& o);
+
+/// Output of the actor-critic.
+struct PolicyOutput {
+  torch::Tensor logits;  ///< [batch, actions]
+  torch::Tensor value;   ///< [batch]
+};
+
+/// The actor-critic network.
+class ActorCriticImpl : public torch::nn::Cloneable<ActorCriticImpl> {
+ public:
+  explicit ActorCriticImpl(PpoOptions options = {});
+  void reset() override;
+  /// Validates `state` ([batch, state_dim]) and returns logits and value.
+  PolicyOutput forward(const torch::Tensor& state);
+
+  PpoOptions options;
+  Mlp policy{nullptr};
+  Mlp value{nullptr};
+};
+TORCH_MODULE(ActorCritic);
+
+/// PPO clipped surrogate loss (to minimise): -mean(min(r A, clip(r, 1-eps, 1+eps) A))
+/// + vf_coef * MSE(value, returns) - ent_coef * entropy. Returns the total.
+torch::Tensor ppo_loss(const PolicyOutput& out, const torch::Tensor& actions,
+                       const torch::Tensor& old_log_prob, const torch::Tensor& advantages,
+                       const torch::Tensor& returns, double clip = 0.2, double vf_coef = 0.5,
+                       double ent_coef = 0.0);
+
+/// Registry adapter for the PPO actor-critic.
+std::unique_ptr<Model> make_ppo_model(const nlohmann::json& options);
+
+}  // namespace foxhunt::models

@@ -1,0 +1,58 @@
+#pragma once
+/// \file validate.h
+/// `foxhunt validate`, the main job: every check of the product on the embedded defaults, one
+/// step after another, each with a verdict, a one-line summary, details as JSON and its time.
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace foxhunt::runtime {
+
+/// What `foxhunt validate` runs on.
+struct ValidateOptions {
+  /// Device for models ("cpu", "cuda", "cuda:1").
+  std::string device = "cpu";
+  /// Seed for every random draw.
+  uint64_t seed = 42;
+  /// Batch sizes for the forward checks.
+  std::vector<int64_t> batches = {1, 64};
+  /// Names of steps to skip.
+  std::vector<std::string> skip;
+};
+
+/// The result of one validation step.
+struct StepResult {
+  std::string name;
+  bool ok = false;
+  std::string summary;  ///< one line for the terminal
+  nlohmann::json details = nlohmann::json::object();
+  double seconds = 0.0;
+};
+
+/// The whole validation run.
+struct ValidateReport {
+  std::vector<StepResult> steps;
+  bool ok() const;
+  nlohmann::json to_json() const;
+};
+
+/// A step: fills `result` (ok, summary, details); `log` receives human progress lines.
+using ValidateStep = std::function<void(const ValidateOptions&, StepResult& result, std::ostream& log)>;
+
+/// The ordered steps of `foxhunt validate` (name and function).
+std::vector<std::pair<std::string, ValidateStep>> validate_steps();
+
+/// Runs every step (exceptions inside a step fail that step and the run continues).
+ValidateReport run_validate(const ValidateOptions& options, std::ostream& log);
+
+/// Step "models": builds each model with defaults, runs forward passes at each batch size under
+/// inference mode, checks shapes and finiteness; details hold the models table.
+void validate_models_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
+
+}  // namespace foxhunt::runtime

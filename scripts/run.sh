@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One entry point for the README quick start:
+#   scripts/run.sh validate   set up, build, run `foxhunt validate` on its embedded defaults
+#   scripts/run.sh test       set up, build, run the whole test suite (unit + slow learning tests)
+#   scripts/run.sh build      set up and build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what="${1:-validate}"
+shift || true
+
+scripts/setup.sh
+BUILD_DIR="${FOXHUNT_BUILD_DIR:-build}"
+JOBS="${FOXHUNT_JOBS:-$(nproc)}"
+start=$(date +%s)
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build "$BUILD_DIR" -j "$JOBS"
+echo "[run] build: $(( $(date +%s) - start )) s" >&2
+
+case "$what" in
+  build) ;;
+  validate) "$BUILD_DIR/foxhunt" validate "$@" ;;
+  test)
+    start=$(date +%s)
+    # Learning tests are heavy; run them on their own so they get both cores.
+    ctest --test-dir "$BUILD_DIR" -L unit -j "$JOBS" --output-on-failure "$@"
+    ctest --test-dir "$BUILD_DIR" -L slow -j 1 --output-on-failure "$@"
+    echo "[run] tests: $(( $(date +%s) - start )) s" >&2
+    ;;
+  *) echo "usage: scripts/run.sh validate|test|build" >&2; exit 2 ;;
+esac

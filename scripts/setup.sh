@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs everything foxhunt needs on Debian 12 (run as root; idempotent; ~1 s when all is there).
+#   apt: build tools, GoogleTest, Google Benchmark, CLI11, nlohmann-json, spdlog/fmt, gloo headers
+#   pip: the pinned PyPI torch wheel (LibTorch headers, libraries and CMake config; CUDA build)
+# Everything lands in system locations (dpkg, the system python3's site-packages), so a fresh clone
+# on the same machine finds it again without downloading anything.
+set -euo pipefail
+
+TORCH_PIN="${FOXHUNT_TORCH_PIN:-2.15.0}"
+APT_PACKAGES=(build-essential cmake ninja-build git pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
+  libspdlog-dev libfmt-dev)
+
+log() { echo "[setup] $*" >&2; }
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "apt: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  log "apt: all ${#APT_PACKAGES[@]} packages present"
+fi
+
+PY="${PYTHON:-python3}"
+have_torch() {
+  "$PY" - "$TORCH_PIN" <<'PYEOF' 2>/dev/null
+import sys, importlib.metadata as md
+v = md.version("torch")
+sys.exit(0 if v.split("+")[0] == sys.argv[1] else 1)
+PYEOF
+}
+if have_torch; then
+  log "pip: torch ${TORCH_PIN} present"
+else
+  log "pip: installing torch==${TORCH_PIN} (the CUDA build: ~0.5 GB wheel + ~3 GB nvidia runtime wheels)"
+  "$PY" -m pip install --quiet "torch==${TORCH_PIN}"
+  have_torch || { log "torch ${TORCH_PIN} did not install"; exit 1; }
+fi
+# numpy only silences a torch import warning in the Python cross-checks.
+"$PY" -c "import numpy" 2>/dev/null || "$PY" -m pip install --quiet numpy || true

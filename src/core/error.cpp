@@ -1,0 +1,10 @@
+#include "foxhunt/core/error.h"
+
+namespace foxhunt::detail {
+
+void internal_assert_fail(const char* file, int line, const char* cond, const std::string& msg) {
+  throw Error("internal", cat("assertion `", cond, "` failed at ", file, ":", line,
+                              msg.empty() ? "" : ": ", msg, " (this is a foxhunt bug)"));
+}
+
+}  // namespace foxhunt::detail

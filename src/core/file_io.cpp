@@ -1,0 +1,103 @@
+#include "foxhunt/core/file_io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "foxhunt/core/error.h"
+
+namespace foxhunt {
+
+namespace testing_hooks {
+bool fail_before_rename = false;
+}
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string dir_of(const std::string& path) {
+  auto pos = path.find_last_of('/');
+  if (pos == std::string::npos) return ".";
+  if (pos == 0) return "/";
+  return path.substr(0, pos);
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(counter.fetch_add(1));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) FOXHUNT_FAIL("io", "cannot create '", tmp, "': ", errno_text());
+  auto fail = [&](const std::string& what) {
+    const std::string reason = errno_text();
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    FOXHUNT_FAIL("io", what, " '", path, "': ", reason);
+  };
+  std::size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("write failed for");
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) fail("fsync failed for");
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    FOXHUNT_FAIL("io", "close failed for '", path, "': ", errno_text());
+  }
+  if (testing_hooks::fail_before_rename) {
+    ::unlink(tmp.c_str());
+    FOXHUNT_FAIL("io", "simulated crash before rename of '", path, "'");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string reason = errno_text();
+    ::unlink(tmp.c_str());
+    FOXHUNT_FAIL("io", "rename to '", path, "' failed: ", reason);
+  }
+  // Make the rename itself durable.
+  int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("io", "cannot open '" + path + "' for reading: " + errno_text());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw InputError("io", "read error on '" + path + "'");
+  return ss.str();
+}
+
+unsigned int crc32(const void* data, std::size_t size, unsigned int seed) {
+  static const std::array<unsigned int, 256> table = [] {
+    std::array<unsigned int, 256> t{};
+    for (unsigned int i = 0; i < 256; ++i) {
+      unsigned int c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  unsigned int c = ~seed;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < size; ++i) c = table[(c ^ p[i]) & 0xFFu] ^ (c >> 8);
+  return ~c;
+}
+
+}  // namespace foxhunt

@@ -1,0 +1,63 @@
+#include "foxhunt/core/system_info.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <sstream>
+
+namespace foxhunt {
+
+namespace {
+
+std::string config_value(const std::string& config, const std::string& key) {
+  std::istringstream is(config);
+  std::string line;
+  while (std::getline(is, line)) {
+    auto pos = line.find(key + "=");
+    if (pos == std::string::npos) continue;
+    auto value = line.substr(pos + key.size() + 1);
+    auto end = value.find(',');
+    return value.substr(0, end);
+  }
+  return "";
+}
+
+std::string qengine_name(at::QEngine e) {
+  switch (e) {
+    case at::QEngine::NoQEngine: return "none";
+    case at::QEngine::FBGEMM: return "fbgemm";
+    case at::QEngine::QNNPACK: return "qnnpack";
+    case at::QEngine::ONEDNN: return "onednn";
+    case at::QEngine::X86: return "x86";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+nlohmann::json system_info() {
+  nlohmann::json j;
+  j["foxhunt_version"] = FOXHUNT_VERSION;
+  j["libtorch_version"] = TORCH_VERSION;
+  const bool cuda = torch::cuda::is_available();
+  j["cuda_available"] = cuda;
+  j["cuda_device_count"] = cuda ? static_cast<int>(torch::cuda::device_count()) : 0;
+  j["threads"] = at::get_num_threads();
+  j["interop_threads"] = at::get_num_interop_threads();
+  const std::string config = at::show_config();
+  j["blas"] = config_value(config, "BLAS_INFO");
+  j["lapack"] = config_value(config, "LAPACK_INFO");
+  j["mkl"] = at::hasMKL();
+  j["mkldnn"] = at::hasMKLDNN();
+  nlohmann::json engines = nlohmann::json::array();
+  for (auto e : at::globalContext().supportedQEngines()) engines.push_back(qengine_name(e));
+  j["quantized_engines"] = engines;
+  j["quantized_engine"] = qengine_name(at::globalContext().qEngine());
+  j["build_cuda"] = at::hasCUDA();
+  return j;
+}
+
+}  // namespace foxhunt

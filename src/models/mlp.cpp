@@ -1,0 +1,50 @@
+#include "foxhunt/models/mlp.h"
+
+#include "foxhunt/core/error.h"
+
+namespace foxhunt::models {
+
+int64_t mlp_parameter_count(const MlpOptions& o) {
+  int64_t total = 0;
+  int64_t in = o.in();
+  for (int64_t h : o.hidden()) {
+    total += in * h + h;
+    in = h;
+  }
+  return total + in * o.out() + o.out();
+}
+
+MlpImpl::MlpImpl(MlpOptions options_) : options(std::move(options_)) { reset(); }
+
+void MlpImpl::reset() {
+  FOXHUNT_CHECK(options.in() > 0 && options.out() > 0, "mlp", "expected in > 0 and out > 0, got in=",
+                options.in(), " out=", options.out());
+  layers.clear();
+  int64_t in = options.in();
+  std::vector<int64_t> widths = options.hidden();
+  widths.push_back(options.out());
+  for (size_t i = 0; i < widths.size(); ++i) {
+    FOXHUNT_CHECK(widths[i] > 0, "mlp", "expected positive layer widths, got ", widths[i]);
+    layers.push_back(register_module("fc" + std::to_string(i), torch::nn::Linear(in, widths[i])));
+    in = widths[i];
+  }
+}
+
+torch::Tensor MlpImpl::forward(torch::Tensor x) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    x = layers[i]->forward(x);
+    if (i + 1 < layers.size())
+      x = options.activation() == Activation::kReLU ? torch::relu(x) : torch::tanh(x);
+  }
+  return x;
+}
+
+void MlpImpl::orthogonal_init(double hidden_gain, double out_gain) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    torch::nn::init::orthogonal_(layers[i]->weight, i + 1 < layers.size() ? hidden_gain : out_gain);
+    torch::nn::init::zeros_(layers[i]->bias);
+  }
+}
+
+}  // namespace foxhunt::models

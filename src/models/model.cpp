@@ -1,0 +1,138 @@
+#include "foxhunt/models/model.h"
+
+#include <map>
+#include <sstream>
+
+#include "foxhunt/models/dqn.h"
+#include "foxhunt/models/ppo.h"
+
+namespace foxhunt::models {
+
+namespace {
+
+using Factory = std::unique_ptr<Model> (*)(const nlohmann::json&);
+
+// Canonical order matters: reports list the models in this order.
+const std::vector<std::pair<std::string, Factory>>& registry() {
+  static const std::vector<std::pair<std::string, Factory>> r = {
+      {"dqn", &make_dqn_model},
+      {"ppo", &make_ppo_model},
+  };
+  return r;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_model(const std::string& name, const nlohmann::json& options) {
+  for (const auto& [n, f] : registry())
+    if (n == name) return f(options.is_null() ? nlohmann::json::object() : options);
+  std::string known;
+  for (const auto& [n, f] : registry()) known += (known.empty() ? "" : ", ") + n;
+  throw InputError("models", "unknown model '" + name + "'; expected one of: " + known);
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> names;
+  for (const auto& [n, f] : registry()) names.push_back(n);
+  return names;
+}
+
+int64_t Model::parameter_count() {
+  int64_t n = 0;
+  for (const auto& p : module().parameters()) n += p.numel();
+  return n;
+}
+
+int64_t Model::parameter_bytes() {
+  int64_t n = 0;
+  for (const auto& p : module().parameters()) n += p.numel() * static_cast<int64_t>(p.element_size());
+  return n;
+}
+
+int64_t Model::buffer_bytes() {
+  int64_t n = 0;
+  for (const auto& b : module().buffers()) n += b.numel() * static_cast<int64_t>(b.element_size());
+  return n;
+}
+
+std::string shape_str(const std::vector<int64_t>& sizes) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i) os << ", ";
+    if (sizes[i] < 0)
+      os << "*";
+    else
+      os << sizes[i];
+  }
+  os << "]";
+  return os.str();
+}
+
+namespace {
+
+void check_common(const std::string& component, const std::string& name, const torch::Tensor& t,
+                  const std::vector<int64_t>& expected, const torch::Device& device) {
+  FOXHUNT_CHECK(t.defined(), component, name, ": expected a tensor of shape ", shape_str(expected),
+                ", got an undefined tensor");
+  const auto got = t.sizes().vec();
+  FOXHUNT_CHECK(t.dim() == static_cast<int64_t>(expected.size()), component, name,
+                ": expected rank ", expected.size(), " with shape ", shape_str(expected),
+                ", got rank ", t.dim(), " with shape ", shape_str(got));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    FOXHUNT_CHECK(expected[i] < 0 || expected[i] == got[i], component, name, ": expected shape ",
+                  shape_str(expected), ", got ", shape_str(got), " (dimension ", i, ")");
+  }
+  FOXHUNT_CHECK(t.device() == device, component, name, ": expected device ", device.str(),
+                ", got ", t.device().str());
+}
+
+}  // namespace
+
+void check_input(const std::string& component, const std::string& name, const torch::Tensor& t,
+                 const std::vector<int64_t>& expected, torch::ScalarType dtype,
+                 const torch::Device& device) {
+  check_common(component, name, t, expected, device);
+  FOXHUNT_CHECK(t.scalar_type() == dtype, component, name, ": expected dtype ",
+                c10::toString(dtype), ", got ", c10::toString(t.scalar_type()));
+  if (t.is_floating_point() && t.numel() > 0) {
+    FOXHUNT_CHECK(torch::isfinite(t).all().item<bool>(), component, name,
+                  ": expected finite values, got NaN or Inf (",
+                  (~torch::isfinite(t)).sum().item<int64_t>(), " of ", t.numel(), " values)");
+  }
+}
+
+void check_float_input(const std::string& component, const std::string& name,
+                       const torch::Tensor& t, const std::vector<int64_t>& expected,
+                       const torch::Device& device) {
+  check_common(component, name, t, expected, device);
+  FOXHUNT_CHECK(t.is_floating_point(), component, name,
+                ": expected a floating dtype (float32 or float64), got ",
+                c10::toString(t.scalar_type()));
+  if (t.numel() > 0) {
+    FOXHUNT_CHECK(torch::isfinite(t).all().item<bool>(), component, name,
+                  ": expected finite values, got NaN or Inf (",
+                  (~torch::isfinite(t)).sum().item<int64_t>(), " of ", t.numel(), " values)");
+  }
+}
+
+torch::Device module_device(const torch::nn::Module& m) {
+  for (const auto& p : m.parameters()) return p.device();
+  return torch::kCPU;
+}
+
+void check_known_keys(const nlohmann::json& j, const char* component,
+                      const std::vector<std::string>& allowed) {
+  FOXHUNT_CHECK(j.is_object(), component, "options: expected a JSON object, got ", j.type_name());
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool ok = false;
+    for (const auto& a : allowed) ok = ok || a == it.key();
+    if (!ok) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      throw InputError(component, "unknown option '" + it.key() + "'; expected one of: " + list);
+    }
+  }
+}
+
+}  // namespace foxhunt::models

@@ -1,0 +1,116 @@
+#include "foxhunt/runtime/validate.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/models/summary.h"
+
+namespace foxhunt::runtime {
+
+bool ValidateReport::ok() const {
+  for (const auto& s : steps)
+    if (!s.ok) return false;
+  return !steps.empty();
+}
+
+nlohmann::json ValidateReport::to_json() const {
+  nlohmann::json j;
+  j["ok"] = ok();
+  j["steps"] = nlohmann::json::array();
+  for (const auto& s : steps)
+    j["steps"].push_back({{"name", s.name},
+                          {"ok", s.ok},
+                          {"summary", s.summary},
+                          {"seconds", s.seconds},
+                          {"details", s.details}});
+  return j;
+}
+
+void validate_models_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
+  const torch::Device device(options.device);
+  c10::InferenceMode guard;
+  nlohmann::json rows = nlohmann::json::array();
+  bool all_ok = true;
+  char line[256];
+  std::snprintf(line, sizeof(line), "  %-8s %12s %14s %8s %s\n", "model", "parameters", "fp32 bytes",
+                "window", "forward checks");
+  log << line;
+  for (const auto& name : models::model_names()) {
+    auto m = models::make_model(name);
+    m->to(device);
+    m->module().eval();
+    nlohmann::json row = {{"name", name},
+                          {"parameters", m->parameter_count()},
+                          {"parameter_bytes", m->parameter_bytes()},
+                          {"buffer_bytes", m->buffer_bytes()},
+                          {"seq_len", m->default_seq_len()}};
+    std::string checks;
+    bool ok = true;
+    for (int64_t b : options.batches) {
+      auto batch = m->example_batch(b, 0, device, options.seed);
+      auto outs = m->forward(batch);
+      auto expected = m->output_shapes(b, m->default_seq_len());
+      bool shapes_ok = outs.size() == expected.size();
+      bool finite = true;
+      for (size_t i = 0; shapes_ok && i < outs.size(); ++i) {
+        shapes_ok = outs[i].sizes().vec() == expected[i];
+        finite = finite && torch::isfinite(outs[i]).all().item<bool>();
+      }
+      const bool step_ok = shapes_ok && finite;
+      ok = ok && step_ok;
+      std::string out_shapes;
+      for (const auto& o : outs) out_shapes += models::shape_str(o.sizes().vec()) + " ";
+      row["batch_" + std::to_string(b)] = {{"ok", step_ok},
+                                           {"shapes_ok", shapes_ok},
+                                           {"finite", finite},
+                                           {"outputs", out_shapes}};
+      checks += "b" + std::to_string(b) + ":" + (step_ok ? "ok " : "FAIL ");
+    }
+    row["ok"] = ok;
+    all_ok = all_ok && ok;
+    std::snprintf(line, sizeof(line), "  %-8s %12lld %14s %8lld %s\n", name.c_str(),
+                  static_cast<long long>(m->parameter_count()),
+                  models::human_bytes(static_cast<double>(m->parameter_bytes())).c_str(),
+                  static_cast<long long>(m->default_seq_len()), checks.c_str());
+    log << line;
+    rows.push_back(row);
+  }
+  result.ok = all_ok;
+  result.details["models"] = rows;
+  result.summary = std::to_string(rows.size()) + " models built; forward outputs " +
+                   (all_ok ? "finite and shaped right" : "WRONG (see details)");
+}
+
+std::vector<std::pair<std::string, ValidateStep>> validate_steps() {
+  return {{"models", &validate_models_step}};
+}
+
+ValidateReport run_validate(const ValidateOptions& options, std::ostream& log) {
+  ValidateReport report;
+  for (const auto& [name, step] : validate_steps()) {
+    bool skipped = false;
+    for (const auto& s : options.skip) skipped = skipped || s == name;
+    if (skipped) continue;
+    StepResult r;
+    r.name = name;
+    log << "== " << name << "\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      step(options, r, log);
+    } catch (const std::exception& e) {
+      r.ok = false;
+      r.summary = std::string("error: ") + e.what();
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), " (%.1f s)", r.seconds);
+    log << (r.ok ? "   PASS " : "   FAIL ") << r.summary << buf << "\n";
+    log.flush();
+    report.steps.push_back(std::move(r));
+  }
+  return report;
+}
+
+}  // namespace foxhunt::runtime

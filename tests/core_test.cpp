@@ -1,0 +1,124 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "foxhunt/core/container.h"
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
+#include "test_util.h"
+
+namespace foxhunt {
+namespace {
+
+using foxhunt::testing::TempDir;
+
+TEST(ErrorTest, CheckThrowsInputErrorWithComponentPrefix) {
+  try {
+    FOXHUNT_CHECK(1 == 2, "tft", "expected rank ", 3, ", got ", 2);
+    FAIL() << "no throw";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "[tft] expected rank 3, got 2");
+    EXPECT_EQ(e.component(), "tft");
+    EXPECT_EQ(e.message(), "expected rank 3, got 2");
+  }
+}
+
+TEST(ErrorTest, OutOfMemoryErrorCarriesNumbers) {
+  OutOfMemoryError e("memory", "cap exceeded", 100, 50, 120);
+  EXPECT_EQ(e.requested(), 100u);
+  EXPECT_EQ(e.live(), 50u);
+  EXPECT_EQ(e.limit(), 120u);
+  EXPECT_NE(std::string(e.what()).find("[memory]"), std::string::npos);
+}
+
+TEST(ErrorTest, InternalAssertNamesTheBug) {
+  try {
+    FOXHUNT_INTERNAL_ASSERT(false, "x=", 1);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("foxhunt bug"), std::string::npos);
+  }
+}
+
+TEST(FileIoTest, AtomicWriteReplacesContents) {
+  TempDir dir;
+  const auto path = dir.file("a.bin");
+  write_file_atomic(path, "first");
+  EXPECT_EQ(read_file(path), "first");
+  write_file_atomic(path, std::string("sec\0ond", 7));
+  EXPECT_EQ(read_file(path), std::string("sec\0ond", 7));
+  // No temp files left behind.
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+}
+
+TEST(FileIoTest, CrashBeforeRenameKeepsPreviousFile) {
+  TempDir dir;
+  const auto path = dir.file("a.bin");
+  write_file_atomic(path, "good");
+  testing_hooks::fail_before_rename = true;
+  EXPECT_THROW(write_file_atomic(path, "half-written"), Error);
+  testing_hooks::fail_before_rename = false;
+  EXPECT_EQ(read_file(path), "good");
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+}
+
+TEST(FileIoTest, WriteIntoMissingDirectoryFails) {
+  EXPECT_THROW(write_file_atomic("/nonexistent-dir-foxhunt/x.bin", "x"), Error);
+  EXPECT_THROW(read_file("/nonexistent-dir-foxhunt/x.bin"), InputError);
+}
+
+TEST(FileIoTest, Crc32KnownAnswer) {
+  // Standard check value of CRC-32/ISO-HDLC.
+  EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
+}
+
+TEST(ContainerTest, RoundTrip) {
+  Container c;
+  c.header = {{"kind", "test"}, {"n", 3}};
+  c.blobs["a"] = std::string("\0\1\2", 3);
+  c.blobs["b"] = "hello";
+  auto d = decode_container(encode_container(c), "mem");
+  EXPECT_EQ(d.header, c.header);
+  EXPECT_EQ(d.blobs, c.blobs);
+}
+
+TEST(ContainerTest, EveryTruncationIsRejected) {
+  Container c;
+  c.header = {{"kind", "test"}};
+  c.blobs["a"] = std::string(100, 'x');
+  const auto bytes = encode_container(c);
+  for (size_t n = 0; n < bytes.size(); n += 7)
+    EXPECT_THROW(decode_container(bytes.substr(0, n), "mem"), InputError) << "length " << n;
+}
+
+TEST(ContainerTest, EveryByteFlipIsRejected) {
+  Container c;
+  c.header = {{"kind", "test"}};
+  c.blobs["a"] = std::string(64, 'y');
+  const auto bytes = encode_container(c);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto bad = bytes;
+    bad[i] = static_cast<char>(bad[i] ^ 0x5A);
+    EXPECT_THROW(decode_container(bad, "mem"), InputError) << "offset " << i;
+  }
+}
+
+TEST(ContainerTest, WrongVersionIsNamed) {
+  Container c;
+  auto bytes = encode_container(c);
+  bytes[8] = 7;  // format version field
+  try {
+    decode_container(bytes, "x.ckpt");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("format version 7, expected 1"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace foxhunt

@@ -1,0 +1,80 @@
+#pragma once
+// Shared helpers for the test suite.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace foxhunt::testing {
+
+/// Fixture that seeds LibTorch's RNG so every test is reproducible.
+class SeededTest : public ::testing::Test {
+ protected:
+  void SetUp() override { torch::manual_seed(1234); }
+};
+
+/// Result of running the CLI.
+struct CliResult {
+  int exit_code = -1;
+  std::string out;  ///< stdout only
+  std::string err;  ///< stderr
+};
+
+/// Runs the built `foxhunt` binary with `args` (a shell-quoted string).
+inline CliResult run_cli(const std::string& args) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("foxhunt_cli_" + std::to_string(::getpid()) + "_" +
+                    std::to_string(std::rand()));
+  std::filesystem::create_directories(dir);
+  const auto err_path = dir / "stderr.txt";
+  const std::string cmd =
+      std::string(FOXHUNT_CLI_PATH) + " " + args + " 2>" + err_path.string();
+  CliResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  FILE* e = std::fopen(err_path.c_str(), "r");
+  if (e) {
+    while ((n = std::fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
+    std::fclose(e);
+  }
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+/// A fresh temporary directory removed at the end of the scope.
+class TempDir {
+ public:
+  TempDir() {
+    path_ = std::filesystem::temp_directory_path() /
+            ("foxhunt_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+  std::filesystem::path path_;
+};
+
+/// Max absolute difference of two tensors (as double).
+inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+}  // namespace foxhunt::testing
