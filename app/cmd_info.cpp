@@ -12,7 +12,8 @@ struct InfoArgs {
 
 Registrar reg("info", 10, [](CLI::App& app) -> Runner {
   auto args = std::make_shared<InfoArgs>();
-  auto* sub = app.add_subcommand("info", "Build, LibTorch version, devices, threads, BLAS, quantized engines");
+  auto* sub = app.add_subcommand(
+      "info", "Build, LibTorch version, devices, threads, BLAS, quantized engines");
   sub->add_flag("--json", args->json, "Print JSON only");
   return [args]() {
     auto j = system_info();

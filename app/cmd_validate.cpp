@@ -17,7 +17,8 @@ Registrar reg("validate", 100, [](CLI::App& app) -> Runner {
       "validate", "The main job: every check of the product on the embedded defaults");
   sub->add_option("--device", args->options.device, "Device: cpu, cuda, cuda:N")
       ->capture_default_str();
-  sub->add_option("--seed", args->options.seed, "Seed for every random draw")->capture_default_str();
+  sub->add_option("--seed", args->options.seed, "Seed for every random draw")
+      ->capture_default_str();
   sub->add_option("--skip", args->options.skip, "Step names to skip");
   sub->add_flag("--json", args->json, "Print the report as JSON only (progress goes to stderr)");
   return [args]() {

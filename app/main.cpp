@@ -14,7 +14,9 @@ std::vector<CommandEntry>& commands() {
   return c;
 }
 
-void print_json(const std::string& dumped) { std::cout << dumped << std::endl; }
+void print_json(const std::string& dumped) {
+  std::cout << dumped << std::endl;
+}
 
 }  // namespace foxhunt::cli
 

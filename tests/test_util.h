@@ -25,13 +25,12 @@ struct CliResult {
 
 /// Runs the built `foxhunt` binary with `args` (a shell-quoted string).
 inline CliResult run_cli(const std::string& args) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("foxhunt_cli_" + std::to_string(::getpid()) + "_" +
-                    std::to_string(std::rand()));
+  const auto dir =
+      std::filesystem::temp_directory_path() /
+      ("foxhunt_cli_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
   std::filesystem::create_directories(dir);
   const auto err_path = dir / "stderr.txt";
-  const std::string cmd =
-      std::string(FOXHUNT_CLI_PATH) + " " + args + " 2>" + err_path.string();
+  const std::string cmd = std::string(FOXHUNT_CLI_PATH) + " " + args + " 2>" + err_path.string();
   CliResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;

@@ -41,8 +41,8 @@ class Reader {
  private:
   void need(uint64_t n, const char* what) {
     if (n > limit_ - pos_)
-      throw InputError("checkpoint", "'" + source_ + "' is truncated: reading " + what +
-                                         " needs " + std::to_string(n) + " bytes at offset " +
+      throw InputError("checkpoint", "'" + source_ + "' is truncated: reading " + what + " needs " +
+                                         std::to_string(n) + " bytes at offset " +
                                          std::to_string(pos_) + ", only " +
                                          std::to_string(limit_ - pos_) + " remain");
   }
@@ -78,9 +78,9 @@ Container decode_container(const std::string& bytes, const std::string& source) 
                                        "' is not a foxhunt checkpoint (expected magic "
                                        "\"FOXHUNT\\x01\" at offset 0)");
   if (bytes.size() < min_size)
-    throw InputError("checkpoint", "'" + source + "' is truncated: " +
-                                       std::to_string(bytes.size()) + " bytes, expected at least " +
-                                       std::to_string(min_size));
+    throw InputError("checkpoint", "'" + source +
+                                       "' is truncated: " + std::to_string(bytes.size()) +
+                                       " bytes, expected at least " + std::to_string(min_size));
   Reader r(bytes, bytes.size() - 4, source);
   r.bytes(sizeof(kMagic), "magic");
   const auto version = r.get<uint32_t>("format version");
@@ -123,6 +123,8 @@ void write_container(const std::string& path, const Container& c) {
   write_file_atomic(path, encode_container(c));
 }
 
-Container read_container(const std::string& path) { return decode_container(read_file(path), path); }
+Container read_container(const std::string& path) {
+  return decode_container(read_file(path), path);
+}
 
 }  // namespace foxhunt

@@ -21,7 +21,9 @@ bool fail_before_rename = false;
 
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 std::string dir_of(const std::string& path) {
   auto pos = path.find_last_of('/');
@@ -34,8 +36,8 @@ std::string dir_of(const std::string& path) {
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   static std::atomic<unsigned> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(counter.fetch_add(1));
+  const std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) FOXHUNT_FAIL("io", "cannot create '", tmp, "': ", errno_text());
   auto fail = [&](const std::string& what) {

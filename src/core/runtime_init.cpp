@@ -11,7 +11,8 @@ namespace foxhunt {
 void runtime_init() {
   static std::once_flag once;
   std::call_once(once, [] {
-    // LibTorch defaults to 1 intra-op thread on these machines; use the cores unless told otherwise.
+    // LibTorch defaults to 1 intra-op thread on these machines; use the cores unless told
+    // otherwise.
     if (std::getenv("OMP_NUM_THREADS") == nullptr) {
       const unsigned hc = std::thread::hardware_concurrency();
       torch::set_num_threads(static_cast<int>(hc == 0 ? 1 : hc));

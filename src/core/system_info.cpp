@@ -27,11 +27,16 @@ std::string config_value(const std::string& config, const std::string& key) {
 
 std::string qengine_name(at::QEngine e) {
   switch (e) {
-    case at::QEngine::NoQEngine: return "none";
-    case at::QEngine::FBGEMM: return "fbgemm";
-    case at::QEngine::QNNPACK: return "qnnpack";
-    case at::QEngine::ONEDNN: return "onednn";
-    case at::QEngine::X86: return "x86";
+    case at::QEngine::NoQEngine:
+      return "none";
+    case at::QEngine::FBGEMM:
+      return "fbgemm";
+    case at::QEngine::QNNPACK:
+      return "qnnpack";
+    case at::QEngine::ONEDNN:
+      return "onednn";
+    case at::QEngine::X86:
+      return "x86";
   }
   return "unknown";
 }
@@ -56,7 +61,11 @@ nlohmann::json system_info() {
   for (auto e : at::globalContext().supportedQEngines()) engines.push_back(qengine_name(e));
   j["quantized_engines"] = engines;
   j["quantized_engine"] = qengine_name(at::globalContext().qEngine());
-  j["build_cuda"] = at::hasCUDA();
+#ifdef FOXHUNT_HAVE_CUDA_STATS
+  j["build_cuda"] = true;  // linked against a CUDA build of LibTorch (c10_cuda present)
+#else
+  j["build_cuda"] = false;
+#endif
   return j;
 }
 

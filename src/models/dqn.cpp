@@ -19,7 +19,9 @@ int64_t parameter_count(const DqnOptions& o) {
   return mlp_parameter_count(MlpOptions(o.state_dim(), o.hidden(), o.actions()));
 }
 
-DqnNetImpl::DqnNetImpl(DqnOptions options_) : options(std::move(options_)) { reset(); }
+DqnNetImpl::DqnNetImpl(DqnOptions options_) : options(std::move(options_)) {
+  reset();
+}
 
 void DqnNetImpl::reset() {
   FOXHUNT_CHECK(options.state_dim() > 0 && options.actions() > 1, "dqn",

@@ -14,11 +14,13 @@ int64_t mlp_parameter_count(const MlpOptions& o) {
   return total + in * o.out() + o.out();
 }
 
-MlpImpl::MlpImpl(MlpOptions options_) : options(std::move(options_)) { reset(); }
+MlpImpl::MlpImpl(MlpOptions options_) : options(std::move(options_)) {
+  reset();
+}
 
 void MlpImpl::reset() {
-  FOXHUNT_CHECK(options.in() > 0 && options.out() > 0, "mlp", "expected in > 0 and out > 0, got in=",
-                options.in(), " out=", options.out());
+  FOXHUNT_CHECK(options.in() > 0 && options.out() > 0, "mlp",
+                "expected in > 0 and out > 0, got in=", options.in(), " out=", options.out());
   layers.clear();
   int64_t in = options.in();
   std::vector<int64_t> widths = options.hidden();

@@ -45,7 +45,8 @@ int64_t Model::parameter_count() {
 
 int64_t Model::parameter_bytes() {
   int64_t n = 0;
-  for (const auto& p : module().parameters()) n += p.numel() * static_cast<int64_t>(p.element_size());
+  for (const auto& p : module().parameters())
+    n += p.numel() * static_cast<int64_t>(p.element_size());
   return n;
 }
 
@@ -83,8 +84,8 @@ void check_common(const std::string& component, const std::string& name, const t
     FOXHUNT_CHECK(expected[i] < 0 || expected[i] == got[i], component, name, ": expected shape ",
                   shape_str(expected), ", got ", shape_str(got), " (dimension ", i, ")");
   }
-  FOXHUNT_CHECK(t.device() == device, component, name, ": expected device ", device.str(),
-                ", got ", t.device().str());
+  FOXHUNT_CHECK(t.device() == device, component, name, ": expected device ", device.str(), ", got ",
+                t.device().str());
 }
 
 }  // namespace

@@ -26,17 +26,20 @@ int64_t parameter_count(const PpoOptions& o) {
          mlp_parameter_count(MlpOptions(o.state_dim(), o.hidden(), 1));
 }
 
-ActorCriticImpl::ActorCriticImpl(PpoOptions options_) : options(std::move(options_)) { reset(); }
+ActorCriticImpl::ActorCriticImpl(PpoOptions options_) : options(std::move(options_)) {
+  reset();
+}
 
 void ActorCriticImpl::reset() {
   FOXHUNT_CHECK(options.state_dim() > 0 && options.actions() > 1, "ppo",
                 "expected state_dim > 0 and actions > 1, got state_dim=", options.state_dim(),
                 " actions=", options.actions());
-  policy = register_module("policy", Mlp(MlpOptions(options.state_dim(), options.hidden(),
-                                                    options.actions())
-                                             .activation(Activation::kTanh)));
+  policy = register_module("policy",
+                           Mlp(MlpOptions(options.state_dim(), options.hidden(), options.actions())
+                                   .activation(Activation::kTanh)));
   value = register_module(
-      "value", Mlp(MlpOptions(options.state_dim(), options.hidden(), 1).activation(Activation::kTanh)));
+      "value",
+      Mlp(MlpOptions(options.state_dim(), options.hidden(), 1).activation(Activation::kTanh)));
   if (options.orthogonal_init()) {
     policy->orthogonal_init(std::sqrt(2.0), 0.01);
     value->orthogonal_init(std::sqrt(2.0), 1.0);
@@ -50,8 +53,7 @@ PolicyOutput ActorCriticImpl::forward(const torch::Tensor& state) {
 
 torch::Tensor ppo_loss(const PolicyOutput& out, const torch::Tensor& actions,
                        const torch::Tensor& old_log_prob, const torch::Tensor& advantages,
-                       const torch::Tensor& returns, double clip, double vf_coef,
-                       double ent_coef) {
+                       const torch::Tensor& returns, double clip, double vf_coef, double ent_coef) {
   auto log_probs = torch::log_softmax(out.logits, -1);
   auto new_log_prob = log_probs.gather(1, actions.to(torch::kLong).view({-1, 1})).squeeze(1);
   auto ratio = torch::exp(new_log_prob - old_log_prob);

@@ -7,11 +7,13 @@ namespace foxhunt::models {
 namespace {
 torch::Tensor pinball(const torch::Tensor& pred, const torch::Tensor& target,
                       const std::vector<double>& quantiles) {
-  FOXHUNT_CHECK(pred.dim() == 3, "quantile_loss", "pred: expected rank 3 [batch, horizon, Q], got rank ",
-                pred.dim(), " with shape ", shape_str(pred.sizes().vec()));
-  FOXHUNT_CHECK(target.dim() == 2 && target.size(0) == pred.size(0) && target.size(1) == pred.size(1),
-                "quantile_loss", "target: expected shape ", shape_str({pred.size(0), pred.size(1)}),
-                ", got ", shape_str(target.sizes().vec()));
+  FOXHUNT_CHECK(pred.dim() == 3, "quantile_loss",
+                "pred: expected rank 3 [batch, horizon, Q], got rank ", pred.dim(), " with shape ",
+                shape_str(pred.sizes().vec()));
+  FOXHUNT_CHECK(
+      target.dim() == 2 && target.size(0) == pred.size(0) && target.size(1) == pred.size(1),
+      "quantile_loss", "target: expected shape ", shape_str({pred.size(0), pred.size(1)}), ", got ",
+      shape_str(target.sizes().vec()));
   FOXHUNT_CHECK(static_cast<int64_t>(quantiles.size()) == pred.size(2), "quantile_loss",
                 "expected ", pred.size(2), " quantile levels, got ", quantiles.size());
   auto q = torch::tensor(quantiles, pred.options()).view({1, 1, -1});

@@ -25,10 +25,14 @@ std::vector<ModelSummary> describe_models() {
 }
 
 nlohmann::json to_json(const ModelSummary& s) {
-  return {{"name", s.name},         {"parameters", s.parameters},
-          {"parameter_bytes", s.parameter_bytes}, {"buffers", s.buffers},
-          {"buffer_bytes", s.buffer_bytes},       {"seq_len", s.seq_len},
-          {"inputs", s.inputs},     {"options", s.options}};
+  return {{"name", s.name},
+          {"parameters", s.parameters},
+          {"parameter_bytes", s.parameter_bytes},
+          {"buffers", s.buffers},
+          {"buffer_bytes", s.buffer_bytes},
+          {"seq_len", s.seq_len},
+          {"inputs", s.inputs},
+          {"options", s.options}};
 }
 
 std::string human_bytes(double bytes) {

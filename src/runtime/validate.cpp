@@ -34,8 +34,8 @@ void validate_models_step(const ValidateOptions& options, StepResult& result, st
   nlohmann::json rows = nlohmann::json::array();
   bool all_ok = true;
   char line[256];
-  std::snprintf(line, sizeof(line), "  %-8s %12s %14s %8s %s\n", "model", "parameters", "fp32 bytes",
-                "window", "forward checks");
+  std::snprintf(line, sizeof(line), "  %-8s %12s %14s %8s %s\n", "model", "parameters",
+                "fp32 bytes", "window", "forward checks");
   log << line;
   for (const auto& name : models::model_names()) {
     auto m = models::make_model(name);
@@ -62,10 +62,8 @@ void validate_models_step(const ValidateOptions& options, StepResult& result, st
       ok = ok && step_ok;
       std::string out_shapes;
       for (const auto& o : outs) out_shapes += models::shape_str(o.sizes().vec()) + " ";
-      row["batch_" + std::to_string(b)] = {{"ok", step_ok},
-                                           {"shapes_ok", shapes_ok},
-                                           {"finite", finite},
-                                           {"outputs", out_shapes}};
+      row["batch_" + std::to_string(b)] = {
+          {"ok", step_ok}, {"shapes_ok", shapes_ok}, {"finite", finite}, {"outputs", out_shapes}};
       checks += "b" + std::to_string(b) + ":" + (step_ok ? "ok " : "FAIL ");
     }
     row["ok"] = ok;

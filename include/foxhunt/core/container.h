@@ -21,7 +21,7 @@ inline constexpr std::uint32_t kContainerFormatVersion = 1;
 /// In-memory form of a container file.
 struct Container {
   nlohmann::json header = nlohmann::json::object();  ///< metadata (kind, model, options, ...)
-  std::map<std::string, std::string> blobs;           ///< named binary payloads
+  std::map<std::string, std::string> blobs;          ///< named binary payloads
 };
 
 /// Serialises a container to bytes.

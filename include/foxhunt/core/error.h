@@ -79,8 +79,8 @@ std::string cat(const Args&... args) {
 
 /// Throws foxhunt::InputError("[component] ...") when `cond` is false. Message parts are streamed.
 /// Example: FOXHUNT_CHECK(x.dim() == 3, "tft", "past input: expected rank 3, got ", x.dim());
-#define FOXHUNT_CHECK(cond, component, ...)                                            \
-  do {                                                                                 \
+#define FOXHUNT_CHECK(cond, component, ...)                                                     \
+  do {                                                                                          \
     if (!(cond)) throw ::foxhunt::InputError((component), ::foxhunt::detail::cat(__VA_ARGS__)); \
   } while (0)
 
@@ -89,9 +89,9 @@ std::string cat(const Args&... args) {
   throw ::foxhunt::Error((component), ::foxhunt::detail::cat(__VA_ARGS__))
 
 /// Internal invariant: a failure here is a bug in foxhunt, not bad input.
-#define FOXHUNT_INTERNAL_ASSERT(cond, ...)                                                 \
-  do {                                                                                     \
-    if (!(cond))                                                                           \
-      ::foxhunt::detail::internal_assert_fail(__FILE__, __LINE__, #cond,                   \
-                                              ::foxhunt::detail::cat("" __VA_ARGS__));     \
+#define FOXHUNT_INTERNAL_ASSERT(cond, ...)                                             \
+  do {                                                                                 \
+    if (!(cond))                                                                       \
+      ::foxhunt::detail::internal_assert_fail(__FILE__, __LINE__, #cond,               \
+                                              ::foxhunt::detail::cat("" __VA_ARGS__)); \
   } while (0)

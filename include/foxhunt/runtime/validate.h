@@ -43,7 +43,8 @@ struct ValidateReport {
 };
 
 /// A step: fills `result` (ok, summary, details); `log` receives human progress lines.
-using ValidateStep = std::function<void(const ValidateOptions&, StepResult& result, std::ostream& log)>;
+using ValidateStep =
+    std::function<void(const ValidateOptions&, StepResult& result, std::ostream& log)>;
 
 /// The ordered steps of `foxhunt validate` (name and function).
 std::vector<std::pair<std::string, ValidateStep>> validate_steps();
