@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "foxhunt/core/error.h"
 #include "foxhunt/data/bars.h"
 
 namespace foxhunt::cli {
@@ -100,7 +101,7 @@ Registrar reg("data", 30, [](CLI::App& app) -> Runner {
     if (gen->parsed()) return run_generate(*args);
     if (ins->parsed()) return run_inspect(*args);
     std::cerr << "foxhunt: data: expected 'generate' or 'inspect' (see --help)" << std::endl;
-    return static_cast<int>(kExitUsage);
+    return static_cast<int>(foxhunt::kExitUsage);
   };
 });
 

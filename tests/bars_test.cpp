@@ -259,6 +259,11 @@ TEST_F(BarsTest, GeneratorMatchesPinnedValues) {
   EXPECT_DOUBLE_EQ(s.bars[0].open, 100.0);
   EXPECT_EQ(s.bars[1].open, s.bars[0].close);
   EXPECT_EQ(s.bars[2].open, s.bars[1].close);
+  // Golden values (first run of this implementation, seed 42, tick 1e-4).
+  EXPECT_DOUBLE_EQ(s.bars[0].close, 99.9589);
+  EXPECT_DOUBLE_EQ(s.bars[0].high, 100.0257);
+  EXPECT_DOUBLE_EQ(s.bars[1].volume, 1675);
+  EXPECT_DOUBLE_EQ(s.bars[2].close, 99.8867);
 }
 
 TEST_F(BarsTest, GeneratedBarsAreValidAndPositive) {

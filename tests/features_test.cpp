@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <set>
 
 #include "foxhunt/core/error.h"
@@ -127,16 +129,16 @@ TEST_F(FeaturesTest, CalendarFeaturesForKnownTimestamps) {
   f = calendar_features(1704067200 + 2 * 86400 + 6 * 3600);
   EXPECT_NEAR(f[0], 1.0, 1e-6);
   EXPECT_NEAR(f[1], 0.0, 1e-6);
-  EXPECT_NEAR(f[2], std::sin(2 * M_PI * 2 / 7), 1e-6);
-  EXPECT_NEAR(f[3], std::cos(2 * M_PI * 2 / 7), 1e-6);
+  EXPECT_NEAR(f[2], std::sin(2 * std::numbers::pi * 2 / 7), 1e-6);
+  EXPECT_NEAR(f[3], std::cos(2 * std::numbers::pi * 2 / 7), 1e-6);
   // Sunday 18:00 UTC: three quarters of the day, day 6.
   f = calendar_features(1704067200 + 6 * 86400 + 18 * 3600);
   EXPECT_NEAR(f[0], -1.0, 1e-6);
-  EXPECT_NEAR(f[2], std::sin(2 * M_PI * 6 / 7), 1e-6);
+  EXPECT_NEAR(f[2], std::sin(2 * std::numbers::pi * 6 / 7), 1e-6);
   // Before 1970: 1969-12-31 12:00 UTC was a Wednesday noon.
   f = calendar_features(-43200);
   EXPECT_NEAR(f[1], -1.0, 1e-6);
-  EXPECT_NEAR(f[3], std::cos(2 * M_PI * 2 / 7), 1e-6);
+  EXPECT_NEAR(f[3], std::cos(2 * std::numbers::pi * 2 / 7), 1e-6);
 
   const auto s = series(10, 1);
   const Matrix cal = compute_calendar_features(s);
