@@ -389,12 +389,7 @@ void Mamba2NetImpl::reset() {
   validate(options);
   embed = register_module("embed", torch::nn::Linear(options.input_dim(), options.d_model()));
   blocks = register_module("blocks", torch::nn::ModuleList());
-  block_list_.clear();
-  for (int64_t i = 0; i < options.n_layers(); ++i) {
-    Mamba2Block blk(options);
-    blocks->push_back(blk);
-    block_list_.push_back(blk);
-  }
+  for (int64_t i = 0; i < options.n_layers(); ++i) blocks->push_back(Mamba2Block(options));
   norm_f = register_module("norm_f", Mamba2RMSNorm(options.d_model()));
   const auto q = static_cast<int64_t>(options.quantiles().size());
   head = register_module("head", torch::nn::Linear(options.d_model(), options.horizon() * q));
@@ -408,11 +403,17 @@ void Mamba2NetImpl::check_x(const char* name, const torch::Tensor& x,
                   " with seq_len >= 1, got ", shape_str(x.sizes().vec()));
 }
 
+Mamba2BlockImpl& Mamba2NetImpl::block(size_t i) const {
+  // Looked up through the list on every use: cloning replaces the list's elements, so cached
+  // handles would point at modules outside the clone.
+  return *blocks->ptr(i)->as<Mamba2BlockImpl>();
+}
+
 torch::Tensor Mamba2NetImpl::hidden(const torch::Tensor& x, Mamba2State* state_out) {
   auto h = embed->forward(x);
-  if (state_out) state_out->layers.assign(block_list_.size(), {});
-  for (size_t i = 0; i < block_list_.size(); ++i)
-    h = block_list_[i]->apply(h, state_out ? &state_out->layers[i] : nullptr);
+  if (state_out) state_out->layers.assign(blocks->size(), {});
+  for (size_t i = 0; i < blocks->size(); ++i)
+    h = block(i).apply(h, state_out ? &state_out->layers[i] : nullptr);
   return norm_f->forward(h);
 }
 
@@ -443,8 +444,8 @@ std::pair<torch::Tensor, Mamba2State> Mamba2NetImpl::prefill(const torch::Tensor
 torch::Tensor Mamba2NetImpl::step(Mamba2State& state, const torch::Tensor& x_t) {
   check_x("x_t", x_t, {-1, options.input_dim()});
   const int64_t b = x_t.size(0);
-  FOXHUNT_CHECK(state.layers.size() == block_list_.size(), "mamba2", "state: expected ",
-                block_list_.size(), " layers, got ", state.layers.size());
+  FOXHUNT_CHECK(state.layers.size() == blocks->size(), "mamba2", "state: expected ", blocks->size(),
+                " layers, got ", state.layers.size());
   const auto dt = param_dtype(*this);
   const auto dev = module_device(*this);
   const std::vector<int64_t> conv_shape{b, options.conv_dim(), options.d_conv()};
@@ -463,22 +464,23 @@ torch::Tensor Mamba2NetImpl::step(Mamba2State& state, const torch::Tensor& x_t) 
     }
   }
   auto h = embed->forward(x_t);
-  for (size_t i = 0; i < block_list_.size(); ++i)
-    h = block_list_[i]->apply_step(h, state.layers[i]);
+  for (size_t i = 0; i < blocks->size(); ++i) h = block(i).apply_step(h, state.layers[i]);
   return head_out(norm_f->forward(h));
 }
 
 Mamba2State Mamba2NetImpl::zero_state(int64_t batch) const {
   FOXHUNT_CHECK(batch > 0, "mamba2", "zero_state: expected batch > 0, got ", batch);
   Mamba2State s;
-  for (const auto& blk : block_list_) s.layers.push_back(blk->mixer->zero_state(batch));
+  for (size_t i = 0; i < blocks->size(); ++i) s.layers.push_back(block(i).mixer->zero_state(batch));
   return s;
 }
 
 std::vector<torch::Tensor> Mamba2NetImpl::no_weight_decay_parameters() {
   std::vector<torch::Tensor> out;
-  for (const auto& blk : block_list_)
-    for (auto* p : {&blk->mixer->A_log, &blk->mixer->D, &blk->mixer->dt_bias}) out.push_back(*p);
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    auto& mixer = *block(i).mixer;
+    for (auto* p : {&mixer.A_log, &mixer.D, &mixer.dt_bias}) out.push_back(*p);
+  }
   return out;
 }
 

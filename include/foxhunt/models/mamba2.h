@@ -211,10 +211,10 @@ class Mamba2NetImpl : public torch::nn::Cloneable<Mamba2NetImpl> {
   torch::nn::Linear head{nullptr};
 
  private:
+  Mamba2BlockImpl& block(size_t i) const;
   torch::Tensor hidden(const torch::Tensor& x, Mamba2State* state_out);
   torch::Tensor head_out(const torch::Tensor& h);
   void check_x(const char* name, const torch::Tensor& x, std::vector<int64_t> sizes) const;
-  std::vector<Mamba2Block> block_list_;
 };
 TORCH_MODULE(Mamba2Net);
 
