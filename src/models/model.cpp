@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "foxhunt/models/dqn.h"
+#include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/ppo.h"
 
 namespace foxhunt::models {
@@ -17,6 +18,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> r = {
       {"dqn", &make_dqn_model},
       {"ppo", &make_ppo_model},
+      {"mamba2", &make_mamba2_model},
   };
   return r;
 }
