@@ -11,6 +11,7 @@ namespace {
 struct TrainArgs {
   train::TrainJob job;
   std::string options_json;
+  std::string model_options_json;
   std::string progress = "auto";
   uint64_t seed = 0;
   bool json = false;
@@ -22,8 +23,8 @@ Registrar reg("train", 40, [](CLI::App& app) -> Runner {
   sub->add_option("model", args->job.model, "dqn, ppo, mamba2 or tft")
       ->required()
       ->check(CLI::IsMember(train::trainable_models()));
-  sub->add_option("--env", args->job.env, "RL environment: cartpole or trading")
-      ->capture_default_str();
+  sub->add_option("--env", args->job.env, "RL environment: cartpole (default) or trading")
+      ->check(CLI::IsMember({"cartpole", "trading"}));
   sub->add_option("--data", args->job.data,
                   "Bars CSV (trading env, mamba2/tft); default synthetic");
   auto* steps = sub->add_option("--steps", args->job.steps, "Environment steps (dqn, ppo)")
@@ -40,6 +41,8 @@ Registrar reg("train", 40, [](CLI::App& app) -> Runner {
   sub->add_option("--device", args->job.device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--options", args->options_json,
                   "Trainer option overrides as a JSON object, e.g. '{\"learning_rate\":1e-3}'");
+  sub->add_option("--model-options", args->model_options_json,
+                  "mamba2/tft model options as a JSON object, e.g. '{\"d_model\":32}'");
   sub->add_option("--eval-episodes", args->job.eval_episodes,
                   "Greedy evaluation episodes after RL training (0 = none)")
       ->check(CLI::NonNegativeNumber)
@@ -61,6 +64,14 @@ Registrar reg("train", 40, [](CLI::App& app) -> Runner {
         job.options = nlohmann::json::parse(args->options_json);
       } catch (const nlohmann::json::exception& e) {
         throw InputError("train", std::string("--options: not valid JSON (") + e.what() + ")");
+      }
+    }
+    if (!args->model_options_json.empty()) {
+      try {
+        job.model_options = nlohmann::json::parse(args->model_options_json);
+      } catch (const nlohmann::json::exception& e) {
+        throw InputError("train",
+                         std::string("--model-options: not valid JSON (") + e.what() + ")");
       }
     }
     const std::string& p = args->progress;

@@ -482,12 +482,20 @@ TEST_F(TrainCliTest, CtrlCCheckpointsAndExits130) {
   // Wait for the run to be under way (first metrics line), then press Ctrl-C.
   const auto metrics = out + "/metrics.jsonl";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline &&
-         !(std::filesystem::exists(metrics) && std::filesystem::file_size(metrics) > 0))
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ::kill(pid, SIGINT);
   int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  bool exited = false;
+  while (std::chrono::steady_clock::now() < deadline &&
+         !(std::filesystem::exists(metrics) && std::filesystem::file_size(metrics) > 0)) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;  // it failed to start: report its status below
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!exited) {
+    ::kill(pid, SIGINT);
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  }
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 130);
   auto j = nlohmann::json::parse(read_file(stdout_path));

@@ -29,18 +29,16 @@ nlohmann::json to_json(const DqnTrainerOptions& o) {
           {"huber_delta", o.huber_delta()},
           {"hidden", o.hidden()},
           {"double_dqn", o.double_dqn()},
+          {"eval_interval", o.eval_interval()},
+          {"eval_episodes", o.eval_episodes()},
+          {"keep_best", o.keep_best()},
           {"seed", o.seed()},
           {"device", o.device().str()}};
 }
 
 DqnTrainerOptions dqn_trainer_options_from_json(const nlohmann::json& j) {
   const char* c = "dqn_trainer";
-  models::check_known_keys(
-      j, c,
-      {"total_steps", "learning_rate", "batch_size", "buffer_size", "learning_starts", "gamma",
-       "target_update_interval", "tau", "train_freq", "gradient_steps", "exploration_fraction",
-       "exploration_initial_eps", "exploration_final_eps", "max_grad_norm", "huber_delta", "hidden",
-       "double_dqn", "seed", "device"});
+  models::check_known_keys(j, c, known_keys(to_json(DqnTrainerOptions())));
   DqnTrainerOptions o;
   models::json_get(j, c, "total_steps", o.total_steps());
   models::json_get(j, c, "learning_rate", o.learning_rate());
@@ -59,6 +57,9 @@ DqnTrainerOptions dqn_trainer_options_from_json(const nlohmann::json& j) {
   models::json_get(j, c, "huber_delta", o.huber_delta());
   models::json_get(j, c, "hidden", o.hidden());
   models::json_get(j, c, "double_dqn", o.double_dqn());
+  models::json_get(j, c, "eval_interval", o.eval_interval());
+  models::json_get(j, c, "eval_episodes", o.eval_episodes());
+  models::json_get(j, c, "keep_best", o.keep_best());
   models::json_get(j, c, "seed", o.seed());
   std::string device = o.device().str();
   models::json_get(j, c, "device", device);
@@ -91,6 +92,9 @@ void check_options(const DqnTrainerOptions& o) {
   FOXHUNT_CHECK(o.exploration_fraction() >= 0 && o.exploration_fraction() <= 1, c,
                 "expected exploration_fraction in [0, 1], got ", o.exploration_fraction());
   FOXHUNT_CHECK(o.huber_delta() > 0, c, "expected huber_delta > 0, got ", o.huber_delta());
+  FOXHUNT_CHECK(o.eval_interval() >= 0 && o.eval_episodes() > 0, c,
+                "expected eval_interval >= 0 and eval_episodes > 0, got ", o.eval_interval(),
+                " and ", o.eval_episodes());
 }
 }  // namespace
 
@@ -252,6 +256,7 @@ torch::Tensor obs_tensor(const std::vector<float>& obs, const torch::Device& dev
 
 DqnTrainer::DqnTrainer(DqnTrainerOptions options, EnvFactory make_env)
     : o_(std::move(options)),
+      make_env_(make_env),
       env_(make_checked_env(make_env)),
       buffer_((check_options(o_), o_.buffer_size()), env_->observation_size()),
       rng_(derive_seed(o_.seed(), 1)) {
@@ -323,20 +328,27 @@ double DqnTrainer::train_step() {
 }
 
 nlohmann::json DqnTrainer::metrics_line(double elapsed, double rate) const {
-  return {{"algo", "dqn"},
-          {"step", step_},
-          {"total_steps", o_.total_steps()},
-          {"episodes", episodes_},
-          {"return_mean", json_number(returns_.mean())},
-          {"episode_length_mean", json_number(lengths_.mean())},
-          {"loss", loss_count_ > 0 ? json_number(loss_sum_ / static_cast<double>(loss_count_))
-                                   : json_number(last_loss_)},
-          {"epsilon", epsilon()},
-          {"lr", o_.learning_rate()},
-          {"updates", updates_},
-          {"buffer", buffer_.size()},
-          {"samples_per_s", rate},
-          {"elapsed_s", elapsed}};
+  nlohmann::json j = {
+      {"algo", "dqn"},
+      {"step", step_},
+      {"total_steps", o_.total_steps()},
+      {"episodes", episodes_},
+      {"return_mean", json_number(returns_.mean())},
+      {"episode_length_mean", json_number(lengths_.mean())},
+      {"loss", loss_count_ > 0 ? json_number(loss_sum_ / static_cast<double>(loss_count_))
+                               : json_number(last_loss_)},
+      {"epsilon", epsilon()},
+      {"lr", o_.learning_rate()},
+      {"updates", updates_},
+      {"buffer", buffer_.size()},
+      {"samples_per_s", rate},
+      {"elapsed_s", elapsed}};
+  if (best_.best_step() >= 0) {
+    j["eval_return"] = json_number(best_.last());
+    j["best_eval_return"] = json_number(best_.best());
+    j["best_eval_step"] = best_.best_step();
+  }
+  return j;
 }
 
 TrainResult DqnTrainer::train(const RunConfig& run) {
@@ -408,14 +420,19 @@ TrainResult DqnTrainer::train(const RunConfig& run) {
         ++loss_count_;
       }
     }
+    if (o_.eval_interval() > 0 && step_ % o_.eval_interval() == 0)
+      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(), derive_seed(o_.seed(), 7),
+                     *online_, step_);
     if (run.log_interval > 0 && step_ % run.log_interval == 0) write_log();
     if (run.checkpoint_interval > 0 && step_ % run.checkpoint_interval == 0) checkpoint();
     progress.update(step_);
   }
   if (run.log_interval > 0 && step_ % run.log_interval != 0) write_log();
   progress.finish();
-  checkpoint();
   result.completed = step_ >= o_.total_steps();
+  // The final weights are the best evaluated ones (the checkpoint then holds them too).
+  if (result.completed && o_.keep_best() && best_.restore(*online_)) update_target(1.0);
+  checkpoint();
   result.steps = step_;
   result.episodes = episodes_;
   result.seconds = progress.elapsed();
@@ -441,7 +458,8 @@ void DqnTrainer::save_checkpoint(const std::string& path) {
                       {"loss_sum", loss_sum_},
                       {"loss_count", loss_count_},
                       {"last_loss", json_number(last_loss_)},
-                      {"rng", rng_.state()}};
+                      {"rng", rng_.state()},
+                      {"best_policy", best_.to_json()}};
   auto env_state = env_->save_state();
   t["env_state"] = env_state ? nlohmann::json(*env_state) : nlohmann::json(nullptr);
   Container c = trainer_container(*model_, "dqn", t);
@@ -449,6 +467,7 @@ void DqnTrainer::save_checkpoint(const std::string& path) {
   c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
   c.blobs["replay"] = buffer_.to_bytes();
   c.blobs["torch_rng"] = torch_rng_state();
+  if (!best_.weights().empty()) c.blobs["best_module"] = best_.weights();
   write_container(path, c);
 }
 
@@ -480,6 +499,8 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
     loss_count_ = t.at("loss_count").get<int64_t>();
     last_loss_ = t.at("last_loss").is_null() ? NAN : t.at("last_loss").get<double>();
     rng_.set_state(t.at("rng").get<std::string>());
+    auto best = c.blobs.find("best_module");
+    best_.load(t.at("best_policy"), best == c.blobs.end() ? std::string() : best->second);
     if (started_ && !t.at("env_state").is_null()) {
       env_->load_state(t.at("env_state").get<std::string>());
       obs_ = t.at("obs").get<std::vector<float>>();

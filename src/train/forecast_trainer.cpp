@@ -100,9 +100,7 @@ nlohmann::json to_json(const ForecastTrainerOptions& o) {
 
 ForecastTrainerOptions forecast_trainer_options_from_json(const nlohmann::json& j) {
   const char* c = "forecast_trainer";
-  models::check_known_keys(j, c,
-                           {"epochs", "learning_rate", "weight_decay", "max_grad_norm", "patience",
-                            "min_delta", "restore_best", "seed"});
+  models::check_known_keys(j, c, known_keys(to_json(ForecastTrainerOptions())));
   ForecastTrainerOptions o;
   models::json_get(j, c, "epochs", o.epochs());
   models::json_get(j, c, "learning_rate", o.learning_rate());
@@ -143,20 +141,26 @@ models::Batch to_device(models::Batch b, const torch::Device& device) {
 }
 }  // namespace
 
-double ForecastTrainer::validation_loss() {
+double mean_batch_loss(models::Model& model, int64_t count,
+                       const std::function<models::Batch(int64_t)>& batch) {
   torch::NoGradGuard no_grad;
-  const bool was_training = model_.module().is_training();
-  model_.module().eval();
-  const auto device = models::module_device(model_.module());
+  const bool was_training = model.module().is_training();
+  model.module().eval();
+  const auto device = models::module_device(model.module());
   double sum = 0.0;
-  int64_t count = 0;
-  for (int64_t i = 0; i < data_.validation_batches(); ++i) {
-    auto b = to_device(data_.validation_batch(i), device);
-    sum += model_.loss(b).item<double>() * static_cast<double>(b.size());
-    count += b.size();
+  int64_t n = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    auto b = to_device(batch(i), device);
+    sum += model.loss(b).item<double>() * static_cast<double>(b.size());
+    n += b.size();
   }
-  model_.module().train(was_training);
-  return sum / static_cast<double>(std::max<int64_t>(count, 1));
+  model.module().train(was_training);
+  return n > 0 ? sum / static_cast<double>(n) : NAN;
+}
+
+double ForecastTrainer::validation_loss() {
+  return mean_batch_loss(model_, data_.validation_batches(),
+                         [this](int64_t i) { return data_.validation_batch(i); });
 }
 
 nlohmann::json ForecastTrainer::metrics_line(double elapsed, double rate) const {
@@ -313,7 +317,8 @@ void ForecastTrainer::save_checkpoint(const std::string& path) {
                       {"stopped_early", stopped_early_},
                       {"finished", finished_},
                       {"val_history", val_history_},
-                      {"train_batches", data_.train_batches()}};
+                      {"train_batches", data_.train_batches()},
+                      {"extra", extra_}};
   Container c = trainer_container(model_, "forecast", t);
   c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
   c.blobs["torch_rng"] = torch_rng_state();
@@ -354,6 +359,7 @@ void ForecastTrainer::load_checkpoint(const std::string& path) {
     stopped_early_ = t.at("stopped_early").get<bool>();
     finished_ = t.at("finished").get<bool>();
     val_history_ = t.at("val_history").get<std::vector<double>>();
+    extra_ = t.value("extra", nlohmann::json::object());
   } catch (const nlohmann::json::exception& e) {
     throw InputError("checkpoint", "'" + path + "': bad trainer state (" + e.what() + ")");
   }

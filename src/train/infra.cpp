@@ -60,6 +60,12 @@ nlohmann::json json_number(double v) {
   return v;
 }
 
+std::vector<std::string> known_keys(const nlohmann::json& object) {
+  std::vector<std::string> keys;
+  for (auto it = object.begin(); it != object.end(); ++it) keys.push_back(it.key());
+  return keys;
+}
+
 nlohmann::json to_json(const TrainResult& r) {
   return {{"algo", r.algo},
           {"steps", r.steps},

@@ -29,17 +29,16 @@ nlohmann::json to_json(const PpoTrainerOptions& o) {
           {"normalize_advantage", o.normalize_advantage()},
           {"adam_eps", o.adam_eps()},
           {"hidden", o.hidden()},
+          {"eval_interval", o.eval_interval()},
+          {"eval_episodes", o.eval_episodes()},
+          {"keep_best", o.keep_best()},
           {"seed", o.seed()},
           {"device", o.device().str()}};
 }
 
 PpoTrainerOptions ppo_trainer_options_from_json(const nlohmann::json& j) {
   const char* c = "ppo_trainer";
-  models::check_known_keys(
-      j, c,
-      {"total_steps", "n_envs", "n_steps", "batch_size", "n_epochs", "learning_rate", "linear_lr",
-       "gamma", "gae_lambda", "clip_range", "linear_clip", "ent_coef", "vf_coef", "max_grad_norm",
-       "normalize_advantage", "adam_eps", "hidden", "seed", "device"});
+  models::check_known_keys(j, c, known_keys(to_json(PpoTrainerOptions())));
   PpoTrainerOptions o;
   models::json_get(j, c, "total_steps", o.total_steps());
   models::json_get(j, c, "n_envs", o.n_envs());
@@ -58,6 +57,9 @@ PpoTrainerOptions ppo_trainer_options_from_json(const nlohmann::json& j) {
   models::json_get(j, c, "normalize_advantage", o.normalize_advantage());
   models::json_get(j, c, "adam_eps", o.adam_eps());
   models::json_get(j, c, "hidden", o.hidden());
+  models::json_get(j, c, "eval_interval", o.eval_interval());
+  models::json_get(j, c, "eval_episodes", o.eval_episodes());
+  models::json_get(j, c, "keep_best", o.keep_best());
   models::json_get(j, c, "seed", o.seed());
   std::string device = o.device().str();
   models::json_get(j, c, "device", device);
@@ -83,6 +85,9 @@ void check_options(const PpoTrainerOptions& o) {
                 "expected gamma and gae_lambda in [0, 1], got ", o.gamma(), " and ",
                 o.gae_lambda());
   FOXHUNT_CHECK(o.clip_range() > 0, c, "expected clip_range > 0, got ", o.clip_range());
+  FOXHUNT_CHECK(o.eval_interval() >= 0 && o.eval_episodes() > 0, c,
+                "expected eval_interval >= 0 and eval_episodes > 0, got ", o.eval_interval(),
+                " and ", o.eval_episodes());
 }
 }  // namespace
 
@@ -152,6 +157,12 @@ PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env)
   net_ = models::ActorCritic(impl);
   optimizer_ = std::make_unique<torch::optim::Adam>(
       net_->parameters(), torch::optim::AdamOptions(o_.learning_rate()).eps(o_.adam_eps()));
+  if (o_.eval_interval() > 0) {
+    eval_env_ = make_env(kEvalEnvIndex);
+    FOXHUNT_CHECK(eval_env_ && eval_env_->observation_size() == envs_[0]->observation_size() &&
+                      eval_env_->action_count() == envs_[0]->action_count(),
+                  "ppo_trainer", "the evaluation environment does not match the training ones");
+  }
   obs_.resize(static_cast<size_t>(o_.n_envs()));
   episode_return_.assign(static_cast<size_t>(o_.n_envs()), 0.0);
   episode_length_.assign(static_cast<size_t>(o_.n_envs()), 0);
@@ -252,6 +263,11 @@ nlohmann::json PpoTrainer::metrics_line(double elapsed, double rate) const {
                       {"samples_per_s", rate},
                       {"elapsed_s", elapsed}};
   for (auto it = last_stats_.begin(); it != last_stats_.end(); ++it) j[it.key()] = it.value();
+  if (best_.best_step() >= 0) {
+    j["eval_return"] = json_number(best_.last());
+    j["best_eval_return"] = json_number(best_.best());
+    j["best_eval_step"] = best_.best_step();
+  }
   return j;
 }
 
@@ -394,6 +410,9 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
                    {"clip_range", clip},
                    {"lr_used", lr}};
 
+    if (o_.eval_interval() > 0 && step_ / o_.eval_interval() != step_before / o_.eval_interval())
+      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(), derive_seed(o_.seed(), 7),
+                     *net_, step_);
     if (run.log_interval > 0 && step_ / run.log_interval != step_before / run.log_interval)
       write_log();
     if (run.checkpoint_interval > 0 &&
@@ -404,8 +423,10 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
   if (run.log_interval > 0 && (log.lines().empty() || log.lines().back()["step"] != step_))
     write_log();
   progress.finish();
-  checkpoint();
   result.completed = step_ >= o_.total_steps();
+  // The final weights are the best evaluated ones (the checkpoint then holds them too).
+  if (result.completed && o_.keep_best()) best_.restore(*net_);
+  checkpoint();
   result.steps = step_;
   result.episodes = episodes_;
   result.seconds = progress.elapsed();
@@ -434,10 +455,12 @@ void PpoTrainer::save_checkpoint(const std::string& path) {
                       {"lengths", lengths_.to_json()},
                       {"last_stats", last_stats_},
                       {"rng", rng_.state()},
-                      {"env_states", env_states}};
+                      {"env_states", env_states},
+                      {"best_policy", best_.to_json()}};
   Container c = trainer_container(*model_, "ppo", t);
   c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
   c.blobs["torch_rng"] = torch_rng_state();
+  if (!best_.weights().empty()) c.blobs["best_module"] = best_.weights();
   write_container(path, c);
 }
 
@@ -466,6 +489,8 @@ void PpoTrainer::load_checkpoint(const std::string& path) {
     lengths_.from_json(t.at("lengths"));
     last_stats_ = t.at("last_stats");
     rng_.set_state(t.at("rng").get<std::string>());
+    auto best = c.blobs.find("best_module");
+    best_.load(t.at("best_policy"), best == c.blobs.end() ? std::string() : best->second);
     obs_ = t.at("obs").get<std::vector<std::vector<float>>>();
     episode_return_ = t.at("episode_return").get<std::vector<double>>();
     episode_length_ = t.at("episode_length").get<std::vector<int64_t>>();

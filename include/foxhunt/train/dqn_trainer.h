@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "foxhunt/models/dqn.h"
+#include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/env.h"
 #include "foxhunt/train/infra.h"
 
@@ -58,6 +59,12 @@ struct DqnTrainerOptions {
   TORCH_ARG(std::vector<int64_t>, hidden) = std::vector<int64_t>{256, 256};
   /// Double DQN target (online argmax, target evaluation); false = vanilla max over target.
   TORCH_ARG(bool, double_dqn) = true;
+  /// Environment steps between greedy evaluations on the evaluation env (0 = none).
+  TORCH_ARG(int64_t, eval_interval) = 0;
+  /// Episodes per evaluation (always the same seeded starts).
+  TORCH_ARG(int64_t, eval_episodes) = 10;
+  /// At the end, load the weights of the best evaluation (when evaluations ran).
+  TORCH_ARG(bool, keep_best) = true;
   /// Seed of the network initialisation, the environment and every random choice.
   TORCH_ARG(uint64_t, seed) = 0;
   /// Device of the networks (the environment runs on the CPU).
@@ -140,6 +147,8 @@ class DqnTrainer {
   int64_t step() const { return step_; }
   /// Finished training episodes.
   int64_t episodes() const { return episodes_; }
+  /// Periodic evaluations so far (best return, its step, the latest return).
+  const BestPolicy& evaluations() const { return best_; }
   /// Epsilon at the current step.
   double epsilon() const;
   /// The online Q-network.
@@ -155,7 +164,8 @@ class DqnTrainer {
   nlohmann::json metrics_line(double elapsed, double rate) const;
 
   DqnTrainerOptions o_;
-  std::unique_ptr<Env> env_;
+  EnvFactory make_env_;
+  std::unique_ptr<Env> env_, eval_env_;
   std::unique_ptr<models::Model> model_;
   models::DqnNet online_{nullptr};
   models::DqnNet target_{nullptr};
@@ -171,6 +181,7 @@ class DqnTrainer {
   double loss_sum_ = 0.0;
   int64_t loss_count_ = 0;
   double last_loss_ = NAN;
+  BestPolicy best_;
 };
 
 }  // namespace foxhunt::train

@@ -55,7 +55,12 @@ class Env {
   virtual void load_state(const std::string& state);
 };
 
-/// Builds the `index`-th environment of a run (index 0 for single-env trainers; 0..n-1 for PPO).
+/// Index an EnvFactory is called with for the evaluation environment (e.g. the validation split
+/// of a trading env instead of the training split).
+inline constexpr int64_t kEvalEnvIndex = -1;
+
+/// Builds the `index`-th environment of a run (index 0 for single-env trainers, 0..n-1 for PPO,
+/// kEvalEnvIndex for periodic evaluation).
 using EnvFactory = std::function<std::unique_ptr<Env>(int64_t index)>;
 
 /// Physical constants and limits of CartPole-v1.

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -108,6 +109,10 @@ class ForecastTrainer {
   /// Restores a checkpoint of the same model (name and options) and continues exactly.
   void load_checkpoint(const std::string& path);
 
+  /// Extra JSON stored in checkpoints under header["trainer"]["extra"] (e.g. the data source and
+  /// target scaling a forecast needs to be interpreted).
+  void set_checkpoint_extra(nlohmann::json extra) { extra_ = std::move(extra); }
+
   /// Optimizer steps done.
   int64_t step() const { return step_; }
   /// Current epoch (0-based; equals the number of finished epochs).
@@ -139,6 +144,12 @@ class ForecastTrainer {
   bool stopped_early_ = false, finished_ = false;
   std::string best_weights_;
   std::vector<double> val_history_;
+  nlohmann::json extra_ = nlohmann::json::object();
 };
+
+/// Mean of `model.loss` over `count` batches from `batch(i)` (eval mode, no gradients), weighted
+/// by batch size: the validation/test loss of a forecasting model.
+double mean_batch_loss(models::Model& model, int64_t count,
+                       const std::function<models::Batch(int64_t)>& batch);
 
 }  // namespace foxhunt::train

@@ -172,4 +172,7 @@ class ScopedSigintHandler {
 /// A (double) value as JSON, mapping NaN/Inf to null (JSON has no NaN).
 nlohmann::json json_number(double v);
 
+/// The keys of a JSON object: options_from_json accepts exactly the keys to_json writes.
+std::vector<std::string> known_keys(const nlohmann::json& object);
+
 }  // namespace foxhunt::train

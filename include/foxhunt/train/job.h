@@ -28,6 +28,7 @@ struct TrainJob {
   std::string resume;            ///< trainer checkpoint to continue from ("" = fresh)
   std::string device = "cpu";    ///< "cpu", "cuda", "cuda:N"
   nlohmann::json options = nlohmann::json::object();  ///< trainer option overrides (JSON keys)
+  nlohmann::json model_options = nlohmann::json::object();  ///< mamba2/tft model options
   int64_t eval_episodes = 20;       ///< greedy evaluation episodes after RL training (0 = none)
   int64_t log_interval = 0;         ///< steps between metrics lines (0 = the job's default)
   int64_t checkpoint_interval = 0;  ///< steps between checkpoints (0 = only at the end)
@@ -39,7 +40,12 @@ const std::vector<std::string>& trainable_models();
 
 /// Runs the job and returns its summary (also written to <out>/summary.json): model, env,
 /// steps, total_steps, episodes, completed, interrupted, seconds, checkpoint, metrics_file,
-/// options, final metrics and, for RL, the greedy evaluation. Throws InputError for bad input.
+/// options, final metrics and "eval": for RL the greedy policy's returns (CartPole episodes, or
+/// sequential windows of the validation split for trading), for mamba2/tft the quantile loss on
+/// the held-out test split beside the unconditional-quantile baseline. Market data comes from
+/// `data` (a bars CSV) or the embedded synthetic series; forecasting targets are scaled to unit
+/// variance on the training split (the scale is stored in the checkpoint). Throws InputError
+/// for bad input.
 /// Honours request_stop() (the CLI wires Ctrl-C to it): the trainer checkpoints and the summary
 /// says "interrupted": true.
 nlohmann::json run_train_job(const TrainJob& job);

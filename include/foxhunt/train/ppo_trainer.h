@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "foxhunt/models/ppo.h"
+#include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/env.h"
 #include "foxhunt/train/infra.h"
 
@@ -57,6 +58,13 @@ struct PpoTrainerOptions {
   TORCH_ARG(double, adam_eps) = 1e-5;
   /// Hidden widths of both the policy and the value MLP (tanh).
   TORCH_ARG(std::vector<int64_t>, hidden) = std::vector<int64_t>{64, 64};
+  /// Environment steps between greedy evaluations on the evaluation env (0 = none; checked at
+  /// rollout boundaries).
+  TORCH_ARG(int64_t, eval_interval) = 0;
+  /// Episodes per evaluation (always the same seeded starts).
+  TORCH_ARG(int64_t, eval_episodes) = 10;
+  /// At the end, load the weights of the best evaluation (when evaluations ran).
+  TORCH_ARG(bool, keep_best) = true;
   /// Seed of the network initialisation, the environments and every random choice.
   TORCH_ARG(uint64_t, seed) = 0;
   /// Device of the network (environments run on the CPU).
@@ -112,6 +120,8 @@ class PpoTrainer {
   int64_t step() const { return step_; }
   /// Finished training episodes.
   int64_t episodes() const { return episodes_; }
+  /// Periodic evaluations so far (best return, its step, the latest return).
+  const BestPolicy& evaluations() const { return best_; }
   /// The actor-critic.
   models::ActorCritic network() const { return net_; }
   /// The actor-critic as a registry model ("ppo").
@@ -131,6 +141,7 @@ class PpoTrainer {
 
   PpoTrainerOptions o_;
   std::vector<std::unique_ptr<Env>> envs_;
+  std::unique_ptr<Env> eval_env_;
   std::unique_ptr<models::Model> model_;
   models::ActorCritic net_{nullptr};
   std::unique_ptr<torch::optim::Adam> optimizer_;
@@ -142,6 +153,7 @@ class PpoTrainer {
   std::vector<int64_t> episode_length_;
   RollingMean returns_{100}, lengths_{100};
   nlohmann::json last_stats_ = nlohmann::json::object();
+  BestPolicy best_;
 };
 
 }  // namespace foxhunt::train
