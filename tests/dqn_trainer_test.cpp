@@ -116,6 +116,41 @@ TEST_F(DqnTrainerTest, OptionsRoundTripThroughJson) {
   EXPECT_THROW(DqnTrainer(DqnTrainerOptions().tau(1.5), env_factory("cartpole")), InputError);
 }
 
+TEST_F(DqnTrainerTest, PeriodicEvaluationKeepsTheBestWeights) {
+  auto opts = DqnTrainerOptions()
+                  .total_steps(4000)
+                  .learning_starts(200)
+                  .train_freq(100)
+                  .gradient_steps(20)
+                  .buffer_size(4000)
+                  .hidden({32, 32})
+                  .learning_rate(1e-3)
+                  .eval_interval(500)
+                  .eval_episodes(3)
+                  .seed(6);
+  RunConfig run;
+  run.progress = ProgressMode::kOff;
+  run.log_interval = 500;
+  std::vector<double> evals;
+  run.on_log = [&](const nlohmann::json& j) { evals.push_back(j["eval_return"].get<double>()); };
+  DqnTrainer trainer(opts, env_factory("cartpole"));
+  auto r = trainer.train(run);
+  ASSERT_EQ(evals.size(), 8u);  // one evaluation per log line here
+  const double best = *std::max_element(evals.begin(), evals.end());
+  EXPECT_EQ(trainer.evaluations().best(), best);
+  EXPECT_EQ(r.metrics["best_eval_return"].get<double>(), best);
+  // The final network is the best-evaluated one: replaying the evaluation reproduces its score.
+  auto env = env_factory("cartpole")(kEvalEnvIndex);
+  auto returns = evaluate_policy(*env, trainer.greedy_policy(), 3, derive_seed(6, 7));
+  EXPECT_DOUBLE_EQ(std::accumulate(returns.begin(), returns.end(), 0.0) / 3.0, best);
+  // Without keep_best the last weights stay.
+  DqnTrainer last(DqnTrainerOptions(opts).keep_best(false), env_factory("cartpole"));
+  last.train(RunConfig{.progress = ProgressMode::kOff});
+  auto last_returns = evaluate_policy(*env, last.greedy_policy(), 3, derive_seed(6, 7));
+  EXPECT_DOUBLE_EQ(std::accumulate(last_returns.begin(), last_returns.end(), 0.0) / 3.0,
+                   last.evaluations().last());
+}
+
 // RL Zoo's tuned CartPole-v1 hyper-parameters (the option defaults): 5e4 steps.
 TEST_F(DqnTrainerTest, SolvesCartPole_SLOW) {
   const auto t0 = std::chrono::steady_clock::now();

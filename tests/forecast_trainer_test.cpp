@@ -151,5 +151,22 @@ TEST_F(ForecastTrainerTest, MlpLearnsAr1BeyondBaseline) {
   expect_ar1_learned("test_quantile_mlp", o);
 }
 
+// The registry forecasters on the same task: a univariate window (feature 0 of the past input),
+// one-step horizon; sizes reduced from the product defaults to keep the test short.
+Ar1Outcome run_registry_ar1(const std::string& name, nlohmann::json options, int64_t window,
+                            ForecastTrainerOptions trainer) {
+  torch::manual_seed(2024);
+  auto model = models::make_model(name, options);
+  EXPECT_EQ(model->name(), name);
+  return run_ar1(*model, window, trainer, 64);
+}
+
+TEST_F(ForecastTrainerTest, Mamba2LearnsAr1BeyondBaseline_SLOW) {
+  auto o = run_registry_ar1("mamba2",
+                            {{"input_dim", 1}, {"window", 16}, {"horizon", 1}, {"d_model", 32}}, 16,
+                            ForecastTrainerOptions().epochs(12).patience(3).learning_rate(2e-3));
+  expect_ar1_learned("mamba2", o);
+}
+
 }  // namespace
 }  // namespace foxhunt::train

@@ -275,6 +275,12 @@ DqnTrainer::DqnTrainer(DqnTrainerOptions options, EnvFactory make_env)
   target_->eval();
   optimizer_ = std::make_unique<torch::optim::Adam>(online_->parameters(),
                                                     torch::optim::AdamOptions(o_.learning_rate()));
+  if (o_.eval_interval() > 0) {
+    eval_env_ = make_env_(kEvalEnvIndex);
+    FOXHUNT_CHECK(eval_env_ && eval_env_->observation_size() == env_->observation_size() &&
+                      eval_env_->action_count() == env_->action_count(),
+                  "dqn_trainer", "the evaluation environment does not match the training one");
+  }
 }
 
 DqnTrainer::~DqnTrainer() = default;

@@ -61,7 +61,8 @@ struct DqnTrainerOptions {
   TORCH_ARG(bool, double_dqn) = true;
   /// Environment steps between greedy evaluations on the evaluation env (0 = none).
   TORCH_ARG(int64_t, eval_interval) = 0;
-  /// Episodes per evaluation (always the same seeded starts).
+  /// Episodes per evaluation (always the same starts: the first reset is seeded with
+  /// derive_seed(seed, 7)).
   TORCH_ARG(int64_t, eval_episodes) = 10;
   /// At the end, load the weights of the best evaluation (when evaluations ran).
   TORCH_ARG(bool, keep_best) = true;

@@ -17,7 +17,7 @@ namespace foxhunt::train {
 /// What to train and where to write it.
 struct TrainJob {
   std::string model;             ///< "dqn", "ppo", "mamba2" or "tft"
-  std::string env = "cartpole";  ///< RL environment: "cartpole" or "trading"
+  std::string env;               ///< RL environment: "cartpole" (default) or "trading"
   std::string data;              ///< bars CSV (trading env, forecasting); "" = synthetic
   int64_t steps = 0;             ///< RL environment steps (0 = the trainer's default)
   int64_t epochs = 0;            ///< forecasting epochs (0 = the trainer's default)
