@@ -33,3 +33,15 @@ else()
   endif()
 endif()
 message(STATUS "foxhunt: CUDA memory stats ${FOXHUNT_HAVE_CUDA_STATS}")
+
+# The PyPI wheel's libtorch_cuda.so finds NCCL, cuDNN, ... through $ORIGIN rpaths into
+# site-packages/nvidia/*/lib. GNU ld does not follow those when it checks a shared library's own
+# dependencies at link time, and a system NCCL (e.g. /usr/local/cuda/lib) would be picked instead,
+# so point the linker at the wheel's copies explicitly.
+file(GLOB _foxhunt_nvidia_libdirs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
+set(FOXHUNT_TORCH_LINK_OPTIONS "")
+foreach(_d ${_foxhunt_nvidia_libdirs})
+  if(IS_DIRECTORY "${_d}")
+    list(APPEND FOXHUNT_TORCH_LINK_OPTIONS "LINKER:-rpath-link,${_d}")
+  endif()
+endforeach()
