@@ -5,6 +5,7 @@
 
 #include "foxhunt/models/dqn.h"
 #include "foxhunt/models/ppo.h"
+#include "foxhunt/models/tft.h"
 
 namespace foxhunt::models {
 
@@ -17,6 +18,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> r = {
       {"dqn", &make_dqn_model},
       {"ppo", &make_ppo_model},
+      {"tft", &make_tft_model},
   };
   return r;
 }
