@@ -6,6 +6,7 @@
 #include "foxhunt/models/dqn.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/ppo.h"
+#include "foxhunt/models/tft.h"
 
 namespace foxhunt::models {
 
@@ -19,6 +20,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"dqn", &make_dqn_model},
       {"ppo", &make_ppo_model},
       {"mamba2", &make_mamba2_model},
+      {"tft", &make_tft_model},
   };
   return r;
 }
