@@ -168,5 +168,21 @@ TEST_F(ForecastTrainerTest, Mamba2LearnsAr1BeyondBaseline_SLOW) {
   expect_ar1_learned("mamba2", o);
 }
 
+TEST_F(ForecastTrainerTest, TftLearnsAr1BeyondBaseline_SLOW) {
+  // The known-future input is a zero column and the static id is 0: only the past matters.
+  auto o =
+      run_registry_ar1("tft",
+                       {{"past_features", 1},
+                        {"future_features", 1},
+                        {"static_categories", 1},
+                        {"window", 16},
+                        {"horizon", 1},
+                        {"hidden", 16},
+                        {"heads", 2},
+                        {"lstm_layers", 1}},
+                       16, ForecastTrainerOptions().epochs(12).patience(3).learning_rate(2e-3));
+  expect_ar1_learned("tft", o);
+}
+
 }  // namespace
 }  // namespace foxhunt::train

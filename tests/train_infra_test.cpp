@@ -16,6 +16,8 @@
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/features.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/train/dqn_trainer.h"
 #include "foxhunt/train/forecast_trainer.h"
@@ -30,16 +32,7 @@ namespace {
 using foxhunt::testing::run_cli;
 using foxhunt::testing::TempDir;
 
-/// One intra-op thread for the scope: bit-exact comparisons must not depend on how a reduction
-/// was split across threads.
-class OneThread {
- public:
-  OneThread() : old_(torch::get_num_threads()) { torch::set_num_threads(1); }
-  ~OneThread() { torch::set_num_threads(old_); }
-
- private:
-  int old_;
-};
+using foxhunt::testing::OneThread;
 
 bool same_parameters(torch::nn::Module& a, torch::nn::Module& b) {
   auto pa = a.parameters(), pb = b.parameters();
@@ -460,6 +453,95 @@ TEST_F(TrainCliTest, BadArgumentsExit2) {
     EXPECT_FALSE(r.err.empty()) << args;
   }
   // Nothing was written for rejected runs.
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bad")));
+}
+
+// A short synthetic series as a CSV (1500 bars: 256 warm-up, then 70/15/15 splits).
+std::string small_bars_csv(const TempDir& dir) {
+  data::SyntheticOptions o;
+  o.bars = 1500;
+  o.seed = 5;
+  const auto path = dir.file("bars.csv");
+  data::write_bars_csv(path, data::generate_synthetic(o));
+  return path;
+}
+
+TEST_F(TrainCliTest, ForecastersTrainOnCsvAndResume) {
+  TempDir dir;
+  const auto csv = small_bars_csv(dir);
+  const auto out = dir.file("m2");
+  auto r = run_cli("train mamba2 --data " + csv +
+                   " --epochs 1 --batch 32 --json --progress off --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["env"], "market");
+  EXPECT_EQ(j["episodes"], 1);  // epochs
+  EXPECT_TRUE(j["eval"]["loss"].is_number());
+  EXPECT_TRUE(j["eval"]["baseline_loss"].is_number());
+  EXPECT_GT(j["eval"]["windows"].get<int64_t>(), 100);
+  EXPECT_EQ(j["data"]["source"], csv);
+  const int64_t steps_per_epoch = j["steps"];
+  // The trainer checkpoint is a mamba2 model checkpoint, with the data it was trained on.
+  const std::string ckpt = j["checkpoint"];
+  auto model = models::load_model(ckpt, torch::kCPU, "mamba2");
+  EXPECT_EQ(model->name(), "mamba2");
+  auto header = read_container(ckpt).header;
+  EXPECT_EQ(header["trainer"]["extra"]["batch_size"], 32);
+  EXPECT_GT(header["trainer"]["extra"]["data"]["target_scale"].get<double>(), 1.0);
+  // Resume to a second epoch: same batches per epoch, twice the steps.
+  auto r2 = run_cli("train mamba2 --data " + csv + " --resume " + ckpt +
+                    " --epochs 2 --json --progress off");
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  auto j2 = nlohmann::json::parse(r2.out);
+  EXPECT_EQ(j2["steps"], 2 * steps_per_epoch);
+  EXPECT_EQ(j2["episodes"], 2);
+  // TFT, shrunk through --model-options to keep the test short.
+  auto r3 = run_cli("train tft --data " + csv + " --epochs 1 --json --progress off --out " +
+                    dir.file("tft") +
+                    " --model-options '{\"hidden\":8,\"heads\":1,\"lstm_layers\":1,\"window\":16,"
+                    "\"horizon\":2}'");
+  ASSERT_EQ(r3.exit_code, 0) << r3.err;
+  auto j3 = nlohmann::json::parse(r3.out);
+  EXPECT_EQ(j3["options"]["model"]["hidden"], 8);
+  EXPECT_TRUE(j3["eval"]["loss"].is_number());
+  EXPECT_NO_THROW(models::load_model(j3["checkpoint"], torch::kCPU, "tft"));
+}
+
+TEST_F(TrainCliTest, RlOnTheTradingEnvironment) {
+  TempDir dir;
+  const auto csv = small_bars_csv(dir);
+  auto r = run_cli("train dqn --env trading --data " + csv +
+                   " --steps 600 --eval-episodes 2 --json --progress off --out " + dir.file("t"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["env"], "trading");
+  EXPECT_EQ(j["steps"], 600);
+  EXPECT_EQ(j["options"]["hidden"], (std::vector<int64_t>{128, 64}));
+  EXPECT_TRUE(j["eval"]["mean_return"].is_number());
+  auto model = models::load_model(j["checkpoint"], torch::kCPU, "dqn");
+  EXPECT_EQ(model->options_json()["state_dim"], data::kRlStateDim);
+  EXPECT_EQ(model->options_json()["actions"], 3);
+  auto p = run_cli("train ppo --env trading --data " + csv +
+                   " --steps 512 --eval-episodes 1 --json --progress off --out " + dir.file("p"));
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(nlohmann::json::parse(p.out)["steps"], 512);
+}
+
+TEST_F(TrainCliTest, MarketArgumentsAreChecked) {
+  TempDir dir;
+  const auto csv = small_bars_csv(dir);
+  const std::string out = " --out " + dir.file("bad");
+  for (const std::string& args : std::vector<std::string>{
+           "train mamba2 --steps 10 --data " + csv + out,
+           "train mamba2 --env cartpole --data " + csv + out,
+           "train dqn --data " + csv + out,  // cartpole takes no data
+           "train mamba2 --data " + dir.file("missing.csv") + out,
+           "train mamba2 --data " + csv + " --model-options '{\"input_dim\":8}'" + out,
+           "train mamba2 --data " + csv + " --model-options '{\"bogus\":1}'" + out,
+           "train dqn --model-options '{\"d_model\":8}'" + out}) {
+    auto r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+  }
   EXPECT_FALSE(std::filesystem::exists(dir.file("bad")));
 }
 

@@ -13,6 +13,20 @@
 
 namespace foxhunt::testing {
 
+/// One intra-op thread for the scope (restored afterwards): bit-exact comparisons must not depend
+/// on how a reduction was split across threads, and tiny networks only pay for the
+/// synchronisation of a second thread.
+class OneThread {
+ public:
+  OneThread() : old_(torch::get_num_threads()) { torch::set_num_threads(1); }
+  ~OneThread() { torch::set_num_threads(old_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int old_;
+};
+
 /// window -> MLP -> [batch, 1, Q] quantiles of the next value; optional dropout exercises the
 /// RNG-state part of checkpoints.
 class QuantileMlpModel final : public models::Model {

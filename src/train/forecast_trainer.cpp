@@ -203,7 +203,9 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
   };
 
   bool halted = false;  // stopped before the end (Ctrl-C or stop_at_step)
-  while (!finished_ && epoch_ < o_.epochs()) {
+  // A run that stopped early stays stopped; one that ran out of epochs continues when resumed
+  // with more of them.
+  while (!stopped_early_ && epoch_ < o_.epochs()) {
     model_.module().train();
     while (batch_ < per_epoch) {
       if (stop_requested() || (run.stop_at_step >= 0 && step_ >= run.stop_at_step)) {
@@ -281,14 +283,11 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
       if (stopped_early_) break;
     }
   }
-  if (!halted && !finished_) {
-    finished_ = true;
-    if (o_.restore_best() && !best_weights_.empty())
-      models::module_from_bytes(model_.module(), best_weights_, "best weights");
-  }
+  result.completed = !halted;
+  if (result.completed && o_.restore_best() && !best_weights_.empty())
+    models::module_from_bytes(model_.module(), best_weights_, "best weights");
   progress.finish();
   checkpoint();
-  result.completed = finished_;
   result.steps = step_;
   result.episodes = epoch_;
   result.seconds = progress.elapsed();
@@ -315,7 +314,6 @@ void ForecastTrainer::save_checkpoint(const std::string& path) {
                       {"best_epoch", best_epoch_},
                       {"bad_epochs", bad_epochs_},
                       {"stopped_early", stopped_early_},
-                      {"finished", finished_},
                       {"val_history", val_history_},
                       {"train_batches", data_.train_batches()},
                       {"extra", extra_}};
@@ -357,7 +355,6 @@ void ForecastTrainer::load_checkpoint(const std::string& path) {
     best_epoch_ = t.at("best_epoch").get<int64_t>();
     bad_epochs_ = t.at("bad_epochs").get<int64_t>();
     stopped_early_ = t.at("stopped_early").get<bool>();
-    finished_ = t.at("finished").get<bool>();
     val_history_ = t.at("val_history").get<std::vector<double>>();
     extra_ = t.value("extra", nlohmann::json::object());
   } catch (const nlohmann::json::exception& e) {

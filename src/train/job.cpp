@@ -185,16 +185,15 @@ nlohmann::json run_rl(const TrainJob& job) {
   EnvFactory factory;
   std::function<std::unique_ptr<Env>()> make_eval_env;
   int64_t eval_episodes = job.eval_episodes;
-  nlohmann::json dqn_defaults = to_json(DqnTrainerOptions());
-  nlohmann::json ppo_defaults = to_json(PpoTrainerOptions());
+  // Periodic greedy evaluation keeps the best weights (CartPole learning oscillates late).
+  nlohmann::json dqn_defaults = to_json(DqnTrainerOptions().eval_interval(5000));
+  nlohmann::json ppo_defaults = to_json(PpoTrainerOptions().eval_interval(10000));
   nlohmann::json data_info;
   if (env_name == "cartpole") {
     factory = env_factory("cartpole");
     make_eval_env = [factory] { return factory(kEvalEnvIndex); };
   } else {
     // DESIGN.md's reference trading configuration: 256-d state, hidden [128, 64], DQN lr 1e-4.
-    dqn_defaults = to_json(DqnTrainerOptions().hidden({128, 64}).learning_rate(1e-4));
-    ppo_defaults = to_json(PpoTrainerOptions().hidden({128, 64}));
     Market market = load_market(job, false);
     data_info = market.info;
     factory = trading_env_factory(market.dataset, data::Split::kTrain);
@@ -203,6 +202,15 @@ nlohmann::json run_rl(const TrainJob& job) {
     eval_options.random_start = false;
     data::TradingEnv probe(*market.dataset, data::Split::kValidation, eval_options);
     eval_episodes = std::min(eval_episodes, probe.sequential_episodes());
+    // Periodic evaluation on (up to 10) validation windows keeps the best weights.
+    const int64_t periodic = std::min<int64_t>(10, probe.sequential_episodes());
+    dqn_defaults = to_json(DqnTrainerOptions()
+                               .hidden({128, 64})
+                               .learning_rate(1e-4)
+                               .eval_interval(10000)
+                               .eval_episodes(periodic));
+    ppo_defaults =
+        to_json(PpoTrainerOptions().hidden({128, 64}).eval_interval(16384).eval_episodes(periodic));
   }
 
   std::optional<Paths> paths;

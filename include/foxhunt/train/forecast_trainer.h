@@ -98,7 +98,10 @@ class ForecastTrainer {
 
   /// Trains until the epoch limit, early stopping, a stop request or run.stop_at_step (in
   /// optimizer steps). Metrics lines: one per log_interval optimizer steps and one per epoch
-  /// (with "val_loss"). A final checkpoint is written when run.checkpoint_path is set.
+  /// (with "val_loss"). A final checkpoint is written when run.checkpoint_path is set. When the
+  /// run completes, the best validation weights are loaded (restore_best) before that
+  /// checkpoint; a completed run resumed with more epochs continues from those weights (the
+  /// optimizer state is the last step's), while one that stopped early stays stopped.
   TrainResult train(const RunConfig& run = {});
 
   /// Mean loss over the validation batches (eval mode, no gradients), weighted by batch size.
@@ -141,7 +144,7 @@ class ForecastTrainer {
   int64_t samples_ = 0;
   double best_val_ = NAN;
   int64_t best_epoch_ = -1, bad_epochs_ = 0;
-  bool stopped_early_ = false, finished_ = false;
+  bool stopped_early_ = false;
   std::string best_weights_;
   std::vector<double> val_history_;
   nlohmann::json extra_ = nlohmann::json::object();
