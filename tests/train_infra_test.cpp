@@ -489,12 +489,13 @@ TEST_F(TrainCliTest, ForecastersTrainOnCsvAndResume) {
   EXPECT_EQ(header["trainer"]["extra"]["batch_size"], 32);
   EXPECT_GT(header["trainer"]["extra"]["data"]["target_scale"].get<double>(), 1.0);
   // Resume to a second epoch: same batches per epoch, twice the steps.
-  auto r2 = run_cli("train mamba2 --data " + csv + " --resume " + ckpt +
-                    " --epochs 2 --json --progress off");
+  // (no --data: the checkpoint names the CSV it was trained on)
+  auto r2 = run_cli("train mamba2 --resume " + ckpt + " --epochs 2 --json --progress off");
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   auto j2 = nlohmann::json::parse(r2.out);
   EXPECT_EQ(j2["steps"], 2 * steps_per_epoch);
   EXPECT_EQ(j2["episodes"], 2);
+  EXPECT_EQ(j2["data"]["source"], csv);
   // TFT, shrunk through --model-options to keep the test short.
   auto r3 = run_cli("train tft --data " + csv + " --epochs 1 --json --progress off --out " +
                     dir.file("tft") +

@@ -124,9 +124,22 @@ struct Market {
 
 // The series from --data or the embedded synthetic default; forecasting targets are scaled so
 // that training-split returns have unit variance (pinball losses of ~1e-4 train poorly).
+// The bars CSV of a run: --data, else (on resume) the file the checkpoint was trained on, else
+// "" for the embedded synthetic series.
+std::string data_path(const TrainJob& job) {
+  if (!job.data.empty() || job.resume.empty()) return job.data;
+  const auto h = read_container(job.resume).header;
+  const auto source = h["trainer"]
+                          .value("extra", nlohmann::json::object())
+                          .value("data", nlohmann::json::object())
+                          .value("source", std::string());
+  return source.rfind("synthetic", 0) == 0 ? std::string() : source;
+}
+
 Market load_market(const TrainJob& job, bool scale_targets) {
-  data::BarSeries series = job.data.empty() ? data::generate_synthetic(data::SyntheticOptions{})
-                                            : data::load_bars_csv(job.data);
+  const std::string path = data_path(job);
+  data::BarSeries series =
+      path.empty() ? data::generate_synthetic(data::SyntheticOptions{}) : data::load_bars_csv(path);
   data::DatasetOptions options;
   const auto ranges = data::chronological_split(series.size(), options.warmup, options.split);
   double scale = 1.0;
@@ -223,6 +236,7 @@ nlohmann::json run_rl(const TrainJob& job) {
     auto o = dqn_trainer_options_from_json(rl_options(base, job));
     DqnTrainer trainer(o, factory);
     if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+    if (!data_info.is_null()) trainer.set_checkpoint_extra({{"data", data_info}});
     paths = output_paths(job);
     result = trainer.train(run_config(job, *paths, 1000));
     options = to_json(o);
@@ -236,6 +250,7 @@ nlohmann::json run_rl(const TrainJob& job) {
     auto o = ppo_trainer_options_from_json(rl_options(base, job));
     PpoTrainer trainer(o, factory);
     if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+    if (!data_info.is_null()) trainer.set_checkpoint_extra({{"data", data_info}});
     paths = output_paths(job);
     result = trainer.train(run_config(job, *paths, 4096));
     options = to_json(o);
@@ -327,8 +342,8 @@ nlohmann::json run_forecast(const TrainJob& job) {
   Market market = load_market(job, true);
   MarketBatchSource source(market.dataset, *model, batch, o.seed(), device);
   ForecastTrainer trainer(*model, source, o);
-  trainer.set_checkpoint_extra({{"data", market.info}, {"batch_size", batch}});
   if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+  trainer.set_checkpoint_extra({{"data", market.info}, {"batch_size", batch}});
   const Paths paths = output_paths(job);
   auto result = trainer.train(run_config(job, paths, 50));
 
