@@ -2,6 +2,7 @@
 
 #include "command.h"
 #include "foxhunt/core/system_info.h"
+#include "foxhunt/core/units.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -13,7 +14,8 @@ struct InfoArgs {
 Registrar reg("info", 10, [](CLI::App& app) -> Runner {
   auto args = std::make_shared<InfoArgs>();
   auto* sub = app.add_subcommand(
-      "info", "Build, LibTorch version, devices, threads, BLAS, quantized engines");
+      "info",
+      "Build, LibTorch version, devices, threads, BLAS, quantized engines, memory accounting");
   sub->add_flag("--json", args->json, "Print JSON only");
   return [args]() {
     auto j = system_info();
@@ -32,7 +34,32 @@ Registrar reg("info", 10, [](CLI::App& app) -> Runner {
               << "LAPACK           " << j["lapack"].get<std::string>() << "\n"
               << "quantized        ";
     for (const auto& e : j["quantized_engines"]) std::cout << e.get<std::string>() << " ";
-    std::cout << "(active: " << j["quantized_engine"].get<std::string>() << ")\n";
+    std::cout << "(active: " << j["quantized_engine"].get<std::string>() << ")\n"
+              << "memory ledger    "
+              << (j["ledger_installed"].get<bool>() ? "installed (exact CPU accounting), "
+                                                    : "NOT installed, ")
+              << human_bytes(j["ledger_live_bytes"].get<double>()) << " live\n"
+              << "CUDA mem stats   " << j["cuda_memory_stats_backend"].get<std::string>() << "\n";
+    for (const char* key : {"nvml", "nvidia_smi"}) {
+      const auto& p = j[key];
+      std::cout << (std::string(key) == "nvml" ? "NVML             " : "nvidia-smi       ");
+      if (!p["ok"].get<bool>()) {
+        std::cout << p["message"].get<std::string>() << "\n";
+        continue;
+      }
+      std::cout << p["gpus"].size() << " GPU(s)";
+      if (!p["driver_version"].get<std::string>().empty())
+        std::cout << ", driver " << p["driver_version"].get<std::string>();
+      std::cout << "\n";
+      for (const auto& g : p["gpus"]) {
+        auto b = [&](const char* k) {
+          return g[k].is_null() ? std::string("n/a") : human_bytes(g[k].get<double>());
+        };
+        std::cout << "  [" << g["index"].get<int>() << "] " << g["name"].get<std::string>() << ": "
+                  << b("used_bytes") << " used, " << b("free_bytes") << " free, "
+                  << b("total_bytes") << " total\n";
+      }
+    }
     return 0;
   };
 });

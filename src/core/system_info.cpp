@@ -8,6 +8,10 @@
 
 #include <sstream>
 
+#include "foxhunt/memory/cuda_memory.h"
+#include "foxhunt/memory/device_probe.h"
+#include "foxhunt/memory/ledger.h"
+
 namespace foxhunt {
 
 namespace {
@@ -66,6 +70,14 @@ nlohmann::json system_info() {
 #else
   j["build_cuda"] = false;
 #endif
+  // Memory accounting and the driver-side view of the GPUs.
+  j["ledger_installed"] = memory::ledger_installed();
+  j["ledger_live_bytes"] = memory::live_bytes();
+  j["ledger_limit_bytes"] = memory::get_limit();
+  j["cuda_memory_stats_backend"] = memory::cuda_stats_backend();
+  j["cuda_memory_stats_compiled"] = memory::cuda_stats_compiled();
+  j["nvml"] = memory::to_json(memory::probe_nvml());
+  j["nvidia_smi"] = memory::to_json(memory::probe_nvidia_smi());
   return j;
 }
 

@@ -7,8 +7,10 @@
 namespace foxhunt {
 
 /// Collects build and run-time facts as JSON (keys: foxhunt_version, libtorch_version,
-/// cuda_available, cuda_device_count, cuda_devices, threads, blas, lapack, mkl, quantized_engines,
-/// cuda_memory_stats_backend).
+/// cuda_available, cuda_device_count, threads, interop_threads, blas, lapack, mkl, mkldnn,
+/// quantized_engines, quantized_engine, build_cuda, ledger_installed, ledger_live_bytes,
+/// ledger_limit_bytes, cuda_memory_stats_backend, cuda_memory_stats_compiled, nvml, nvidia_smi;
+/// the last two as memory::to_json(DeviceProbe)).
 nlohmann::json system_info();
 
 }  // namespace foxhunt
