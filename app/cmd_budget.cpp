@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "foxhunt/core/error.h"
 #include "foxhunt/memory/budget.h"
 #include "foxhunt/memory/device_profile.h"
 

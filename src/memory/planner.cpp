@@ -49,6 +49,8 @@ void check_options(const PlanOptions& o) {
                 o.min_batch, "), got ", o.max_batch);
   FOXHUNT_CHECK(o.train.seq_len >= 0, "planner", "seq-len: expected >= 0 (0 = model default), got ",
                 o.train.seq_len);
+  FOXHUNT_CHECK(o.ladder_ratio >= 0, "planner", "ladder ratio: expected >= 0, got ",
+                o.ladder_ratio);
   std::set<std::int64_t> distinct;
   for (auto b : o.probe_batches) {
     FOXHUNT_CHECK(b >= 1, "planner", "probe batch: expected >= 1, got ", b);
@@ -72,12 +74,12 @@ TagBytes largest_tag(const PlanResult& r, std::int64_t b) {
 [[noreturn]] void throw_does_not_fit(const PlanResult& r, std::int64_t b, const std::string& why) {
   const TagBytes tag = largest_tag(r, b);
   const std::uint64_t needed = r.predict(b);
-  throw PlanError(
-      detail::cat("batch ", b, " of ", r.model, " does not fit the budget of ", hb(r.budget_bytes),
-                  " (", r.budget_bytes, " B, ", r.budget_source, "): ", why, "; predicted peak ",
-                  hb(needed), " (", needed, " B); largest tag ", tag.tag, " = ", hb(tag.bytes),
-                  " (", tag.bytes, " B)"),
-      tag.tag, tag.bytes, needed, r.budget_bytes);
+  throw PlanError(foxhunt::detail::cat("batch ", b, " of ", r.model, " does not fit the budget of ",
+                                       hb(r.budget_bytes), " (", r.budget_bytes, " B, ",
+                                       r.budget_source, "): ", why, "; predicted peak ", hb(needed),
+                                       " (", needed, " B); largest tag ", tag.tag, " = ",
+                                       hb(tag.bytes), " (", tag.bytes, " B)"),
+                  tag.tag, tag.bytes, needed, r.budget_bytes);
 }
 
 }  // namespace
@@ -108,9 +110,11 @@ VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, 
       const std::int64_t seq = detail::effective_seq_len(*m, config.seq_len);
       auto opt =
           detail::make_optimizer(config.optimizer, detail::trainable_parameters(*m), config.lr);
-      // Two steps: the first creates the optimizer state, the second is the steady state.
+      // A first step at batch 1 creates the gradients and the optimizer state; the step at
+      // `batch` is then the steady state, whose peak bounds that of a first step at `batch`
+      // (gradients appear during its backward, the state during its optimizer.step()).
       for (int i = 0; i < 2; ++i) {
-        const auto s = detail::canonical_step(*m, *opt, model, batch, seq, config.seed,
+        const auto s = detail::canonical_step(*m, *opt, model, i == 0 ? 1 : batch, seq, config.seed,
                                               i == 0 ? "gradients" : "activations");
         peak = std::max({peak, s.live_before + s.forward_backward_peak - base,
                          s.live_before + s.step_peak - base});
@@ -181,7 +185,8 @@ nlohmann::json PlanResult::to_json() const {
       {"fixed", fixed.to_json()},
       {"construction_peak_bytes", construction_peak_bytes},
       {"probes", probes_json},
-      {"fit", {{"a_bytes", fit_a}, {"c_bytes_per_sample", fit_c}}},
+      {"fit",
+       {{"a_bytes", fit_a}, {"c_bytes_per_sample", fit_c}, {"min_probe_batch", fit_min_batch}}},
       {"step_floor_bytes", step_floor_bytes},
       {"input_elements_per_sample", input_elements_per_sample},
       {"budget_batch", budget_batch},
@@ -228,8 +233,10 @@ std::string PlanResult::report() const {
     os << line;
   }
   std::snprintf(line, sizeof(line),
-                "fit: peak(b) = %.0f B + %.1f B x b (floored at %s: optimizer step / build)\n",
-                fit_a, fit_c, hb(std::max(step_floor_bytes, construction_peak_bytes)).c_str());
+                "fit over the probes b >= %lld: peak(b) = %.0f B + %.1f B x b (floored at %s: "
+                "optimizer step / build)\n",
+                static_cast<long long>(fit_min_batch), fit_a, fit_c,
+                hb(std::max(step_floor_bytes, construction_peak_bytes)).c_str());
   os << line;
   std::snprintf(line, sizeof(line), "chosen batch: %lld (limited by %s",
                 static_cast<long long>(chosen_batch), limited_by.c_str());
@@ -262,7 +269,8 @@ std::string PlanResult::report() const {
   }
   for (const auto& a : attempts) {
     std::snprintf(line, sizeof(line), "verification: batch %lld %s under a cap of %s (peak %s)\n",
-                  static_cast<long long>(a.batch), a.ok ? "trained 2 steps" : "ran out of memory",
+                  static_cast<long long>(a.batch),
+                  a.ok ? "trained (steady-state step)" : "ran out of memory",
                   hb(budget_bytes).c_str(), hb(a.peak_bytes).c_str());
     os << line;
   }
@@ -286,7 +294,40 @@ PlanResult plan_batch(const PlanOptions& o) {
   r.min_batch = o.min_batch;
   r.max_batch = o.max_batch;
 
-  // 1. Probe steps on one model instance (freed before the verification).
+  const double allowed = static_cast<double>(o.budget_bytes) * (1.0 - o.margin);
+  // Least squares of (b, fixed + forward/backward peak) over the probes with b >= the largest/16.
+  const auto fit = [&r] {
+    std::int64_t largest = 0;
+    for (const auto& p : r.probes) largest = std::max(largest, p.batch);
+    r.fit_min_batch = std::max<std::int64_t>(1, largest / 16);
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+    for (const auto& p : r.probes) {
+      if (p.batch < r.fit_min_batch) continue;
+      const double x = static_cast<double>(p.batch);
+      const double y = static_cast<double>(r.fixed.fixed_bytes + p.activation_bytes);
+      sx += x;
+      sy += y;
+      sxx += x * x;
+      sxy += x * y;
+      n += 1;
+    }
+    const double den = n * sxx - sx * sx;
+    FOXHUNT_INTERNAL_ASSERT(den > 0, "the fit needs two distinct probe batches");
+    r.fit_c = (n * sxy - sx * sy) / den;
+    r.fit_a = (sy - r.fit_c * sx) / n;
+    std::uint64_t max_step = 0;
+    for (const auto& p : r.probes) max_step = std::max(max_step, p.step_bytes);
+    r.step_floor_bytes = r.fixed.fixed_bytes + max_step;
+  };
+  // The largest batch the current fit allows (before clamps; kBatchCeiling when unbounded).
+  const auto batch_by_budget = [&]() -> std::int64_t {
+    if (r.fit_c <= 0) return kBatchCeiling;
+    const double v = std::floor((allowed - r.fit_a) / r.fit_c);
+    if (v >= static_cast<double>(kBatchCeiling)) return kBatchCeiling;
+    return std::max<std::int64_t>(0, static_cast<std::int64_t>(v));
+  };
+
+  // 1-2. Probe steps on one model instance (freed before the verification), then the ladder.
   {
     TrainConfig warm = o.train;
     warm.batch = 1;
@@ -294,54 +335,36 @@ PlanResult plan_batch(const PlanOptions& o) {
     r.fixed = probe.footprint();
     r.construction_peak_bytes = probe.construction_peak_bytes();
     r.input_elements_per_sample = probe.input_elements_per_sample();
-    for (auto b : o.probe_batches) r.probes.push_back(probe.probe(b));
+    std::vector<std::int64_t> first = o.probe_batches;
+    std::sort(first.begin(), first.end());
+    first.erase(std::unique(first.begin(), first.end()), first.end());
+    for (auto b : first) r.probes.push_back(probe.probe(b));
+    fit();
+    while (o.ladder_ratio > 0) {
+      const std::int64_t target = std::min(batch_by_budget(), o.max_batch);
+      const std::int64_t largest = r.probes.back().batch;
+      if (largest >= target / o.ladder_ratio) break;
+      r.probes.push_back(probe.probe(4 * largest));
+      fit();
+    }
     r.fixed.input_bytes = probe.footprint().input_bytes;
     r.fixed.leaked_bytes = probe.footprint().leaked_bytes;
   }
   r.seq_len = r.fixed.seq_len;
   r.has_time_axis = r.seq_len > 0;
 
-  // 2. Least squares over (b, fixed + forward/backward peak).
-  {
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    const double n = static_cast<double>(r.probes.size());
-    for (const auto& p : r.probes) {
-      const double x = static_cast<double>(p.batch);
-      const double y = static_cast<double>(r.fixed.fixed_bytes + p.activation_bytes);
-      sx += x;
-      sy += y;
-      sxx += x * x;
-      sxy += x * y;
-    }
-    const double den = n * sxx - sx * sx;
-    FOXHUNT_INTERNAL_ASSERT(den > 0, "probe batches must have two distinct sizes");
-    r.fit_c = (n * sxy - sx * sy) / den;
-    r.fit_a = (sy - r.fit_c * sx) / n;
-    std::uint64_t max_step = 0;
-    for (const auto& p : r.probes) max_step = std::max(max_step, p.step_bytes);
-    r.step_floor_bytes = r.fixed.fixed_bytes + max_step;
-  }
-
   // 3. The largest batch the prediction allows.
-  const double allowed = static_cast<double>(o.budget_bytes) * (1.0 - o.margin);
   const auto fits = [&](std::int64_t b) { return static_cast<double>(r.predict(b)) <= allowed; };
   if (!fits(o.min_batch)) {
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     throw_does_not_fit(r, o.min_batch,
-                       o.margin > 0 ? detail::cat("the prediction exceeds budget x (1 - margin) = ",
+                       o.margin > 0
+                           ? foxhunt::detail::cat("the prediction exceeds budget x (1 - margin) = ",
                                                   hb(static_cast<std::uint64_t>(allowed)))
-                                    : std::string("the prediction exceeds the budget"));
+                           : std::string("the prediction exceeds the budget"));
   }
-  std::int64_t b_fit;
-  if (r.fit_c <= 0) {
-    b_fit = kBatchCeiling;  // no per-sample growth measured: only the clamp limits the batch
-  } else {
-    const double v = std::floor((allowed - r.fit_a) / r.fit_c);
-    b_fit = v >= static_cast<double>(kBatchCeiling)
-                ? kBatchCeiling
-                : std::max<std::int64_t>(o.min_batch, static_cast<std::int64_t>(v));
-    while (b_fit > o.min_batch && !fits(b_fit)) --b_fit;  // rounding at the boundary
-  }
+  std::int64_t b_fit = std::max(o.min_batch, batch_by_budget());
+  while (b_fit > o.min_batch && !fits(b_fit)) --b_fit;  // the floors, rounding at the boundary
   r.budget_batch = b_fit;
   std::int64_t b = std::min(b_fit, o.max_batch);
   r.limited_by = b_fit > o.max_batch ? "max-batch clamp" : "budget";
@@ -352,7 +375,7 @@ PlanResult plan_batch(const PlanOptions& o) {
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         throw_does_not_fit(
             r, o.min_batch,
-            detail::cat("no power of two in [min-batch ", o.min_batch, ", ", b, "] fits"));
+            foxhunt::detail::cat("no power of two in [min-batch ", o.min_batch, ", ", b, "] fits"));
       }
       b = p;
       r.limited_by = "power-of-two rounding";

@@ -7,20 +7,33 @@
 /// Method (DESIGN.md section 2):
 ///  1. Probe: build the model and its optimizer once (memory::TrainingProbe), run one real step at
 ///     batch 1 (gradients and optimizer state come into being), then one probe step at each of
-///     `probe_batches` (default 1, 2, 4, 8: cheap, and four points pin a line). Each probe gives
-///     the peak of batch + forward + backward (grows with the batch) and the peak of
-///     optimizer.step() (does not).
+///     `probe_batches` (default 1, 2, 4, 8). Each probe gives the peak of batch + forward +
+///     backward (grows with the batch) and the peak of optimizer.step() (does not).
 ///  2. Fit peak(b) = a + c*b by least squares over the forward+backward peaks (fixed bytes
-///     included, so a ~ fixed + per-step constant, c = activation bytes per sample). The
+///     included, so a ~ fixed + per-step constants, c = activation bytes per sample). The
 ///     prediction is max(a + c*b, construction peak, fixed + optimizer-step peak): the step and
 ///     the construction do not grow with b, so at tiny batches they can be the peak.
+///     Why a probe ladder: the true peak is the maximum over the instants of a step of
+///     (bytes live then), each linear in b, so peak(b) is convex and piecewise linear. At tiny
+///     batches an instant dominated by batch-independent temporaries (e.g. the weight-gradient
+///     buffer of the widest layer: 128 KiB for dqn) wins with a small slope; at large batches
+///     the instant holding the most activations wins with a larger slope (dqn: ~1.5 KiB/sample
+///     below b ~ 100, ~2.8 KiB/sample above). A line through b = 1..8 then under-predicts a
+///     4 GB plan by ~40%. So while the largest probe is below 1/ladder_ratio (default 8) of
+///     the batch the current fit allows, the planner adds a probe at four times the largest one
+///     and refits over the probes with b >= largest/16 (the top three rungs). Beyond the largest
+///     probe b_L the fit can only miss an instant whose slope is higher by less than its
+///     batch-independent bytes / b_L, which is negligible. The ladder costs about a sixth of the
+///     verification step.
 ///  3. Choose the largest b in [min_batch, max_batch] with prediction <= budget * (1 - margin),
 ///     rounded down to a power of two when asked.
 ///  4. Verify: with memory::LimitGuard at (live bytes before planning) + budget, build a fresh
-///     model and optimizer and run two real training steps at b (the first creates the optimizer
-///     state, the second is the steady state). On foxhunt::OutOfMemoryError halve b (a power of
-///     two stays one) and verify again, down to min_batch; the verified peak is the ledger's peak
-///     over the whole verification.
+///     model and optimizer, run one training step at batch 1 (creates the gradients and the
+///     optimizer state) and then one at b: the steady state, whose peak bounds a first step at b
+///     (there the gradients appear during backward and the state during optimizer.step(), never
+///     all at once with the activations). On foxhunt::OutOfMemoryError halve b (a power of two
+///     stays one) and verify again, down to min_batch; the verified peak is the ledger's peak
+///     over the whole verification, construction included.
 ///  5. Beside it the reference system's closed-form estimate: fixed (parameters + gradients +
 ///     optimizer state) + b x seq x features x 4 B x 1.2, where seq x features is the number of
 ///     input elements of one sample (all input tensors; seq = 1 for models without a time axis).
@@ -80,8 +93,11 @@ struct PlanOptions {
   /// Largest batch allowed. The small models (dqn, ppo) would otherwise pick hundreds of
   /// thousands of samples on a 4 GB card; the clamp keeps a plan a sensible training batch.
   std::int64_t max_batch = 65536;
-  /// Batch sizes of the probe steps (at least two distinct values).
+  /// Batch sizes of the first probe steps (at least two distinct values).
   std::vector<std::int64_t> probe_batches = {1, 2, 4, 8};
+  /// Keep quadrupling the largest probe until it is >= 1/ladder_ratio of the planned batch
+  /// (0 = probe only probe_batches).
+  std::int64_t ladder_ratio = 8;
   /// Run the verification under the cap (off only for measurements of the fit itself).
   bool verify = true;
 };
@@ -109,9 +125,10 @@ struct PlanResult {
 
   TrainingFootprint fixed;  ///< fixed tags of the probe model (after its warm step)
   std::uint64_t construction_peak_bytes = 0;  ///< peak while building the model
-  std::vector<ProbeResult> probes;            ///< one per probe batch
-  double fit_a = 0;                           ///< intercept of peak(b) = a + c*b (bytes)
-  double fit_c = 0;                           ///< slope: activation bytes per sample
+  std::vector<ProbeResult> probes;     ///< every probe step, in order (first ones, then the ladder)
+  std::int64_t fit_min_batch = 0;      ///< the fit used the probes with batch >= this
+  double fit_a = 0;                    ///< intercept of peak(b) = a + c*b (bytes)
+  double fit_c = 0;                    ///< slope: activation bytes per sample
   std::uint64_t step_floor_bytes = 0;  ///< fixed + the largest optimizer-step peak over the probes
   std::int64_t input_elements_per_sample = 0;  ///< seq x features of the reference estimate
 
@@ -145,8 +162,8 @@ struct PlanResult {
 /// when even min_batch does not fit.
 PlanResult plan_batch(const PlanOptions& options);
 
-/// Runs the canonical training step (footprint.h) for two steps at `batch` on a fresh model
-/// under a cap of live_bytes() + `budget_bytes`; returns the attempt (ok = false on an
+/// Builds a fresh model under a cap of live_bytes() + `budget_bytes` and runs the canonical
+/// training step (footprint.h) at batch 1, then at `batch`; returns the attempt (ok = false on an
 /// OutOfMemoryError, which is caught). Used by plan_batch and by tests to check a plan.
 VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, std::int64_t batch,
                            std::uint64_t budget_bytes, const nlohmann::json& model_options = {});
