@@ -81,9 +81,9 @@ TEST_F(BudgetTest, OverTargetOverBudgetAndHeadroomFail) {
 
 TEST_F(BudgetTest, TargetsJsonIsValidated) {
   const auto base = memory::default_targets();
-  auto t = memory::targets_from_json(nlohmann::json::parse(R"({"targets_mib": {"tft": 12.5}})"),
+  auto t = memory::targets_from_json(nlohmann::json::parse(R"({"targets_mib": {"ppo": 12.5}})"),
                                      "t", base);
-  EXPECT_EQ(t.at("tft"), static_cast<std::uint64_t>(12.5 * kMiB));
+  EXPECT_EQ(t.at("ppo"), static_cast<std::uint64_t>(12.5 * kMiB));
   EXPECT_EQ(t.at("dqn"), 150 * kMiB);
   t = memory::targets_from_json(nlohmann::json::parse(R"({"targets_bytes": {"dqn": 4096}})"), "t",
                                 base);

@@ -134,10 +134,9 @@ VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, 
 // ---- PlanResult ------------------------------------------------------------------------------
 
 std::uint64_t PlanResult::predict(std::int64_t b) const {
-  const double fit = fit_a + fit_c * static_cast<double>(b);
-  const double floor_bytes =
-      static_cast<double>(std::max(construction_peak_bytes, step_floor_bytes));
-  const double v = std::max(fit, floor_bytes);
+  const double x = static_cast<double>(b);
+  const double v = std::max({fit_a + fit_c * x, step_fit_a + step_fit_c * x,
+                             static_cast<double>(construction_peak_bytes)});
   if (v <= 0) return 0;
   if (v >= static_cast<double>(std::numeric_limits<std::uint64_t>::max() / 2))
     return std::numeric_limits<std::uint64_t>::max() / 2;
@@ -187,7 +186,7 @@ nlohmann::json PlanResult::to_json() const {
       {"probes", probes_json},
       {"fit",
        {{"a_bytes", fit_a}, {"c_bytes_per_sample", fit_c}, {"min_probe_batch", fit_min_batch}}},
-      {"step_floor_bytes", step_floor_bytes},
+      {"step_fit", {{"a_bytes", step_fit_a}, {"c_bytes_per_sample", step_fit_c}}},
       {"input_elements_per_sample", input_elements_per_sample},
       {"budget_batch", budget_batch},
       {"chosen_batch", chosen_batch},
@@ -233,10 +232,11 @@ std::string PlanResult::report() const {
     os << line;
   }
   std::snprintf(line, sizeof(line),
-                "fit over the probes b >= %lld: peak(b) = %.0f B + %.1f B x b (floored at %s: "
-                "optimizer step / build)\n",
-                static_cast<long long>(fit_min_batch), fit_a, fit_c,
-                hb(std::max(step_floor_bytes, construction_peak_bytes)).c_str());
+                "fit over the probes b >= %lld: forward+backward peak(b) = %.0f B + %.1f B x b\n"
+                "  optimizer step peak(b) = %.0f B + %.1f B x b; build peak %s; prediction = the "
+                "largest\n",
+                static_cast<long long>(fit_min_batch), fit_a, fit_c, step_fit_a, step_fit_c,
+                hb(construction_peak_bytes).c_str());
   os << line;
   std::snprintf(line, sizeof(line), "chosen batch: %lld (limited by %s",
                 static_cast<long long>(chosen_batch), limited_by.c_str());
@@ -295,34 +295,37 @@ PlanResult plan_batch(const PlanOptions& o) {
   r.max_batch = o.max_batch;
 
   const double allowed = static_cast<double>(o.budget_bytes) * (1.0 - o.margin);
-  // Least squares of (b, fixed + forward/backward peak) over the probes with b >= the largest/16.
+  // Least squares of (b, fixed + phase peak) over the probes with b >= the largest/16, for the
+  // forward+backward phase and for the optimizer step.
   const auto fit = [&r] {
     std::int64_t largest = 0;
     for (const auto& p : r.probes) largest = std::max(largest, p.batch);
     r.fit_min_batch = std::max<std::int64_t>(1, largest / 16);
-    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
-    for (const auto& p : r.probes) {
-      if (p.batch < r.fit_min_batch) continue;
-      const double x = static_cast<double>(p.batch);
-      const double y = static_cast<double>(r.fixed.fixed_bytes + p.activation_bytes);
-      sx += x;
-      sy += y;
-      sxx += x * x;
-      sxy += x * y;
-      n += 1;
-    }
-    const double den = n * sxx - sx * sx;
-    FOXHUNT_INTERNAL_ASSERT(den > 0, "the fit needs two distinct probe batches");
-    r.fit_c = (n * sxy - sx * sy) / den;
-    r.fit_a = (sy - r.fit_c * sx) / n;
-    std::uint64_t max_step = 0;
-    for (const auto& p : r.probes) max_step = std::max(max_step, p.step_bytes);
-    r.step_floor_bytes = r.fixed.fixed_bytes + max_step;
+    const auto line = [&r](auto phase_bytes, double& a, double& c) {
+      double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+      for (const auto& p : r.probes) {
+        if (p.batch < r.fit_min_batch) continue;
+        const double x = static_cast<double>(p.batch);
+        const double y = static_cast<double>(r.fixed.fixed_bytes + phase_bytes(p));
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
+        n += 1;
+      }
+      const double den = n * sxx - sx * sx;
+      FOXHUNT_INTERNAL_ASSERT(den > 0, "the fit needs two distinct probe batches");
+      c = (n * sxy - sx * sy) / den;
+      a = (sy - c * sx) / n;
+    };
+    line([](const ProbeResult& p) { return p.activation_bytes; }, r.fit_a, r.fit_c);
+    line([](const ProbeResult& p) { return p.step_bytes; }, r.step_fit_a, r.step_fit_c);
   };
-  // The largest batch the current fit allows (before clamps; kBatchCeiling when unbounded).
+  // The largest batch both lines allow (before clamps; kBatchCeiling when unbounded).
   const auto batch_by_budget = [&]() -> std::int64_t {
-    if (r.fit_c <= 0) return kBatchCeiling;
-    const double v = std::floor((allowed - r.fit_a) / r.fit_c);
+    double v = static_cast<double>(kBatchCeiling);
+    for (auto [a, c] : {std::pair{r.fit_a, r.fit_c}, std::pair{r.step_fit_a, r.step_fit_c}})
+      if (c > 0) v = std::min(v, std::floor((allowed - a) / c));
     if (v >= static_cast<double>(kBatchCeiling)) return kBatchCeiling;
     return std::max<std::int64_t>(0, static_cast<std::int64_t>(v));
   };

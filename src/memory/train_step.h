@@ -57,16 +57,17 @@ inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(OptimizerKind kin
 struct StepMeasure {
   std::uint64_t live_before = 0;            ///< live bytes at the start (fixed tags resident)
   std::uint64_t forward_backward_peak = 0;  ///< peak of batch+forward+backward beyond live_before
-  std::uint64_t step_peak = 0;      ///< peak of optimizer.step() beyond the live bytes before it
+  std::uint64_t step_peak = 0;      ///< peak of optimizer.step() beyond live_before (batch alive)
   std::uint64_t input_bytes = 0;    ///< bytes of the batch's inputs
   std::int64_t input_elements = 0;  ///< elements of the batch's inputs
 };
 
 /// The canonical training step (footprint.h): zero_grad(set_to_none = false), batch, loss,
-/// backward, optimizer.step(). Batch creation and forward are tagged `<name>/activations`, the
-/// backward `<name>/<backward_tag>` ("activations" in the steady state, "gradients" on the first
-/// step, which creates the .grad tensors), the step `<name>/optimizer`. Resets the ledger's peak
-/// twice (process-wide).
+/// backward, optimizer.step(), with the batch alive until the step is over (as in a training
+/// loop, where the batch variable outlives optimizer.step()). Batch creation and forward are
+/// tagged `<name>/activations`, the backward `<name>/<backward_tag>` ("activations" in the
+/// steady state, "gradients" on the first step, which creates the .grad tensors), the step
+/// `<name>/optimizer`. Resets the ledger's peak twice (process-wide).
 inline StepMeasure canonical_step(models::Model& model, torch::optim::Optimizer& optimizer,
                                   const std::string& name, std::int64_t batch, std::int64_t seq_len,
                                   std::uint64_t seed, const char* backward_tag) {
@@ -74,28 +75,28 @@ inline StepMeasure canonical_step(models::Model& model, torch::optim::Optimizer&
   optimizer.zero_grad(/*set_to_none=*/false);
   m.live_before = live_bytes();
   reset_peak();
+  models::Batch b;
+  torch::Tensor loss;
   {
-    torch::Tensor loss;
-    {
-      MemoryScope act(name + "/activations");
-      models::Batch b = model.example_batch(batch, seq_len, torch::kCPU, seed);
-      for (const auto& t : b.inputs) {
-        m.input_bytes += tensor_bytes(t);
-        m.input_elements += t.numel();
-      }
-      loss = model.loss(b);
+    MemoryScope act(name + "/activations");
+    b = model.example_batch(batch, seq_len, torch::kCPU, seed);
+    for (const auto& t : b.inputs) {
+      m.input_bytes += tensor_bytes(t);
+      m.input_elements += t.numel();
     }
+    loss = model.loss(b);
+  }
+  {
     MemoryScope back(name + "/" + backward_tag);
     loss.backward();
   }
   m.forward_backward_peak = peak_bytes() - m.live_before;
-  const std::uint64_t before_step = live_bytes();
   reset_peak();
   {
     MemoryScope opt(name + "/optimizer");
     optimizer.step();
   }
-  m.step_peak = peak_bytes() - before_step;
+  m.step_peak = peak_bytes() - m.live_before;
   return m;
 }
 

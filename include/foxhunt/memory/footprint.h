@@ -12,7 +12,7 @@
 ///
 /// The training step that is measured (and that the planner verifies under a cap) is:
 ///   optimizer.zero_grad(set_to_none = false); batch = example_batch(b); loss = model.loss(batch);
-///   loss.backward(); optimizer.step().
+///   loss.backward(); optimizer.step(); (batch and loss released after the step).
 /// Gradients are zeroed in place, so the fixed tags (parameters, buffers, gradients, optimizer
 /// state) are all resident during forward and backward: the steady state of a training loop, and
 /// an upper bound for a loop that frees gradients (set_to_none = true) between steps.
@@ -21,7 +21,9 @@
 ///   fixed       = parameters + buffers + gradients + optimizer state (live after a real step)
 ///   activations = peak live bytes during batch creation + forward + backward, minus fixed; it
 ///                 includes the batch's input and target tensors
-///   step        = peak live bytes during optimizer.step(), minus fixed (its temporaries)
+///   step        = peak live bytes during optimizer.step(), minus fixed: its temporaries (Adam:
+///                 two tensors the size of the largest parameter) plus the batch, which a
+///                 training loop keeps alive until the step is over
 ///   training peak = fixed + max(activations, step)
 ///
 /// Closed forms (DESIGN.md 2), checked exactly by tests:
@@ -118,7 +120,7 @@ TrainingFootprint measure_training_footprint(const std::string& model, const Tra
 struct ProbeResult {
   std::int64_t batch = 0;              ///< batch size probed
   std::uint64_t activation_bytes = 0;  ///< peak of batch+forward+backward beyond fixed
-  std::uint64_t step_bytes = 0;        ///< peak of optimizer.step() beyond fixed
+  std::uint64_t step_bytes = 0;        ///< peak of optimizer.step() beyond fixed (batch alive)
   std::uint64_t peak_bytes = 0;        ///< fixed + max(activation_bytes, step_bytes)
 };
 

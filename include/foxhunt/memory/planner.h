@@ -10,9 +10,11 @@
 ///     `probe_batches` (default 1, 2, 4, 8). Each probe gives the peak of batch + forward +
 ///     backward (grows with the batch) and the peak of optimizer.step() (does not).
 ///  2. Fit peak(b) = a + c*b by least squares over the forward+backward peaks (fixed bytes
-///     included, so a ~ fixed + per-step constants, c = activation bytes per sample). The
-///     prediction is max(a + c*b, construction peak, fixed + optimizer-step peak): the step and
-///     the construction do not grow with b, so at tiny batches they can be the peak.
+///     included, so a ~ fixed + per-step constants, c = activation bytes per sample), and a
+///     second line the same way over the optimizer-step peaks (fixed + the step's temporaries
+///     + the batch, which is still alive). The prediction is the larger of the two lines and
+///     the construction peak: at tiny batches the optimizer step (Adam's temporaries) can be the
+///     peak, at larger ones forward+backward always is.
 ///     Why a probe ladder: the true peak is the maximum over the instants of a step of
 ///     (bytes live then), each linear in b, so peak(b) is convex and piecewise linear. At tiny
 ///     batches an instant dominated by batch-independent temporaries (e.g. the weight-gradient
@@ -125,11 +127,12 @@ struct PlanResult {
 
   TrainingFootprint fixed;  ///< fixed tags of the probe model (after its warm step)
   std::uint64_t construction_peak_bytes = 0;  ///< peak while building the model
-  std::vector<ProbeResult> probes;     ///< every probe step, in order (first ones, then the ladder)
-  std::int64_t fit_min_batch = 0;      ///< the fit used the probes with batch >= this
-  double fit_a = 0;                    ///< intercept of peak(b) = a + c*b (bytes)
-  double fit_c = 0;                    ///< slope: activation bytes per sample
-  std::uint64_t step_floor_bytes = 0;  ///< fixed + the largest optimizer-step peak over the probes
+  std::vector<ProbeResult> probes;  ///< every probe step, in order (first ones, then the ladder)
+  std::int64_t fit_min_batch = 0;   ///< the fit used the probes with batch >= this
+  double fit_a = 0;                 ///< intercept of peak(b) = a + c*b (bytes)
+  double fit_c = 0;                 ///< slope: activation bytes per sample
+  double step_fit_a = 0;            ///< intercept of the optimizer-step line (fixed + temporaries)
+  double step_fit_c = 0;  ///< its slope: the batch's bytes per sample (alive during the step)
   std::int64_t input_elements_per_sample = 0;  ///< seq x features of the reference estimate
 
   std::int64_t budget_batch = 0;  ///< largest batch the fit allows (before clamps and rounding)
