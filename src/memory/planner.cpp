@@ -199,6 +199,8 @@ nlohmann::json PlanResult::to_json() const {
       {"reference_error_pct", reference_error_pct()},
       {"predicted_error_pct", predicted_error_pct()},
       {"seconds", seconds},
+      {"probe_seconds", probe_seconds},
+      {"verify_seconds", verify_seconds},
   };
 }
 
@@ -274,7 +276,8 @@ std::string PlanResult::report() const {
                   hb(budget_bytes).c_str(), hb(a.peak_bytes).c_str());
     os << line;
   }
-  std::snprintf(line, sizeof(line), "wall time %.2f s\n", seconds);
+  std::snprintf(line, sizeof(line), "wall time %.2f s (probes %.2f s, verification %.2f s)\n",
+                seconds, probe_seconds, verify_seconds);
   os << line;
   return os.str();
 }
@@ -355,6 +358,8 @@ PlanResult plan_batch(const PlanOptions& o) {
   }
   r.seq_len = r.fixed.seq_len;
   r.has_time_axis = r.seq_len > 0;
+  const auto t_probed = std::chrono::steady_clock::now();
+  r.probe_seconds = std::chrono::duration<double>(t_probed - t0).count();
 
   // 3. The largest batch the prediction allows.
   const auto fits = [&](std::int64_t b) { return static_cast<double>(r.predict(b)) <= allowed; };
@@ -403,6 +408,8 @@ PlanResult plan_batch(const PlanOptions& o) {
       r.limited_by = "verification step-down";
     }
   }
+  r.verify_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_probed).count();
   r.chosen_batch = b;
   r.train.batch = b;
   r.predicted_peak_bytes = r.predict(b);

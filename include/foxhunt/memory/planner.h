@@ -146,6 +146,8 @@ struct PlanResult {
   std::uint64_t reference_peak_bytes = 0;  ///< the reference closed form at chosen_batch
   std::uint64_t verified_peak_bytes = 0;   ///< measured under the cap at chosen_batch (0 if not)
   double seconds = 0;                      ///< wall time of the whole plan
+  double probe_seconds = 0;                ///< of which the probe steps (ladder included)
+  double verify_seconds = 0;               ///< of which the verification attempts
 
   /// The fit's prediction at batch `b`.
   std::uint64_t predict(std::int64_t b) const;
