@@ -4,7 +4,9 @@
 #include <sstream>
 
 #include "foxhunt/models/dqn.h"
+#include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/ppo.h"
+#include "foxhunt/models/tft.h"
 
 namespace foxhunt::models {
 
@@ -17,6 +19,8 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> r = {
       {"dqn", &make_dqn_model},
       {"ppo", &make_ppo_model},
+      {"mamba2", &make_mamba2_model},
+      {"tft", &make_tft_model},
   };
   return r;
 }

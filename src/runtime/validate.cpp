@@ -69,7 +69,8 @@ void validate_models_step(const ValidateOptions& options, StepResult& result, st
       for (const auto& o : outs) out_shapes += models::shape_str(o.sizes().vec()) + " ";
       row["batch_" + std::to_string(b)] = {
           {"ok", step_ok}, {"shapes_ok", shapes_ok}, {"finite", finite}, {"outputs", out_shapes}};
-      checks += "b" + std::to_string(b) + ":" + (step_ok ? "ok " : "FAIL ");
+      // Appended piecewise: GCC 12 warns falsely (-Wstringop-overflow) on `"b" + to_string(b)`.
+      checks.append("b").append(std::to_string(b)).append(step_ok ? ":ok " : ":FAIL ");
     }
     row["ok"] = ok;
     all_ok = all_ok && ok;

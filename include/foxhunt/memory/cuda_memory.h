@@ -58,9 +58,10 @@ std::uint64_t cuda_peak_bytes(int device = 0);
 /// Resets the allocator's peak statistics of `device` (peak := current).
 void cuda_reset_peak(int device = 0);
 /// Caps the caching allocator of `device` at `bytes` (0 = no cap) through setMemoryFraction and
-/// returns the previous cap. Past the cap LibTorch throws c10::OutOfMemoryError, which
-/// translate_oom / rethrow_if_oom turn into foxhunt::OutOfMemoryError. Throws InputError when
-/// `bytes` exceeds the device's total memory.
+/// returns the previous cap. The cap bounds reserved bytes (tensors + the allocator's cache), not
+/// the CUDA context or other processes: to emulate a card, cap at DeviceProfile::usable_bytes().
+/// Past the cap LibTorch throws c10::OutOfMemoryError, which translate_oom / rethrow_if_oom turn
+/// into foxhunt::OutOfMemoryError. Throws InputError when `bytes` exceeds the device's total.
 std::uint64_t cuda_set_limit(std::uint64_t bytes, int device = 0);
 /// The cap in force on `device` (0 = none).
 std::uint64_t cuda_get_limit(int device = 0);

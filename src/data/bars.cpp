@@ -1,0 +1,478 @@
+#include "foxhunt/data/bars.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
+#include "foxhunt/data/random.h"
+
+namespace foxhunt::data {
+
+namespace {
+
+constexpr const char* kComponent = "bars";
+
+enum Column { kTimestamp = 0, kOpen, kHigh, kLow, kClose, kVolume, kNumColumns };
+constexpr std::array<const char*, kNumColumns> kColumnNames = {"timestamp", "open",  "high",
+                                                               "low",       "close", "volume"};
+
+std::string_view trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\r')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) --e;
+  return s.substr(b, e - b);
+}
+
+std::vector<std::string_view> split_fields(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = line.find(',', start);
+    if (comma == std::string_view::npos) {
+      out.push_back(trim(line.substr(start)));
+      return out;
+    }
+    out.push_back(trim(line.substr(start, comma - start)));
+    start = comma + 1;
+  }
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+bool is_letter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+int column_index(std::string_view name) {
+  const std::string l = lower(name);
+  for (int i = 0; i < kNumColumns; ++i)
+    if (l == kColumnNames[i]) return i;
+  return -1;
+}
+
+/// A header line: every field starts with a letter and at least one is a known column.
+bool looks_like_header(const std::vector<std::string_view>& fields) {
+  bool known = false;
+  for (auto f : fields) {
+    if (f.empty() || !is_letter(f.front())) return false;
+    if (column_index(f) >= 0) known = true;
+  }
+  return known;
+}
+
+/// Field position of each column in a row, -1 when the file has no such column.
+struct Layout {
+  std::array<int, kNumColumns> pos{-1, -1, -1, -1, -1, -1};
+  size_t fields = 0;
+  bool close_only() const { return pos[kOpen] < 0; }
+};
+
+std::string where(const std::string& source, int64_t line) {
+  return source + ":" + std::to_string(line) + ": ";
+}
+
+Layout layout_from_header(const std::vector<std::string_view>& fields, const std::string& source,
+                          int64_t line) {
+  Layout layout;
+  layout.fields = fields.size();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const int c = column_index(fields[i]);
+    FOXHUNT_CHECK(c >= 0, kComponent, where(source, line), "unknown column '", fields[i],
+                  "' in header (expected names from timestamp,open,high,low,close,volume)");
+    FOXHUNT_CHECK(layout.pos[c] < 0, kComponent, where(source, line), "duplicate column '",
+                  fields[i], "' in header");
+    layout.pos[c] = static_cast<int>(i);
+  }
+  FOXHUNT_CHECK(layout.pos[kClose] >= 0, kComponent, where(source, line),
+                "missing column 'close' in header");
+  const int ohl = (layout.pos[kOpen] >= 0) + (layout.pos[kHigh] >= 0) + (layout.pos[kLow] >= 0);
+  FOXHUNT_CHECK(ohl == 0 || ohl == 3, kComponent, where(source, line),
+                "missing column(s) in header: open, high and low must all be present or all be "
+                "absent (close-only), got ",
+                ohl, " of them");
+  return layout;
+}
+
+Layout layout_from_count(size_t count, const std::string& source, int64_t line) {
+  Layout layout;
+  layout.fields = count;
+  if (count == 6) {
+    for (int c = 0; c < kNumColumns; ++c) layout.pos[c] = c;
+  } else if (count == 2) {
+    layout.pos[kTimestamp] = 0;
+    layout.pos[kClose] = 1;
+  } else if (count == 1) {
+    layout.pos[kClose] = 0;
+  } else {
+    FOXHUNT_CHECK(false, kComponent, where(source, line),
+                  "wrong column count: expected 6 (timestamp,open,high,low,close,volume), "
+                  "2 (timestamp,close) or 1 (close) columns without a header, got ",
+                  count);
+  }
+  return layout;
+}
+
+double parse_double(std::string_view field, int column, const std::string& source, int64_t line) {
+  double value = 0.0;
+  const char* begin = field.data();
+  const char* end = begin + field.size();
+  if (!field.empty() && field.front() == '+') ++begin;  // from_chars rejects a leading '+'
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  FOXHUNT_CHECK(!field.empty() && ec == std::errc() && ptr == end, kComponent, where(source, line),
+                "column '", kColumnNames[column], "': '", field, "' is not a number");
+  FOXHUNT_CHECK(std::isfinite(value), kComponent, where(source, line), "column '",
+                kColumnNames[column], "': non-finite value '", field, "' (NaN/Inf not allowed)");
+  return value;
+}
+
+int64_t parse_timestamp(std::string_view field, const std::string& source, int64_t line) {
+  int64_t value = 0;
+  const char* begin = field.data();
+  const char* end = begin + field.size();
+  if (!field.empty() && field.front() == '+') ++begin;
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  FOXHUNT_CHECK(!field.empty() && ec == std::errc() && ptr == end, kComponent, where(source, line),
+                "column 'timestamp': '", field, "' is not an integer (Unix seconds)");
+  return value;
+}
+
+/// Checks one bar's values; `prefix` locates it ("file:line: " or "source: bar i: ").
+void check_bar_values(const Bar& b, const std::string& prefix) {
+  const std::array<std::pair<const char*, double>, 4> prices = {
+      {{"close", b.close}, {"open", b.open}, {"high", b.high}, {"low", b.low}}};
+  for (const auto& [name, v] : prices) {
+    FOXHUNT_CHECK(std::isfinite(v), kComponent, prefix, "column '", name, "': non-finite value ", v,
+                  " (NaN/Inf not allowed)");
+    FOXHUNT_CHECK(v > 0.0, kComponent, prefix, "column '", name, "': price must be > 0, got ", v);
+  }
+  FOXHUNT_CHECK(std::isfinite(b.volume), kComponent, prefix, "column 'volume': non-finite value ",
+                b.volume, " (NaN/Inf not allowed)");
+  FOXHUNT_CHECK(b.volume >= 0.0, kComponent, prefix, "column 'volume': must be >= 0, got ",
+                b.volume);
+  FOXHUNT_CHECK(b.high >= b.low, kComponent, prefix, "high ", b.high, " < low ", b.low);
+  FOXHUNT_CHECK(b.open >= b.low && b.open <= b.high, kComponent, prefix, "open ", b.open,
+                " outside [low ", b.low, ", high ", b.high, "]");
+  FOXHUNT_CHECK(b.close >= b.low && b.close <= b.high, kComponent, prefix, "close ", b.close,
+                " outside [low ", b.low, ", high ", b.high, "]");
+}
+
+void append_number(std::string& out, double v) {
+  std::array<char, 64> buf{};
+  auto [ptr, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  FOXHUNT_INTERNAL_ASSERT(ec == std::errc(), "to_chars failed");
+  out.append(buf.data(), ptr);
+}
+
+void append_number(std::string& out, int64_t v) {
+  std::array<char, 32> buf{};
+  auto [ptr, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  FOXHUNT_INTERNAL_ASSERT(ec == std::errc(), "to_chars failed");
+  out.append(buf.data(), ptr);
+}
+
+double round_to_tick(double price, double tick) {
+  if (tick <= 0.0) return price;
+  // Dividing by an integral 1/tick (1e-4 -> 10000) lands on the double nearest the decimal
+  // price, so the CSV shows 99.8766 rather than 99.87660000000001.
+  const double inv = std::round(1.0 / tick);
+  const double rounded = std::abs(inv * tick - 1.0) < 1e-12 ? std::round(price * inv) / inv
+                                                            : std::round(price / tick) * tick;
+  return std::max(tick, rounded);
+}
+
+}  // namespace
+
+std::vector<double> BarSeries::closes() const {
+  std::vector<double> out(bars.size());
+  for (size_t i = 0; i < bars.size(); ++i) out[i] = bars[i].close;
+  return out;
+}
+
+BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
+  BarSeries series;
+  series.source = source;
+  // A UTF-8 byte-order mark is not part of the first column name.
+  if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+
+  std::optional<Layout> layout;
+  int64_t line_no = 0;
+  int64_t header_line = 0;
+  int64_t prev_ts_line = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    const std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (trim(line).empty()) continue;
+
+    const auto fields = split_fields(line);
+    if (!layout) {
+      if (looks_like_header(fields)) {
+        layout = layout_from_header(fields, source, line_no);
+        header_line = line_no;
+        continue;
+      }
+      layout = layout_from_count(fields.size(), source, line_no);
+    }
+    FOXHUNT_CHECK(fields.size() == layout->fields, kComponent, where(source, line_no),
+                  "wrong column count: expected ", layout->fields, " fields, got ", fields.size());
+
+    Bar bar;
+    const auto& p = layout->pos;
+    if (p[kTimestamp] >= 0) {
+      bar.timestamp = parse_timestamp(fields[p[kTimestamp]], source, line_no);
+    } else {
+      bar.timestamp = static_cast<int64_t>(series.bars.size()) * kDefaultBarSeconds;
+    }
+    bar.close = parse_double(fields[p[kClose]], kClose, source, line_no);
+    if (layout->close_only()) {
+      bar.open = bar.high = bar.low = bar.close;
+    } else {
+      bar.open = parse_double(fields[p[kOpen]], kOpen, source, line_no);
+      bar.high = parse_double(fields[p[kHigh]], kHigh, source, line_no);
+      bar.low = parse_double(fields[p[kLow]], kLow, source, line_no);
+    }
+    bar.volume = p[kVolume] >= 0 ? parse_double(fields[p[kVolume]], kVolume, source, line_no) : 0.0;
+    check_bar_values(bar, where(source, line_no));
+    if (!series.bars.empty()) {
+      const int64_t prev = series.bars.back().timestamp;
+      FOXHUNT_CHECK(bar.timestamp != prev, kComponent, where(source, line_no),
+                    "duplicate timestamp ", bar.timestamp, " (also on line ", prev_ts_line, ")");
+      FOXHUNT_CHECK(bar.timestamp > prev, kComponent, where(source, line_no), "timestamp ",
+                    bar.timestamp, " is not after the previous one ", prev, " (line ", prev_ts_line,
+                    "); timestamps must increase");
+    }
+    prev_ts_line = line_no;
+    series.bars.push_back(bar);
+  }
+  if (series.bars.empty()) {
+    FOXHUNT_CHECK(layout.has_value(), kComponent, where(source, 1), "empty file: no bars");
+    FOXHUNT_CHECK(false, kComponent, where(source, header_line + 1), "no bars after the header");
+  }
+  series.close_only = layout->close_only();
+  return series;
+}
+
+BarSeries load_bars_csv(const std::string& path) {
+  return parse_bars_csv(read_file(path), path);
+}
+
+std::string bars_to_csv(const BarSeries& series) {
+  std::string out;
+  out.reserve(series.bars.size() * (series.close_only ? 24 : 64) + 48);
+  out += series.close_only ? "timestamp,close\n" : "timestamp,open,high,low,close,volume\n";
+  for (const Bar& b : series.bars) {
+    append_number(out, b.timestamp);
+    out += ',';
+    if (!series.close_only) {
+      append_number(out, b.open);
+      out += ',';
+      append_number(out, b.high);
+      out += ',';
+      append_number(out, b.low);
+      out += ',';
+    }
+    append_number(out, b.close);
+    if (!series.close_only) {
+      out += ',';
+      append_number(out, b.volume);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+void write_bars_csv(const std::string& path, const BarSeries& series) {
+  validate_bars(series);
+  write_file_atomic(path, bars_to_csv(series));
+}
+
+void validate_bars(const BarSeries& series) {
+  const std::string name = series.source.empty() ? std::string("series") : series.source;
+  FOXHUNT_CHECK(!series.bars.empty(), kComponent, name, ": empty series: no bars");
+  for (size_t i = 0; i < series.bars.size(); ++i) {
+    const std::string prefix = name + ": bar " + std::to_string(i) + ": ";
+    check_bar_values(series.bars[i], prefix);
+    if (i > 0)
+      FOXHUNT_CHECK(series.bars[i].timestamp > series.bars[i - 1].timestamp, kComponent, prefix,
+                    "timestamp ", series.bars[i].timestamp, " is not after the previous one ",
+                    series.bars[i - 1].timestamp);
+    if (series.close_only) {
+      const Bar& b = series.bars[i];
+      FOXHUNT_CHECK(b.open == b.close && b.high == b.close && b.low == b.close, kComponent, prefix,
+                    "close-only series needs open = high = low = close");
+    }
+  }
+}
+
+std::vector<double> log_returns(const BarSeries& series) {
+  std::vector<double> r(series.bars.size(), 0.0);
+  for (size_t i = 1; i < series.bars.size(); ++i)
+    r[i] = std::log(series.bars[i].close / series.bars[i - 1].close);
+  return r;
+}
+
+BarSeries generate_synthetic(const SyntheticOptions& o, std::vector<int>* regimes_out) {
+  constexpr const char* c = "bars";
+  FOXHUNT_CHECK(o.bars >= 1, c, "synthetic: bars must be >= 1, got ", o.bars);
+  FOXHUNT_CHECK(o.bar_seconds >= 1, c, "synthetic: bar_seconds must be >= 1, got ", o.bar_seconds);
+  FOXHUNT_CHECK(
+      o.start_timestamp >= 0 &&
+          o.bars <= (std::numeric_limits<int64_t>::max() - o.start_timestamp) / o.bar_seconds,
+      c, "synthetic: start_timestamp ", o.start_timestamp, " + bars ", o.bars, " x bar_seconds ",
+      o.bar_seconds, " overflows int64");
+  FOXHUNT_CHECK(std::isfinite(o.initial_price) && o.initial_price > 0, c,
+                "synthetic: initial_price must be > 0, got ", o.initial_price);
+  FOXHUNT_CHECK(o.tick_size >= 0 && o.tick_size < o.initial_price, c,
+                "synthetic: tick_size must be in [0, initial_price), got ", o.tick_size);
+  FOXHUNT_CHECK(!o.regimes.empty(), c, "synthetic: at least one regime is required");
+  for (const Regime& r : o.regimes)
+    FOXHUNT_CHECK(std::isfinite(r.drift) && std::isfinite(r.volatility) && r.volatility > 0 &&
+                      r.volatility < 0.5,
+                  c, "synthetic: regime volatility must be in (0, 0.5), got ", r.volatility);
+  FOXHUNT_CHECK(o.regime_persistence >= 0 && o.regime_persistence <= 1, c,
+                "synthetic: regime_persistence must be in [0, 1], got ", o.regime_persistence);
+  FOXHUNT_CHECK(o.garch_alpha >= 0 && o.garch_beta >= 0 && o.garch_alpha + o.garch_beta < 1, c,
+                "synthetic: need garch_alpha, garch_beta >= 0 and alpha + beta < 1, got ",
+                o.garch_alpha, " + ", o.garch_beta);
+  FOXHUNT_CHECK(o.jump_probability >= 0 && o.jump_probability <= 1, c,
+                "synthetic: jump_probability must be in [0, 1], got ", o.jump_probability);
+  FOXHUNT_CHECK(std::isfinite(o.jump_mean) && o.jump_volatility >= 0 && o.jump_volatility < 1, c,
+                "synthetic: jump_volatility must be in [0, 1), got ", o.jump_volatility);
+  FOXHUNT_CHECK(o.wick >= 0 && o.wick < 100, c, "synthetic: wick must be in [0, 100), got ",
+                o.wick);
+  FOXHUNT_CHECK(o.base_volume >= 0 && o.volume_u_amplitude >= 0 &&
+                    o.volume_return_sensitivity >= 0 && o.volume_noise >= 0 && o.volume_noise < 5,
+                c, "synthetic: volume parameters must be >= 0 (noise < 5)");
+
+  Rng rng(o.seed);
+  BarSeries series;
+  series.source = "synthetic(seed=" + std::to_string(o.seed) + ")";
+  series.bars.reserve(static_cast<size_t>(o.bars));
+  if (regimes_out) regimes_out->assign(static_cast<size_t>(o.bars), 0);
+
+  const int n_regimes = static_cast<int>(o.regimes.size());
+  int regime = 0;
+  double h = 1.0;       // GARCH variance multiplier, long-run mean 1
+  double z_prev = 0.0;  // previous standardised diffusive shock
+  double price = round_to_tick(o.initial_price, o.tick_size);
+  const double omega = 1.0 - o.garch_alpha - o.garch_beta;
+  // Normalises the U profile to mean 1 over a day: mean of (2f-1)^2 on [0,1) is 1/3.
+  const double u_norm = 1.0 + o.volume_u_amplitude / 3.0;
+  const double noise_mean_fix = -0.5 * o.volume_noise * o.volume_noise;
+
+  for (int64_t i = 0; i < o.bars; ++i) {
+    if (i > 0) {
+      // Markov switching: stay with probability `persistence`, else jump to another regime.
+      const double u = rng.uniform();
+      if (n_regimes > 1 && u >= o.regime_persistence) {
+        const int other = static_cast<int>(rng.uniform_int(static_cast<uint64_t>(n_regimes - 1)));
+        regime = other >= regime ? other + 1 : other;
+      }
+      h = omega + o.garch_alpha * z_prev * z_prev + o.garch_beta * h;
+    }
+    const Regime& reg = o.regimes[static_cast<size_t>(regime)];
+    const double sigma = reg.volatility * std::sqrt(h);
+    const double z = rng.normal();
+    double r = reg.drift + sigma * z;
+    if (rng.uniform() < o.jump_probability) r += o.jump_mean + o.jump_volatility * rng.normal();
+    z_prev = z;
+
+    Bar b;
+    b.timestamp = o.start_timestamp + i * o.bar_seconds;
+    b.open = price;
+    b.close = round_to_tick(price * std::exp(r), o.tick_size);
+    const double up = std::abs(rng.normal()) * o.wick * sigma;
+    const double down = std::abs(rng.normal()) * o.wick * sigma;
+    const double body_hi = std::max(b.open, b.close);
+    const double body_lo = std::min(b.open, b.close);
+    b.high = std::max(body_hi, round_to_tick(body_hi * std::exp(up), o.tick_size));
+    b.low = std::min(body_lo, round_to_tick(body_lo * std::exp(-down), o.tick_size));
+
+    // Volume: U-shaped over the time of day, higher on large moves, log-normal noise.
+    const int64_t sec_of_day = ((b.timestamp % 86400) + 86400) % 86400;
+    const double f = static_cast<double>(sec_of_day) / 86400.0;
+    const double u_shape =
+        (1.0 + o.volume_u_amplitude * (2.0 * f - 1.0) * (2.0 * f - 1.0)) / u_norm;
+    const double surprise = std::abs(r - reg.drift) / reg.volatility;
+    const double noise = std::exp(noise_mean_fix + o.volume_noise * rng.normal());
+    b.volume = std::round(o.base_volume * u_shape * (1.0 + o.volume_return_sensitivity * surprise) *
+                          noise / (1.0 + o.volume_return_sensitivity * 0.7978845608));
+    series.bars.push_back(b);
+    price = b.close;
+    if (regimes_out) (*regimes_out)[static_cast<size_t>(i)] = regime;
+  }
+  return series;
+}
+
+double autocorrelation(const std::vector<double>& x, int64_t lag) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  if (lag < 0 || n - lag < 2) return 0.0;
+  double mean = 0.0;
+  for (double v : x) mean += v;
+  mean /= static_cast<double>(n);
+  double den = 0.0, num = 0.0;
+  for (int64_t i = 0; i < n; ++i) den += (x[i] - mean) * (x[i] - mean);
+  for (int64_t i = lag; i < n; ++i) num += (x[i] - mean) * (x[i - lag] - mean);
+  return den > 0.0 ? num / den : 0.0;
+}
+
+BarSummary summarize_bars(const BarSeries& series) {
+  FOXHUNT_CHECK(!series.bars.empty(), kComponent, series.source, ": empty series: no bars");
+  const auto& bars = series.bars;
+  BarSummary s;
+  s.rows = series.size();
+  s.first_timestamp = bars.front().timestamp;
+  s.last_timestamp = bars.back().timestamp;
+  s.close_only = series.close_only;
+  s.first_close = bars.front().close;
+  s.last_close = bars.back().close;
+  s.min_close = s.max_close = bars.front().close;
+  for (const Bar& b : bars) {
+    s.min_close = std::min(s.min_close, b.close);
+    s.max_close = std::max(s.max_close, b.close);
+    s.total_volume += b.volume;
+  }
+  s.total_log_return = std::log(s.last_close / s.first_close);
+  if (bars.size() >= 2) {
+    std::vector<int64_t> gaps(bars.size() - 1);
+    for (size_t i = 1; i < bars.size(); ++i)
+      gaps[i - 1] = bars[i].timestamp - bars[i - 1].timestamp;
+    std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+    s.median_bar_seconds = gaps[gaps.size() / 2];
+
+    const auto all = log_returns(series);
+    const std::vector<double> r(all.begin() + 1, all.end());
+    double sum = 0.0;
+    s.min_log_return = s.max_log_return = r.front();
+    for (double v : r) {
+      sum += v;
+      s.min_log_return = std::min(s.min_log_return, v);
+      s.max_log_return = std::max(s.max_log_return, v);
+    }
+    s.mean_log_return = sum / static_cast<double>(r.size());
+    if (r.size() >= 2) {
+      double ss = 0.0;
+      for (double v : r) ss += (v - s.mean_log_return) * (v - s.mean_log_return);
+      s.std_log_return = std::sqrt(ss / static_cast<double>(r.size() - 1));
+    }
+    std::vector<double> abs_r(r.size());
+    for (size_t i = 0; i < r.size(); ++i) abs_r[i] = std::abs(r[i]);
+    s.abs_return_autocorr = autocorrelation(abs_r, 1);
+  }
+  return s;
+}
+
+}  // namespace foxhunt::data

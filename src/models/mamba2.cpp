@@ -1,0 +1,538 @@
+#include "foxhunt/models/mamba2.h"
+
+#include <cmath>
+
+#include "foxhunt/models/quantile_loss.h"
+
+namespace foxhunt::models {
+
+namespace F = torch::nn::functional;
+using torch::indexing::None;
+using torch::indexing::Slice;
+
+// ---- options ------------------------------------------------------------------------------
+
+nlohmann::json to_json(const Mamba2Options& o) {
+  return {{"input_dim", o.input_dim()}, {"d_model", o.d_model()}, {"d_state", o.d_state()},
+          {"n_layers", o.n_layers()},   {"expand", o.expand()},   {"headdim", o.headdim()},
+          {"ngroups", o.ngroups()},     {"d_conv", o.d_conv()},   {"chunk_size", o.chunk_size()},
+          {"window", o.window()},       {"horizon", o.horizon()}, {"quantiles", o.quantiles()}};
+}
+
+Mamba2Options mamba2_options_from_json(const nlohmann::json& j) {
+  check_known_keys(j, "mamba2",
+                   {"input_dim", "d_model", "d_state", "n_layers", "expand", "headdim", "ngroups",
+                    "d_conv", "chunk_size", "window", "horizon", "quantiles"});
+  Mamba2Options o;
+  json_get(j, "mamba2", "input_dim", o.input_dim());
+  json_get(j, "mamba2", "d_model", o.d_model());
+  json_get(j, "mamba2", "d_state", o.d_state());
+  json_get(j, "mamba2", "n_layers", o.n_layers());
+  json_get(j, "mamba2", "expand", o.expand());
+  json_get(j, "mamba2", "headdim", o.headdim());
+  json_get(j, "mamba2", "ngroups", o.ngroups());
+  json_get(j, "mamba2", "d_conv", o.d_conv());
+  json_get(j, "mamba2", "chunk_size", o.chunk_size());
+  json_get(j, "mamba2", "window", o.window());
+  json_get(j, "mamba2", "horizon", o.horizon());
+  json_get(j, "mamba2", "quantiles", o.quantiles());
+  validate(o);
+  return o;
+}
+
+void validate(const Mamba2Options& o) {
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"input_dim", o.input_dim()}, {"d_model", o.d_model()}, {"d_state", o.d_state()},
+      {"n_layers", o.n_layers()},   {"expand", o.expand()},   {"headdim", o.headdim()},
+      {"ngroups", o.ngroups()},     {"d_conv", o.d_conv()},   {"chunk_size", o.chunk_size()},
+      {"window", o.window()},       {"horizon", o.horizon()}};
+  for (const auto& [key, v] : sizes)
+    FOXHUNT_CHECK(v > 0, "mamba2", "option '", key, "': expected > 0, got ", v);
+  FOXHUNT_CHECK(o.d_inner() % o.headdim() == 0, "mamba2",
+                "expected d_inner (expand*d_model = ", o.d_inner(), ") divisible by headdim ",
+                o.headdim());
+  FOXHUNT_CHECK(o.nheads() % o.ngroups() == 0, "mamba2", "expected heads (", o.nheads(),
+                ") divisible by ngroups ", o.ngroups());
+  FOXHUNT_CHECK(!o.quantiles().empty(), "mamba2", "expected at least one quantile, got none");
+  for (double q : o.quantiles())
+    FOXHUNT_CHECK(q > 0.0 && q < 1.0, "mamba2", "expected quantiles in (0, 1), got ", q);
+}
+
+int64_t parameter_count(const Mamba2Options& o) {
+  const int64_t D = o.d_model(), di = o.d_inner(), H = o.nheads(), GN = o.ngroups() * o.d_state();
+  const int64_t conv_dim = o.conv_dim(), Q = static_cast<int64_t>(o.quantiles().size());
+  const int64_t mixer = D * (2 * di + 2 * GN + H)           // in_proj (no bias)
+                        + conv_dim * o.d_conv() + conv_dim  // depthwise conv + bias
+                        + 3 * H                             // dt_bias, A_log, D
+                        + di                                // gated norm weight
+                        + di * D;                           // out_proj (no bias)
+  const int64_t block = D + mixer;                          // pre-norm weight + mixer
+  return o.input_dim() * D + D                              // embedding
+         + o.n_layers() * block + D                         // blocks + final norm
+         + D * o.horizon() * Q + o.horizon() * Q;           // head
+}
+
+// ---- SSD ----------------------------------------------------------------------------------
+
+torch::Tensor segsum(const torch::Tensor& a) {
+  const int64_t T = a.size(-1);
+  auto opts = torch::TensorOptions().dtype(torch::kBool).device(a.device());
+  // x[..., i, j] = a[..., i]; keep only i > j, then a cumsum down the rows gives
+  // sum_{k=j+1..i} a_k without subtracting two large prefix sums.
+  auto sizes = a.sizes().vec();
+  sizes.push_back(T);
+  auto x = a.unsqueeze(-1).expand(sizes).contiguous();
+  x = x.masked_fill(torch::ones({T, T}, opts).tril(-1).logical_not(), 0.0);
+  auto s = x.cumsum(-2);
+  return s.masked_fill(torch::ones({T, T}, opts).tril(0).logical_not(),
+                       -std::numeric_limits<double>::infinity());
+}
+
+namespace {
+
+struct SsdShapes {
+  int64_t b, L, H, P, G, N;
+};
+
+SsdShapes check_ssd_inputs(const char* component, const torch::Tensor& X, const torch::Tensor& A,
+                           const torch::Tensor& B, const torch::Tensor& C,
+                           const torch::Tensor& s0) {
+  FOXHUNT_CHECK(X.defined() && X.dim() == 4, component, "X: expected rank 4 [b, L, H, P], got ",
+                X.defined() ? shape_str(X.sizes().vec()) : std::string("undefined"));
+  SsdShapes s{X.size(0), X.size(1), X.size(2), X.size(3), 0, 0};
+  FOXHUNT_CHECK(B.defined() && B.dim() == 4, component, "B: expected rank 4 [b, L, G, N], got ",
+                B.defined() ? shape_str(B.sizes().vec()) : std::string("undefined"));
+  s.G = B.size(2);
+  s.N = B.size(3);
+  FOXHUNT_CHECK(A.defined() && A.sizes().vec() == std::vector<int64_t>({s.b, s.L, s.H}), component,
+                "A: expected shape ", shape_str({s.b, s.L, s.H}), ", got ",
+                A.defined() ? shape_str(A.sizes().vec()) : std::string("undefined"));
+  FOXHUNT_CHECK(B.size(0) == s.b && B.size(1) == s.L, component, "B: expected shape ",
+                shape_str({s.b, s.L, -1, -1}), ", got ", shape_str(B.sizes().vec()));
+  FOXHUNT_CHECK(C.defined() && C.sizes() == B.sizes(), component, "C: expected shape ",
+                shape_str(B.sizes().vec()), " (same as B), got ",
+                C.defined() ? shape_str(C.sizes().vec()) : std::string("undefined"));
+  FOXHUNT_CHECK(s.G > 0 && s.H % s.G == 0, component, "expected heads (", s.H,
+                ") divisible by groups (", s.G, ")");
+  FOXHUNT_CHECK(X.is_floating_point(), component, "X: expected a floating dtype, got ",
+                c10::toString(X.scalar_type()));
+  for (const auto* t : {&A, &B, &C})
+    FOXHUNT_CHECK(t->scalar_type() == X.scalar_type(), component,
+                  "expected every input in X's dtype ", c10::toString(X.scalar_type()), ", got ",
+                  c10::toString(t->scalar_type()));
+  if (s0.defined()) {
+    FOXHUNT_CHECK(s0.sizes().vec() == std::vector<int64_t>({s.b, s.H, s.P, s.N}), component,
+                  "initial_state: expected shape ", shape_str({s.b, s.H, s.P, s.N}), ", got ",
+                  shape_str(s0.sizes().vec()));
+    FOXHUNT_CHECK(s0.scalar_type() == X.scalar_type(), component, "initial_state: expected dtype ",
+                  c10::toString(X.scalar_type()), ", got ", c10::toString(s0.scalar_type()));
+  }
+  return s;
+}
+
+// [b, L, G, N] -> [b, L, H, N]: head h reads group h / (H / G).
+torch::Tensor heads_from_groups(const torch::Tensor& t, int64_t H) {
+  const int64_t G = t.size(-2);
+  return G == H ? t : t.repeat_interleave(H / G, /*dim=*/-2);
+}
+
+}  // namespace
+
+SsdResult ssd_chunked(const torch::Tensor& X_in, const torch::Tensor& A_in,
+                      const torch::Tensor& B_in, const torch::Tensor& C_in, int64_t chunk_size,
+                      const torch::Tensor& initial_state) {
+  const auto s = check_ssd_inputs("ssd", X_in, A_in, B_in, C_in, initial_state);
+  FOXHUNT_CHECK(chunk_size > 0, "ssd", "expected chunk_size > 0, got ", chunk_size);
+  const int64_t Q = chunk_size;
+  const int64_t nc = (s.L + Q - 1) / Q;
+  const int64_t pad = nc * Q - s.L;
+
+  auto X = X_in, A = A_in;
+  auto B = heads_from_groups(B_in, s.H), C = heads_from_groups(C_in, s.H);
+  if (pad > 0) {
+    // Zero tail: exponent 0 (decay 1) and zero input keep the state; outputs are sliced off.
+    X = F::pad(X, F::PadFuncOptions({0, 0, 0, 0, 0, pad}));
+    A = F::pad(A, F::PadFuncOptions({0, 0, 0, pad}));
+    B = F::pad(B, F::PadFuncOptions({0, 0, 0, 0, 0, pad}));
+    C = F::pad(C, F::PadFuncOptions({0, 0, 0, 0, 0, pad}));
+  }
+  X = X.reshape({s.b, nc, Q, s.H, s.P});
+  B = B.reshape({s.b, nc, Q, s.H, s.N});
+  C = C.reshape({s.b, nc, Q, s.H, s.N});
+  A = A.reshape({s.b, nc, Q, s.H}).permute({0, 3, 1, 2});  // [b, H, c, Q]
+  auto A_cum = A.cumsum(-1);
+
+  // 1. Within-chunk (diagonal blocks): Y_diag[l] = sum_{s<=l} (C_l . B_s) exp(sum A_{s+1..l}) X_s.
+  auto Lmat = torch::exp(segsum(A)).permute({0, 2, 1, 3, 4});  // [b, c, H, l, s]
+  auto CB = torch::einsum("bclhn,bcshn->bchls", {C, B});
+  auto Y_diag = torch::einsum("bchls,bcshp->bclhp", {CB * Lmat, X});
+
+  // 2. State at the end of each chunk from its own inputs only.
+  auto decay_states = torch::exp(A_cum.narrow(-1, Q - 1, 1) - A_cum);  // [b, H, c, Q]
+  auto states = torch::einsum("bclhn,bhcl,bclhp->bchpn", {B, decay_states, X});
+
+  // 3. Carry states across chunks (prepend the initial state; decay by whole-chunk sums).
+  auto s0 = initial_state.defined() ? initial_state.unsqueeze(1)
+                                    : torch::zeros({s.b, 1, s.H, s.P, s.N}, X.options());
+  states = torch::cat({s0, states}, 1);  // [b, c+1, H, P, N]
+  auto chunk_sums = F::pad(A_cum.select(-1, Q - 1), F::PadFuncOptions({1, 0}));  // [b, H, c+1]
+  auto decay_chunk = torch::exp(segsum(chunk_sums));                             // [b, H, z, c]
+  auto new_states = torch::einsum("bhzc,bchpn->bzhpn", {decay_chunk, states});
+  auto final_state = new_states.select(1, nc);
+  states = new_states.narrow(1, 0, nc);  // state entering each chunk
+
+  // 4. Contribution of the incoming state to each position of its chunk.
+  auto Y_off = torch::einsum("bclhn,bchpn,bhcl->bclhp", {C, states, torch::exp(A_cum)});
+
+  auto Y = (Y_diag + Y_off).reshape({s.b, nc * Q, s.H, s.P});
+  if (pad > 0) Y = Y.narrow(1, 0, s.L);
+  return {Y, final_state};
+}
+
+SsdResult ssd_sequential(const torch::Tensor& X, const torch::Tensor& A, const torch::Tensor& B_in,
+                         const torch::Tensor& C_in, const torch::Tensor& initial_state) {
+  const auto s = check_ssd_inputs("ssd", X, A, B_in, C_in, initial_state);
+  auto B = heads_from_groups(B_in, s.H), C = heads_from_groups(C_in, s.H);
+  auto h =
+      initial_state.defined() ? initial_state : torch::zeros({s.b, s.H, s.P, s.N}, X.options());
+  std::vector<torch::Tensor> ys;
+  ys.reserve(static_cast<size_t>(s.L));
+  for (int64_t t = 0; t < s.L; ++t) {
+    auto decay = torch::exp(A.select(1, t)).unsqueeze(-1).unsqueeze(-1);    // [b, H, 1, 1]
+    auto xb = X.select(1, t).unsqueeze(-1) * B.select(1, t).unsqueeze(-2);  // [b, H, P, N]
+    h = decay * h + xb;
+    ys.push_back((h * C.select(1, t).unsqueeze(-2)).sum(-1));  // [b, H, P]
+  }
+  auto Y = s.L > 0 ? torch::stack(ys, 1) : torch::zeros({s.b, 0, s.H, s.P}, X.options());
+  return {Y, h};
+}
+
+// ---- modules ------------------------------------------------------------------------------
+
+namespace {
+
+// RMS normalisation over the last dimension, computed in at least fp32.
+torch::Tensor rms_normalize(const torch::Tensor& x, double eps) {
+  const bool low = x.scalar_type() == torch::kHalf || x.scalar_type() == torch::kBFloat16;
+  auto xf = low ? x.to(torch::kFloat) : x;
+  auto out = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return low ? out.to(x.scalar_type()) : out;
+}
+
+torch::ScalarType param_dtype(const torch::nn::Module& m) {
+  for (const auto& p : m.parameters()) return p.scalar_type();
+  return torch::kFloat;
+}
+
+// Shared boundary check: sizes, device, finite, float dtype equal to the module's.
+void check_module_input(const char* component, const char* name, const torch::Tensor& x,
+                        const std::vector<int64_t>& sizes, const torch::nn::Module& m) {
+  check_float_input(component, name, x, sizes, module_device(m));
+  const auto dt = param_dtype(m);
+  FOXHUNT_CHECK(x.scalar_type() == dt, component, name, ": expected dtype ", c10::toString(dt),
+                " (the module's), got ", c10::toString(x.scalar_type()), " with shape ",
+                shape_str(x.sizes().vec()));
+}
+
+}  // namespace
+
+Mamba2RMSNormImpl::Mamba2RMSNormImpl(int64_t dim_, double eps_) : dim(dim_), eps(eps_) {
+  reset();
+}
+
+void Mamba2RMSNormImpl::reset() {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor Mamba2RMSNormImpl::forward(const torch::Tensor& x) {
+  return rms_normalize(x, eps) * weight;
+}
+
+Mamba2MixerImpl::Mamba2MixerImpl(Mamba2Options options_) : options(std::move(options_)) {
+  reset();
+}
+
+void Mamba2MixerImpl::reset() {
+  validate(options);
+  const int64_t dm = options.d_model(), di = options.d_inner(), H = options.nheads();
+  const int64_t GN = options.ngroups() * options.d_state(), conv_dim = options.conv_dim();
+  in_proj = register_module(
+      "in_proj", torch::nn::Linear(torch::nn::LinearOptions(dm, 2 * di + 2 * GN + H).bias(false)));
+  conv1d = register_module(
+      "conv1d", torch::nn::Conv1d(torch::nn::Conv1dOptions(conv_dim, conv_dim, options.d_conv())
+                                      .groups(conv_dim)
+                                      .padding(options.d_conv() - 1)
+                                      .bias(true)));
+  torch::NoGradGuard ng;
+  // dt ~ exp(U[ln 1e-3, ln 1e-1]) floored at 1e-4; dt_bias = softplus^{-1}(dt).
+  auto dt = torch::exp(torch::rand({H}) * (std::log(1e-1) - std::log(1e-3)) + std::log(1e-3))
+                .clamp_min(1e-4);
+  dt_bias = register_parameter("dt_bias", dt + torch::log(-torch::expm1(-dt)));
+  A_log = register_parameter("A_log", torch::log(torch::empty({H}).uniform_(1.0, 16.0)));
+  D = register_parameter("D", torch::ones({H}));
+  norm_weight = register_parameter("norm_weight", torch::ones({di}));
+  out_proj =
+      register_module("out_proj", torch::nn::Linear(torch::nn::LinearOptions(di, dm).bias(false)));
+}
+
+torch::Tensor Mamba2MixerImpl::gated_norm(const torch::Tensor& y, const torch::Tensor& z) const {
+  // Gate first, then RMS-normalise per group of d_inner / ngroups channels (one group by default).
+  auto g = y * F::silu(z);
+  const auto lead = g.sizes().vec();
+  auto grouped = g.unflatten(-1, {options.ngroups(), options.d_inner() / options.ngroups()});
+  return rms_normalize(grouped, 1e-5).reshape(lead) * norm_weight;
+}
+
+torch::Tensor Mamba2MixerImpl::forward(const torch::Tensor& u) {
+  check_module_input("mamba2", "mixer input", u, {-1, -1, options.d_model()}, *this);
+  FOXHUNT_CHECK(u.size(1) >= 1, "mamba2", "mixer input: expected seq_len >= 1, got shape ",
+                shape_str(u.sizes().vec()));
+  return apply(u);
+}
+
+torch::Tensor Mamba2MixerImpl::apply(const torch::Tensor& u, Mamba2LayerState* state_out) {
+  const int64_t b = u.size(0), L = u.size(1);
+  const int64_t di = options.d_inner(), H = options.nheads(), P = options.headdim();
+  const int64_t G = options.ngroups(), N = options.d_state(), K = options.d_conv();
+  const int64_t conv_dim = options.conv_dim();
+
+  auto zxbcdt = in_proj->forward(u);  // [b, L, 2 di + 2 GN + H]
+  auto z = zxbcdt.narrow(-1, 0, di);
+  auto xBC_pre = zxbcdt.narrow(-1, di, conv_dim);
+  auto dt = zxbcdt.narrow(-1, di + conv_dim, H);
+
+  // Causal depthwise conv: pad K-1 on both sides, keep the first L outputs.
+  auto xBC = F::silu(conv1d->forward(xBC_pre.transpose(1, 2)).narrow(-1, 0, L).transpose(1, 2));
+  auto x = xBC.narrow(-1, 0, di).reshape({b, L, H, P});
+  auto B = xBC.narrow(-1, di, G * N).reshape({b, L, G, N});
+  auto C = xBC.narrow(-1, di + G * N, G * N).reshape({b, L, G, N});
+
+  auto delta = F::softplus(dt + dt_bias);  // [b, L, H]
+  auto A = -torch::exp(A_log);             // [H]
+  auto ssd = ssd_chunked(x * delta.unsqueeze(-1), A * delta, B, C, options.chunk_size());
+  auto y = ssd.y + x * D.view({H, 1});
+  auto out = out_proj->forward(gated_norm(y.reshape({b, L, di}), z));
+
+  if (state_out) {
+    // The last K pre-conv rows (zeros before the start), oldest first.
+    auto rows = xBC_pre.transpose(1, 2);  // [b, conv_dim, L]
+    if (L < K) rows = F::pad(rows, F::PadFuncOptions({K - L, 0}));
+    state_out->conv_state = rows.narrow(-1, rows.size(-1) - K, K).contiguous();
+    state_out->ssm_state = ssd.final_state;
+  }
+  return out;
+}
+
+torch::Tensor Mamba2MixerImpl::apply_step(const torch::Tensor& u_t, Mamba2LayerState& state) {
+  const int64_t b = u_t.size(0);
+  const int64_t di = options.d_inner(), H = options.nheads(), P = options.headdim();
+  const int64_t G = options.ngroups(), N = options.d_state();
+  const int64_t conv_dim = options.conv_dim();
+
+  auto zxbcdt = in_proj->forward(u_t);  // [b, ...]
+  auto z = zxbcdt.narrow(-1, 0, di);
+  auto xBC_t = zxbcdt.narrow(-1, di, conv_dim);
+  auto dt = zxbcdt.narrow(-1, di + conv_dim, H);
+
+  // Shift the window left by one and append the new pre-conv row.
+  state.conv_state =
+      torch::cat({state.conv_state.narrow(-1, 1, options.d_conv() - 1), xBC_t.unsqueeze(-1)}, -1);
+  auto w = conv1d->weight.squeeze(1);  // [conv_dim, K]; tap K-1 multiplies the newest row
+  auto xBC = F::silu((state.conv_state * w).sum(-1) + conv1d->bias);
+  auto x = xBC.narrow(-1, 0, di).reshape({b, H, P});
+  auto B = heads_from_groups(xBC.narrow(-1, di, G * N).reshape({b, G, N}), H);
+  auto C = heads_from_groups(xBC.narrow(-1, di + G * N, G * N).reshape({b, G, N}), H);
+
+  auto delta = F::softplus(dt + dt_bias);                                // [b, H]
+  auto dA = torch::exp(delta * (-torch::exp(A_log)));                    // [b, H]
+  auto dBx = (delta.unsqueeze(-1) * x).unsqueeze(-1) * B.unsqueeze(-2);  // [b, H, P, N]
+  state.ssm_state = state.ssm_state * dA.unsqueeze(-1).unsqueeze(-1) + dBx;
+  auto y = (state.ssm_state * C.unsqueeze(-2)).sum(-1) + x * D.view({H, 1});  // [b, H, P]
+  return out_proj->forward(gated_norm(y.reshape({b, di}), z));
+}
+
+Mamba2LayerState Mamba2MixerImpl::zero_state(int64_t batch) const {
+  auto opts = in_proj->weight.options().requires_grad(false);
+  return {torch::zeros({batch, options.conv_dim(), options.d_conv()}, opts),
+          torch::zeros({batch, options.nheads(), options.headdim(), options.d_state()}, opts)};
+}
+
+Mamba2BlockImpl::Mamba2BlockImpl(Mamba2Options options_) : options(std::move(options_)) {
+  reset();
+}
+
+void Mamba2BlockImpl::reset() {
+  norm = register_module("norm", Mamba2RMSNorm(options.d_model()));
+  mixer = register_module("mixer", Mamba2Mixer(options));
+}
+
+torch::Tensor Mamba2BlockImpl::forward(const torch::Tensor& u) {
+  check_module_input("mamba2", "block input", u, {-1, -1, options.d_model()}, *this);
+  FOXHUNT_CHECK(u.size(1) >= 1, "mamba2", "block input: expected seq_len >= 1, got shape ",
+                shape_str(u.sizes().vec()));
+  return apply(u);
+}
+
+torch::Tensor Mamba2BlockImpl::apply(const torch::Tensor& u, Mamba2LayerState* state_out) {
+  return u + mixer->apply(norm->forward(u), state_out);
+}
+
+torch::Tensor Mamba2BlockImpl::apply_step(const torch::Tensor& u_t, Mamba2LayerState& state) {
+  return u_t + mixer->apply_step(norm->forward(u_t), state);
+}
+
+Mamba2NetImpl::Mamba2NetImpl(Mamba2Options options_) : options(std::move(options_)) {
+  reset();
+}
+
+void Mamba2NetImpl::reset() {
+  validate(options);
+  embed = register_module("embed", torch::nn::Linear(options.input_dim(), options.d_model()));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options.n_layers(); ++i) blocks->push_back(Mamba2Block(options));
+  norm_f = register_module("norm_f", Mamba2RMSNorm(options.d_model()));
+  const auto q = static_cast<int64_t>(options.quantiles().size());
+  head = register_module("head", torch::nn::Linear(options.d_model(), options.horizon() * q));
+}
+
+void Mamba2NetImpl::check_x(const char* name, const torch::Tensor& x,
+                            std::vector<int64_t> sizes) const {
+  check_module_input("mamba2", name, x, sizes, *this);
+  if (x.dim() == 3)
+    FOXHUNT_CHECK(x.size(1) >= 1, "mamba2", name, ": expected shape ", shape_str(sizes),
+                  " with seq_len >= 1, got ", shape_str(x.sizes().vec()));
+}
+
+Mamba2BlockImpl& Mamba2NetImpl::block(size_t i) const {
+  // Looked up through the list on every use: cloning replaces the list's elements, so cached
+  // handles would point at modules outside the clone.
+  return *blocks->ptr(i)->as<Mamba2BlockImpl>();
+}
+
+torch::Tensor Mamba2NetImpl::hidden(const torch::Tensor& x, Mamba2State* state_out) {
+  auto h = embed->forward(x);
+  if (state_out) state_out->layers.assign(blocks->size(), {});
+  for (size_t i = 0; i < blocks->size(); ++i)
+    h = block(i).apply(h, state_out ? &state_out->layers[i] : nullptr);
+  return norm_f->forward(h);
+}
+
+torch::Tensor Mamba2NetImpl::head_out(const torch::Tensor& h) {
+  // [..., d_model] -> [..., horizon, Q]
+  auto out = head->forward(h);
+  return out.unflatten(-1, {options.horizon(), static_cast<int64_t>(options.quantiles().size())});
+}
+
+torch::Tensor Mamba2NetImpl::forward(const torch::Tensor& x) {
+  check_x("x", x, {-1, -1, options.input_dim()});
+  auto h = hidden(x, nullptr);
+  return head_out(h.select(1, h.size(1) - 1));
+}
+
+torch::Tensor Mamba2NetImpl::forward_sequence(const torch::Tensor& x) {
+  check_x("x", x, {-1, -1, options.input_dim()});
+  return head_out(hidden(x, nullptr));
+}
+
+std::pair<torch::Tensor, Mamba2State> Mamba2NetImpl::prefill(const torch::Tensor& x) {
+  check_x("x", x, {-1, -1, options.input_dim()});
+  Mamba2State state;
+  auto h = hidden(x, &state);
+  return {head_out(h.select(1, h.size(1) - 1)), std::move(state)};
+}
+
+torch::Tensor Mamba2NetImpl::step(Mamba2State& state, const torch::Tensor& x_t) {
+  check_x("x_t", x_t, {-1, options.input_dim()});
+  const int64_t b = x_t.size(0);
+  FOXHUNT_CHECK(state.layers.size() == blocks->size(), "mamba2", "state: expected ", blocks->size(),
+                " layers, got ", state.layers.size());
+  const auto dt = param_dtype(*this);
+  const auto dev = module_device(*this);
+  const std::vector<int64_t> conv_shape{b, options.conv_dim(), options.d_conv()};
+  const std::vector<int64_t> ssm_shape{b, options.nheads(), options.headdim(), options.d_state()};
+  for (size_t i = 0; i < state.layers.size(); ++i) {
+    const auto& ls = state.layers[i];
+    for (const auto& [t, shape, what] : {std::tuple{&ls.conv_state, &conv_shape, "conv_state"},
+                                         std::tuple{&ls.ssm_state, &ssm_shape, "ssm_state"}}) {
+      FOXHUNT_CHECK(t->defined() && t->sizes().vec() == *shape && t->scalar_type() == dt &&
+                        t->device() == dev,
+                    "mamba2", "state layer ", i, " ", what, ": expected shape ", shape_str(*shape),
+                    " ", c10::toString(dt), " on ", dev.str(), ", got ",
+                    t->defined() ? shape_str(t->sizes().vec()) + " " +
+                                       c10::toString(t->scalar_type()) + " on " + t->device().str()
+                                 : std::string("undefined"));
+    }
+  }
+  auto h = embed->forward(x_t);
+  for (size_t i = 0; i < blocks->size(); ++i) h = block(i).apply_step(h, state.layers[i]);
+  return head_out(norm_f->forward(h));
+}
+
+Mamba2State Mamba2NetImpl::zero_state(int64_t batch) const {
+  FOXHUNT_CHECK(batch > 0, "mamba2", "zero_state: expected batch > 0, got ", batch);
+  Mamba2State s;
+  for (size_t i = 0; i < blocks->size(); ++i) s.layers.push_back(block(i).mixer->zero_state(batch));
+  return s;
+}
+
+std::vector<torch::Tensor> Mamba2NetImpl::no_weight_decay_parameters() {
+  std::vector<torch::Tensor> out;
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    auto& mixer = *block(i).mixer;
+    for (auto* p : {&mixer.A_log, &mixer.D, &mixer.dt_bias}) out.push_back(*p);
+  }
+  return out;
+}
+
+// ---- registry adapter ---------------------------------------------------------------------
+
+namespace {
+
+class Mamba2Model final : public Model {
+ public:
+  explicit Mamba2Model(Mamba2Options o) : net_(std::move(o)) {}
+  std::string name() const override { return "mamba2"; }
+  torch::nn::Module& module() override { return *net_; }
+  std::shared_ptr<torch::nn::Module> module_ptr() override { return net_.ptr(); }
+  nlohmann::json options_json() const override { return to_json(net_->options); }
+  std::vector<std::string> input_names() const override { return {"x"}; }
+  int64_t default_seq_len() const override { return net_->options.window(); }
+
+  Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
+                      uint64_t seed) const override {
+    const auto& o = net_->options;
+    const int64_t L = seq_len > 0 ? seq_len : o.window();
+    torch::manual_seed(seed);
+    Batch b;
+    b.inputs.push_back(torch::randn({batch, L, o.input_dim()}).to(device));
+    b.target = torch::randn({batch, o.horizon()}).to(device);
+    return b;
+  }
+
+  std::vector<torch::Tensor> forward(const Batch& b) override {
+    FOXHUNT_CHECK(b.inputs.size() == 1, "mamba2", "expected 1 input (x), got ", b.inputs.size());
+    return {net_->forward(b.inputs[0])};
+  }
+
+  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
+    return {
+        {batch, net_->options.horizon(), static_cast<int64_t>(net_->options.quantiles().size())}};
+  }
+
+  torch::Tensor loss(const Batch& b) override {
+    auto pred = forward(b)[0];
+    check_float_input("mamba2", "target", b.target, {pred.size(0), pred.size(1)}, pred.device());
+    return quantile_loss(pred, b.target, net_->options.quantiles());
+  }
+
+ private:
+  Mamba2Net net_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_mamba2_model(const nlohmann::json& options) {
+  return std::make_unique<Mamba2Model>(mamba2_options_from_json(options));
+}
+
+}  // namespace foxhunt::models

@@ -1,0 +1,623 @@
+#include "foxhunt/models/tft.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "foxhunt/models/quantile_loss.h"
+
+namespace foxhunt::models {
+
+namespace F = torch::nn::functional;
+
+namespace {
+
+// ---- overflow-checked counting ----------------------------------------------------------------
+
+int64_t mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  FOXHUNT_CHECK(!__builtin_mul_overflow(a, b, &r), "tft", "parameter count overflows int64 (", a,
+                " x ", b, ")");
+  return r;
+}
+
+int64_t add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  FOXHUNT_CHECK(!__builtin_add_overflow(a, b, &r), "tft", "parameter count overflows int64 (", a,
+                " + ", b, ")");
+  return r;
+}
+
+int64_t linear_count(int64_t in, int64_t out, bool bias = true) {
+  return add(mul(in, out), bias ? out : 0);
+}
+
+int64_t gate_add_norm_count(int64_t in, int64_t out) {
+  return add(linear_count(in, mul(2, out)), mul(2, out));  // GLU + LayerNorm gain/shift
+}
+
+// ---- init helpers for [.., fan_in, fan_out] tensors (batched per-variable weights) ------------
+
+void kaiming_normal_fan_in(torch::Tensor& w, int64_t fan_in) {
+  w.normal_(0.0, std::sqrt(2.0 / static_cast<double>(fan_in)));
+}
+
+void xavier_uniform(torch::Tensor& w, int64_t fan_in, int64_t fan_out) {
+  const double bound = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+  w.uniform_(-bound, bound);
+}
+
+void init_fc(torch::nn::Linear& l) {
+  torch::nn::init::kaiming_normal_(l->weight, 0.0, torch::kFanIn, torch::kReLU);
+  if (l->bias.defined()) torch::nn::init::zeros_(l->bias);
+}
+
+void init_xavier(torch::nn::Linear& l) {
+  torch::nn::init::xavier_uniform_(l->weight);
+  if (l->bias.defined()) torch::nn::init::zeros_(l->bias);
+}
+
+/// Broadcasts a per-sample context [batch, C] against `like` ([batch, C'] or [batch, time, C']).
+torch::Tensor align_context(const torch::Tensor& c, const torch::Tensor& like) {
+  return like.dim() == 3 ? c.unsqueeze(1) : c;
+}
+
+}  // namespace
+
+// ---- options ----------------------------------------------------------------------------------
+
+nlohmann::json to_json(const TftOptions& o) {
+  return {{"past_features", o.past_features()},
+          {"future_features", o.future_features()},
+          {"static_categories", o.static_categories()},
+          {"hidden", o.hidden()},
+          {"heads", o.heads()},
+          {"lstm_layers", o.lstm_layers()},
+          {"dropout", o.dropout()},
+          {"window", o.window()},
+          {"horizon", o.horizon()},
+          {"quantiles", o.quantiles()},
+          {"real_embedding", o.real_embedding()}};
+}
+
+TftOptions tft_options_from_json(const nlohmann::json& j) {
+  check_known_keys(j, "tft",
+                   {"past_features", "future_features", "static_categories", "hidden", "heads",
+                    "lstm_layers", "dropout", "window", "horizon", "quantiles", "real_embedding"});
+  TftOptions o;
+  json_get(j, "tft", "past_features", o.past_features());
+  json_get(j, "tft", "future_features", o.future_features());
+  json_get(j, "tft", "static_categories", o.static_categories());
+  json_get(j, "tft", "hidden", o.hidden());
+  json_get(j, "tft", "heads", o.heads());
+  json_get(j, "tft", "lstm_layers", o.lstm_layers());
+  json_get(j, "tft", "dropout", o.dropout());
+  json_get(j, "tft", "window", o.window());
+  json_get(j, "tft", "horizon", o.horizon());
+  json_get(j, "tft", "quantiles", o.quantiles());
+  json_get(j, "tft", "real_embedding", o.real_embedding());
+  validate(o);
+  return o;
+}
+
+void validate(const TftOptions& o) {
+  auto positive = [](int64_t v, const char* name) {
+    FOXHUNT_CHECK(v > 0, "tft", "option '", name, "': expected > 0, got ", v);
+  };
+  positive(o.past_features(), "past_features");
+  positive(o.future_features(), "future_features");
+  positive(o.static_categories(), "static_categories");
+  positive(o.hidden(), "hidden");
+  positive(o.heads(), "heads");
+  positive(o.lstm_layers(), "lstm_layers");
+  positive(o.window(), "window");
+  positive(o.horizon(), "horizon");
+  positive(o.real_embedding(), "real_embedding");
+  FOXHUNT_CHECK(o.hidden() % o.heads() == 0, "tft",
+                "option 'heads': expected a divisor of hidden=", o.hidden(), ", got ", o.heads());
+  FOXHUNT_CHECK(o.dropout() >= 0.0 && o.dropout() < 1.0, "tft",
+                "option 'dropout': expected a value in [0, 1), got ", o.dropout());
+  FOXHUNT_CHECK(!o.quantiles().empty(), "tft", "option 'quantiles': expected at least one level");
+  for (double q : o.quantiles())
+    FOXHUNT_CHECK(q > 0.0 && q < 1.0, "tft", "option 'quantiles': expected levels in (0, 1), got ",
+                  q);
+}
+
+int64_t parameter_count(const GatedResidualNetworkOptions& o) {
+  int64_t n = linear_count(o.in(), o.hidden());                       // W2, b2
+  n = add(n, linear_count(o.context(), o.hidden(), /*bias=*/false));  // W3 (0 when no context)
+  n = add(n, linear_count(o.hidden(), o.hidden()));                   // W1, b1
+  n = add(n, gate_add_norm_count(o.hidden(), o.out()));               // GLU + LayerNorm
+  if (o.in() != o.out()) n = add(n, linear_count(o.in(), o.out()));   // skip projection
+  return n;
+}
+
+int64_t parameter_count(const VariableSelectionNetworkOptions& o) {
+  const int64_t v = o.variables(), e = o.embedding(), h = o.hidden();
+  int64_t n = mul(v, linear_count(1, e));  // Linear(1 -> E) per variable
+  n = add(n, mul(v, parameter_count(GatedResidualNetworkOptions(e, std::min(e, h), h))));
+  if (v > 1)
+    n = add(n, parameter_count(GatedResidualNetworkOptions(mul(v, e), h, v).context(o.context())));
+  return n;
+}
+
+int64_t parameter_count(const TftOptions& o) {
+  validate(o);
+  const int64_t h = o.hidden(), q = static_cast<int64_t>(o.quantiles().size());
+  const int64_t d_k = h / o.heads();
+  const auto grn = [&](int64_t context) {
+    return parameter_count(GatedResidualNetworkOptions(h, h, h).context(context));
+  };
+  int64_t n = mul(o.static_categories(), h);  // static embedding
+  n = add(n, mul(5, grn(0)));                 // static variable GRN + 4 context encoders
+  n = add(
+      n, parameter_count(
+             VariableSelectionNetworkOptions(o.past_features(), o.real_embedding(), h).context(h)));
+  n = add(
+      n,
+      parameter_count(
+          VariableSelectionNetworkOptions(o.future_features(), o.real_embedding(), h).context(h)));
+  // Two LSTMs (encoder, decoder), each layer: W_ih, W_hh [4H, H] and b_ih, b_hh [4H].
+  const int64_t lstm_layer = add(mul(2, mul(4 * h, h)), mul(2, 4 * h));
+  n = add(n, mul(2, mul(o.lstm_layers(), lstm_layer)));
+  n = add(n, gate_add_norm_count(h, h));                     // gated skip after the LSTMs
+  n = add(n, grn(h));                                        // static enrichment
+  n = add(n, mul(2, linear_count(h, mul(o.heads(), d_k))));  // per-head Q and K
+  n = add(n, linear_count(h, d_k));                          // shared V
+  n = add(n, linear_count(d_k, h));                          // W_H
+  n = add(n, gate_add_norm_count(h, h));                     // after attention
+  n = add(n, grn(0));                                        // position-wise GRN
+  n = add(n, gate_add_norm_count(h, h));                     // before the output layer
+  n = add(n, linear_count(h, q));                            // quantile head
+  return n;
+}
+
+// ---- GLU, GateAddNorm -------------------------------------------------------------------------
+
+GluImpl::GluImpl(int64_t in_, int64_t out_, double dropout_)
+    : in(in_), out(out_), dropout_p(dropout_) {
+  reset();
+}
+
+void GluImpl::reset() {
+  FOXHUNT_CHECK(in > 0 && out > 0, "tft", "glu: expected in > 0 and out > 0, got in=", in,
+                " out=", out);
+  dropout = register_module("dropout", torch::nn::Dropout(dropout_p));
+  fc = register_module("fc", torch::nn::Linear(in, 2 * out));
+  init_xavier(fc);
+}
+
+torch::Tensor GluImpl::forward(const torch::Tensor& x) {
+  auto y = fc->forward(dropout->forward(x));
+  return y.narrow(-1, 0, out) * torch::sigmoid(y.narrow(-1, out, out));
+}
+
+GateAddNormImpl::GateAddNormImpl(int64_t in_, int64_t out_, double dropout_)
+    : in(in_), out(out_), dropout_p(dropout_) {
+  reset();
+}
+
+void GateAddNormImpl::reset() {
+  glu = register_module("glu", Glu(in, out, dropout_p));
+  norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({out})));
+}
+
+torch::Tensor GateAddNormImpl::forward(const torch::Tensor& x, const torch::Tensor& skip) {
+  return norm->forward(glu->forward(x) + skip);
+}
+
+// ---- GRN --------------------------------------------------------------------------------------
+
+GatedResidualNetworkImpl::GatedResidualNetworkImpl(GatedResidualNetworkOptions options_)
+    : options(std::move(options_)) {
+  reset();
+}
+
+void GatedResidualNetworkImpl::reset() {
+  const auto& o = options;
+  FOXHUNT_CHECK(o.in() > 0 && o.hidden() > 0 && o.out() > 0 && o.context() >= 0, "tft",
+                "grn: expected positive sizes, got in=", o.in(), " hidden=", o.hidden(),
+                " out=", o.out(), " context=", o.context());
+  context = nullptr;
+  skip = nullptr;
+  fc2 = register_module("fc2", torch::nn::Linear(o.in(), o.hidden()));
+  init_fc(fc2);
+  if (o.context() > 0) {
+    context = register_module(
+        "context",
+        torch::nn::Linear(torch::nn::LinearOptions(o.context(), o.hidden()).bias(false)));
+    init_xavier(context);
+  }
+  fc1 = register_module("fc1", torch::nn::Linear(o.hidden(), o.hidden()));
+  init_fc(fc1);
+  gate_norm = register_module("gate_norm", GateAddNorm(o.hidden(), o.out(), o.dropout()));
+  if (o.in() != o.out()) {
+    skip = register_module("skip", torch::nn::Linear(o.in(), o.out()));
+    init_fc(skip);
+  }
+}
+
+torch::Tensor GatedResidualNetworkImpl::forward(const torch::Tensor& a, const torch::Tensor& c) {
+  FOXHUNT_CHECK(a.dim() >= 1 && a.size(-1) == options.in(), "tft", "grn: expected input with ",
+                options.in(), " features, got shape ", shape_str(a.sizes().vec()));
+  return forward_projected(fc2->forward(a), skip.is_empty() ? a : skip->forward(a), c);
+}
+
+torch::Tensor GatedResidualNetworkImpl::forward_projected(const torch::Tensor& fc2_a,
+                                                          const torch::Tensor& skip_term,
+                                                          const torch::Tensor& c) {
+  auto h = fc2_a;
+  if (c.defined()) {
+    FOXHUNT_CHECK(!context.is_empty(), "tft",
+                  "grn: got a context input but the GRN was built without one (context=0)");
+    FOXHUNT_CHECK(c.dim() == 2 && c.size(0) == fc2_a.size(0) && c.size(1) == options.context(),
+                  "tft", "grn: expected context of shape ",
+                  shape_str({fc2_a.size(0), options.context()}), ", got ",
+                  shape_str(c.sizes().vec()));
+    h = h + align_context(context->forward(c), h);
+  }  // no context given: the W3 c term is zero (as with no static inputs)
+  h = fc1->forward(torch::elu(h));
+  return gate_norm->forward(h, skip_term);
+}
+
+// ---- VSN --------------------------------------------------------------------------------------
+
+VariableSelectionNetworkImpl::VariableSelectionNetworkImpl(VariableSelectionNetworkOptions o)
+    : options(std::move(o)) {
+  reset();
+}
+
+void VariableSelectionNetworkImpl::reset() {
+  const int64_t v = options.variables(), e = options.embedding(), h = options.hidden();
+  FOXHUNT_CHECK(v > 0 && e > 0 && h > 0 && options.context() >= 0, "tft",
+                "vsn: expected positive sizes, got variables=", v, " embedding=", e, " hidden=", h,
+                " context=", options.context());
+  torch::NoGradGuard no_grad;
+  // Linear(1 -> E) per variable with LibTorch's default init (U(+-1/sqrt(fan_in)), fan_in = 1).
+  emb_weight = register_parameter("emb_weight", torch::empty({v, 1, e}).uniform_(-1.0, 1.0));
+  emb_bias = register_parameter("emb_bias", torch::empty({v, e}).uniform_(-1.0, 1.0));
+  const int64_t hi = inner();
+  fc2_weight = register_parameter("fc2_weight", torch::empty({v, e, hi}));
+  kaiming_normal_fan_in(fc2_weight, e);
+  fc2_bias = register_parameter("fc2_bias", torch::zeros({v, hi}));
+  fc1_weight = register_parameter("fc1_weight", torch::empty({v, hi, hi}));
+  kaiming_normal_fan_in(fc1_weight, hi);
+  fc1_bias = register_parameter("fc1_bias", torch::zeros({v, hi}));
+  glu_weight = register_parameter("glu_weight", torch::empty({v, hi, 2 * h}));
+  xavier_uniform(glu_weight, hi, 2 * h);
+  glu_bias = register_parameter("glu_bias", torch::zeros({v, 2 * h}));
+  norm_weight = register_parameter("norm_weight", torch::ones({v, h}));
+  norm_bias = register_parameter("norm_bias", torch::zeros({v, h}));
+  if (e != h) {
+    skip_weight = register_parameter("skip_weight", torch::empty({v, e, h}));
+    kaiming_normal_fan_in(skip_weight, e);
+    skip_bias = register_parameter("skip_bias", torch::zeros({v, h}));
+  } else {
+    skip_weight = torch::Tensor();
+    skip_bias = torch::Tensor();
+  }
+  selection = nullptr;
+  if (v > 1) {
+    selection =
+        register_module("selection", GatedResidualNetwork(GatedResidualNetworkOptions(v * e, h, v)
+                                                              .context(options.context())
+                                                              .dropout(options.dropout())));
+  }
+}
+
+torch::Tensor VariableSelectionNetworkImpl::embed(const torch::Tensor& x) const {
+  // [B, T, V, 1] * [V, E] + [V, E]
+  return torch::addcmul(emb_bias, x.unsqueeze(-1), emb_weight.squeeze(1));
+}
+
+torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& xv,
+                                                          const FoldedInput& in) {
+  const int64_t h = options.hidden();
+  // Contiguous operands throughout: elementwise kernels on strided views are several times slower.
+  auto hid = torch::elu(torch::addcmul(in.fc2_offset, xv, in.fc2_slope));  // eta2 [V, N, Hi]
+  hid = torch::baddbmm(fc1_bias.unsqueeze(1), hid, fc1_weight);            // eta1
+  hid = torch::dropout(hid, options.dropout(), is_training());
+  const auto g = torch::baddbmm(glu_bias.unsqueeze(1), hid, glu_weight);  // [V, N, 2H]
+  const auto skip = torch::addcmul(in.skip_offset, xv, in.skip_slope);    // [V, N, H]
+  auto y = torch::addcmul(skip, g.narrow(-1, 0, h), torch::sigmoid(g.narrow(-1, h, h)));
+  y = torch::layer_norm(y, {h}, {}, {}, 1e-5);
+  return torch::addcmul(norm_bias.unsqueeze(1), y, norm_weight.unsqueeze(1));  // [V, N, H]
+}
+
+VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const torch::Tensor& c) {
+  const int64_t v = options.variables(), e = options.embedding(), h = options.hidden();
+  FOXHUNT_CHECK(x.dim() == 3 && x.size(2) == v, "tft", "vsn: expected input [batch, time, ", v,
+                "], got ", shape_str(x.sizes().vec()));
+  const int64_t b = x.size(0), t = x.size(1), n = b * t;
+  const auto x2 = x.reshape({n, v});
+  const auto we = emb_weight.squeeze(1);  // [V, E]
+
+  // fc2 and the skip projection of each variable's embedding as affine maps of the raw value
+  // (see the header): fc2(embed(x)) = x (w_e W2) + (b_e W2 + b2), likewise the skip.
+  FoldedInput folded;
+  folded.fc2_slope = torch::bmm(emb_weight, fc2_weight);  // [V, 1, Hi]
+  folded.fc2_offset = torch::baddbmm(fc2_bias.unsqueeze(1), emb_bias.unsqueeze(1), fc2_weight);
+  if (skip_weight.defined()) {
+    folded.skip_slope = torch::bmm(emb_weight, skip_weight);  // [V, 1, H]
+    folded.skip_offset = torch::baddbmm(skip_bias.unsqueeze(1), emb_bias.unsqueeze(1), skip_weight);
+  } else {  // E == H: the skip is the embedding itself
+    folded.skip_slope = emb_weight;
+    folded.skip_offset = emb_bias.unsqueeze(1);
+  }
+  const auto xv = x2.t().contiguous().unsqueeze(-1);  // [V, N, 1]
+
+  VsnOutput out;
+  if (v == 1) {  // a single variable needs no selection
+    out.output = variable_grns(xv, folded).squeeze(0).view({b, t, h});
+    out.weights = torch::ones({b, t, 1}, x.options());
+    return out;
+  }
+
+  // Selection logits: GRN(flattened embeddings [N, V*E], c). Its fc2 and skip consume the
+  // embeddings linearly, so fold them too: W (x * w_e + b_e) = x A + W b_e, A[v] = W[:, v] w_e[v].
+  auto& sel = selection;
+  const auto fold_flat = [&](const torch::Tensor& weight, const torch::Tensor& bias) {
+    auto w3 = weight.view({weight.size(0), v, e});                         // [out, V, E]
+    auto a = torch::einsum("ove,ve->vo", {w3, we});                        // [V, out]
+    auto offset_flat = torch::einsum("ove,ve->o", {w3, emb_bias}) + bias;  // [out]
+    return torch::addmm(offset_flat, x2, a).view({b, t, -1});              // [B, T, out]
+  };
+  auto fc2_a = fold_flat(sel->fc2->weight, sel->fc2->bias);
+  auto sel_skip = sel->has_skip_projection()
+                      ? fold_flat(sel->skip->weight, sel->skip->bias)
+                      : embed(x).reshape({b, t, v * e});  // E == 1: the embeddings themselves
+  out.weights = torch::softmax(sel->forward_projected(fc2_a, sel_skip, c), -1);  // [B, T, V]
+
+  // The per-variable GRNs run over blocks of positions so that their [V, positions, 2H]
+  // intermediates stay cache-sized: at batch 64 x window 60 a whole-batch intermediate is
+  // 225 x 3840 x 64 floats = 221 MB, and allocating (page faults) and streaming those dominated
+  // the run time.
+  const auto weights = out.weights.view({n, v});
+  // Budget: 2^18 floats (1 MiB) for the largest block intermediate, [V, block, 2H]; measured on
+  // the default model (V = 225) against 2^16..2^23: 2^17-2^18 were fastest, whole-batch
+  // tensors ~2x slower at batch 64.
+  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 18) / (v * 2 * h));
+  std::vector<torch::Tensor> parts;
+  for (int64_t start = 0; start < n; start += block) {
+    const int64_t len = std::min(block, n - start);
+    auto y = variable_grns(xv.narrow(1, start, len), folded);  // [V, len, H]
+    // Selection-weighted sum over variables: [len, 1, V] x [len, V, H].
+    parts.push_back(
+        torch::bmm(weights.narrow(0, start, len).unsqueeze(1), y.transpose(0, 1)).squeeze(1));
+  }
+  out.output = (parts.size() == 1 ? parts[0] : torch::cat(parts, 0)).view({b, t, h});
+  return out;
+}
+
+// ---- attention --------------------------------------------------------------------------------
+
+InterpretableMultiHeadAttentionImpl::InterpretableMultiHeadAttentionImpl(int64_t hidden_,
+                                                                         int64_t heads_,
+                                                                         double dropout_)
+    : hidden(hidden_), heads(heads_), d_k(heads_ > 0 ? hidden_ / heads_ : 0), dropout_p(dropout_) {
+  reset();
+}
+
+void InterpretableMultiHeadAttentionImpl::reset() {
+  FOXHUNT_CHECK(hidden > 0 && heads > 0 && hidden % heads == 0, "tft",
+                "attention: expected heads dividing hidden, got hidden=", hidden, " heads=", heads);
+  query = register_module("query", torch::nn::Linear(hidden, heads * d_k));
+  key = register_module("key", torch::nn::Linear(hidden, heads * d_k));
+  value = register_module("value", torch::nn::Linear(hidden, d_k));
+  out = register_module("out", torch::nn::Linear(d_k, hidden));
+  for (auto* l : {&query, &key, &value, &out}) init_xavier(*l);
+}
+
+AttentionOutput InterpretableMultiHeadAttentionImpl::forward(const torch::Tensor& q,
+                                                             const torch::Tensor& kv,
+                                                             const torch::Tensor& mask) {
+  const int64_t b = q.size(0), lq = q.size(1), lk = kv.size(1);
+  auto qh = query->forward(q).view({b, lq, heads, d_k}).transpose(1, 2);  // [B, h, Lq, dk]
+  auto kh = key->forward(kv).view({b, lk, heads, d_k}).transpose(1, 2);   // [B, h, Lk, dk]
+  auto v = value->forward(kv).unsqueeze(1);                               // [B, 1, Lk, dk]
+  auto scores = torch::matmul(qh, kh.transpose(-2, -1)) / std::sqrt(static_cast<double>(d_k));
+  if (mask.defined()) {
+    FOXHUNT_INTERNAL_ASSERT(mask.dim() == 2 && mask.size(0) == lq && mask.size(1) == lk,
+                            "attention mask shape");
+    scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  }
+  auto w = torch::softmax(scores, -1);                                             // [B, h, Lq, Lk]
+  auto heads_out = torch::matmul(torch::dropout(w, dropout_p, is_training()), v);  // [B,h,Lq,dk]
+  AttentionOutput r;
+  r.output = out->forward(heads_out.mean(1));  // average heads, then W_H
+  r.weights = w.mean(1);
+  return r;
+}
+
+torch::Tensor tft_causal_mask(int64_t window, int64_t horizon, const torch::Device& device) {
+  auto opts = torch::TensorOptions().dtype(torch::kLong).device(device);
+  auto keys = torch::arange(window + horizon, opts).unsqueeze(0);     // [1, T+K]
+  auto queries = torch::arange(horizon, opts).unsqueeze(1) + window;  // [K, 1] absolute positions
+  return keys > queries;  // true = masked: strictly later than the query (self stays visible)
+}
+
+// ---- the network ------------------------------------------------------------------------------
+
+TftNetImpl::TftNetImpl(TftOptions options_) : options(std::move(options_)) {
+  reset();
+}
+
+void TftNetImpl::reset() {
+  validate(options);
+  const int64_t h = options.hidden();
+  const double p = options.dropout();
+  const auto grn = [&](const char* name, int64_t context) {
+    return register_module(
+        name,
+        GatedResidualNetwork(GatedResidualNetworkOptions(h, h, h).context(context).dropout(p)));
+  };
+  static_embedding =
+      register_module("static_embedding", torch::nn::Embedding(options.static_categories(), h));
+  static_variable = grn("static_variable", 0);
+  static_context_selection = grn("static_context_selection", 0);
+  static_context_hidden = grn("static_context_hidden", 0);
+  static_context_cell = grn("static_context_cell", 0);
+  static_context_enrichment = grn("static_context_enrichment", 0);
+  past_vsn = register_module(
+      "past_vsn", VariableSelectionNetwork(VariableSelectionNetworkOptions(
+                                               options.past_features(), options.real_embedding(), h)
+                                               .context(h)
+                                               .dropout(p)));
+  future_vsn = register_module(
+      "future_vsn",
+      VariableSelectionNetwork(
+          VariableSelectionNetworkOptions(options.future_features(), options.real_embedding(), h)
+              .context(h)
+              .dropout(p)));
+  const auto lstm = torch::nn::LSTMOptions(h, h)
+                        .num_layers(options.lstm_layers())
+                        .batch_first(true)
+                        .dropout(options.lstm_layers() > 1 ? p : 0.0);
+  encoder = register_module("encoder", torch::nn::LSTM(lstm));
+  decoder = register_module("decoder", torch::nn::LSTM(lstm));
+  lstm_gate = register_module("lstm_gate", GateAddNorm(h, h, p));
+  enrichment = grn("enrichment", h);
+  attention = register_module("attention", InterpretableMultiHeadAttention(h, options.heads(), p));
+  attention_gate = register_module("attention_gate", GateAddNorm(h, h, p));
+  positionwise = grn("positionwise", 0);
+  output_gate = register_module("output_gate", GateAddNorm(h, h, p));
+  output = register_module("output",
+                           torch::nn::Linear(h, static_cast<int64_t>(options.quantiles().size())));
+}
+
+void TftNetImpl::validate_inputs(const torch::Tensor& past, const torch::Tensor& future,
+                                 const torch::Tensor& static_id) {
+  const auto device = module_device(*this);
+  check_float_input("tft", "past", past, {-1, -1, options.past_features()}, device);
+  FOXHUNT_CHECK(past.size(0) >= 1, "tft", "past: expected batch >= 1, got shape ",
+                shape_str(past.sizes().vec()));
+  FOXHUNT_CHECK(past.size(1) >= 1, "tft", "past: expected window >= 1, got shape ",
+                shape_str(past.sizes().vec()));
+  const int64_t b = past.size(0);
+  check_float_input("tft", "future", future, {b, options.horizon(), options.future_features()},
+                    device);
+  check_input("tft", "static_id", static_id, {b}, torch::kLong, device);
+  const int64_t lo = static_id.min().item<int64_t>(), hi = static_id.max().item<int64_t>();
+  FOXHUNT_CHECK(lo >= 0 && hi < options.static_categories(), "tft",
+                "static_id: expected values in [0, ", options.static_categories(), "), got ",
+                lo < 0 ? lo : hi);
+}
+
+torch::Tensor TftNetImpl::forward(const torch::Tensor& past, const torch::Tensor& future,
+                                  const torch::Tensor& static_id) {
+  return forward_with_details(past, future, static_id).prediction;
+}
+
+TftOutput TftNetImpl::forward_with_details(const torch::Tensor& past_in,
+                                           const torch::Tensor& future_in,
+                                           const torch::Tensor& static_id) {
+  validate_inputs(past_in, future_in, static_id);
+  const auto dtype = output->weight.scalar_type();
+  const auto past = past_in.to(dtype), future = future_in.to(dtype);
+  const int64_t t = past.size(1), k = future.size(1), layers = options.lstm_layers();
+
+  // Static covariate encoders.
+  const auto s = static_variable->forward(static_embedding->forward(static_id));  // [B, H]
+  const auto c_s = static_context_selection->forward(s);
+  const auto c_h = static_context_hidden->forward(s);
+  const auto c_c = static_context_cell->forward(s);
+  const auto c_e = static_context_enrichment->forward(s);
+
+  // Variable selection, then the LSTM encoder seeded with (c_h, c_c) and the decoder seeded with
+  // the encoder's final state.
+  auto past_sel = past_vsn->forward(past, c_s);
+  auto future_sel = future_vsn->forward(future, c_s);
+  auto state0 = std::make_tuple(c_h.unsqueeze(0).repeat({layers, 1, 1}),
+                                c_c.unsqueeze(0).repeat({layers, 1, 1}));
+  auto [enc_out, enc_state] = encoder->forward(past_sel.output, state0);
+  auto dec_out = std::get<0>(decoder->forward(future_sel.output, enc_state));
+
+  // Gated skip over the LSTMs, static enrichment.
+  const auto phi = lstm_gate->forward(torch::cat({enc_out, dec_out}, 1),
+                                      torch::cat({past_sel.output, future_sel.output}, 1));
+  const auto theta = enrichment->forward(phi, c_e);  // [B, T+K, H]
+  const auto theta_dec = theta.narrow(1, t, k);
+
+  // Decoder steps attend to the whole window and to decoder steps up to and including their own.
+  auto att = attention->forward(theta_dec, theta, tft_causal_mask(t, k, theta.device()));
+  auto delta = attention_gate->forward(att.output, theta_dec);
+  auto psi = positionwise->forward(delta);
+  auto out = output_gate->forward(psi, phi.narrow(1, t, k));
+
+  TftOutput r;
+  r.prediction = output->forward(out);  // [B, K, Q]
+  r.attention = att.weights;
+  r.past_weights = past_sel.weights;
+  r.future_weights = future_sel.weights;
+  return r;
+}
+
+// ---- registry adapter -------------------------------------------------------------------------
+
+namespace {
+
+class TftModel final : public Model {
+ public:
+  explicit TftModel(TftOptions o) : net_(std::move(o)) {}
+  std::string name() const override { return "tft"; }
+  torch::nn::Module& module() override { return *net_; }
+  std::shared_ptr<torch::nn::Module> module_ptr() override { return net_.ptr(); }
+  nlohmann::json options_json() const override { return to_json(net_->options); }
+  std::vector<std::string> input_names() const override { return {"past", "future", "static_id"}; }
+  int64_t default_seq_len() const override { return net_->options.window(); }
+
+  Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
+                      uint64_t seed) const override {
+    const auto& o = net_->options;
+    const int64_t t = seq_len > 0 ? seq_len : o.window(), k = o.horizon();
+    FOXHUNT_CHECK(batch >= 1, "tft", "example_batch: expected batch >= 1, got ", batch);
+    auto gen = at::detail::createCPUGenerator(seed);
+    Batch b;
+    b.inputs.push_back(torch::randn({batch, t, o.past_features()}, gen).to(device));
+    // Calendar-like known-future inputs: sin/cos pairs of the bar index with periods 5, 20, 80...
+    auto start = torch::randint(0, 1000, {batch, 1}, gen, torch::kLong).to(torch::kFloat);
+    auto pos = start + t + torch::arange(k, torch::kFloat).unsqueeze(0);  // [B, K]
+    std::vector<torch::Tensor> feats;
+    for (int64_t f = 0; f < o.future_features(); ++f) {
+      const double period = 5.0 * std::pow(4.0, static_cast<double>(f / 2));
+      auto angle = pos * (2.0 * std::numbers::pi / period);
+      feats.push_back(f % 2 == 0 ? torch::sin(angle) : torch::cos(angle));
+    }
+    b.inputs.push_back(torch::stack(feats, -1).to(device));
+    b.inputs.push_back(
+        torch::randint(0, o.static_categories(), {batch}, gen, torch::kLong).to(device));
+    b.target = torch::randn({batch, k}, gen).to(device);
+    return b;
+  }
+
+  std::vector<torch::Tensor> forward(const Batch& b) override {
+    FOXHUNT_CHECK(b.inputs.size() == 3, "tft", "expected 3 inputs (past, future, static_id), got ",
+                  b.inputs.size());
+    return {net_->forward(b.inputs[0], b.inputs[1], b.inputs[2])};
+  }
+
+  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
+    return {
+        {batch, net_->options.horizon(), static_cast<int64_t>(net_->options.quantiles().size())}};
+  }
+
+  torch::Tensor loss(const Batch& b) override {
+    auto pred = forward(b)[0];
+    check_float_input("tft", "target", b.target, {pred.size(0), pred.size(1)}, pred.device());
+    return quantile_loss(pred, b.target, net_->options.quantiles());
+  }
+
+ private:
+  TftNet net_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_tft_model(const nlohmann::json& options) {
+  return std::make_unique<TftModel>(tft_options_from_json(options));
+}
+
+}  // namespace foxhunt::models
