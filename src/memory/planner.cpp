@@ -21,6 +21,8 @@ namespace {
 
 // The reference system's per-element activation factor: 4 bytes (fp32) x 1.2.
 constexpr double kReferenceBytesPerElement = 4.0 * 1.2;
+// The probe ladder stops once a hidden steeper instant could add at most this fraction.
+constexpr double kLadderTolerance = 0.05;
 // No plan goes beyond this many samples, whatever the fit says (keeps the arithmetic finite).
 constexpr std::int64_t kBatchCeiling = std::int64_t{1} << 40;
 
@@ -298,12 +300,12 @@ PlanResult plan_batch(const PlanOptions& o) {
   r.max_batch = o.max_batch;
 
   const double allowed = static_cast<double>(o.budget_bytes) * (1.0 - o.margin);
-  // Least squares of (b, fixed + phase peak) over the probes with b >= the largest/16, for the
+  // Least squares of (b, fixed + phase peak) over the probes with b >= the largest/8, for the
   // forward+backward phase and for the optimizer step.
   const auto fit = [&r] {
     std::int64_t largest = 0;
     for (const auto& p : r.probes) largest = std::max(largest, p.batch);
-    r.fit_min_batch = std::max<std::int64_t>(1, largest / 16);
+    r.fit_min_batch = std::max<std::int64_t>(1, largest / 8);
     const auto line = [&r](auto phase_bytes, double& a, double& c) {
       double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
       for (const auto& p : r.probes) {
@@ -350,6 +352,11 @@ PlanResult plan_batch(const PlanOptions& o) {
       const std::int64_t target = std::min(batch_by_budget(), o.max_batch);
       const std::int64_t largest = r.probes.back().batch;
       if (largest >= target / o.ladder_ratio) break;
+      // Batch-independent bytes beyond the fixed tags at the dominant instant. Every instant
+      // holds the fixed tags, so an instant that overtakes it beyond `largest` can add at most
+      // excess / (c * largest) of the per-sample bytes: stop once that is below 5%.
+      const double excess = r.fit_a - static_cast<double>(r.fixed.fixed_bytes);
+      if (r.fit_c > 0 && excess <= kLadderTolerance * r.fit_c * static_cast<double>(largest)) break;
       r.probes.push_back(probe.probe(4 * largest));
       fit();
     }

@@ -21,12 +21,16 @@
 ///     buffer of the widest layer: 128 KiB for dqn) wins with a small slope; at large batches
 ///     the instant holding the most activations wins with a larger slope (dqn: ~1.5 KiB/sample
 ///     below b ~ 100, ~2.8 KiB/sample above). A line through b = 1..8 then under-predicts a
-///     4 GB plan by ~40%. So while the largest probe is below 1/ladder_ratio (default 8) of
-///     the batch the current fit allows, the planner adds a probe at four times the largest one
-///     and refits over the probes with b >= largest/16 (the top three rungs). Beyond the largest
-///     probe b_L the fit can only miss an instant whose slope is higher by less than its
-///     batch-independent bytes / b_L, which is negligible. The ladder costs about a sixth of the
-///     verification step.
+///     4 GB plan by ~40%. So the planner climbs a probe ladder: it adds a probe at four times
+///     the largest one and refits over the probes with b >= largest/8 (1, 2, 4, 8 before the
+///     ladder, then its top two rungs: probes are deterministic, two points pin a line), until
+///     either the largest probe b_L reaches 1/ladder_ratio (default 8) of the batch the fit
+///     allows, or the fit's batch-independent bytes beyond the fixed tags, e = a - fixed, are
+///     at most 5% of c * b_L. The second test bounds the error: every instant holds the fixed
+///     tags, so an instant that overtakes the fitted one beyond b_L has a slope higher by at
+///     most e / b_L, and adds at most e / (c * b_L) of the per-sample bytes at any larger b.
+///     mamba2 and tft stop at b = 8 (their activations dwarf every constant); dqn and ppo climb
+///     to b = 512 (crossover near b = 100), which costs them a few tens of milliseconds.
 ///  3. Choose the largest b in [min_batch, max_batch] with prediction <= budget * (1 - margin),
 ///     rounded down to a power of two when asked.
 ///  4. Verify: with memory::LimitGuard at (live bytes before planning) + budget, build a fresh
