@@ -81,60 +81,63 @@ std::uint64_t budget_for(const std::string& name, std::int64_t seq_len, Optimize
 
 class PlannerTest : public testing::SeededTest {};
 
-TEST_F(PlannerTest, FitPredictsVerifiedPeakAndPlanIsTight) {
-  for (const auto& name : models::model_names()) {
-    const bool has_time = models::make_model(name)->default_seq_len() > 0;
-    for (const auto seq : seq_lens_for(name)) {
-      for (const bool pow2 : {false, true}) {
-        SCOPED_TRACE(name + " seq_len=" + std::to_string(seq) + (pow2 ? " pow2" : ""));
-        const std::uint64_t budget = budget_for(name, seq, OptimizerKind::kAdam);
-        memory::PlanOptions o;
-        o.model = name;
-        o.train.seq_len = seq;
-        o.budget_bytes = budget;
-        o.margin = 0.0;
-        o.pow2 = pow2;
-        const auto r = memory::plan_batch(o);
-        ASSERT_TRUE(r.verified);
-        EXPECT_EQ(r.has_time_axis, has_time);
-        if (!has_time) EXPECT_EQ(r.seq_len, 0) << "the window must be ignored";
-        if (has_time && seq > 0) EXPECT_EQ(r.seq_len, seq);
-        EXPECT_GE(r.chosen_batch, 8);
-        if (pow2) EXPECT_EQ(r.chosen_batch & (r.chosen_batch - 1), 0);
-        // The fitted prediction is within 10% of the verified peak.
-        EXPECT_LE(std::abs(r.predicted_error_pct()), 10.0)
-            << "predicted " << r.predicted_peak_bytes << " verified " << r.verified_peak_bytes;
-        EXPECT_LE(r.verified_peak_bytes, budget);
-        EXPECT_LE(r.predicted_peak_bytes, budget);
-        // The chosen batch trains under the cap (independent step), twice the batch does not:
-        // the plan is tight, not timid.
-        EXPECT_TRUE(trains_under_cap(name, OptimizerKind::kAdam, seq, r.chosen_batch, budget));
-        EXPECT_FALSE(trains_under_cap(name, OptimizerKind::kAdam, seq, 2 * r.chosen_batch, budget));
-        // The library's own verification agrees.
-        EXPECT_FALSE(memory::verify_batch(name, r.train, 2 * r.chosen_batch, budget).ok);
-      }
+// One instance per registered model (every registry name), so each runs as its own ctest case.
+class PlannerModelTest : public PlannerTest, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(PlannerModelTest, FitPredictsVerifiedPeakAndPlanIsTight) {
+  const std::string name = GetParam();
+  const bool has_time = models::make_model(name)->default_seq_len() > 0;
+  for (const auto seq : seq_lens_for(name)) {
+    for (const bool pow2 : {false, true}) {
+      SCOPED_TRACE(name + " seq_len=" + std::to_string(seq) + (pow2 ? " pow2" : ""));
+      const std::uint64_t budget = budget_for(name, seq, OptimizerKind::kAdam);
+      memory::PlanOptions o;
+      o.model = name;
+      o.train.seq_len = seq;
+      o.budget_bytes = budget;
+      o.margin = 0.0;
+      o.pow2 = pow2;
+      const auto r = memory::plan_batch(o);
+      ASSERT_TRUE(r.verified);
+      EXPECT_EQ(r.has_time_axis, has_time);
+      if (!has_time) EXPECT_EQ(r.seq_len, 0) << "the window must be ignored";
+      if (has_time && seq > 0) EXPECT_EQ(r.seq_len, seq);
+      EXPECT_GE(r.chosen_batch, 8);
+      if (pow2) EXPECT_EQ(r.chosen_batch & (r.chosen_batch - 1), 0);
+      // The fitted prediction is within 10% of the verified peak.
+      EXPECT_LE(std::abs(r.predicted_error_pct()), 10.0)
+          << "predicted " << r.predicted_peak_bytes << " verified " << r.verified_peak_bytes;
+      EXPECT_LE(r.verified_peak_bytes, budget);
+      EXPECT_LE(r.predicted_peak_bytes, budget);
+      // The chosen batch trains under the cap (independent step), twice the batch does not:
+      // the plan is tight, not timid.
+      EXPECT_TRUE(trains_under_cap(name, OptimizerKind::kAdam, seq, r.chosen_batch, budget));
+      EXPECT_FALSE(trains_under_cap(name, OptimizerKind::kAdam, seq, 2 * r.chosen_batch, budget));
+      // The library's own verification agrees.
+      EXPECT_FALSE(memory::verify_batch(name, r.train, 2 * r.chosen_batch, budget).ok);
     }
   }
 }
 
-TEST_F(PlannerTest, SgdAllowsAtLeastTheAdamBatch) {
-  for (const auto& name : models::model_names()) {
-    SCOPED_TRACE(name);
-    const std::uint64_t budget = budget_for(name, 0, OptimizerKind::kAdam);
-    memory::PlanOptions o;
-    o.model = name;
-    o.budget_bytes = budget;
-    o.margin = 0.0;
-    const auto adam = memory::plan_batch(o);
-    o.train.optimizer = OptimizerKind::kSgd;
-    const auto sgd = memory::plan_batch(o);
-    ASSERT_TRUE(adam.verified && sgd.verified);
-    EXPECT_GE(sgd.chosen_batch, adam.chosen_batch);
-    EXPECT_LT(sgd.fixed.fixed_bytes, adam.fixed.fixed_bytes);
-    EXPECT_EQ(sgd.fixed.optimizer_bytes, 0u);
-    EXPECT_TRUE(trains_under_cap(name, OptimizerKind::kSgd, 0, sgd.chosen_batch, budget));
-  }
+TEST_P(PlannerModelTest, SgdAllowsAtLeastTheAdamBatch) {
+  const std::string name = GetParam();
+  const std::uint64_t budget = budget_for(name, 0, OptimizerKind::kAdam);
+  memory::PlanOptions o;
+  o.model = name;
+  o.budget_bytes = budget;
+  o.margin = 0.0;
+  const auto adam = memory::plan_batch(o);
+  o.train.optimizer = OptimizerKind::kSgd;
+  const auto sgd = memory::plan_batch(o);
+  ASSERT_TRUE(adam.verified && sgd.verified);
+  EXPECT_GE(sgd.chosen_batch, adam.chosen_batch);
+  EXPECT_LT(sgd.fixed.fixed_bytes, adam.fixed.fixed_bytes);
+  EXPECT_EQ(sgd.fixed.optimizer_bytes, 0u);
+  EXPECT_TRUE(trains_under_cap(name, OptimizerKind::kSgd, 0, sgd.chosen_batch, budget));
 }
+
+INSTANTIATE_TEST_SUITE_P(Registry, PlannerModelTest, ::testing::ValuesIn(models::model_names()),
+                         [](const auto& info) { return info.param; });
 
 TEST_F(PlannerTest, MaxBatchClampIsReported) {
   memory::PlanOptions o;
