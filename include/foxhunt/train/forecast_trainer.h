@@ -1,0 +1,158 @@
+#pragma once
+/// \file forecast_trainer.h
+/// Supervised trainer for the forecasting models (Mamba-2, TFT; any models::Model whose loss() is
+/// the quantile loss over its horizon): Adam, gradient clipping, validation every epoch, early
+/// stopping on the validation loss with patience, and restoring the best weights at the end.
+/// Batches come from a BatchSource; checkpoints carry everything needed for an exact resume.
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "foxhunt/models/model.h"
+#include "foxhunt/train/infra.h"
+
+namespace foxhunt::train {
+
+/// Where training and validation batches come from. Implementations must be deterministic:
+/// the same (epoch, index) always gives the same batch, which is what makes resume exact.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  /// Training batches per epoch.
+  virtual int64_t train_batches() const = 0;
+  /// The `index`-th training batch of `epoch` (inputs and target).
+  virtual models::Batch train_batch(int64_t epoch, int64_t index) = 0;
+  /// Validation batches.
+  virtual int64_t validation_batches() const = 0;
+  /// The `index`-th validation batch.
+  virtual models::Batch validation_batch(int64_t index) = 0;
+};
+
+/// A BatchSource over in-memory tensors: every input tensor and the target are indexed along
+/// dimension 0; training samples are reshuffled each epoch by a permutation derived from
+/// (seed, epoch); the last batch of an epoch may be smaller.
+class TensorBatchSource final : public BatchSource {
+ public:
+  /// `train` and `validation` hold all samples (inputs and target); batches go to `device`.
+  TensorBatchSource(models::Batch train, models::Batch validation, int64_t batch_size,
+                    uint64_t seed, bool shuffle = true,
+                    torch::Device device = torch::Device(torch::kCPU));
+  int64_t train_batches() const override;
+  models::Batch train_batch(int64_t epoch, int64_t index) override;
+  int64_t validation_batches() const override;
+  models::Batch validation_batch(int64_t index) override;
+  /// Samples in the training split.
+  int64_t train_size() const { return train_.size(); }
+  /// Samples in the validation split.
+  int64_t validation_size() const { return validation_.size(); }
+
+ private:
+  models::Batch slice(const models::Batch& all, const torch::Tensor& idx) const;
+  models::Batch train_, validation_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  bool shuffle_;
+  torch::Device device_;
+  int64_t perm_epoch_ = -1;
+  torch::Tensor perm_;
+};
+
+/// Options of the forecasting trainer (defaults from the TFT references: Adam lr 1e-3,
+/// gradient clipping, early-stopping patience 5).
+/// Example: `ForecastTrainerOptions().epochs(30).patience(3)`.
+struct ForecastTrainerOptions {
+  /// Maximum number of epochs.
+  TORCH_ARG(int64_t, epochs) = 20;
+  /// Adam learning rate.
+  TORCH_ARG(double, learning_rate) = 1e-3;
+  /// Adam (L2) weight decay.
+  TORCH_ARG(double, weight_decay) = 0.0;
+  /// Gradient-norm clip (<= 0 disables).
+  TORCH_ARG(double, max_grad_norm) = 1.0;
+  /// Stop after this many epochs without a validation improvement (0 disables early stopping).
+  TORCH_ARG(int64_t, patience) = 5;
+  /// An improvement must lower the best validation loss by more than this.
+  TORCH_ARG(double, min_delta) = 0.0;
+  /// Load the weights of the best validation epoch at the end.
+  TORCH_ARG(bool, restore_best) = true;
+  /// Seed of LibTorch's generator (dropout) at the start of training.
+  TORCH_ARG(uint64_t, seed) = 0;
+};
+
+/// JSON form of the options.
+nlohmann::json to_json(const ForecastTrainerOptions& o);
+/// Options from JSON; missing keys keep defaults, unknown keys are an InputError.
+ForecastTrainerOptions forecast_trainer_options_from_json(const nlohmann::json& j);
+
+/// Trains `model` (held by reference; it must outlive the trainer) on `data`.
+class ForecastTrainer {
+ public:
+  /// Builds Adam over the model's parameters. Seeds LibTorch's generator with options.seed().
+  ForecastTrainer(models::Model& model, BatchSource& data, ForecastTrainerOptions options = {});
+  ~ForecastTrainer();
+
+  /// Trains until the epoch limit, early stopping, a stop request or run.stop_at_step (in
+  /// optimizer steps). Metrics lines: one per log_interval optimizer steps and one per epoch
+  /// (with "val_loss"). A final checkpoint is written when run.checkpoint_path is set. When the
+  /// run completes, the best validation weights are loaded (restore_best) before that
+  /// checkpoint; a completed run resumed with more epochs continues from those weights (the
+  /// optimizer state is the last step's), while one that stopped early stays stopped.
+  TrainResult train(const RunConfig& run = {});
+
+  /// Mean loss over the validation batches (eval mode, no gradients), weighted by batch size.
+  double validation_loss();
+
+  /// Writes a checkpoint (atomically); it is also a model checkpoint of the current weights.
+  void save_checkpoint(const std::string& path);
+  /// Restores a checkpoint of the same model (name and options) and continues exactly.
+  void load_checkpoint(const std::string& path);
+
+  /// Extra JSON stored in checkpoints under header["trainer"]["extra"] (e.g. the data source and
+  /// target scaling a forecast needs to be interpreted).
+  void set_checkpoint_extra(nlohmann::json extra) { extra_ = std::move(extra); }
+
+  /// Optimizer steps done.
+  int64_t step() const { return step_; }
+  /// Current epoch (0-based; equals the number of finished epochs).
+  int64_t epoch() const { return epoch_; }
+  /// Best validation loss so far (NaN before the first epoch ends).
+  double best_validation_loss() const { return best_val_; }
+  /// Epoch of the best validation loss (-1 before the first epoch ends).
+  int64_t best_epoch() const { return best_epoch_; }
+  /// Validation loss after each finished epoch.
+  const std::vector<double>& validation_history() const { return val_history_; }
+  /// True once early stopping ended training.
+  bool stopped_early() const { return stopped_early_; }
+
+ private:
+  nlohmann::json metrics_line(double elapsed, double rate) const;
+
+  models::Model& model_;
+  BatchSource& data_;
+  ForecastTrainerOptions o_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  int64_t step_ = 0, epoch_ = 0, batch_ = 0;
+  double epoch_loss_sum_ = 0.0;
+  int64_t epoch_loss_count_ = 0;
+  double window_loss_sum_ = 0.0;
+  int64_t window_loss_count_ = 0;
+  int64_t samples_ = 0;
+  double best_val_ = NAN;
+  int64_t best_epoch_ = -1, bad_epochs_ = 0;
+  bool stopped_early_ = false;
+  std::string best_weights_;
+  std::vector<double> val_history_;
+  nlohmann::json extra_ = nlohmann::json::object();
+};
+
+/// Mean of `model.loss` over `count` batches from `batch(i)` (eval mode, no gradients), weighted
+/// by batch size: the validation/test loss of a forecasting model.
+double mean_batch_loss(models::Model& model, int64_t count,
+                       const std::function<models::Batch(int64_t)>& batch);
+
+}  // namespace foxhunt::train

@@ -1,0 +1,178 @@
+#pragma once
+/// \file infra.h
+/// Training infrastructure shared by the trainers: a portable seeded random stream with
+/// serialisable state, run configuration (checkpoints, metrics, progress, stop), the metrics
+/// log (JSON lines), the progress display, the SIGINT stop flag, and the result of a run.
+/// Torch-free.
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace foxhunt::train {
+
+/// Seeded random stream of the trainers (epsilon-greedy, replay sampling, action sampling,
+/// shuffles). Platform-independent draws; its state serialises for exact resume.
+class Rng {
+ public:
+  /// Seeds the stream.
+  explicit Rng(uint64_t seed = 0) : gen_(seed) {}
+  /// Uniform double in [0, 1) from the top 53 bits.
+  double uniform() { return static_cast<double>(gen_() >> 11) * 0x1.0p-53; }
+  /// Uniform integer in [0, n), unbiased (rejection). n must be > 0.
+  uint64_t below(uint64_t n);
+  /// A uniformly random permutation of 0..n-1 (Fisher-Yates).
+  std::vector<int64_t> permutation(int64_t n);
+  /// Raw 64-bit draw.
+  uint64_t next() { return gen_(); }
+  /// Serialised state (text).
+  std::string state() const;
+  /// Restores a state from state(); throws InputError when unreadable.
+  void set_state(const std::string& s);
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+/// Derives an independent seed from a base seed and a stream index (SplitMix64 mixing).
+uint64_t derive_seed(uint64_t base, uint64_t stream);
+
+/// How progress is shown on stderr.
+enum class ProgressMode {
+  kAuto,   ///< a live bar when stderr is a terminal, plain periodic lines otherwise
+  kBar,    ///< always the live bar
+  kLines,  ///< always plain lines, one per log interval
+  kOff,    ///< nothing
+};
+
+/// Where a run writes and when it stops; shared by all trainers.
+struct RunConfig {
+  std::string checkpoint_path;      ///< trainer checkpoint file ("" = none written)
+  int64_t checkpoint_interval = 0;  ///< steps between checkpoints (0 = only at the end / on stop)
+  std::string metrics_path;         ///< JSON-lines metrics file, appended to ("" = none)
+  int64_t log_interval = 1000;      ///< steps between metrics lines (forecast: optimizer steps)
+  ProgressMode progress = ProgressMode::kAuto;  ///< progress display on stderr
+  int64_t stop_at_step = -1;  ///< stop (with a checkpoint) once this step is reached (-1: never)
+  /// Called with every metrics line (after it is written), e.g. to watch a run from a test.
+  std::function<void(const nlohmann::json&)> on_log;
+};
+
+/// Outcome of Trainer::train.
+struct TrainResult {
+  std::string algo;             ///< "dqn", "ppo" or "forecast"
+  int64_t steps = 0;            ///< steps done in total (including those before a resume)
+  int64_t total_steps = 0;      ///< steps the run was configured for
+  int64_t episodes = 0;         ///< finished episodes (RL) or epochs (forecast)
+  bool completed = false;       ///< reached the configured length (or early stopping)
+  bool interrupted = false;     ///< stopped by SIGINT / request_stop
+  double seconds = 0.0;         ///< wall time of this call
+  std::string checkpoint_path;  ///< last checkpoint written ("" if none)
+  nlohmann::json metrics = nlohmann::json::object();  ///< final metrics (algorithm-specific)
+};
+/// JSON form of a result.
+nlohmann::json to_json(const TrainResult& r);
+
+/// Appends metrics lines (one compact JSON object per line) to a file and keeps them in memory.
+class MetricsLog {
+ public:
+  /// Opens `path` for appending ("" keeps the lines in memory only).
+  explicit MetricsLog(const std::string& path = "");
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+  /// Writes one line and flushes it.
+  void write(const nlohmann::json& line);
+  /// Lines written through this object.
+  const std::vector<nlohmann::json>& lines() const { return lines_; }
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::string path_;
+  std::vector<nlohmann::json> lines_;
+};
+
+/// Progress display on stderr: a live bar with rate and ETA on a terminal, periodic plain lines
+/// otherwise.
+class Progress {
+ public:
+  /// `label` prefixes each display (e.g. "dqn"), `total` steps, starting at `start_step`.
+  Progress(std::string label, int64_t total, int64_t start_step, ProgressMode mode);
+  /// Updates the live bar (rate-limited to ~10 Hz); `extra` is appended (e.g. "loss 0.12").
+  void update(int64_t step, const std::string& extra = "");
+  /// Prints a plain line (lines mode) or refreshes the bar (bar mode): call once per log interval.
+  void log(int64_t step, const std::string& extra = "");
+  /// Ends the bar with a newline.
+  void finish();
+  /// Steps per second since the start (of this run, not counting resumed steps).
+  double rate(int64_t step) const;
+  /// Seconds since construction.
+  double elapsed() const;
+
+ private:
+  void draw(int64_t step, const std::string& extra, bool newline);
+  std::string label_;
+  int64_t total_, start_;
+  bool bar_ = false, lines_ = false, drawn_ = false;
+  std::chrono::steady_clock::time_point t0_, last_draw_;
+};
+
+/// Formats seconds as "1h02m03s", "2m03s" or "3.2s".
+std::string format_duration(double seconds);
+
+/// Mean of the last `capacity` values (episode returns, episode lengths).
+class RollingMean {
+ public:
+  /// Keeps at most `capacity` values.
+  explicit RollingMean(size_t capacity = 100) : capacity_(capacity) {}
+  /// Adds a value, dropping the oldest when full.
+  void add(double v);
+  /// Mean of the kept values (NaN when empty).
+  double mean() const;
+  /// Number of kept values.
+  size_t size() const { return values_.size(); }
+  /// The kept values as JSON (for checkpoints).
+  nlohmann::json to_json() const;
+  /// Restores the values from to_json().
+  void from_json(const nlohmann::json& j);
+
+ private:
+  size_t capacity_;
+  std::deque<double> values_;
+};
+
+/// Asks every running trainer to stop at its next step (they save a checkpoint and return).
+/// Async-signal-safe.
+void request_stop();
+/// True once a stop was requested.
+bool stop_requested();
+/// Clears the stop request (trainers do so when they start).
+void clear_stop();
+
+/// Installs a SIGINT handler that calls request_stop() for its lifetime and restores the previous
+/// handler on destruction. A second Ctrl-C while the flag is set terminates the process the
+/// default way. Install it around a CLI run only; library code never installs handlers.
+class ScopedSigintHandler {
+ public:
+  ScopedSigintHandler();
+  ~ScopedSigintHandler();
+  ScopedSigintHandler(const ScopedSigintHandler&) = delete;
+  ScopedSigintHandler& operator=(const ScopedSigintHandler&) = delete;
+
+ private:
+  struct Saved;
+  Saved* saved_;
+};
+
+/// A (double) value as JSON, mapping NaN/Inf to null (JSON has no NaN).
+nlohmann::json json_number(double v);
+
+/// The keys of a JSON object: options_from_json accepts exactly the keys to_json writes.
+std::vector<std::string> known_keys(const nlohmann::json& object);
+
+}  // namespace foxhunt::train

@@ -1,0 +1,56 @@
+#pragma once
+/// \file job.h
+/// One training job as `foxhunt train` runs it: picks the trainer for a model, builds the
+/// environment or data, applies option overrides, resumes from a checkpoint when asked, trains,
+/// evaluates, and writes checkpoint.ckpt, metrics.jsonl and summary.json into the output
+/// directory. The CLI only parses arguments into a TrainJob and prints the summary.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "foxhunt/train/infra.h"
+
+namespace foxhunt::train {
+
+/// What to train and where to write it.
+struct TrainJob {
+  std::string model;             ///< "dqn", "ppo", "mamba2" or "tft"
+  std::string env;               ///< RL environment: "cartpole" (default) or "trading"
+  std::string data;              ///< bars CSV (trading env, forecasting); "" = synthetic
+  int64_t steps = 0;             ///< RL environment steps (0 = the trainer's default)
+  int64_t epochs = 0;            ///< forecasting epochs (0 = the trainer's default)
+  std::string batch;             ///< "" = default, "auto" = batch planner, or a number
+  std::optional<uint64_t> seed;  ///< seed (default: the trainer's, 0)
+  std::string out_dir;           ///< output directory ("" = out/train-<model>, or the
+                                 ///< resumed checkpoint's directory)
+  std::string resume;            ///< trainer checkpoint to continue from ("" = fresh)
+  std::string device = "cpu";    ///< "cpu", "cuda", "cuda:N"
+  nlohmann::json options = nlohmann::json::object();  ///< trainer option overrides (JSON keys)
+  nlohmann::json model_options = nlohmann::json::object();  ///< mamba2/tft model options
+  int64_t eval_episodes = 20;       ///< greedy evaluation episodes after RL training (0 = none)
+  int64_t log_interval = 0;         ///< steps between metrics lines (0 = the job's default)
+  int64_t checkpoint_interval = 0;  ///< steps between checkpoints (0 = only at the end)
+  ProgressMode progress = ProgressMode::kAuto;  ///< progress display on stderr
+};
+
+/// Model names `foxhunt train` accepts.
+const std::vector<std::string>& trainable_models();
+
+/// Runs the job and returns its summary (also written to <out>/summary.json): model, env,
+/// steps, total_steps, episodes, completed, interrupted, seconds, checkpoint, metrics_file,
+/// options, final metrics and "eval": for RL the greedy policy's returns (CartPole episodes, or
+/// sequential windows of the validation split for trading), for mamba2/tft the quantile loss on
+/// the held-out test split beside the unconditional-quantile baseline. Market data comes from
+/// `data` (a bars CSV) or the embedded synthetic series; forecasting targets are scaled to unit
+/// variance on the training split (the scale is stored in the checkpoint). Throws InputError
+/// for bad input.
+/// Honours request_stop() (the CLI wires Ctrl-C to it): the trainer checkpoints and the summary
+/// says "interrupted": true.
+nlohmann::json run_train_job(const TrainJob& job);
+
+/// Human-readable multi-line form of a summary.
+std::string format_train_summary(const nlohmann::json& summary);
+
+}  // namespace foxhunt::train

@@ -1,0 +1,90 @@
+#pragma once
+/// \file market.h
+/// Glue between the market-data layer (data/) and the trainers: the TradingEnv adapter to the
+/// Env interface, and a BatchSource that builds Mamba-2 / TFT batches from a MarketDataset on
+/// demand (windows are never all materialised: a TFT epoch would need gigabytes).
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "foxhunt/data/dataset.h"
+#include "foxhunt/data/trading_env.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/train/env.h"
+#include "foxhunt/train/forecast_trainer.h"
+
+namespace foxhunt::train {
+
+/// data::TradingEnv behind the Env interface. An episode ends when its window of bars does: that
+/// is a time limit (the market goes on), so it is reported as truncated, never terminated, and
+/// the trainers bootstrap through it. The environment has no state serialisation, so a resumed
+/// run restarts its episodes (the network, optimizer, replay buffer and counters are exact).
+class TradingEnvAdapter final : public Env {
+ public:
+  /// Wraps `env`.
+  explicit TradingEnvAdapter(data::TradingEnv env) : env_(std::move(env)) {}
+  std::string name() const override { return "trading"; }
+  int64_t observation_size() const override { return env_.observation_dim(); }
+  int64_t action_count() const override { return data::TradingEnv::kActions; }
+  std::vector<float> reset(uint64_t seed) override { return env_.reset(seed); }
+  std::vector<float> reset() override { return env_.reset(); }
+  EnvStep step(int64_t action) override;
+  /// The wrapped environment (positions, equity, buy-and-hold comparison).
+  data::TradingEnv& env() { return env_; }
+
+ private:
+  data::TradingEnv env_;
+};
+
+/// Trading environments over one split of a shared dataset; every environment gets `options`
+/// (its start stream is reseeded by the trainer's reset(seed)). The evaluation environment
+/// (index kEvalEnvIndex) runs sequential windows over the validation split instead.
+EnvFactory trading_env_factory(std::shared_ptr<const data::MarketDataset> dataset,
+                               data::Split split, data::TradingEnvOptions options = {});
+
+/// The window geometry a forecasting model expects, read from its options ("window",
+/// "horizon"). Throws InputError when the model has no such options.
+data::WindowSpec model_window(const models::Model& model);
+
+/// Batches of a MarketDataset for a forecasting model: the layout follows the model's inputs
+/// ({x} = Mamba-2, {past, future, static_id} = TFT); training windows are reshuffled each
+/// epoch by a permutation seeded with (seed, epoch); validation and test keep time order.
+class MarketBatchSource final : public BatchSource {
+ public:
+  /// Checks that `model`'s inputs and feature widths match the dataset's layout.
+  MarketBatchSource(std::shared_ptr<const data::MarketDataset> dataset, const models::Model& model,
+                    int64_t batch_size, uint64_t seed,
+                    torch::Device device = torch::Device(torch::kCPU));
+  int64_t train_batches() const override;
+  models::Batch train_batch(int64_t epoch, int64_t index) override;
+  int64_t validation_batches() const override;
+  models::Batch validation_batch(int64_t index) override;
+  /// Held-out test batches (time order).
+  int64_t test_batches() const;
+  /// The `index`-th test batch.
+  models::Batch test_batch(int64_t index);
+  /// Windows per split.
+  int64_t windows(data::Split split) const;
+  /// The window geometry in use.
+  const data::WindowSpec& spec() const { return spec_; }
+
+ private:
+  models::Batch build(const std::vector<int64_t>& anchors) const;
+
+  std::shared_ptr<const data::MarketDataset> ds_;
+  data::WindowSpec spec_;
+  bool tft_layout_ = false;
+  int64_t batch_size_;
+  uint64_t seed_;
+  torch::Device device_;
+  std::vector<int64_t> train_anchors_;
+  std::vector<std::vector<int64_t>> validation_, test_;
+  int64_t epoch_cached_ = -1;
+  std::vector<std::vector<int64_t>> epoch_batches_;
+};
+
+}  // namespace foxhunt::train

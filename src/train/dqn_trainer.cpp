@@ -1,0 +1,524 @@
+#include "foxhunt/train/dqn_trainer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/models/checkpoint.h"
+#include "foxhunt/train/checkpointing.h"
+
+namespace foxhunt::train {
+
+// ---- options ----------------------------------------------------------------------------------
+
+nlohmann::json to_json(const DqnTrainerOptions& o) {
+  return {{"total_steps", o.total_steps()},
+          {"learning_rate", o.learning_rate()},
+          {"batch_size", o.batch_size()},
+          {"buffer_size", o.buffer_size()},
+          {"learning_starts", o.learning_starts()},
+          {"gamma", o.gamma()},
+          {"target_update_interval", o.target_update_interval()},
+          {"tau", o.tau()},
+          {"train_freq", o.train_freq()},
+          {"gradient_steps", o.gradient_steps()},
+          {"exploration_fraction", o.exploration_fraction()},
+          {"exploration_initial_eps", o.exploration_initial_eps()},
+          {"exploration_final_eps", o.exploration_final_eps()},
+          {"max_grad_norm", o.max_grad_norm()},
+          {"huber_delta", o.huber_delta()},
+          {"hidden", o.hidden()},
+          {"double_dqn", o.double_dqn()},
+          {"eval_interval", o.eval_interval()},
+          {"eval_episodes", o.eval_episodes()},
+          {"keep_best", o.keep_best()},
+          {"seed", o.seed()},
+          {"device", o.device().str()}};
+}
+
+DqnTrainerOptions dqn_trainer_options_from_json(const nlohmann::json& j) {
+  const char* c = "dqn_trainer";
+  models::check_known_keys(j, c, known_keys(to_json(DqnTrainerOptions())));
+  DqnTrainerOptions o;
+  models::json_get(j, c, "total_steps", o.total_steps());
+  models::json_get(j, c, "learning_rate", o.learning_rate());
+  models::json_get(j, c, "batch_size", o.batch_size());
+  models::json_get(j, c, "buffer_size", o.buffer_size());
+  models::json_get(j, c, "learning_starts", o.learning_starts());
+  models::json_get(j, c, "gamma", o.gamma());
+  models::json_get(j, c, "target_update_interval", o.target_update_interval());
+  models::json_get(j, c, "tau", o.tau());
+  models::json_get(j, c, "train_freq", o.train_freq());
+  models::json_get(j, c, "gradient_steps", o.gradient_steps());
+  models::json_get(j, c, "exploration_fraction", o.exploration_fraction());
+  models::json_get(j, c, "exploration_initial_eps", o.exploration_initial_eps());
+  models::json_get(j, c, "exploration_final_eps", o.exploration_final_eps());
+  models::json_get(j, c, "max_grad_norm", o.max_grad_norm());
+  models::json_get(j, c, "huber_delta", o.huber_delta());
+  models::json_get(j, c, "hidden", o.hidden());
+  models::json_get(j, c, "double_dqn", o.double_dqn());
+  models::json_get(j, c, "eval_interval", o.eval_interval());
+  models::json_get(j, c, "eval_episodes", o.eval_episodes());
+  models::json_get(j, c, "keep_best", o.keep_best());
+  models::json_get(j, c, "seed", o.seed());
+  std::string device = o.device().str();
+  models::json_get(j, c, "device", device);
+  try {
+    o.device(torch::Device(device));
+  } catch (const c10::Error&) {
+    throw InputError(
+        c, "option 'device': expected e.g. \"cpu\" or \"cuda:0\", got \"" + device + "\"");
+  }
+  return o;
+}
+
+namespace {
+void check_options(const DqnTrainerOptions& o) {
+  const char* c = "dqn_trainer";
+  FOXHUNT_CHECK(o.total_steps() > 0, c, "expected total_steps > 0, got ", o.total_steps());
+  FOXHUNT_CHECK(o.learning_rate() > 0, c, "expected learning_rate > 0, got ", o.learning_rate());
+  FOXHUNT_CHECK(o.batch_size() > 0, c, "expected batch_size > 0, got ", o.batch_size());
+  FOXHUNT_CHECK(o.buffer_size() >= o.batch_size(), c, "expected buffer_size >= batch_size (",
+                o.batch_size(), "), got ", o.buffer_size());
+  FOXHUNT_CHECK(o.learning_starts() >= 0, c, "expected learning_starts >= 0, got ",
+                o.learning_starts());
+  FOXHUNT_CHECK(o.gamma() >= 0 && o.gamma() <= 1, c, "expected gamma in [0, 1], got ", o.gamma());
+  FOXHUNT_CHECK(o.target_update_interval() > 0, c, "expected target_update_interval > 0, got ",
+                o.target_update_interval());
+  FOXHUNT_CHECK(o.tau() > 0 && o.tau() <= 1, c, "expected tau in (0, 1], got ", o.tau());
+  FOXHUNT_CHECK(o.train_freq() > 0 && o.gradient_steps() > 0, c,
+                "expected train_freq > 0 and gradient_steps > 0, got ", o.train_freq(), " and ",
+                o.gradient_steps());
+  FOXHUNT_CHECK(o.exploration_fraction() >= 0 && o.exploration_fraction() <= 1, c,
+                "expected exploration_fraction in [0, 1], got ", o.exploration_fraction());
+  FOXHUNT_CHECK(o.huber_delta() > 0, c, "expected huber_delta > 0, got ", o.huber_delta());
+  FOXHUNT_CHECK(o.eval_interval() >= 0 && o.eval_episodes() > 0, c,
+                "expected eval_interval >= 0 and eval_episodes > 0, got ", o.eval_interval(),
+                " and ", o.eval_episodes());
+}
+}  // namespace
+
+// ---- math -------------------------------------------------------------------------------------
+
+double linear_epsilon(int64_t step, int64_t total, double fraction, double start, double end) {
+  const double span = fraction * static_cast<double>(total);
+  if (span <= 0) return end;
+  const double progress = std::min(1.0, static_cast<double>(step) / span);
+  return start + progress * (end - start);
+}
+
+torch::Tensor dqn_targets(const torch::Tensor& rewards, const torch::Tensor& terminated,
+                          const torch::Tensor& q_next_online, const torch::Tensor& q_next_target,
+                          double gamma, bool double_dqn) {
+  FOXHUNT_CHECK(
+      q_next_target.dim() == 2 && rewards.dim() == 1 && terminated.dim() == 1 &&
+          rewards.size(0) == q_next_target.size(0) && terminated.size(0) == q_next_target.size(0),
+      "dqn_trainer", "targets: expected rewards/terminated [batch] and q [batch, actions], got ",
+      models::shape_str(rewards.sizes().vec()), ", ", models::shape_str(terminated.sizes().vec()),
+      ", ", models::shape_str(q_next_target.sizes().vec()));
+  torch::Tensor best;
+  if (double_dqn) {
+    FOXHUNT_CHECK(q_next_online.defined() && q_next_online.sizes() == q_next_target.sizes(),
+                  "dqn_trainer", "targets: Double DQN needs q_next_online of shape ",
+                  models::shape_str(q_next_target.sizes().vec()));
+    // Select with the online network, evaluate with the target network.
+    auto a_star = q_next_online.argmax(1, /*keepdim=*/true);
+    best = q_next_target.gather(1, a_star).squeeze(1);
+  } else {
+    best = std::get<0>(q_next_target.max(1));
+  }
+  return rewards + gamma * (1.0 - terminated) * best;
+}
+
+// ---- replay buffer ----------------------------------------------------------------------------
+
+ReplayBuffer::ReplayBuffer(int64_t capacity, int64_t obs_size)
+    : capacity_(capacity), obs_size_(obs_size) {
+  FOXHUNT_CHECK(capacity > 0 && obs_size > 0, "replay",
+                "expected capacity > 0 and obs_size > 0, got ", capacity, " and ", obs_size);
+  const auto n = static_cast<size_t>(capacity);
+  obs_.resize(n * static_cast<size_t>(obs_size));
+  next_obs_.resize(n * static_cast<size_t>(obs_size));
+  rewards_.resize(n);
+  terminated_.resize(n);
+  actions_.resize(n);
+}
+
+void ReplayBuffer::add(const std::vector<float>& obs, int64_t action, double reward,
+                       const std::vector<float>& next_obs, bool terminated) {
+  FOXHUNT_CHECK(static_cast<int64_t>(obs.size()) == obs_size_ &&
+                    static_cast<int64_t>(next_obs.size()) == obs_size_,
+                "replay", "expected observations of size ", obs_size_, ", got ", obs.size(),
+                " and ", next_obs.size());
+  const auto i = static_cast<size_t>(pos_);
+  const auto w = static_cast<size_t>(obs_size_);
+  std::copy(obs.begin(), obs.end(), obs_.begin() + static_cast<std::ptrdiff_t>(i * w));
+  std::copy(next_obs.begin(), next_obs.end(),
+            next_obs_.begin() + static_cast<std::ptrdiff_t>(i * w));
+  actions_[i] = action;
+  rewards_[i] = static_cast<float>(reward);
+  terminated_[i] = terminated ? 1.0f : 0.0f;
+  pos_ = (pos_ + 1) % capacity_;
+  size_ = std::min(size_ + 1, capacity_);
+}
+
+ReplayBuffer::Sample ReplayBuffer::sample(int64_t batch, Rng& rng,
+                                          const torch::Device& device) const {
+  FOXHUNT_CHECK(size_ > 0, "replay", "cannot sample from an empty buffer");
+  const auto w = static_cast<size_t>(obs_size_);
+  auto obs = torch::empty({batch, obs_size_}, torch::kFloat);
+  auto next = torch::empty({batch, obs_size_}, torch::kFloat);
+  auto act = torch::empty({batch}, torch::kLong);
+  auto rew = torch::empty({batch}, torch::kFloat);
+  auto term = torch::empty({batch}, torch::kFloat);
+  float* po = obs.data_ptr<float>();
+  float* pn = next.data_ptr<float>();
+  int64_t* pa = act.data_ptr<int64_t>();
+  float* pr = rew.data_ptr<float>();
+  float* pt = term.data_ptr<float>();
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto i = static_cast<size_t>(rng.below(static_cast<uint64_t>(size_)));
+    std::memcpy(po + b * obs_size_, obs_.data() + i * w, w * sizeof(float));
+    std::memcpy(pn + b * obs_size_, next_obs_.data() + i * w, w * sizeof(float));
+    pa[b] = actions_[i];
+    pr[b] = rewards_[i];
+    pt[b] = terminated_[i];
+  }
+  return {obs.to(device), act.to(device), rew.to(device), next.to(device), term.to(device)};
+}
+
+namespace {
+template <typename T>
+void append_vec(std::string& out, const std::vector<T>& v) {
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+template <typename T>
+void read_vec(const std::string& in, size_t& off, std::vector<T>& v) {
+  std::memcpy(v.data(), in.data() + off, v.size() * sizeof(T));
+  off += v.size() * sizeof(T);
+}
+}  // namespace
+
+std::string ReplayBuffer::to_bytes() const {
+  std::string out;
+  const int64_t head[4] = {capacity_, obs_size_, size_, pos_};
+  out.append(reinterpret_cast<const char*>(head), sizeof(head));
+  append_vec(out, obs_);
+  append_vec(out, next_obs_);
+  append_vec(out, rewards_);
+  append_vec(out, terminated_);
+  append_vec(out, actions_);
+  return out;
+}
+
+void ReplayBuffer::from_bytes(const std::string& bytes, const std::string& source) {
+  int64_t head[4];
+  FOXHUNT_CHECK(bytes.size() >= sizeof(head), "checkpoint", "'", source,
+                "': replay buffer blob is truncated");
+  std::memcpy(head, bytes.data(), sizeof(head));
+  FOXHUNT_CHECK(head[0] == capacity_ && head[1] == obs_size_, "checkpoint", "'", source,
+                "': replay buffer of capacity ", head[0], " x obs ", head[1], ", expected ",
+                capacity_, " x ", obs_size_);
+  const size_t expected =
+      sizeof(head) +
+      (obs_.size() + next_obs_.size() + rewards_.size() + terminated_.size()) * sizeof(float) +
+      actions_.size() * sizeof(int64_t);
+  FOXHUNT_CHECK(bytes.size() == expected, "checkpoint", "'", source, "': replay buffer blob has ",
+                bytes.size(), " bytes, expected ", expected);
+  FOXHUNT_CHECK(head[2] >= 0 && head[2] <= capacity_ && head[3] >= 0 && head[3] < capacity_,
+                "checkpoint", "'", source, "': replay buffer counters out of range");
+  size_ = head[2];
+  pos_ = head[3];
+  size_t off = sizeof(head);
+  read_vec(bytes, off, obs_);
+  read_vec(bytes, off, next_obs_);
+  read_vec(bytes, off, rewards_);
+  read_vec(bytes, off, terminated_);
+  read_vec(bytes, off, actions_);
+}
+
+// ---- trainer ----------------------------------------------------------------------------------
+
+namespace {
+std::unique_ptr<Env> make_checked_env(const EnvFactory& f) {
+  FOXHUNT_CHECK(static_cast<bool>(f), "dqn_trainer", "expected an environment factory");
+  auto env = f(0);
+  FOXHUNT_CHECK(env != nullptr, "dqn_trainer", "the environment factory returned null");
+  return env;
+}
+
+torch::Tensor obs_tensor(const std::vector<float>& obs, const torch::Device& device) {
+  auto t = torch::empty({1, static_cast<int64_t>(obs.size())}, torch::kFloat);
+  std::memcpy(t.data_ptr<float>(), obs.data(), obs.size() * sizeof(float));
+  return t.to(device);
+}
+}  // namespace
+
+DqnTrainer::DqnTrainer(DqnTrainerOptions options, EnvFactory make_env)
+    : o_(std::move(options)),
+      make_env_(make_env),
+      env_(make_checked_env(make_env)),
+      buffer_((check_options(o_), o_.buffer_size()), env_->observation_size()),
+      rng_(derive_seed(o_.seed(), 1)) {
+  torch::manual_seed(o_.seed());
+  model_ = models::make_model("dqn", models::to_json(models::DqnOptions()
+                                                         .state_dim(env_->observation_size())
+                                                         .hidden(o_.hidden())
+                                                         .actions(env_->action_count())));
+  model_->to(o_.device());
+  auto impl = std::dynamic_pointer_cast<models::DqnNetImpl>(model_->module_ptr());
+  FOXHUNT_INTERNAL_ASSERT(impl != nullptr, "registry 'dqn' did not build a DqnNetImpl");
+  online_ = models::DqnNet(impl);
+  target_ =
+      models::DqnNet(std::dynamic_pointer_cast<models::DqnNetImpl>(online_->clone(o_.device())));
+  for (auto& p : target_->parameters()) p.set_requires_grad(false);
+  target_->eval();
+  optimizer_ = std::make_unique<torch::optim::Adam>(online_->parameters(),
+                                                    torch::optim::AdamOptions(o_.learning_rate()));
+  if (o_.eval_interval() > 0) {
+    eval_env_ = make_env_(kEvalEnvIndex);
+    FOXHUNT_CHECK(eval_env_ && eval_env_->observation_size() == env_->observation_size() &&
+                      eval_env_->action_count() == env_->action_count(),
+                  "dqn_trainer", "the evaluation environment does not match the training one");
+  }
+}
+
+DqnTrainer::~DqnTrainer() = default;
+
+double DqnTrainer::epsilon() const {
+  return linear_epsilon(step_, o_.total_steps(), o_.exploration_fraction(),
+                        o_.exploration_initial_eps(), o_.exploration_final_eps());
+}
+
+int64_t DqnTrainer::greedy_action(const std::vector<float>& obs) {
+  torch::NoGradGuard no_grad;
+  return online_->forward(obs_tensor(obs, o_.device())).argmax(1).item<int64_t>();
+}
+
+Policy DqnTrainer::greedy_policy() {
+  return [this](const std::vector<float>& obs) { return greedy_action(obs); };
+}
+
+void DqnTrainer::update_target(double tau) {
+  torch::NoGradGuard no_grad;
+  auto src = online_->parameters();
+  auto dst = target_->parameters();
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (tau >= 1.0)
+      dst[i].copy_(src[i]);
+    else
+      dst[i].mul_(1.0 - tau).add_(src[i], tau);
+  }
+}
+
+double DqnTrainer::train_step() {
+  auto s = buffer_.sample(o_.batch_size(), rng_, o_.device());
+  torch::Tensor y;
+  {
+    torch::NoGradGuard no_grad;
+    auto q_next_target = target_->forward(s.next_obs);
+    auto q_next_online = o_.double_dqn() ? online_->forward(s.next_obs) : torch::Tensor();
+    y = dqn_targets(s.rewards, s.terminated, q_next_online, q_next_target, o_.gamma(),
+                    o_.double_dqn());
+  }
+  auto q = online_->forward(s.obs).gather(1, s.actions.unsqueeze(1)).squeeze(1);
+  auto loss = torch::nn::functional::huber_loss(
+      q, y, torch::nn::functional::HuberLossFuncOptions().delta(o_.huber_delta()));
+  optimizer_->zero_grad();
+  loss.backward();
+  if (o_.max_grad_norm() > 0)
+    torch::nn::utils::clip_grad_norm_(online_->parameters(), o_.max_grad_norm());
+  optimizer_->step();
+  ++updates_;
+  return loss.item<double>();
+}
+
+nlohmann::json DqnTrainer::metrics_line(double elapsed, double rate) const {
+  nlohmann::json j = {
+      {"algo", "dqn"},
+      {"step", step_},
+      {"total_steps", o_.total_steps()},
+      {"episodes", episodes_},
+      {"return_mean", json_number(returns_.mean())},
+      {"episode_length_mean", json_number(lengths_.mean())},
+      {"loss", loss_count_ > 0 ? json_number(loss_sum_ / static_cast<double>(loss_count_))
+                               : json_number(last_loss_)},
+      {"epsilon", epsilon()},
+      {"lr", o_.learning_rate()},
+      {"updates", updates_},
+      {"buffer", buffer_.size()},
+      {"samples_per_s", rate},
+      {"elapsed_s", elapsed}};
+  if (best_.best_step() >= 0) {
+    j["eval_return"] = json_number(best_.last());
+    j["best_eval_return"] = json_number(best_.best());
+    j["best_eval_step"] = best_.best_step();
+  }
+  return j;
+}
+
+TrainResult DqnTrainer::train(const RunConfig& run) {
+  clear_stop();
+  TrainResult result;
+  result.algo = "dqn";
+  result.total_steps = o_.total_steps();
+  MetricsLog log(run.metrics_path);
+  Progress progress("dqn", o_.total_steps(), step_, run.progress);
+  online_->train();
+
+  if (!started_) {
+    obs_ = env_->reset(derive_seed(o_.seed(), 2));
+    started_ = true;
+  }
+  const auto n_actions = static_cast<uint64_t>(env_->action_count());
+  auto write_log = [&] {
+    auto line = metrics_line(progress.elapsed(), progress.rate(step_));
+    log.write(line);
+    if (run.on_log) run.on_log(line);
+    char extra[128];
+    std::snprintf(extra, sizeof(extra), "return %.1f  loss %.4g  eps %.3f", returns_.mean(),
+                  line["loss"].is_null() ? NAN : line["loss"].get<double>(), epsilon());
+    progress.log(step_, extra);
+    if (loss_count_ > 0) last_loss_ = loss_sum_ / static_cast<double>(loss_count_);
+    loss_sum_ = 0.0;
+    loss_count_ = 0;
+  };
+  auto checkpoint = [&] {
+    if (run.checkpoint_path.empty()) return;
+    save_checkpoint(run.checkpoint_path);
+    result.checkpoint_path = run.checkpoint_path;
+  };
+
+  while (step_ < o_.total_steps()) {
+    if (stop_requested() || (run.stop_at_step >= 0 && step_ >= run.stop_at_step)) {
+      result.interrupted = stop_requested();
+      break;
+    }
+    int64_t action;
+    if (step_ < o_.learning_starts()) {
+      action = static_cast<int64_t>(rng_.below(n_actions));
+    } else if (rng_.uniform() < epsilon()) {
+      action = static_cast<int64_t>(rng_.below(n_actions));
+    } else {
+      action = greedy_action(obs_);
+    }
+    EnvStep s = env_->step(action);
+    // Truncated episodes keep bootstrapping: only `terminated` cuts the TD target.
+    buffer_.add(obs_, action, s.reward, s.obs, s.terminated);
+    episode_return_ += s.reward;
+    ++episode_length_;
+    if (s.done()) {
+      returns_.add(episode_return_);
+      lengths_.add(static_cast<double>(episode_length_));
+      ++episodes_;
+      episode_return_ = 0.0;
+      episode_length_ = 0;
+      obs_ = env_->reset();
+    } else {
+      obs_ = std::move(s.obs);
+    }
+    ++step_;
+
+    if (step_ % o_.target_update_interval() == 0) update_target(o_.tau());
+    if (step_ % o_.train_freq() == 0 && step_ > o_.learning_starts()) {
+      for (int64_t g = 0; g < o_.gradient_steps(); ++g) {
+        loss_sum_ += train_step();
+        ++loss_count_;
+      }
+    }
+    if (o_.eval_interval() > 0 && step_ % o_.eval_interval() == 0)
+      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(), derive_seed(o_.seed(), 7),
+                     *online_, step_);
+    if (run.log_interval > 0 && step_ % run.log_interval == 0) write_log();
+    if (run.checkpoint_interval > 0 && step_ % run.checkpoint_interval == 0) checkpoint();
+    progress.update(step_);
+  }
+  if (run.log_interval > 0 && step_ % run.log_interval != 0) write_log();
+  progress.finish();
+  result.completed = step_ >= o_.total_steps();
+  // The final weights are the best evaluated ones (the checkpoint then holds them too).
+  if (result.completed && o_.keep_best() && best_.restore(*online_)) update_target(1.0);
+  checkpoint();
+  result.steps = step_;
+  result.episodes = episodes_;
+  result.seconds = progress.elapsed();
+  result.metrics = metrics_line(progress.elapsed(), progress.rate(step_));
+  result.metrics["loss"] = json_number(last_loss_);
+  return result;
+}
+
+void DqnTrainer::save_checkpoint(const std::string& path) {
+  nlohmann::json t = {{"options", to_json(o_)},
+                      {"env", env_->name()},
+                      {"obs_size", env_->observation_size()},
+                      {"actions", env_->action_count()},
+                      {"step", step_},
+                      {"episodes", episodes_},
+                      {"updates", updates_},
+                      {"started", started_},
+                      {"obs", obs_},
+                      {"episode_return", episode_return_},
+                      {"episode_length", episode_length_},
+                      {"returns", returns_.to_json()},
+                      {"lengths", lengths_.to_json()},
+                      {"loss_sum", loss_sum_},
+                      {"loss_count", loss_count_},
+                      {"last_loss", json_number(last_loss_)},
+                      {"rng", rng_.state()},
+                      {"best_policy", best_.to_json()}};
+  auto env_state = env_->save_state();
+  t["env_state"] = env_state ? nlohmann::json(*env_state) : nlohmann::json(nullptr);
+  Container c = trainer_container(*model_, "dqn", t);
+  c.blobs["target"] = models::module_to_bytes(*target_);
+  c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
+  c.blobs["replay"] = buffer_.to_bytes();
+  c.blobs["torch_rng"] = torch_rng_state();
+  if (!best_.weights().empty()) c.blobs["best_module"] = best_.weights();
+  write_container(path, c);
+}
+
+void DqnTrainer::load_checkpoint(const std::string& path) {
+  Container c = read_trainer_checkpoint(path, "dqn");
+  const auto& t = c.header["trainer"];
+  try {
+    FOXHUNT_CHECK(t.at("env").get<std::string>() == env_->name() &&
+                      t.at("obs_size").get<int64_t>() == env_->observation_size() &&
+                      t.at("actions").get<int64_t>() == env_->action_count(),
+                  "checkpoint", "'", path, "': trained on env '", t.at("env").get<std::string>(),
+                  "' (obs ", t.at("obs_size"), ", actions ", t.at("actions"),
+                  "), this trainer runs '", env_->name(), "' (obs ", env_->observation_size(),
+                  ", actions ", env_->action_count(), ")");
+    models::module_from_bytes(*online_, require_blob(c, "module", path), path);
+    models::module_from_bytes(*target_, require_blob(c, "target", path), path);
+    optimizer_from_bytes(*optimizer_, require_blob(c, "optimizer", path), path);
+    buffer_.from_bytes(require_blob(c, "replay", path), path);
+    set_torch_rng_state(require_blob(c, "torch_rng", path), path);
+    step_ = t.at("step").get<int64_t>();
+    episodes_ = t.at("episodes").get<int64_t>();
+    updates_ = t.at("updates").get<int64_t>();
+    started_ = t.at("started").get<bool>();
+    episode_return_ = t.at("episode_return").get<double>();
+    episode_length_ = t.at("episode_length").get<int64_t>();
+    returns_.from_json(t.at("returns"));
+    lengths_.from_json(t.at("lengths"));
+    loss_sum_ = t.at("loss_sum").get<double>();
+    loss_count_ = t.at("loss_count").get<int64_t>();
+    last_loss_ = t.at("last_loss").is_null() ? NAN : t.at("last_loss").get<double>();
+    rng_.set_state(t.at("rng").get<std::string>());
+    auto best = c.blobs.find("best_module");
+    best_.load(t.at("best_policy"), best == c.blobs.end() ? std::string() : best->second);
+    if (started_ && !t.at("env_state").is_null()) {
+      env_->load_state(t.at("env_state").get<std::string>());
+      obs_ = t.at("obs").get<std::vector<float>>();
+    } else if (started_) {
+      // The environment cannot restore its state: restart the episode from a derived seed.
+      obs_ = env_->reset(derive_seed(o_.seed(), 1000 + static_cast<uint64_t>(step_)));
+      episode_return_ = 0.0;
+      episode_length_ = 0;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("checkpoint", "'" + path + "': bad trainer state (" + e.what() + ")");
+  }
+}
+
+}  // namespace foxhunt::train

@@ -1,0 +1,365 @@
+#include "foxhunt/train/forecast_trainer.h"
+
+#include <cmath>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/models/checkpoint.h"
+#include "foxhunt/train/checkpointing.h"
+
+namespace foxhunt::train {
+
+// ---- TensorBatchSource ------------------------------------------------------------------------
+
+namespace {
+void check_split(const models::Batch& b, const char* split) {
+  FOXHUNT_CHECK(!b.inputs.empty(), "forecast_trainer", split,
+                ": expected at least one input tensor");
+  const int64_t n = b.inputs.front().size(0);
+  FOXHUNT_CHECK(n > 0, "forecast_trainer", split, ": expected at least one sample, got 0");
+  for (size_t i = 0; i < b.inputs.size(); ++i)
+    FOXHUNT_CHECK(b.inputs[i].defined() && b.inputs[i].dim() >= 1 && b.inputs[i].size(0) == n,
+                  "forecast_trainer", split, ": input ", i, " must have ", n,
+                  " samples along dimension 0, got ",
+                  b.inputs[i].defined() ? models::shape_str(b.inputs[i].sizes().vec()) : "none");
+  FOXHUNT_CHECK(b.target.defined() && b.target.dim() >= 1 && b.target.size(0) == n,
+                "forecast_trainer", split, ": target must have ", n,
+                " samples along dimension 0, got ",
+                b.target.defined() ? models::shape_str(b.target.sizes().vec()) : "none");
+}
+}  // namespace
+
+TensorBatchSource::TensorBatchSource(models::Batch train, models::Batch validation,
+                                     int64_t batch_size, uint64_t seed, bool shuffle,
+                                     torch::Device device)
+    : train_(std::move(train)),
+      validation_(std::move(validation)),
+      batch_size_(batch_size),
+      seed_(seed),
+      shuffle_(shuffle),
+      device_(device) {
+  FOXHUNT_CHECK(batch_size > 0, "forecast_trainer", "expected batch_size > 0, got ", batch_size);
+  check_split(train_, "train");
+  check_split(validation_, "validation");
+  FOXHUNT_CHECK(train_.inputs.size() == validation_.inputs.size(), "forecast_trainer", "train has ",
+                train_.inputs.size(), " inputs, validation has ", validation_.inputs.size());
+}
+
+int64_t TensorBatchSource::train_batches() const {
+  return (train_.size() + batch_size_ - 1) / batch_size_;
+}
+
+int64_t TensorBatchSource::validation_batches() const {
+  return (validation_.size() + batch_size_ - 1) / batch_size_;
+}
+
+models::Batch TensorBatchSource::slice(const models::Batch& all, const torch::Tensor& idx) const {
+  models::Batch b;
+  for (const auto& t : all.inputs)
+    b.inputs.push_back(t.index_select(0, idx.to(t.device())).to(device_));
+  b.target = all.target.index_select(0, idx.to(all.target.device())).to(device_);
+  return b;
+}
+
+models::Batch TensorBatchSource::train_batch(int64_t epoch, int64_t index) {
+  FOXHUNT_CHECK(index >= 0 && index < train_batches(), "forecast_trainer", "train batch index ",
+                index, " out of range [0, ", train_batches(), ")");
+  const int64_t n = train_.size();
+  if (perm_epoch_ != epoch) {
+    if (shuffle_) {
+      Rng rng(derive_seed(seed_, static_cast<uint64_t>(epoch)));
+      perm_ = torch::tensor(rng.permutation(n), torch::kLong);
+    } else {
+      perm_ = torch::arange(n, torch::kLong);
+    }
+    perm_epoch_ = epoch;
+  }
+  const int64_t start = index * batch_size_;
+  return slice(train_, perm_.slice(0, start, std::min(n, start + batch_size_)));
+}
+
+models::Batch TensorBatchSource::validation_batch(int64_t index) {
+  FOXHUNT_CHECK(index >= 0 && index < validation_batches(), "forecast_trainer",
+                "validation batch index ", index, " out of range [0, ", validation_batches(), ")");
+  const int64_t start = index * batch_size_;
+  return slice(validation_, torch::arange(start, std::min(validation_.size(), start + batch_size_),
+                                          torch::kLong));
+}
+
+// ---- options ----------------------------------------------------------------------------------
+
+nlohmann::json to_json(const ForecastTrainerOptions& o) {
+  return {{"epochs", o.epochs()},
+          {"learning_rate", o.learning_rate()},
+          {"weight_decay", o.weight_decay()},
+          {"max_grad_norm", o.max_grad_norm()},
+          {"patience", o.patience()},
+          {"min_delta", o.min_delta()},
+          {"restore_best", o.restore_best()},
+          {"seed", o.seed()}};
+}
+
+ForecastTrainerOptions forecast_trainer_options_from_json(const nlohmann::json& j) {
+  const char* c = "forecast_trainer";
+  models::check_known_keys(j, c, known_keys(to_json(ForecastTrainerOptions())));
+  ForecastTrainerOptions o;
+  models::json_get(j, c, "epochs", o.epochs());
+  models::json_get(j, c, "learning_rate", o.learning_rate());
+  models::json_get(j, c, "weight_decay", o.weight_decay());
+  models::json_get(j, c, "max_grad_norm", o.max_grad_norm());
+  models::json_get(j, c, "patience", o.patience());
+  models::json_get(j, c, "min_delta", o.min_delta());
+  models::json_get(j, c, "restore_best", o.restore_best());
+  models::json_get(j, c, "seed", o.seed());
+  return o;
+}
+
+// ---- trainer ----------------------------------------------------------------------------------
+
+ForecastTrainer::ForecastTrainer(models::Model& model, BatchSource& data,
+                                 ForecastTrainerOptions options)
+    : model_(model), data_(data), o_(std::move(options)) {
+  const char* c = "forecast_trainer";
+  FOXHUNT_CHECK(o_.epochs() > 0, c, "expected epochs > 0, got ", o_.epochs());
+  FOXHUNT_CHECK(o_.learning_rate() > 0, c, "expected learning_rate > 0, got ", o_.learning_rate());
+  FOXHUNT_CHECK(o_.patience() >= 0, c, "expected patience >= 0, got ", o_.patience());
+  FOXHUNT_CHECK(data_.train_batches() > 0 && data_.validation_batches() > 0, c,
+                "expected training and validation batches, got ", data_.train_batches(), " and ",
+                data_.validation_batches());
+  torch::manual_seed(o_.seed());
+  optimizer_ = std::make_unique<torch::optim::Adam>(
+      model_.module().parameters(),
+      torch::optim::AdamOptions(o_.learning_rate()).weight_decay(o_.weight_decay()));
+}
+
+ForecastTrainer::~ForecastTrainer() = default;
+
+namespace {
+models::Batch to_device(models::Batch b, const torch::Device& device) {
+  for (auto& t : b.inputs) t = t.to(device);
+  if (b.target.defined()) b.target = b.target.to(device);
+  return b;
+}
+}  // namespace
+
+double mean_batch_loss(models::Model& model, int64_t count,
+                       const std::function<models::Batch(int64_t)>& batch) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model.module().is_training();
+  model.module().eval();
+  const auto device = models::module_device(model.module());
+  double sum = 0.0;
+  int64_t n = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    auto b = to_device(batch(i), device);
+    sum += model.loss(b).item<double>() * static_cast<double>(b.size());
+    n += b.size();
+  }
+  model.module().train(was_training);
+  return n > 0 ? sum / static_cast<double>(n) : NAN;
+}
+
+double ForecastTrainer::validation_loss() {
+  return mean_batch_loss(model_, data_.validation_batches(),
+                         [this](int64_t i) { return data_.validation_batch(i); });
+}
+
+nlohmann::json ForecastTrainer::metrics_line(double elapsed, double rate) const {
+  return {{"algo", "forecast"},
+          {"model", model_.name()},
+          {"step", step_},
+          {"epoch", epoch_},
+          {"loss", window_loss_count_ > 0
+                       ? json_number(window_loss_sum_ / static_cast<double>(window_loss_count_))
+                       : nlohmann::json(nullptr)},
+          {"lr", o_.learning_rate()},
+          {"best_val_loss", json_number(best_val_)},
+          {"best_epoch", best_epoch_},
+          {"samples_per_s", rate},
+          {"elapsed_s", elapsed}};
+}
+
+TrainResult ForecastTrainer::train(const RunConfig& run) {
+  clear_stop();
+  TrainResult result;
+  result.algo = "forecast";
+  const int64_t per_epoch = data_.train_batches();
+  result.total_steps = o_.epochs() * per_epoch;
+  MetricsLog log(run.metrics_path);
+  Progress progress(model_.name(), result.total_steps, step_, run.progress);
+  const auto device = models::module_device(model_.module());
+  const int64_t samples_before = samples_;
+  auto samples_rate = [&] {
+    const double t = progress.elapsed();
+    return t > 0 ? static_cast<double>(samples_ - samples_before) / t : 0.0;
+  };
+  auto emit = [&](nlohmann::json line) {
+    log.write(line);
+    if (run.on_log) run.on_log(line);
+  };
+  auto checkpoint = [&] {
+    if (run.checkpoint_path.empty()) return;
+    save_checkpoint(run.checkpoint_path);
+    result.checkpoint_path = run.checkpoint_path;
+  };
+
+  bool halted = false;  // stopped before the end (Ctrl-C or stop_at_step)
+  // A run that stopped early stays stopped; one that ran out of epochs continues when resumed
+  // with more of them.
+  while (!stopped_early_ && epoch_ < o_.epochs()) {
+    model_.module().train();
+    while (batch_ < per_epoch) {
+      if (stop_requested() || (run.stop_at_step >= 0 && step_ >= run.stop_at_step)) {
+        result.interrupted = stop_requested();
+        halted = true;
+        break;
+      }
+      {
+        auto b = to_device(data_.train_batch(epoch_, batch_), device);
+        auto loss = model_.loss(b);
+        FOXHUNT_CHECK(loss.dim() == 0, "forecast_trainer", "model '", model_.name(),
+                      "': loss() must return a scalar, got shape ",
+                      models::shape_str(loss.sizes().vec()));
+        optimizer_->zero_grad();
+        loss.backward();
+        if (o_.max_grad_norm() > 0)
+          torch::nn::utils::clip_grad_norm_(model_.module().parameters(), o_.max_grad_norm());
+        optimizer_->step();
+        const double l = loss.item<double>();
+        FOXHUNT_CHECK(std::isfinite(l), "forecast_trainer", "model '", model_.name(),
+                      "': non-finite training loss at step ", step_, " (epoch ", epoch_,
+                      "); lower the learning rate");
+        epoch_loss_sum_ += l;
+        ++epoch_loss_count_;
+        window_loss_sum_ += l;
+        ++window_loss_count_;
+        samples_ += b.size();
+      }
+      ++step_;
+      ++batch_;
+      if (run.log_interval > 0 && step_ % run.log_interval == 0) {
+        auto line = metrics_line(progress.elapsed(), samples_rate());
+        emit(line);
+        char extra[96];
+        std::snprintf(extra, sizeof(extra), "epoch %lld  loss %.5g", static_cast<long long>(epoch_),
+                      line["loss"].is_null() ? NAN : line["loss"].get<double>());
+        progress.log(step_, extra);
+        window_loss_sum_ = 0.0;
+        window_loss_count_ = 0;
+      }
+      if (run.checkpoint_interval > 0 && step_ % run.checkpoint_interval == 0) checkpoint();
+      progress.update(step_);
+    }
+    if (halted) break;
+    // End of epoch: validate, track the best weights, decide on early stopping.
+    {
+      const double val = validation_loss();
+      val_history_.push_back(val);
+      const double train_loss =
+          epoch_loss_sum_ / static_cast<double>(std::max<int64_t>(epoch_loss_count_, 1));
+      const bool improved = std::isnan(best_val_) || val < best_val_ - o_.min_delta();
+      if (improved) {
+        best_val_ = val;
+        best_epoch_ = epoch_;
+        bad_epochs_ = 0;
+        best_weights_ = models::module_to_bytes(model_.module());
+      } else {
+        ++bad_epochs_;
+      }
+      auto line = metrics_line(progress.elapsed(), samples_rate());
+      line["event"] = "epoch";
+      line["train_loss"] = json_number(train_loss);
+      line["val_loss"] = json_number(val);
+      line["improved"] = improved;
+      emit(line);
+      char extra[128];
+      std::snprintf(extra, sizeof(extra), "epoch %lld  train %.5g  val %.5g  best %.5g",
+                    static_cast<long long>(epoch_), train_loss, val, best_val_);
+      progress.log(step_, extra);
+      ++epoch_;
+      batch_ = 0;
+      epoch_loss_sum_ = 0.0;
+      epoch_loss_count_ = 0;
+      if (o_.patience() > 0 && bad_epochs_ >= o_.patience()) stopped_early_ = true;
+      if (stopped_early_) break;
+    }
+  }
+  result.completed = !halted;
+  if (result.completed && o_.restore_best() && !best_weights_.empty())
+    models::module_from_bytes(model_.module(), best_weights_, "best weights");
+  progress.finish();
+  checkpoint();
+  result.steps = step_;
+  result.episodes = epoch_;
+  result.seconds = progress.elapsed();
+  result.metrics = metrics_line(progress.elapsed(), samples_rate());
+  result.metrics["epochs"] = epoch_;
+  result.metrics["stopped_early"] = stopped_early_;
+  result.metrics["val_history"] = val_history_;
+  result.metrics["final_val_loss"] =
+      val_history_.empty() ? nlohmann::json(nullptr) : json_number(val_history_.back());
+  return result;
+}
+
+void ForecastTrainer::save_checkpoint(const std::string& path) {
+  nlohmann::json t = {{"options", to_json(o_)},
+                      {"step", step_},
+                      {"epoch", epoch_},
+                      {"batch", batch_},
+                      {"epoch_loss_sum", epoch_loss_sum_},
+                      {"epoch_loss_count", epoch_loss_count_},
+                      {"window_loss_sum", window_loss_sum_},
+                      {"window_loss_count", window_loss_count_},
+                      {"samples", samples_},
+                      {"best_val", json_number(best_val_)},
+                      {"best_epoch", best_epoch_},
+                      {"bad_epochs", bad_epochs_},
+                      {"stopped_early", stopped_early_},
+                      {"val_history", val_history_},
+                      {"train_batches", data_.train_batches()},
+                      {"extra", extra_}};
+  Container c = trainer_container(model_, "forecast", t);
+  c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
+  c.blobs["torch_rng"] = torch_rng_state();
+  if (!best_weights_.empty()) c.blobs["best_module"] = best_weights_;
+  write_container(path, c);
+}
+
+void ForecastTrainer::load_checkpoint(const std::string& path) {
+  Container c = read_trainer_checkpoint(path, "forecast");
+  const auto& h = c.header;
+  FOXHUNT_CHECK(h.value("model", "") == model_.name(), "checkpoint", "'", path, "': expected a '",
+                model_.name(), "' checkpoint, got '", h.value("model", "?"), "'");
+  FOXHUNT_CHECK(h.contains("options") && h["options"] == model_.options_json(), "checkpoint", "'",
+                path, "': model options differ: checkpoint ",
+                h.value("options", nlohmann::json()).dump(), ", model ",
+                model_.options_json().dump());
+  const auto& t = h["trainer"];
+  try {
+    FOXHUNT_CHECK(t.at("train_batches").get<int64_t>() == data_.train_batches(), "checkpoint", "'",
+                  path, "': trained with ", t.at("train_batches").get<int64_t>(),
+                  " batches per epoch, the data source gives ", data_.train_batches());
+    models::module_from_bytes(model_.module(), require_blob(c, "module", path), path);
+    optimizer_from_bytes(*optimizer_, require_blob(c, "optimizer", path), path);
+    set_torch_rng_state(require_blob(c, "torch_rng", path), path);
+    auto it = c.blobs.find("best_module");
+    best_weights_ = it == c.blobs.end() ? std::string() : it->second;
+    step_ = t.at("step").get<int64_t>();
+    epoch_ = t.at("epoch").get<int64_t>();
+    batch_ = t.at("batch").get<int64_t>();
+    epoch_loss_sum_ = t.at("epoch_loss_sum").get<double>();
+    epoch_loss_count_ = t.at("epoch_loss_count").get<int64_t>();
+    window_loss_sum_ = t.at("window_loss_sum").get<double>();
+    window_loss_count_ = t.at("window_loss_count").get<int64_t>();
+    samples_ = t.at("samples").get<int64_t>();
+    best_val_ = t.at("best_val").is_null() ? NAN : t.at("best_val").get<double>();
+    best_epoch_ = t.at("best_epoch").get<int64_t>();
+    bad_epochs_ = t.at("bad_epochs").get<int64_t>();
+    stopped_early_ = t.at("stopped_early").get<bool>();
+    val_history_ = t.at("val_history").get<std::vector<double>>();
+    extra_ = t.value("extra", nlohmann::json::object());
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("checkpoint", "'" + path + "': bad trainer state (" + e.what() + ")");
+  }
+}
+
+}  // namespace foxhunt::train

@@ -1,0 +1,261 @@
+#include "foxhunt/train/infra.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <sstream>
+
+#include "foxhunt/core/error.h"
+
+namespace foxhunt::train {
+
+// ---- Rng --------------------------------------------------------------------------------------
+
+uint64_t Rng::below(uint64_t n) {
+  FOXHUNT_INTERNAL_ASSERT(n > 0, "Rng::below(0)");
+  // Reject the top partial block so every residue is equally likely.
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  uint64_t v;
+  do v = gen_();
+  while (v >= limit);
+  return v % n;
+}
+
+std::vector<int64_t> Rng::permutation(int64_t n) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = i;
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(p[static_cast<size_t>(i)], p[below(static_cast<uint64_t>(i) + 1)]);
+  return p;
+}
+
+std::string Rng::state() const {
+  std::ostringstream os;
+  os << gen_;
+  return os.str();
+}
+
+void Rng::set_state(const std::string& s) {
+  std::istringstream is(s);
+  std::mt19937_64 g;
+  is >> g;
+  FOXHUNT_CHECK(!is.fail(), "train", "checkpoint: unreadable random-stream state");
+  gen_ = g;
+}
+
+uint64_t derive_seed(uint64_t base, uint64_t stream) {
+  uint64_t z = base + 0x9E3779B97F4A7C15ull * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// ---- results and JSON -------------------------------------------------------------------------
+
+nlohmann::json json_number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  return v;
+}
+
+std::vector<std::string> known_keys(const nlohmann::json& object) {
+  std::vector<std::string> keys;
+  for (auto it = object.begin(); it != object.end(); ++it) keys.push_back(it.key());
+  return keys;
+}
+
+nlohmann::json to_json(const TrainResult& r) {
+  return {{"algo", r.algo},
+          {"steps", r.steps},
+          {"total_steps", r.total_steps},
+          {"episodes", r.episodes},
+          {"completed", r.completed},
+          {"interrupted", r.interrupted},
+          {"seconds", r.seconds},
+          {"checkpoint", r.checkpoint_path},
+          {"metrics", r.metrics}};
+}
+
+// ---- MetricsLog -------------------------------------------------------------------------------
+
+MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+  if (path.empty()) return;
+  file_ = std::fopen(path.c_str(), "a");
+  if (!file_)
+    FOXHUNT_FAIL("train", "cannot open metrics file '", path, "': ", std::strerror(errno));
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsLog::write(const nlohmann::json& line) {
+  lines_.push_back(line);
+  if (!file_) return;
+  const std::string s = line.dump() + "\n";
+  if (std::fwrite(s.data(), 1, s.size(), file_) != s.size() || std::fflush(file_) != 0)
+    FOXHUNT_FAIL("train", "cannot write metrics file '", path_, "': ", std::strerror(errno));
+}
+
+// ---- Progress ---------------------------------------------------------------------------------
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  char buf[64];
+  if (seconds < 60) {
+    std::snprintf(buf, sizeof(buf), "%.1fs", seconds);
+  } else {
+    const auto s = static_cast<int64_t>(seconds + 0.5);
+    if (s < 3600)
+      std::snprintf(buf, sizeof(buf), "%lldm%02llds", static_cast<long long>(s / 60),
+                    static_cast<long long>(s % 60));
+    else
+      std::snprintf(buf, sizeof(buf), "%lldh%02lldm%02llds", static_cast<long long>(s / 3600),
+                    static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  }
+  return buf;
+}
+
+Progress::Progress(std::string label, int64_t total, int64_t start_step, ProgressMode mode)
+    : label_(std::move(label)),
+      total_(total),
+      start_(start_step),
+      t0_(std::chrono::steady_clock::now()),
+      last_draw_(t0_) {
+  if (mode == ProgressMode::kAuto)
+    mode = ::isatty(STDERR_FILENO) ? ProgressMode::kBar : ProgressMode::kLines;
+  bar_ = mode == ProgressMode::kBar;
+  lines_ = mode == ProgressMode::kLines;
+}
+
+double Progress::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+double Progress::rate(int64_t step) const {
+  const double t = elapsed();
+  return t > 0 ? static_cast<double>(step - start_) / t : 0.0;
+}
+
+void Progress::draw(int64_t step, const std::string& extra, bool newline) {
+  const double r = rate(step);
+  const double frac = total_ > 0 ? std::min(1.0, static_cast<double>(step) / total_) : 0.0;
+  const double eta = r > 0 ? static_cast<double>(total_ - step) / r : NAN;
+  std::string line;
+  char head[160];
+  if (bar_) {
+    constexpr int kWidth = 24;
+    const int filled = static_cast<int>(frac * kWidth);
+    std::string bar(static_cast<size_t>(filled), '#');
+    bar.append(static_cast<size_t>(kWidth - filled), '.');
+    std::snprintf(head, sizeof(head), "\r%s [%s] %5.1f%% %lld/%lld %.0f/s ETA %s", label_.c_str(),
+                  bar.c_str(), 100.0 * frac, static_cast<long long>(step),
+                  static_cast<long long>(total_), r, format_duration(eta).c_str());
+  } else {
+    std::snprintf(head, sizeof(head), "%s step %lld/%lld (%.1f%%) %.0f/s elapsed %s ETA %s",
+                  label_.c_str(), static_cast<long long>(step), static_cast<long long>(total_),
+                  100.0 * frac, r, format_duration(elapsed()).c_str(),
+                  format_duration(eta).c_str());
+  }
+  line = head;
+  if (!extra.empty()) line += "  " + extra;
+  if (bar_) line += "\x1b[K";  // clear the rest of the terminal line
+  if (newline) line += "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void Progress::update(int64_t step, const std::string& extra) {
+  if (!bar_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  draw(step, extra, false);
+}
+
+void Progress::log(int64_t step, const std::string& extra) {
+  if (lines_) draw(step, extra, true);
+  if (bar_) {
+    last_draw_ = std::chrono::steady_clock::now();
+    draw(step, extra, false);
+  }
+}
+
+void Progress::finish() {
+  if (bar_ && drawn_) std::fputs("\n", stderr);
+  drawn_ = false;
+}
+
+// ---- RollingMean ------------------------------------------------------------------------------
+
+void RollingMean::add(double v) {
+  values_.push_back(v);
+  while (values_.size() > capacity_) values_.pop_front();
+}
+
+double RollingMean::mean() const {
+  if (values_.empty()) return NAN;
+  double s = 0;
+  for (double v : values_) s += v;
+  return s / static_cast<double>(values_.size());
+}
+
+nlohmann::json RollingMean::to_json() const {
+  return std::vector<double>(values_.begin(), values_.end());
+}
+
+void RollingMean::from_json(const nlohmann::json& j) {
+  values_.clear();
+  for (const auto& v : j) add(v.get<double>());
+}
+
+// ---- stop flag and SIGINT ---------------------------------------------------------------------
+
+namespace {
+volatile std::sig_atomic_t g_stop = 0;
+
+extern "C" void foxhunt_sigint_handler(int) {
+  if (g_stop) {
+    // Second Ctrl-C: give up on the clean stop and die the default way.
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+    return;
+  }
+  g_stop = 1;
+}
+}  // namespace
+
+void request_stop() {
+  g_stop = 1;
+}
+bool stop_requested() {
+  return g_stop != 0;
+}
+void clear_stop() {
+  g_stop = 0;
+}
+
+struct ScopedSigintHandler::Saved {
+  struct sigaction old {};
+};
+
+ScopedSigintHandler::ScopedSigintHandler() : saved_(new Saved) {
+  struct sigaction sa {};
+  sa.sa_handler = foxhunt_sigint_handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocking read returns so the trainer sees the flag
+  if (::sigaction(SIGINT, &sa, &saved_->old) != 0) {
+    delete saved_;
+    FOXHUNT_FAIL("train", "cannot install the SIGINT handler: ", std::strerror(errno));
+  }
+}
+
+ScopedSigintHandler::~ScopedSigintHandler() {
+  ::sigaction(SIGINT, &saved_->old, nullptr);
+  delete saved_;
+}
+
+}  // namespace foxhunt::train

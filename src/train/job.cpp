@@ -1,0 +1,432 @@
+#include "foxhunt/train/job.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/dataset.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/train/checkpointing.h"
+#include "foxhunt/train/dqn_trainer.h"
+#include "foxhunt/train/forecast_trainer.h"
+#include "foxhunt/train/market.h"
+#include "foxhunt/train/ppo_trainer.h"
+
+namespace foxhunt::train {
+
+const std::vector<std::string>& trainable_models() {
+  static const std::vector<std::string> names = {"dqn", "ppo", "mamba2", "tft"};
+  return names;
+}
+
+namespace {
+
+constexpr const char* kComponent = "train";
+
+int64_t parse_batch(const std::string& batch) {
+  FOXHUNT_CHECK(batch != "auto", kComponent,
+                "--batch auto needs the memory batch planner, which is not part of this build "
+                "yet; pass a number (e.g. --batch 64)");
+  int64_t n = 0;
+  size_t used = 0;
+  try {
+    n = std::stoll(batch, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  FOXHUNT_CHECK(used == batch.size() && n > 0, kComponent,
+                "--batch: expected a positive integer or 'auto', got '", batch, "'");
+  return n;
+}
+
+nlohmann::json checked_overrides(const nlohmann::json& j, const char* flag) {
+  FOXHUNT_CHECK(j.is_object(), kComponent, flag, ": expected a JSON object, got ", j.type_name());
+  return j;
+}
+
+// RL trainer options: the checkpoint's (on resume) or the defaults, then --options, then flags.
+nlohmann::json rl_options(nlohmann::json base, const TrainJob& job) {
+  base.update(checked_overrides(job.options, "--options"));
+  if (job.steps > 0) base["total_steps"] = job.steps;
+  if (!job.batch.empty()) base["batch_size"] = parse_batch(job.batch);
+  if (job.seed) base["seed"] = *job.seed;
+  base["device"] = job.device;
+  return base;
+}
+
+Container resume_container(const std::string& path, const char* algo) {
+  auto c = read_trainer_checkpoint(path, algo);
+  FOXHUNT_CHECK(c.header["trainer"].contains("options"), "checkpoint", "'", path,
+                "': trainer options missing");
+  return c;
+}
+
+struct Paths {
+  std::string dir, checkpoint, metrics, summary;
+};
+
+// Created only once every input was checked, so a rejected job writes nothing.
+Paths output_paths(const TrainJob& job) {
+  std::string dir = job.out_dir;
+  if (dir.empty() && !job.resume.empty()) {
+    dir = std::filesystem::path(job.resume).parent_path().string();
+    if (dir.empty()) dir = ".";
+  }
+  if (dir.empty()) dir = "out/train-" + job.model;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  FOXHUNT_CHECK(!ec && std::filesystem::is_directory(dir), kComponent,
+                "--out: cannot create directory '", dir, "': ", ec.message());
+  const auto p = std::filesystem::path(dir);
+  return {dir, (p / "checkpoint.ckpt").string(), (p / "metrics.jsonl").string(),
+          (p / "summary.json").string()};
+}
+
+RunConfig run_config(const TrainJob& job, const Paths& paths, int64_t default_log_interval) {
+  RunConfig run;
+  run.checkpoint_path = paths.checkpoint;
+  run.metrics_path = paths.metrics;
+  run.checkpoint_interval = job.checkpoint_interval;
+  run.log_interval = job.log_interval > 0 ? job.log_interval : default_log_interval;
+  run.progress = job.progress;
+  return run;
+}
+
+nlohmann::json summary_of(const TrainJob& job, const std::string& env, const TrainResult& r,
+                          const Paths& paths, const nlohmann::json& options) {
+  return {
+      {"model", job.model},
+      {"env", env},
+      {"steps", r.steps},
+      {"total_steps", r.total_steps},
+      {"episodes", r.episodes},
+      {"completed", r.completed},
+      {"interrupted", r.interrupted},
+      {"seconds", r.seconds},
+      {"checkpoint", r.checkpoint_path},
+      {"metrics_file", paths.metrics},
+      {"resumed_from", job.resume.empty() ? nlohmann::json(nullptr) : nlohmann::json(job.resume)},
+      {"options", options},
+      {"metrics", r.metrics}};
+}
+
+// ---- market data ------------------------------------------------------------------------------
+
+struct Market {
+  std::shared_ptr<const data::MarketDataset> dataset;
+  double target_scale = 1.0;
+  nlohmann::json info;
+};
+
+// The series from --data or the embedded synthetic default; forecasting targets are scaled so
+// that training-split returns have unit variance (pinball losses of ~1e-4 train poorly).
+Market load_market(const TrainJob& job, bool scale_targets) {
+  data::BarSeries series = job.data.empty() ? data::generate_synthetic(data::SyntheticOptions{})
+                                            : data::load_bars_csv(job.data);
+  data::DatasetOptions options;
+  const auto ranges = data::chronological_split(series.size(), options.warmup, options.split);
+  double scale = 1.0;
+  if (scale_targets) {
+    const auto r = data::log_returns(series);
+    double sum = 0.0, sq = 0.0;
+    int64_t n = 0;
+    for (int64_t i = std::max<int64_t>(ranges.train.begin, 1); i < ranges.train.end; ++i, ++n) {
+      sum += r[static_cast<size_t>(i)];
+      sq += r[static_cast<size_t>(i)] * r[static_cast<size_t>(i)];
+    }
+    const double var = n > 1 ? (sq - sum * sum / n) / (n - 1) : 0.0;
+    FOXHUNT_CHECK(var > 0, kComponent, "'", series.source,
+                  "': training returns have zero variance; nothing to forecast");
+    scale = 1.0 / std::sqrt(var);
+  }
+  options.target_scale = scale;
+  Market m;
+  m.info = {{"source", series.source},
+            {"bars", series.size()},
+            {"train", {ranges.train.begin, ranges.train.end}},
+            {"validation", {ranges.validation.begin, ranges.validation.end}},
+            {"test", {ranges.test.begin, ranges.test.end}},
+            {"target_scale", scale}};
+  m.dataset = std::make_shared<const data::MarketDataset>(std::move(series), options);
+  m.target_scale = scale;
+  return m;
+}
+
+// ---- RL ---------------------------------------------------------------------------------------
+
+nlohmann::json evaluation(Env& env, const Policy& policy, int64_t episodes, uint64_t seed) {
+  if (episodes <= 0) return nullptr;
+  auto returns = evaluate_policy(env, policy, episodes, seed);
+  const double mean = std::accumulate(returns.begin(), returns.end(), 0.0) / returns.size();
+  return {{"episodes", episodes},
+          {"mean_return", mean},
+          {"min_return", *std::min_element(returns.begin(), returns.end())},
+          {"max_return", *std::max_element(returns.begin(), returns.end())},
+          {"policy", "greedy"}};
+}
+
+nlohmann::json run_rl(const TrainJob& job) {
+  const std::string env_name = job.env.empty() ? "cartpole" : job.env;
+  FOXHUNT_CHECK(job.epochs == 0, kComponent, "--epochs applies to mamba2/tft; ", job.model,
+                " trains for --steps");
+  FOXHUNT_CHECK(env_name == "cartpole" || env_name == "trading", kComponent,
+                "--env: expected cartpole or trading, got '", env_name, "'");
+  FOXHUNT_CHECK(job.data.empty() || env_name == "trading", kComponent,
+                "--data applies to --env trading and to mamba2/tft");
+  FOXHUNT_CHECK(job.model_options.empty(), kComponent,
+                "--model-options applies to mamba2/tft; use --options for ", job.model);
+  FOXHUNT_CHECK(job.eval_episodes >= 0, kComponent, "--eval-episodes: expected >= 0, got ",
+                job.eval_episodes);
+
+  EnvFactory factory;
+  std::function<std::unique_ptr<Env>()> make_eval_env;
+  int64_t eval_episodes = job.eval_episodes;
+  // Periodic greedy evaluation keeps the best weights (CartPole learning oscillates late).
+  nlohmann::json dqn_defaults = to_json(DqnTrainerOptions().eval_interval(5000));
+  nlohmann::json ppo_defaults = to_json(PpoTrainerOptions().eval_interval(10000));
+  nlohmann::json data_info;
+  if (env_name == "cartpole") {
+    factory = env_factory("cartpole");
+    make_eval_env = [factory] { return factory(kEvalEnvIndex); };
+  } else {
+    // DESIGN.md's reference trading configuration: 256-d state, hidden [128, 64], DQN lr 1e-4.
+    Market market = load_market(job, false);
+    data_info = market.info;
+    factory = trading_env_factory(market.dataset, data::Split::kTrain);
+    make_eval_env = [factory] { return factory(kEvalEnvIndex); };
+    data::TradingEnvOptions eval_options;
+    eval_options.random_start = false;
+    data::TradingEnv probe(*market.dataset, data::Split::kValidation, eval_options);
+    eval_episodes = std::min(eval_episodes, probe.sequential_episodes());
+    // Periodic evaluation on (up to 10) validation windows keeps the best weights.
+    const int64_t periodic = std::min<int64_t>(10, probe.sequential_episodes());
+    dqn_defaults = to_json(DqnTrainerOptions()
+                               .hidden({128, 64})
+                               .learning_rate(1e-4)
+                               .eval_interval(10000)
+                               .eval_episodes(periodic));
+    ppo_defaults =
+        to_json(PpoTrainerOptions().hidden({128, 64}).eval_interval(16384).eval_episodes(periodic));
+  }
+
+  std::optional<Paths> paths;
+  TrainResult result;
+  nlohmann::json options, eval;
+  if (job.model == "dqn") {
+    auto base = job.resume.empty()
+                    ? dqn_defaults
+                    : resume_container(job.resume, "dqn").header["trainer"]["options"];
+    auto o = dqn_trainer_options_from_json(rl_options(base, job));
+    DqnTrainer trainer(o, factory);
+    if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+    paths = output_paths(job);
+    result = trainer.train(run_config(job, *paths, 1000));
+    options = to_json(o);
+    auto env = make_eval_env();
+    if (!result.interrupted)
+      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes, derive_seed(o.seed(), 999));
+  } else {
+    auto base = job.resume.empty()
+                    ? ppo_defaults
+                    : resume_container(job.resume, "ppo").header["trainer"]["options"];
+    auto o = ppo_trainer_options_from_json(rl_options(base, job));
+    PpoTrainer trainer(o, factory);
+    if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+    paths = output_paths(job);
+    result = trainer.train(run_config(job, *paths, 4096));
+    options = to_json(o);
+    auto env = make_eval_env();
+    if (!result.interrupted)
+      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes, derive_seed(o.seed(), 999));
+  }
+  auto summary = summary_of(job, env_name, result, *paths, options);
+  summary["eval"] = eval;
+  if (!data_info.is_null()) summary["data"] = data_info;
+  return summary;
+}
+
+// ---- forecasting ------------------------------------------------------------------------------
+
+// Pinball loss on the test split of the constant forecast whose quantiles are the empirical
+// quantiles of the training targets: the bar a forecaster has to beat.
+double unconditional_baseline(const data::MarketDataset& ds, const data::WindowSpec& spec,
+                              const std::vector<double>& quantiles, double scale) {
+  std::vector<double> train;
+  for (int64_t a : ds.anchors(data::Split::kTrain, spec))
+    for (int64_t k = 1; k <= spec.horizon; ++k) train.push_back(ds.log_return(a + k) * scale);
+  std::sort(train.begin(), train.end());
+  std::vector<double> level;
+  for (double q : quantiles) {
+    const double pos = q * static_cast<double>(train.size() - 1);
+    const auto lo = static_cast<size_t>(std::floor(pos));
+    const auto hi = std::min(lo + 1, train.size() - 1);
+    level.push_back(train[lo] + (pos - static_cast<double>(lo)) * (train[hi] - train[lo]));
+  }
+  double sum = 0.0;
+  int64_t n = 0;
+  for (int64_t a : ds.anchors(data::Split::kTest, spec)) {
+    for (int64_t k = 1; k <= spec.horizon; ++k) {
+      const double y = ds.log_return(a + k) * scale;
+      for (size_t i = 0; i < quantiles.size(); ++i) {
+        const double e = y - level[i];
+        sum += std::max(quantiles[i] * e, (quantiles[i] - 1.0) * e);
+        ++n;
+      }
+    }
+  }
+  return n > 0 ? sum / static_cast<double>(n) : NAN;
+}
+
+nlohmann::json run_forecast(const TrainJob& job) {
+  FOXHUNT_CHECK(job.steps == 0, kComponent, "--steps applies to dqn/ppo; ", job.model,
+                " trains for --epochs");
+  FOXHUNT_CHECK(job.env.empty(), kComponent, "--env applies to dqn/ppo; ", job.model,
+                " trains on market data (--data)");
+  const auto names = models::model_names();
+  FOXHUNT_CHECK(std::find(names.begin(), names.end(), job.model) != names.end(), kComponent,
+                "model '", job.model, "' is not part of this build");
+  checked_overrides(job.options, "--options");
+  checked_overrides(job.model_options, "--model-options");
+  if (!job.resume.empty())
+    FOXHUNT_CHECK(job.model_options.empty(), kComponent,
+                  "--resume continues with the checkpoint's model; drop --model-options");
+
+  std::optional<Container> resumed;
+  if (!job.resume.empty()) resumed = resume_container(job.resume, "forecast");
+  FOXHUNT_CHECK(!resumed || resumed->header.value("model", "") == job.model, kComponent,
+                "--resume: '", job.resume, "' holds a '",
+                resumed ? resumed->header.value("model", "?") : "", "' model, not '", job.model,
+                "'");
+  nlohmann::json base =
+      resumed ? resumed->header["trainer"]["options"] : to_json(ForecastTrainerOptions());
+  base.update(job.options);
+  if (job.epochs > 0) base["epochs"] = job.epochs;
+  if (job.seed) base["seed"] = *job.seed;
+  const auto o = forecast_trainer_options_from_json(base);
+  // On resume the batch size is the checkpoint's: it fixes the batches of an epoch.
+  const int64_t batch = resumed ? resumed->header["trainer"]
+                                      .value("extra", nlohmann::json::object())
+                                      .value("batch_size", int64_t{64})
+                                : (job.batch.empty() ? 64 : parse_batch(job.batch));
+  torch::Device device("cpu");
+  try {
+    device = torch::Device(job.device);
+  } catch (const c10::Error&) {
+    throw InputError(kComponent,
+                     "--device: expected cpu, cuda or cuda:N, got '" + job.device + "'");
+  }
+
+  torch::manual_seed(o.seed());  // deterministic initial weights
+  auto model =
+      models::make_model(job.model, resumed ? resumed->header["options"] : job.model_options);
+  model->to(device);
+  Market market = load_market(job, true);
+  MarketBatchSource source(market.dataset, *model, batch, o.seed(), device);
+  ForecastTrainer trainer(*model, source, o);
+  trainer.set_checkpoint_extra({{"data", market.info}, {"batch_size", batch}});
+  if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+  const Paths paths = output_paths(job);
+  auto result = trainer.train(run_config(job, paths, 50));
+
+  nlohmann::json options = to_json(o);
+  options["batch_size"] = batch;
+  options["model"] = model->options_json();
+  auto summary = summary_of(job, "market", result, paths, options);
+  summary["data"] = market.info;
+  if (!result.interrupted) {
+    const auto spec = source.spec();
+    std::vector<double> quantiles = model->options_json().value("quantiles", std::vector<double>{});
+    const double test_loss = mean_batch_loss(*model, source.test_batches(),
+                                             [&](int64_t i) { return source.test_batch(i); });
+    const double baseline =
+        quantiles.empty()
+            ? NAN
+            : unconditional_baseline(*market.dataset, spec, quantiles, market.target_scale);
+    summary["eval"] = {{"split", "test"},
+                       {"windows", source.windows(data::Split::kTest)},
+                       {"loss", json_number(test_loss)},
+                       {"baseline_loss", json_number(baseline)},
+                       {"skill", json_number(1.0 - test_loss / baseline)},
+                       {"best_val_loss", json_number(trainer.best_validation_loss())},
+                       {"best_epoch", trainer.best_epoch()}};
+  } else {
+    summary["eval"] = nullptr;
+  }
+  return summary;
+}
+
+}  // namespace
+
+nlohmann::json run_train_job(const TrainJob& job) {
+  const auto& names = trainable_models();
+  FOXHUNT_CHECK(std::find(names.begin(), names.end(), job.model) != names.end(), kComponent,
+                "unknown model '", job.model, "'; expected one of: dqn, ppo, mamba2, tft");
+  FOXHUNT_CHECK(job.steps >= 0 && job.epochs >= 0, kComponent,
+                "--steps and --epochs must be positive");
+  FOXHUNT_CHECK(job.steps == 0 || job.epochs == 0, kComponent,
+                "give either --steps or --epochs, not both");
+  if (!job.resume.empty())
+    FOXHUNT_CHECK(job.options.empty() && job.batch.empty() && !job.seed, kComponent,
+                  "--resume continues with the checkpoint's options; only --steps/--epochs may "
+                  "change (drop --options, --batch and --seed)");
+  nlohmann::json summary =
+      job.model == "dqn" || job.model == "ppo" ? run_rl(job) : run_forecast(job);
+  const auto dir = std::filesystem::path(summary["metrics_file"].get<std::string>()).parent_path();
+  write_file_atomic((dir / "summary.json").string(), summary.dump(2) + "\n");
+  return summary;
+}
+
+std::string format_train_summary(const nlohmann::json& s) {
+  char buf[512];
+  std::string out;
+  const double secs = s.value("seconds", 0.0);
+  const auto& m = s["metrics"];
+  const bool forecast = s["env"] == "market";
+  std::snprintf(buf, sizeof(buf), "%s on %s: %lld/%lld steps, %lld %s in %s%s\n",
+                s["model"].get<std::string>().c_str(), s["env"].get<std::string>().c_str(),
+                static_cast<long long>(s["steps"].get<int64_t>()),
+                static_cast<long long>(s["total_steps"].get<int64_t>()),
+                static_cast<long long>(s["episodes"].get<int64_t>()),
+                forecast ? "epochs" : "episodes", format_duration(secs).c_str(),
+                s.value("interrupted", false) ? " (interrupted)" : "");
+  out += buf;
+  if (m.contains("return_mean")) {
+    if (m["return_mean"].is_null())
+      std::snprintf(buf, sizeof(buf), "  training return (last 100 episodes): n/a\n");
+    else
+      std::snprintf(buf, sizeof(buf), "  training return (last 100 episodes): %.4g\n",
+                    m["return_mean"].get<double>());
+    out += buf;
+  }
+  const auto& e = s.contains("eval") ? s["eval"] : nlohmann::json();
+  if (e.is_object() && e.contains("mean_return")) {
+    std::snprintf(buf, sizeof(buf),
+                  "  greedy evaluation: mean return %.4g over %lld episodes (min %.4g, max %.4g)\n",
+                  e["mean_return"].get<double>(),
+                  static_cast<long long>(e["episodes"].get<int64_t>()),
+                  e["min_return"].get<double>(), e["max_return"].get<double>());
+    out += buf;
+  }
+  if (e.is_object() && e.contains("loss") && e["loss"].is_number()) {
+    std::snprintf(buf, sizeof(buf),
+                  "  best validation loss %.5g (epoch %lld); test loss %.5g vs unconditional "
+                  "baseline %.5g over %lld windows\n",
+                  e["best_val_loss"].is_number() ? e["best_val_loss"].get<double>() : NAN,
+                  static_cast<long long>(e["best_epoch"].get<int64_t>()), e["loss"].get<double>(),
+                  e["baseline_loss"].is_number() ? e["baseline_loss"].get<double>() : NAN,
+                  static_cast<long long>(e["windows"].get<int64_t>()));
+    out += buf;
+  }
+  out += "  checkpoint: " + s["checkpoint"].get<std::string>() + "\n";
+  out += "  metrics:    " + s["metrics_file"].get<std::string>() + "\n";
+  if (s.value("interrupted", false))
+    out += "  resume with: foxhunt train " + s["model"].get<std::string>() + " --resume " +
+           s["checkpoint"].get<std::string>() + "\n";
+  return out;
+}
+
+}  // namespace foxhunt::train

@@ -1,0 +1,122 @@
+#include "foxhunt/train/market.h"
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/data/features.h"
+#include "foxhunt/data/tensors.h"
+#include "foxhunt/train/infra.h"
+
+namespace foxhunt::train {
+
+EnvStep TradingEnvAdapter::step(int64_t action) {
+  data::StepResult s = env_.step(action);
+  EnvStep r;
+  r.obs = std::move(s.obs);
+  r.reward = s.reward;
+  r.terminated = false;
+  r.truncated = s.done;
+  return r;
+}
+
+EnvFactory trading_env_factory(std::shared_ptr<const data::MarketDataset> dataset,
+                               data::Split split, data::TradingEnvOptions options) {
+  FOXHUNT_CHECK(dataset != nullptr, "train", "trading env: expected a dataset");
+  return [dataset, split, options](int64_t index) -> std::unique_ptr<Env> {
+    if (index == kEvalEnvIndex) {
+      data::TradingEnvOptions eval = options;
+      eval.random_start = false;  // windows tile the validation split in order
+      return std::make_unique<TradingEnvAdapter>(
+          data::TradingEnv(*dataset, data::Split::kValidation, eval));
+    }
+    return std::make_unique<TradingEnvAdapter>(data::TradingEnv(*dataset, split, options));
+  };
+}
+
+data::WindowSpec model_window(const models::Model& model) {
+  const auto o = model.options_json();
+  FOXHUNT_CHECK(o.contains("window") && o.contains("horizon"), "train", "model '", model.name(),
+                "' has no window/horizon options; it is not a forecasting model");
+  return {o["window"].get<int64_t>(), o["horizon"].get<int64_t>()};
+}
+
+MarketBatchSource::MarketBatchSource(std::shared_ptr<const data::MarketDataset> dataset,
+                                     const models::Model& model, int64_t batch_size, uint64_t seed,
+                                     torch::Device device)
+    : ds_(std::move(dataset)),
+      spec_(model_window(model)),
+      batch_size_(batch_size),
+      seed_(seed),
+      device_(device) {
+  const char* c = "train";
+  FOXHUNT_CHECK(ds_ != nullptr, c, "market batches: expected a dataset");
+  FOXHUNT_CHECK(batch_size > 0, c, "expected batch size > 0, got ", batch_size);
+  const auto names = model.input_names();
+  const auto o = model.options_json();
+  if (names == std::vector<std::string>{"x"}) {
+    FOXHUNT_CHECK(o.value("input_dim", int64_t{0}) == data::kMamba2Features, c, "model '",
+                  model.name(), "': the market features give input_dim ", data::kMamba2Features,
+                  ", the model has ", o.value("input_dim", int64_t{0}));
+  } else if (names == std::vector<std::string>{"past", "future", "static_id"}) {
+    tft_layout_ = true;
+    FOXHUNT_CHECK(o.value("past_features", int64_t{0}) == data::kTftPastFeatures &&
+                      o.value("future_features", int64_t{0}) == data::kKnownFutureFeatures,
+                  c, "model '", model.name(), "': the market features give ",
+                  data::kTftPastFeatures, " past and ", data::kKnownFutureFeatures,
+                  " known-future inputs, the model has ", o.value("past_features", int64_t{0}),
+                  " and ", o.value("future_features", int64_t{0}));
+  } else {
+    FOXHUNT_FAIL(c, "model '", model.name(), "': no market-data layout for its inputs");
+  }
+  train_anchors_ = ds_->anchors(data::Split::kTrain, spec_);
+  validation_ =
+      data::make_batches(ds_->anchors(data::Split::kValidation, spec_), batch_size, false, 0);
+  test_ = data::make_batches(ds_->anchors(data::Split::kTest, spec_), batch_size, false, 0);
+  FOXHUNT_CHECK(!train_anchors_.empty() && !validation_.empty(), c,
+                "the data has no training or validation windows of ", spec_.past, "+",
+                spec_.horizon, " bars; use a longer series");
+}
+
+int64_t MarketBatchSource::windows(data::Split split) const {
+  return static_cast<int64_t>(ds_->anchors(split, spec_).size());
+}
+
+models::Batch MarketBatchSource::build(const std::vector<int64_t>& anchors) const {
+  return tft_layout_ ? data::tft_batch(*ds_, anchors, spec_, device_)
+                     : data::mamba2_batch(*ds_, anchors, spec_, device_);
+}
+
+int64_t MarketBatchSource::train_batches() const {
+  return (static_cast<int64_t>(train_anchors_.size()) + batch_size_ - 1) / batch_size_;
+}
+
+models::Batch MarketBatchSource::train_batch(int64_t epoch, int64_t index) {
+  if (epoch != epoch_cached_) {
+    epoch_batches_ = data::make_batches(train_anchors_, batch_size_, true,
+                                        derive_seed(seed_, static_cast<uint64_t>(epoch)));
+    epoch_cached_ = epoch;
+  }
+  FOXHUNT_CHECK(index >= 0 && index < static_cast<int64_t>(epoch_batches_.size()), "train",
+                "train batch index ", index, " out of range [0, ", epoch_batches_.size(), ")");
+  return build(epoch_batches_[static_cast<size_t>(index)]);
+}
+
+int64_t MarketBatchSource::validation_batches() const {
+  return static_cast<int64_t>(validation_.size());
+}
+
+models::Batch MarketBatchSource::validation_batch(int64_t index) {
+  FOXHUNT_CHECK(index >= 0 && index < validation_batches(), "train", "validation batch index ",
+                index, " out of range");
+  return build(validation_[static_cast<size_t>(index)]);
+}
+
+int64_t MarketBatchSource::test_batches() const {
+  return static_cast<int64_t>(test_.size());
+}
+
+models::Batch MarketBatchSource::test_batch(int64_t index) {
+  FOXHUNT_CHECK(index >= 0 && index < test_batches(), "train", "test batch index ", index,
+                " out of range");
+  return build(test_[static_cast<size_t>(index)]);
+}
+
+}  // namespace foxhunt::train

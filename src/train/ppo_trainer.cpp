@@ -1,0 +1,519 @@
+#include "foxhunt/train/ppo_trainer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/models/checkpoint.h"
+#include "foxhunt/train/checkpointing.h"
+
+namespace foxhunt::train {
+
+// ---- options ----------------------------------------------------------------------------------
+
+nlohmann::json to_json(const PpoTrainerOptions& o) {
+  return {{"total_steps", o.total_steps()},
+          {"n_envs", o.n_envs()},
+          {"n_steps", o.n_steps()},
+          {"batch_size", o.batch_size()},
+          {"n_epochs", o.n_epochs()},
+          {"learning_rate", o.learning_rate()},
+          {"linear_lr", o.linear_lr()},
+          {"gamma", o.gamma()},
+          {"gae_lambda", o.gae_lambda()},
+          {"clip_range", o.clip_range()},
+          {"linear_clip", o.linear_clip()},
+          {"ent_coef", o.ent_coef()},
+          {"vf_coef", o.vf_coef()},
+          {"max_grad_norm", o.max_grad_norm()},
+          {"normalize_advantage", o.normalize_advantage()},
+          {"adam_eps", o.adam_eps()},
+          {"hidden", o.hidden()},
+          {"eval_interval", o.eval_interval()},
+          {"eval_episodes", o.eval_episodes()},
+          {"keep_best", o.keep_best()},
+          {"seed", o.seed()},
+          {"device", o.device().str()}};
+}
+
+PpoTrainerOptions ppo_trainer_options_from_json(const nlohmann::json& j) {
+  const char* c = "ppo_trainer";
+  models::check_known_keys(j, c, known_keys(to_json(PpoTrainerOptions())));
+  PpoTrainerOptions o;
+  models::json_get(j, c, "total_steps", o.total_steps());
+  models::json_get(j, c, "n_envs", o.n_envs());
+  models::json_get(j, c, "n_steps", o.n_steps());
+  models::json_get(j, c, "batch_size", o.batch_size());
+  models::json_get(j, c, "n_epochs", o.n_epochs());
+  models::json_get(j, c, "learning_rate", o.learning_rate());
+  models::json_get(j, c, "linear_lr", o.linear_lr());
+  models::json_get(j, c, "gamma", o.gamma());
+  models::json_get(j, c, "gae_lambda", o.gae_lambda());
+  models::json_get(j, c, "clip_range", o.clip_range());
+  models::json_get(j, c, "linear_clip", o.linear_clip());
+  models::json_get(j, c, "ent_coef", o.ent_coef());
+  models::json_get(j, c, "vf_coef", o.vf_coef());
+  models::json_get(j, c, "max_grad_norm", o.max_grad_norm());
+  models::json_get(j, c, "normalize_advantage", o.normalize_advantage());
+  models::json_get(j, c, "adam_eps", o.adam_eps());
+  models::json_get(j, c, "hidden", o.hidden());
+  models::json_get(j, c, "eval_interval", o.eval_interval());
+  models::json_get(j, c, "eval_episodes", o.eval_episodes());
+  models::json_get(j, c, "keep_best", o.keep_best());
+  models::json_get(j, c, "seed", o.seed());
+  std::string device = o.device().str();
+  models::json_get(j, c, "device", device);
+  try {
+    o.device(torch::Device(device));
+  } catch (const c10::Error&) {
+    throw InputError(
+        c, "option 'device': expected e.g. \"cpu\" or \"cuda:0\", got \"" + device + "\"");
+  }
+  return o;
+}
+
+namespace {
+void check_options(const PpoTrainerOptions& o) {
+  const char* c = "ppo_trainer";
+  FOXHUNT_CHECK(o.total_steps() > 0, c, "expected total_steps > 0, got ", o.total_steps());
+  FOXHUNT_CHECK(o.n_envs() > 0 && o.n_steps() > 0, c, "expected n_envs > 0 and n_steps > 0, got ",
+                o.n_envs(), " and ", o.n_steps());
+  FOXHUNT_CHECK(o.batch_size() > 0, c, "expected batch_size > 0, got ", o.batch_size());
+  FOXHUNT_CHECK(o.n_epochs() > 0, c, "expected n_epochs > 0, got ", o.n_epochs());
+  FOXHUNT_CHECK(o.learning_rate() > 0, c, "expected learning_rate > 0, got ", o.learning_rate());
+  FOXHUNT_CHECK(o.gamma() >= 0 && o.gamma() <= 1 && o.gae_lambda() >= 0 && o.gae_lambda() <= 1, c,
+                "expected gamma and gae_lambda in [0, 1], got ", o.gamma(), " and ",
+                o.gae_lambda());
+  FOXHUNT_CHECK(o.clip_range() > 0, c, "expected clip_range > 0, got ", o.clip_range());
+  FOXHUNT_CHECK(o.eval_interval() >= 0 && o.eval_episodes() > 0, c,
+                "expected eval_interval >= 0 and eval_episodes > 0, got ", o.eval_interval(),
+                " and ", o.eval_episodes());
+}
+}  // namespace
+
+// ---- GAE --------------------------------------------------------------------------------------
+
+GaeResult compute_gae(const torch::Tensor& rewards, const torch::Tensor& values,
+                      const torch::Tensor& ended, const torch::Tensor& last_values, double gamma,
+                      double lambda) {
+  FOXHUNT_CHECK(
+      rewards.dim() == 2 && values.sizes() == rewards.sizes() && ended.sizes() == rewards.sizes() &&
+          last_values.dim() == 1 && last_values.size(0) == rewards.size(1),
+      "gae", "expected rewards, values, ended [T, N] and last_values [N], got ",
+      models::shape_str(rewards.sizes().vec()), ", ", models::shape_str(values.sizes().vec()), ", ",
+      models::shape_str(ended.sizes().vec()), ", ", models::shape_str(last_values.sizes().vec()));
+  const int64_t T = rewards.size(0), N = rewards.size(1);
+  auto r = rewards.to(torch::kCPU, torch::kDouble).contiguous();
+  auto v = values.to(torch::kCPU, torch::kDouble).contiguous();
+  auto d = ended.to(torch::kCPU, torch::kDouble).contiguous();
+  auto lv = last_values.to(torch::kCPU, torch::kDouble).contiguous();
+  auto adv = torch::zeros({T, N}, torch::kDouble);
+  auto ra = r.accessor<double, 2>();
+  auto va = v.accessor<double, 2>();
+  auto da = d.accessor<double, 2>();
+  auto la = lv.accessor<double, 1>();
+  auto aa = adv.accessor<double, 2>();
+  for (int64_t n = 0; n < N; ++n) {
+    double next_adv = 0.0;
+    for (int64_t t = T - 1; t >= 0; --t) {
+      const double next_value = t == T - 1 ? la[n] : va[t + 1][n];
+      const double keep = 1.0 - da[t][n];
+      const double delta = ra[t][n] + gamma * keep * next_value - va[t][n];
+      next_adv = delta + gamma * lambda * keep * next_adv;
+      aa[t][n] = next_adv;
+    }
+  }
+  auto out_adv = adv.to(rewards.scalar_type());
+  return {out_adv, (adv + v).to(rewards.scalar_type())};
+}
+
+// ---- trainer ----------------------------------------------------------------------------------
+
+struct PpoTrainer::UpdateStats {
+  double loss = 0, approx_kl = 0, clip_fraction = 0, entropy = 0;
+};
+
+PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env)
+    : o_(std::move(options)), rng_(derive_seed(o_.seed(), 1)) {
+  check_options(o_);
+  FOXHUNT_CHECK(static_cast<bool>(make_env), "ppo_trainer", "expected an environment factory");
+  for (int64_t i = 0; i < o_.n_envs(); ++i) {
+    envs_.push_back(make_env(i));
+    FOXHUNT_CHECK(envs_.back() != nullptr, "ppo_trainer", "the environment factory returned null");
+    FOXHUNT_CHECK(envs_.back()->observation_size() == envs_[0]->observation_size() &&
+                      envs_.back()->action_count() == envs_[0]->action_count(),
+                  "ppo_trainer", "environment ", i, " has obs ", envs_.back()->observation_size(),
+                  " / actions ", envs_.back()->action_count(), ", environment 0 has ",
+                  envs_[0]->observation_size(), " / ", envs_[0]->action_count());
+  }
+  torch::manual_seed(o_.seed());
+  model_ = models::make_model("ppo", models::to_json(models::PpoOptions()
+                                                         .state_dim(envs_[0]->observation_size())
+                                                         .hidden(o_.hidden())
+                                                         .actions(envs_[0]->action_count())));
+  model_->to(o_.device());
+  auto impl = std::dynamic_pointer_cast<models::ActorCriticImpl>(model_->module_ptr());
+  FOXHUNT_INTERNAL_ASSERT(impl != nullptr, "registry 'ppo' did not build an ActorCriticImpl");
+  net_ = models::ActorCritic(impl);
+  optimizer_ = std::make_unique<torch::optim::Adam>(
+      net_->parameters(), torch::optim::AdamOptions(o_.learning_rate()).eps(o_.adam_eps()));
+  if (o_.eval_interval() > 0) {
+    eval_env_ = make_env(kEvalEnvIndex);
+    FOXHUNT_CHECK(eval_env_ && eval_env_->observation_size() == envs_[0]->observation_size() &&
+                      eval_env_->action_count() == envs_[0]->action_count(),
+                  "ppo_trainer", "the evaluation environment does not match the training ones");
+  }
+  obs_.resize(static_cast<size_t>(o_.n_envs()));
+  episode_return_.assign(static_cast<size_t>(o_.n_envs()), 0.0);
+  episode_length_.assign(static_cast<size_t>(o_.n_envs()), 0);
+}
+
+PpoTrainer::~PpoTrainer() = default;
+
+double PpoTrainer::current_lr() const {
+  if (!o_.linear_lr()) return o_.learning_rate();
+  const double remaining = 1.0 - static_cast<double>(step_) / static_cast<double>(o_.total_steps());
+  return o_.learning_rate() * std::max(0.0, remaining);
+}
+
+torch::Tensor PpoTrainer::obs_batch() const {
+  const int64_t n = static_cast<int64_t>(obs_.size());
+  const int64_t d = envs_[0]->observation_size();
+  auto t = torch::empty({n, d}, torch::kFloat);
+  float* p = t.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(p + i * d, obs_[static_cast<size_t>(i)].data(),
+                static_cast<size_t>(d) * sizeof(float));
+  return t.to(o_.device());
+}
+
+int64_t PpoTrainer::greedy_action(const std::vector<float>& obs) {
+  torch::NoGradGuard no_grad;
+  auto t = torch::empty({1, static_cast<int64_t>(obs.size())}, torch::kFloat);
+  std::memcpy(t.data_ptr<float>(), obs.data(), obs.size() * sizeof(float));
+  return net_->forward(t.to(o_.device())).logits.argmax(1).item<int64_t>();
+}
+
+Policy PpoTrainer::greedy_policy() {
+  return [this](const std::vector<float>& obs) { return greedy_action(obs); };
+}
+
+PpoTrainer::UpdateStats PpoTrainer::update(const torch::Tensor& obs, const torch::Tensor& actions,
+                                           const torch::Tensor& log_probs,
+                                           const torch::Tensor& advantages,
+                                           const torch::Tensor& returns, double clip) {
+  const int64_t total = obs.size(0);
+  UpdateStats stats;
+  int64_t batches = 0;
+  for (int64_t epoch = 0; epoch < o_.n_epochs(); ++epoch) {
+    const auto perm = rng_.permutation(total);
+    for (int64_t start = 0; start < total; start += o_.batch_size()) {
+      const int64_t end = std::min(total, start + o_.batch_size());
+      auto idx =
+          torch::from_blob(const_cast<int64_t*>(perm.data()) + start, {end - start}, torch::kLong)
+              .clone()
+              .to(o_.device());
+      auto mb_obs = obs.index_select(0, idx);
+      auto mb_act = actions.index_select(0, idx);
+      auto mb_logp = log_probs.index_select(0, idx);
+      auto mb_adv = advantages.index_select(0, idx);
+      auto mb_ret = returns.index_select(0, idx);
+      if (o_.normalize_advantage() && mb_adv.size(0) > 1)
+        mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
+      auto out = net_->forward(mb_obs);
+      auto loss =
+          models::ppo_loss(out, mb_act, mb_logp, mb_adv, mb_ret, clip, o_.vf_coef(), o_.ent_coef());
+      optimizer_->zero_grad();
+      loss.backward();
+      if (o_.max_grad_norm() > 0)
+        torch::nn::utils::clip_grad_norm_(net_->parameters(), o_.max_grad_norm());
+      optimizer_->step();
+      {
+        torch::NoGradGuard no_grad;
+        auto lp_all = torch::log_softmax(out.logits.detach(), -1);
+        auto lp = lp_all.gather(1, mb_act.view({-1, 1})).squeeze(1);
+        auto log_ratio = lp - mb_logp;
+        auto ratio = log_ratio.exp();
+        stats.approx_kl += ((ratio - 1) - log_ratio).mean().item<double>();
+        stats.clip_fraction += ((ratio - 1).abs() > clip).to(torch::kFloat).mean().item<double>();
+        stats.entropy += (-(lp_all.exp() * lp_all).sum(-1)).mean().item<double>();
+        stats.loss += loss.item<double>();
+      }
+      ++batches;
+    }
+  }
+  const double b = static_cast<double>(std::max<int64_t>(batches, 1));
+  stats.loss /= b;
+  stats.approx_kl /= b;
+  stats.clip_fraction /= b;
+  stats.entropy /= b;
+  ++updates_;
+  return stats;
+}
+
+nlohmann::json PpoTrainer::metrics_line(double elapsed, double rate) const {
+  nlohmann::json j = {{"algo", "ppo"},
+                      {"step", step_},
+                      {"total_steps", o_.total_steps()},
+                      {"episodes", episodes_},
+                      {"return_mean", json_number(returns_.mean())},
+                      {"episode_length_mean", json_number(lengths_.mean())},
+                      {"lr", current_lr()},
+                      {"updates", updates_},
+                      {"samples_per_s", rate},
+                      {"elapsed_s", elapsed}};
+  for (auto it = last_stats_.begin(); it != last_stats_.end(); ++it) j[it.key()] = it.value();
+  if (best_.best_step() >= 0) {
+    j["eval_return"] = json_number(best_.last());
+    j["best_eval_return"] = json_number(best_.best());
+    j["best_eval_step"] = best_.best_step();
+  }
+  return j;
+}
+
+TrainResult PpoTrainer::train(const RunConfig& run) {
+  clear_stop();
+  TrainResult result;
+  result.algo = "ppo";
+  result.total_steps = o_.total_steps();
+  MetricsLog log(run.metrics_path);
+  Progress progress("ppo", o_.total_steps(), step_, run.progress);
+  net_->train();
+
+  const int64_t N = o_.n_envs(), T = o_.n_steps();
+  const int64_t D = envs_[0]->observation_size();
+  const int64_t A = envs_[0]->action_count();
+  if (!started_) {
+    for (int64_t i = 0; i < N; ++i)
+      obs_[static_cast<size_t>(i)] = envs_[static_cast<size_t>(i)]->reset(
+          derive_seed(o_.seed(), 100 + static_cast<uint64_t>(i)));
+    started_ = true;
+  }
+  auto write_log = [&] {
+    auto line = metrics_line(progress.elapsed(), progress.rate(step_));
+    log.write(line);
+    if (run.on_log) run.on_log(line);
+    char extra[128];
+    std::snprintf(extra, sizeof(extra), "return %.1f  kl %.4f  lr %.2e", returns_.mean(),
+                  last_stats_.value("approx_kl", NAN), current_lr());
+    progress.log(step_, extra);
+  };
+  auto checkpoint = [&] {
+    if (run.checkpoint_path.empty()) return;
+    save_checkpoint(run.checkpoint_path);
+    result.checkpoint_path = run.checkpoint_path;
+  };
+
+  while (step_ < o_.total_steps()) {
+    if (stop_requested() || (run.stop_at_step >= 0 && step_ >= run.stop_at_step)) {
+      result.interrupted = stop_requested();
+      break;
+    }
+    const int64_t step_before = step_;
+    auto obs_buf = torch::empty({T, N, D}, torch::kFloat);
+    auto act_buf = torch::empty({T, N}, torch::kLong);
+    auto logp_buf = torch::empty({T, N}, torch::kFloat);
+    auto val_buf = torch::empty({T, N}, torch::kFloat);
+    auto rew_buf = torch::zeros({T, N}, torch::kFloat);
+    auto end_buf = torch::zeros({T, N}, torch::kFloat);
+    auto act_a = act_buf.accessor<int64_t, 2>();
+    auto logp_a = logp_buf.accessor<float, 2>();
+    auto rew_a = rew_buf.accessor<float, 2>();
+    auto end_a = end_buf.accessor<float, 2>();
+    for (int64_t t = 0; t < T; ++t) {
+      auto obs = obs_batch();
+      models::PolicyOutput out;
+      torch::Tensor logp_all;
+      {
+        torch::NoGradGuard no_grad;
+        out = net_->forward(obs);
+        logp_all = torch::log_softmax(out.logits, -1).to(torch::kCPU).contiguous();
+      }
+      obs_buf[t].copy_(obs.to(torch::kCPU));
+      val_buf[t].copy_(out.value.to(torch::kCPU));
+      const float* lp = logp_all.data_ptr<float>();
+      std::vector<int64_t> truncated_envs;
+      std::vector<std::vector<float>> final_obs;
+      for (int64_t i = 0; i < N; ++i) {
+        // Inverse-CDF sampling from our own stream keeps the run reproducible and resumable.
+        const double u = rng_.uniform();
+        double cum = 0.0;
+        int64_t a = A - 1;
+        for (int64_t k = 0; k < A; ++k) {
+          cum += std::exp(static_cast<double>(lp[i * A + k]));
+          if (u < cum) {
+            a = k;
+            break;
+          }
+        }
+        act_a[t][i] = a;
+        logp_a[t][i] = lp[i * A + a];
+        auto& env = *envs_[static_cast<size_t>(i)];
+        EnvStep s = env.step(a);
+        rew_a[t][i] = static_cast<float>(s.reward);
+        episode_return_[static_cast<size_t>(i)] += s.reward;
+        ++episode_length_[static_cast<size_t>(i)];
+        if (s.done()) {
+          end_a[t][i] = 1.0f;
+          if (s.truncated && !s.terminated) {
+            truncated_envs.push_back(i);
+            final_obs.push_back(s.obs);
+          }
+          returns_.add(episode_return_[static_cast<size_t>(i)]);
+          lengths_.add(static_cast<double>(episode_length_[static_cast<size_t>(i)]));
+          ++episodes_;
+          episode_return_[static_cast<size_t>(i)] = 0.0;
+          episode_length_[static_cast<size_t>(i)] = 0;
+          obs_[static_cast<size_t>(i)] = env.reset();
+        } else {
+          obs_[static_cast<size_t>(i)] = std::move(s.obs);
+        }
+      }
+      if (!truncated_envs.empty()) {
+        // A time limit is not a terminal state: bootstrap with gamma V(final obs) in the reward.
+        auto fo = torch::empty({static_cast<int64_t>(final_obs.size()), D}, torch::kFloat);
+        for (size_t k = 0; k < final_obs.size(); ++k)
+          std::memcpy(fo.data_ptr<float>() + static_cast<int64_t>(k) * D, final_obs[k].data(),
+                      static_cast<size_t>(D) * sizeof(float));
+        torch::NoGradGuard no_grad;
+        auto v = net_->forward(fo.to(o_.device())).value.to(torch::kCPU).contiguous();
+        for (size_t k = 0; k < truncated_envs.size(); ++k)
+          rew_a[t][truncated_envs[k]] += static_cast<float>(o_.gamma()) * v.data_ptr<float>()[k];
+      }
+      step_ += N;
+    }
+    torch::Tensor last_values;
+    {
+      torch::NoGradGuard no_grad;
+      last_values = net_->forward(obs_batch()).value.to(torch::kCPU);
+    }
+    auto gae = compute_gae(rew_buf, val_buf, end_buf, last_values, o_.gamma(), o_.gae_lambda());
+
+    // Schedules use the progress after this rollout (as SB3 does).
+    const double remaining =
+        std::max(0.0, 1.0 - static_cast<double>(step_) / static_cast<double>(o_.total_steps()));
+    const double lr = current_lr();
+    const double clip = o_.linear_clip() ? o_.clip_range() * remaining : o_.clip_range();
+    for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+    auto dev = o_.device();
+    auto stats = update(obs_buf.view({T * N, D}).to(dev), act_buf.view({T * N}).to(dev),
+                        logp_buf.view({T * N}).to(dev), gae.advantages.view({T * N}).to(dev),
+                        gae.returns.view({T * N}).to(dev), clip);
+    const auto var_ret = gae.returns.var().item<double>();
+    const double explained =
+        var_ret > 0 ? 1.0 - (gae.returns - val_buf).var().item<double>() / var_ret : NAN;
+    last_stats_ = {{"loss", json_number(stats.loss)},
+                   {"approx_kl", json_number(stats.approx_kl)},
+                   {"clip_fraction", json_number(stats.clip_fraction)},
+                   {"entropy", json_number(stats.entropy)},
+                   {"explained_variance", json_number(explained)},
+                   {"clip_range", clip},
+                   {"lr_used", lr}};
+
+    if (o_.eval_interval() > 0 && step_ / o_.eval_interval() != step_before / o_.eval_interval())
+      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(), derive_seed(o_.seed(), 7),
+                     *net_, step_);
+    if (run.log_interval > 0 && step_ / run.log_interval != step_before / run.log_interval)
+      write_log();
+    if (run.checkpoint_interval > 0 &&
+        step_ / run.checkpoint_interval != step_before / run.checkpoint_interval)
+      checkpoint();
+    progress.update(step_);
+  }
+  if (run.log_interval > 0 && (log.lines().empty() || log.lines().back()["step"] != step_))
+    write_log();
+  progress.finish();
+  result.completed = step_ >= o_.total_steps();
+  // The final weights are the best evaluated ones (the checkpoint then holds them too).
+  if (result.completed && o_.keep_best()) best_.restore(*net_);
+  checkpoint();
+  result.steps = step_;
+  result.episodes = episodes_;
+  result.seconds = progress.elapsed();
+  result.metrics = metrics_line(progress.elapsed(), progress.rate(step_));
+  return result;
+}
+
+void PpoTrainer::save_checkpoint(const std::string& path) {
+  nlohmann::json env_states = nlohmann::json::array();
+  for (const auto& e : envs_) {
+    auto s = e->save_state();
+    env_states.push_back(s ? nlohmann::json(*s) : nlohmann::json(nullptr));
+  }
+  nlohmann::json t = {{"options", to_json(o_)},
+                      {"env", envs_[0]->name()},
+                      {"obs_size", envs_[0]->observation_size()},
+                      {"actions", envs_[0]->action_count()},
+                      {"step", step_},
+                      {"episodes", episodes_},
+                      {"updates", updates_},
+                      {"started", started_},
+                      {"obs", obs_},
+                      {"episode_return", episode_return_},
+                      {"episode_length", episode_length_},
+                      {"returns", returns_.to_json()},
+                      {"lengths", lengths_.to_json()},
+                      {"last_stats", last_stats_},
+                      {"rng", rng_.state()},
+                      {"env_states", env_states},
+                      {"best_policy", best_.to_json()}};
+  Container c = trainer_container(*model_, "ppo", t);
+  c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
+  c.blobs["torch_rng"] = torch_rng_state();
+  if (!best_.weights().empty()) c.blobs["best_module"] = best_.weights();
+  write_container(path, c);
+}
+
+void PpoTrainer::load_checkpoint(const std::string& path) {
+  Container c = read_trainer_checkpoint(path, "ppo");
+  const auto& t = c.header["trainer"];
+  try {
+    FOXHUNT_CHECK(t.at("env").get<std::string>() == envs_[0]->name() &&
+                      t.at("obs_size").get<int64_t>() == envs_[0]->observation_size() &&
+                      t.at("actions").get<int64_t>() == envs_[0]->action_count(),
+                  "checkpoint", "'", path, "': trained on env '", t.at("env").get<std::string>(),
+                  "' (obs ", t.at("obs_size"), ", actions ", t.at("actions"),
+                  "), this trainer runs '", envs_[0]->name(), "' (obs ",
+                  envs_[0]->observation_size(), ", actions ", envs_[0]->action_count(), ")");
+    const auto n_envs = t.at("options").at("n_envs").get<int64_t>();
+    FOXHUNT_CHECK(n_envs == o_.n_envs(), "checkpoint", "'", path, "': trained with n_envs ", n_envs,
+                  ", this trainer has ", o_.n_envs());
+    models::module_from_bytes(*net_, require_blob(c, "module", path), path);
+    optimizer_from_bytes(*optimizer_, require_blob(c, "optimizer", path), path);
+    set_torch_rng_state(require_blob(c, "torch_rng", path), path);
+    step_ = t.at("step").get<int64_t>();
+    episodes_ = t.at("episodes").get<int64_t>();
+    updates_ = t.at("updates").get<int64_t>();
+    started_ = t.at("started").get<bool>();
+    returns_.from_json(t.at("returns"));
+    lengths_.from_json(t.at("lengths"));
+    last_stats_ = t.at("last_stats");
+    rng_.set_state(t.at("rng").get<std::string>());
+    auto best = c.blobs.find("best_module");
+    best_.load(t.at("best_policy"), best == c.blobs.end() ? std::string() : best->second);
+    obs_ = t.at("obs").get<std::vector<std::vector<float>>>();
+    episode_return_ = t.at("episode_return").get<std::vector<double>>();
+    episode_length_ = t.at("episode_length").get<std::vector<int64_t>>();
+    const auto& env_states = t.at("env_states");
+    for (size_t i = 0; i < envs_.size() && started_; ++i) {
+      if (!env_states.at(i).is_null()) {
+        envs_[i]->load_state(env_states.at(i).get<std::string>());
+      } else {
+        // The environment cannot restore its state: restart its episode from a derived seed.
+        obs_[i] =
+            envs_[i]->reset(derive_seed(o_.seed(), 1000003 * static_cast<uint64_t>(step_) + i));
+        episode_return_[i] = 0.0;
+        episode_length_[i] = 0;
+      }
+    }
+    if (!started_) {
+      obs_.assign(envs_.size(), {});
+      episode_return_.assign(envs_.size(), 0.0);
+      episode_length_.assign(envs_.size(), 0);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("checkpoint", "'" + path + "': bad trainer state (" + e.what() + ")");
+  }
+}
+
+}  // namespace foxhunt::train
