@@ -1,9 +1,14 @@
 #include "foxhunt/runtime/validate.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <sstream>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/memory/budget.h"
+#include "foxhunt/memory/device_profile.h"
+#include "foxhunt/memory/planner.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
 
@@ -82,8 +87,67 @@ void validate_models_step(const ValidateOptions& options, StepResult& result, st
                    (all_ok ? "finite and shaped right" : "WRONG (see details)");
 }
 
+void validate_plan_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
+  FOXHUNT_CHECK(torch::Device(options.device).is_cpu(), "validate",
+                "plan: the planner measures with the CPU ledger; expected device cpu, got ",
+                options.device);
+  const auto profile = memory::find_profile("rtx3050ti-4gb");
+  nlohmann::json plans = nlohmann::json::array();
+  bool all_ok = true;
+  std::string summary;
+  char line[256];
+  std::snprintf(line, sizeof(line), "  %-8s %8s %-16s %12s %12s %9s %9s %7s\n", "model", "batch",
+                "limited by", "verified", "predicted", "fit err", "ref err", "time");
+  log << line;
+  for (const auto& name : models::model_names()) {
+    memory::PlanOptions o;
+    o.model = name;
+    o.train.seed = options.seed;
+    o.budget_bytes = profile.usable_bytes();
+    o.budget_source = profile.name + " usable";
+    const auto r = memory::plan_batch(o);
+    const bool ok = r.verified && std::abs(r.predicted_error_pct()) <= 10.0;
+    all_ok = all_ok && ok;
+    auto j = r.to_json();
+    j["ok"] = ok;
+    plans.push_back(j);
+    std::snprintf(line, sizeof(line), "  %-8s %8lld %-16s %12s %12s %+8.1f%% %+8.1f%% %6.2fs\n",
+                  name.c_str(), static_cast<long long>(r.chosen_batch), r.limited_by.c_str(),
+                  models::human_bytes(double(r.verified_peak_bytes)).c_str(),
+                  models::human_bytes(double(r.predicted_peak_bytes)).c_str(),
+                  r.predicted_error_pct(), r.reference_error_pct(), r.seconds);
+    log << line;
+    summary += (summary.empty() ? "" : ", ") + name + " b=" + std::to_string(r.chosen_batch) +
+               (ok ? "" : " FAIL");
+  }
+  result.ok = all_ok;
+  result.details["profile"] = memory::to_json(profile);
+  result.details["plans"] = plans;
+  result.summary = "batches on " + profile.name + " verified under the cap: " + summary;
+}
+
+void validate_budget_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
+  memory::BudgetOptions o;
+  o.device_profile = "rtx3050ti-4gb";
+  o.seed = options.seed;
+  const auto rep = memory::validate_budget(o);
+  std::istringstream table(rep.table());
+  for (std::string l; std::getline(table, l);) log << "  " << l << "\n";
+  result.ok = rep.ok;
+  result.details = rep.to_json();
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "total %s of %s (%.2f%%), headroom %s (required %s)",
+                models::human_bytes(double(rep.total_bytes)).c_str(),
+                models::human_bytes(double(rep.budget_bytes)).c_str(), rep.total_pct_of_budget,
+                models::human_bytes(double(rep.headroom_bytes)).c_str(),
+                models::human_bytes(double(rep.headroom_required_bytes)).c_str());
+  result.summary = buf;
+}
+
 std::vector<std::pair<std::string, ValidateStep>> validate_steps() {
-  return {{"models", &validate_models_step}};
+  return {{"models", &validate_models_step},
+          {"plan", &validate_plan_step},
+          {"budget", &validate_budget_step}};
 }
 
 ValidateReport run_validate(const ValidateOptions& options, std::ostream& log) {

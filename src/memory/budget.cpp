@@ -1,0 +1,205 @@
+#include "foxhunt/memory/budget.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
+#include "foxhunt/memory/device_profile.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/models/summary.h"
+
+namespace foxhunt::memory {
+
+namespace {
+
+constexpr std::uint64_t kMiB = 1024ull * 1024;
+
+std::string hb(double bytes) {
+  return models::human_bytes(bytes);
+}
+
+double pct(std::uint64_t part, std::uint64_t whole) {
+  return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+bool is_model(const std::string& name) {
+  const auto names = models::model_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string known_models() {
+  std::string s;
+  for (const auto& n : models::model_names()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+}  // namespace
+
+std::map<std::string, std::uint64_t> default_targets() {
+  return {{"dqn", 150 * kMiB}, {"ppo", 200 * kMiB}, {"mamba2", 500 * kMiB}, {"tft", 200 * kMiB}};
+}
+
+std::map<std::string, std::uint64_t> targets_from_json(const nlohmann::json& j,
+                                                       const std::string& where,
+                                                       std::map<std::string, std::uint64_t> base) {
+  FOXHUNT_CHECK(j.is_object(), "budget", where, ": expected a JSON object, got ", j.type_name());
+  for (auto it = j.begin(); it != j.end(); ++it)
+    FOXHUNT_CHECK(it.key() == "targets_mib" || it.key() == "targets_bytes", "budget", where,
+                  ": unknown key '", it.key(), "'; expected targets_mib or targets_bytes");
+  const bool mib = j.contains("targets_mib");
+  const bool bytes = j.contains("targets_bytes");
+  FOXHUNT_CHECK(mib != bytes, "budget", where,
+                ": expected exactly one of targets_mib or targets_bytes, got ",
+                mib ? "both" : "neither");
+  const char* key = mib ? "targets_mib" : "targets_bytes";
+  const auto& t = j.at(key);
+  FOXHUNT_CHECK(t.is_object(), "budget", where, ": ", key,
+                ": expected an object {model: size}, got ", t.type_name());
+  for (auto it = t.begin(); it != t.end(); ++it) {
+    FOXHUNT_CHECK(is_model(it.key()), "budget", where, ": ", key, ": unknown model '", it.key(),
+                  "'; expected one of: ", known_models());
+    const auto& v = it.value();
+    FOXHUNT_CHECK(v.is_number(), "budget", where, ": ", key, ".", it.key(),
+                  ": expected a number, got ", v.type_name());
+    const double d = v.get<double>();
+    FOXHUNT_CHECK(std::isfinite(d) && d > 0, "budget", where, ": ", key, ".", it.key(),
+                  ": expected a positive size, got ", v.dump());
+    const double b = mib ? d * static_cast<double>(kMiB) : d;
+    FOXHUNT_CHECK(b >= 1 && b < 1.8e19, "budget", where, ": ", key, ".", it.key(),
+                  ": expected between 1 B and 16 EiB, got ", v.dump());
+    base[it.key()] = static_cast<std::uint64_t>(std::llround(b));
+  }
+  return base;
+}
+
+std::map<std::string, std::uint64_t> load_targets(const std::string& path) {
+  const std::string text = read_file(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError("budget", "targets file '" + path + "': invalid JSON: " + e.what());
+  }
+  return targets_from_json(j, "targets file '" + path + "'", default_targets());
+}
+
+nlohmann::json BudgetReport::to_json() const {
+  nlohmann::json rows_json = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json fp = r.footprint.to_json();
+    rows_json.push_back({{"model", r.model},
+                         {"memory_bytes", r.memory_bytes},
+                         {"target_bytes", r.target_bytes},
+                         {"pct_of_budget", r.pct_of_budget},
+                         {"pct_of_target", r.pct_of_target},
+                         {"within_target", r.within_target},
+                         {"within_budget", r.within_budget},
+                         {"ok", r.ok},
+                         {"status", r.status},
+                         {"footprint", fp}});
+  }
+  return {{"budget_source", budget_source},
+          {"budget_bytes", budget_bytes},
+          {"headroom_required_bytes", headroom_required_bytes},
+          {"serving_batch", serving_batch},
+          {"precision", "fp32"},
+          {"models", rows_json},
+          {"total_bytes", total_bytes},
+          {"total_pct_of_budget", total_pct_of_budget},
+          {"headroom_bytes", headroom_bytes},
+          {"total_within_budget", total_within_budget},
+          {"headroom_ok", headroom_ok},
+          {"ok", ok},
+          {"seconds", seconds}};
+}
+
+std::string BudgetReport::table() const {
+  std::ostringstream os;
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "budget %s (%llu B, %s); memory = parameters + buffers + peak inference "
+                "activations of batch 1 / %lld (fp32)\n",
+                hb(double(budget_bytes)).c_str(), static_cast<unsigned long long>(budget_bytes),
+                budget_source.c_str(), static_cast<long long>(serving_batch));
+  os << line;
+  std::snprintf(line, sizeof(line), "%-8s %12s %12s %11s %11s  %s\n", "model", "memory", "target",
+                "% budget", "% target", "status");
+  os << line;
+  for (const auto& r : rows) {
+    std::snprintf(line, sizeof(line), "%-8s %12s %12s %10.3f%% %10.2f%%  %s\n", r.model.c_str(),
+                  hb(double(r.memory_bytes)).c_str(),
+                  r.target_bytes ? hb(double(r.target_bytes)).c_str() : "-", r.pct_of_budget,
+                  r.pct_of_target, r.status.c_str());
+    os << line;
+  }
+  std::snprintf(line, sizeof(line), "%-8s %12s %12s %10.3f%% %11s  %s\n", "total",
+                hb(double(total_bytes)).c_str(), "", total_pct_of_budget, "",
+                total_within_budget ? "PASS" : "FAIL: over budget");
+  os << line;
+  std::snprintf(
+      line, sizeof(line), "headroom: budget - total = %s (%lld B), required %s (%llu B): %s\n",
+      hb(double(headroom_bytes)).c_str(), static_cast<long long>(headroom_bytes),
+      hb(double(headroom_required_bytes)).c_str(),
+      static_cast<unsigned long long>(headroom_required_bytes), headroom_ok ? "PASS" : "FAIL");
+  os << line;
+  std::snprintf(line, sizeof(line), "budget: %s (%.2f s)\n", ok ? "PASS" : "FAIL", seconds);
+  os << line;
+  return os.str();
+}
+
+BudgetReport validate_budget(const BudgetOptions& o) {
+  FOXHUNT_CHECK(o.serving_batch >= 1, "budget", "serving batch: expected >= 1, got ",
+                o.serving_batch);
+  const auto t0 = std::chrono::steady_clock::now();
+  BudgetReport rep;
+  if (o.budget_bytes > 0) {
+    rep.budget_bytes = o.budget_bytes;
+    rep.budget_source = "--budget-mib";
+  } else {
+    const DeviceProfile p = find_profile(o.device_profile);
+    rep.budget_bytes = p.usable_bytes();
+    rep.budget_source = p.name + " usable";
+  }
+  rep.headroom_required_bytes = o.headroom_bytes;
+  rep.serving_batch = o.serving_batch;
+  bool rows_ok = true;
+  for (const auto& name : models::model_names()) {
+    BudgetRow r;
+    r.model = name;
+    std::vector<std::int64_t> batches = {1};
+    if (o.serving_batch != 1) batches.push_back(o.serving_batch);
+    r.footprint = measure_inference_footprint(name, batches, 0, o.seed);
+    std::uint64_t act = 0;
+    for (const auto& run : r.footprint.runs) act = std::max(act, run.activation_bytes);
+    r.memory_bytes = r.footprint.parameter_bytes + r.footprint.buffer_bytes + act;
+    auto it = o.targets.find(name);
+    r.target_bytes = it == o.targets.end() ? 0 : it->second;
+    r.pct_of_budget = pct(r.memory_bytes, rep.budget_bytes);
+    r.pct_of_target = pct(r.memory_bytes, r.target_bytes);
+    r.within_target = r.target_bytes > 0 && r.memory_bytes <= r.target_bytes;
+    r.within_budget = r.memory_bytes <= rep.budget_bytes;
+    r.ok = r.within_target && r.within_budget;
+    std::string why;
+    if (r.target_bytes == 0) why = "no target";
+    if (r.target_bytes > 0 && !r.within_target) why = "over target";
+    if (!r.within_budget) why += std::string(why.empty() ? "" : ", ") + "over budget";
+    r.status = why.empty() ? "PASS" : "FAIL: " + why;
+    rows_ok = rows_ok && r.ok;
+    rep.total_bytes += r.memory_bytes;
+    rep.rows.push_back(std::move(r));
+  }
+  rep.total_pct_of_budget = pct(rep.total_bytes, rep.budget_bytes);
+  rep.headroom_bytes =
+      static_cast<std::int64_t>(rep.budget_bytes) - static_cast<std::int64_t>(rep.total_bytes);
+  rep.total_within_budget = rep.total_bytes <= rep.budget_bytes;
+  rep.headroom_ok = rep.headroom_bytes >= static_cast<std::int64_t>(rep.headroom_required_bytes);
+  rep.ok = rows_ok && rep.total_within_budget && rep.headroom_ok;
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+}  // namespace foxhunt::memory

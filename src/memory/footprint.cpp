@@ -1,0 +1,304 @@
+#include "foxhunt/memory/footprint.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/memory/ledger.h"
+#include "foxhunt/models/model.h"
+#include "train_step.h"
+
+namespace foxhunt::memory {
+
+using detail::effective_seq_len;
+using detail::tensor_bytes;
+
+// ---- optimizer kinds -------------------------------------------------------------------------
+
+std::string to_string(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kSgdMomentum:
+      return "sgd-momentum";
+  }
+  FOXHUNT_INTERNAL_ASSERT(false, "unknown OptimizerKind ", static_cast<int>(kind));
+  return {};
+}
+
+OptimizerKind parse_optimizer(const std::string& name) {
+  for (auto k : {OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kSgd,
+                 OptimizerKind::kSgdMomentum})
+    if (to_string(k) == name) return k;
+  throw InputError("footprint",
+                   "optimizer: expected one of adam, adamw, sgd, sgd-momentum, got '" + name + "'");
+}
+
+std::uint64_t optimizer_state_bytes(OptimizerKind kind, std::uint64_t trainable_bytes) {
+  switch (kind) {
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW:
+      return 2 * trainable_bytes;
+    case OptimizerKind::kSgdMomentum:
+      return trainable_bytes;
+    case OptimizerKind::kSgd:
+      return 0;
+  }
+  return 0;
+}
+
+nlohmann::json to_json(const TrainConfig& c) {
+  return {{"optimizer", to_string(c.optimizer)},
+          {"seq_len", c.seq_len},
+          {"batch", c.batch},
+          {"lr", c.lr},
+          {"seed", c.seed}};
+}
+
+// ---- TrainingFootprint -----------------------------------------------------------------------
+
+bool TrainingFootprint::matches_closed_form() const {
+  return construction_live_bytes == parameter_bytes + buffer_bytes &&
+         gradient_bytes == expected_gradient_bytes && optimizer_bytes == expected_optimizer_bytes;
+}
+
+std::vector<TagBytes> TrainingFootprint::tags() const {
+  return {{model + "/parameters", parameter_bytes},
+          {model + "/buffers", buffer_bytes},
+          {model + "/gradients", gradient_bytes},
+          {model + "/optimizer", optimizer_bytes},
+          {model + "/activations", activation_bytes}};
+}
+
+nlohmann::json TrainingFootprint::to_json() const {
+  nlohmann::json tag_json = nlohmann::json::object();
+  for (const auto& t : tags()) tag_json[t.tag] = t.bytes;
+  return {{"model", model},
+          {"config", memory::to_json(config)},
+          {"seq_len", seq_len},
+          {"parameter_bytes", parameter_bytes},
+          {"trainable_parameter_bytes", trainable_parameter_bytes},
+          {"buffer_bytes", buffer_bytes},
+          {"construction_live_bytes", construction_live_bytes},
+          {"gradient_bytes", gradient_bytes},
+          {"expected_gradient_bytes", expected_gradient_bytes},
+          {"optimizer_bytes", optimizer_bytes},
+          {"expected_optimizer_bytes", expected_optimizer_bytes},
+          {"fixed_bytes", fixed_bytes},
+          {"activation_bytes", activation_bytes},
+          {"step_bytes", step_bytes},
+          {"peak_bytes", peak_bytes},
+          {"input_bytes", input_bytes},
+          {"leaked_bytes", leaked_bytes},
+          {"matches_closed_form", matches_closed_form()},
+          {"tags", tag_json}};
+}
+
+// ---- TrainingProbe ---------------------------------------------------------------------------
+
+namespace {
+
+// Live bytes of a scope (by full path) right now.
+std::uint64_t scope_live(const std::string& full_name) {
+  return scope_stats(full_name).live_bytes;
+}
+
+void check_config(const TrainConfig& c) {
+  FOXHUNT_CHECK(c.seq_len >= 0, "footprint", "seq_len: expected >= 0 (0 = model default), got ",
+                c.seq_len);
+  FOXHUNT_CHECK(c.batch >= 1, "footprint", "batch: expected >= 1, got ", c.batch);
+  FOXHUNT_CHECK(c.lr > 0, "footprint", "lr: expected > 0, got ", c.lr);
+}
+
+}  // namespace
+
+struct TrainingProbe::Impl {
+  std::string name;
+  TrainConfig config;
+  std::unique_ptr<models::Model> model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::string scope_root;  // full path prefix of this model's scopes (caller's scope + name)
+  TrainingFootprint fp;
+  std::uint64_t construction_peak = 0;
+  std::int64_t input_elements = 0;
+  std::uint64_t fixed_live = 0;  // process live bytes with exactly the fixed tags resident
+
+  std::string full(const char* tag) const { return scope_root + "/" + tag; }
+};
+
+TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config,
+                             const nlohmann::json& model_options, std::int64_t warm_batch)
+    : impl_(std::make_unique<Impl>()) {
+  check_config(config);
+  FOXHUNT_CHECK(warm_batch >= 1, "footprint", "warm batch: expected >= 1, got ", warm_batch);
+  auto& s = *impl_;
+  s.name = model;
+  s.config = config;
+  const std::string outer = current_scope();
+  s.scope_root = outer.empty() ? model : outer + "/" + model;
+
+  const std::uint64_t live0 = live_bytes();
+  const std::uint64_t params0 = scope_live(s.full("parameters"));
+  const std::uint64_t grads0 = scope_live(s.full("gradients"));
+  const std::uint64_t opt0 = scope_live(s.full("optimizer"));
+  reset_peak();
+  torch::manual_seed(config.seed);
+  {
+    MemoryScope p(model + "/parameters");
+    s.model = models::make_model(model, model_options);
+  }
+  s.construction_peak = peak_bytes() - live0;
+  s.model->module().train();
+  s.config.seq_len = effective_seq_len(*s.model, config.seq_len);
+
+  auto& fp = s.fp;
+  fp.model = model;
+  fp.config = config;
+  fp.seq_len = s.config.seq_len;
+  for (const auto& p : s.model->module().parameters()) {
+    fp.parameter_bytes += tensor_bytes(p);
+    if (p.requires_grad()) fp.trainable_parameter_bytes += tensor_bytes(p);
+  }
+  for (const auto& b : s.model->module().buffers()) fp.buffer_bytes += tensor_bytes(b);
+  fp.construction_live_bytes = scope_live(s.full("parameters")) - params0;
+  fp.expected_gradient_bytes = fp.trainable_parameter_bytes;
+  fp.expected_optimizer_bytes =
+      optimizer_state_bytes(config.optimizer, fp.trainable_parameter_bytes);
+  s.optimizer =
+      detail::make_optimizer(config.optimizer, detail::trainable_parameters(*s.model), config.lr);
+
+  // The first real step: its backward creates the .grad tensors (tagged M/gradients) and its
+  // optimizer.step() the optimizer state (M/optimizer).
+  const detail::StepMeasure warm = detail::canonical_step(
+      *s.model, *s.optimizer, model, warm_batch, s.config.seq_len, config.seed, "gradients");
+  s.input_elements = warm.input_elements / warm_batch;
+  fp.input_bytes = warm.input_bytes;
+  fp.gradient_bytes = scope_live(s.full("gradients")) - grads0;
+  fp.optimizer_bytes = scope_live(s.full("optimizer")) - opt0;
+  s.fixed_live = live_bytes();
+  fp.fixed_bytes = s.fixed_live - live0;
+  fp.activation_bytes = warm.forward_backward_peak;
+  fp.step_bytes = warm.step_peak;
+  fp.peak_bytes = fp.fixed_bytes + std::max(fp.activation_bytes, fp.step_bytes);
+  // Anything live beyond the three fixed tags was left behind by the step (a cache, a leak).
+  const std::uint64_t tagged = fp.construction_live_bytes + fp.gradient_bytes + fp.optimizer_bytes;
+  fp.leaked_bytes = fp.fixed_bytes > tagged ? fp.fixed_bytes - tagged : 0;
+}
+
+TrainingProbe::~TrainingProbe() = default;
+
+ProbeResult TrainingProbe::probe(std::int64_t batch) {
+  FOXHUNT_CHECK(batch >= 1, "footprint", "probe batch: expected >= 1, got ", batch);
+  auto& s = *impl_;
+  const detail::StepMeasure m = detail::canonical_step(
+      *s.model, *s.optimizer, s.name, batch, s.config.seq_len, s.config.seed, "activations");
+  ProbeResult r;
+  r.batch = batch;
+  r.activation_bytes = m.forward_backward_peak;
+  r.step_bytes = m.step_peak;
+  r.peak_bytes = s.fp.fixed_bytes + std::max(r.activation_bytes, r.step_bytes);
+  s.fp.input_bytes = m.input_bytes;
+  const std::uint64_t now = live_bytes();
+  if (now > s.fixed_live) s.fp.leaked_bytes = std::max(s.fp.leaked_bytes, now - s.fixed_live);
+  return r;
+}
+
+const TrainingFootprint& TrainingProbe::footprint() const {
+  return impl_->fp;
+}
+std::uint64_t TrainingProbe::construction_peak_bytes() const {
+  return impl_->construction_peak;
+}
+std::int64_t TrainingProbe::input_elements_per_sample() const {
+  return impl_->input_elements;
+}
+
+TrainingFootprint measure_training_footprint(const std::string& model, const TrainConfig& config,
+                                             const nlohmann::json& model_options) {
+  TrainingProbe probe(model, config, model_options, config.batch);
+  const ProbeResult r = probe.probe(config.batch);
+  TrainingFootprint fp = probe.footprint();
+  fp.activation_bytes = r.activation_bytes;
+  fp.step_bytes = r.step_bytes;
+  fp.peak_bytes = r.peak_bytes;
+  return fp;
+}
+
+// ---- inference -------------------------------------------------------------------------------
+
+std::uint64_t InferenceFootprint::peak_total_bytes() const {
+  std::uint64_t m = 0;
+  for (const auto& r : runs) m = std::max(m, r.total_bytes);
+  return m;
+}
+
+nlohmann::json InferenceFootprint::to_json() const {
+  nlohmann::json runs_json = nlohmann::json::array();
+  for (const auto& r : runs)
+    runs_json.push_back({{"batch", r.batch},
+                         {"input_bytes", r.input_bytes},
+                         {"activation_bytes", r.activation_bytes},
+                         {"total_bytes", r.total_bytes}});
+  return {{"model", model},
+          {"seq_len", seq_len},
+          {"parameter_bytes", parameter_bytes},
+          {"buffer_bytes", buffer_bytes},
+          {"construction_live_bytes", construction_live_bytes},
+          {"runs", runs_json},
+          {"peak_total_bytes", peak_total_bytes()}};
+}
+
+InferenceFootprint measure_inference_footprint(const std::string& model,
+                                               const std::vector<std::int64_t>& batches,
+                                               std::int64_t seq_len, std::uint64_t seed,
+                                               const nlohmann::json& model_options) {
+  FOXHUNT_CHECK(!batches.empty(), "footprint",
+                "inference batches: expected at least one, got none");
+  for (auto b : batches)
+    FOXHUNT_CHECK(b >= 1, "footprint", "inference batch: expected >= 1, got ", b);
+  FOXHUNT_CHECK(seq_len >= 0, "footprint", "seq_len: expected >= 0 (0 = model default), got ",
+                seq_len);
+  const std::string outer = current_scope();
+  const std::string root = outer.empty() ? model : outer + "/" + model;
+  const std::uint64_t params0 = scope_live(root + "/parameters");
+
+  InferenceFootprint fp;
+  fp.model = model;
+  torch::manual_seed(seed);
+  std::unique_ptr<models::Model> m;
+  {
+    MemoryScope p(model + "/parameters");
+    m = models::make_model(model, model_options);
+  }
+  fp.construction_live_bytes = scope_live(root + "/parameters") - params0;
+  for (const auto& p : m->module().parameters()) fp.parameter_bytes += tensor_bytes(p);
+  for (const auto& b : m->module().buffers()) fp.buffer_bytes += tensor_bytes(b);
+  fp.seq_len = effective_seq_len(*m, seq_len);
+  m->module().eval();
+
+  c10::InferenceMode guard;
+  for (auto batch : batches) {
+    InferenceRun run;
+    run.batch = batch;
+    const std::uint64_t before = live_bytes();
+    {
+      MemoryScope act(model + "/activations");
+      models::Batch b = m->example_batch(batch, fp.seq_len, torch::kCPU, seed);
+      b.target = torch::Tensor();  // serving has no target
+      for (const auto& t : b.inputs) run.input_bytes += tensor_bytes(t);
+      reset_peak();  // the peak starts at live = model + inputs
+      auto outs = m->forward(b);
+      run.activation_bytes = peak_bytes() - before;
+    }
+    run.total_bytes = fp.parameter_bytes + fp.buffer_bytes + run.activation_bytes;
+    fp.runs.push_back(run);
+  }
+  return fp;
+}
+
+}  // namespace foxhunt::memory

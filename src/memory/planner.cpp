@@ -1,0 +1,428 @@
+#include "foxhunt/memory/planner.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "foxhunt/memory/ledger.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/models/summary.h"
+#include "train_step.h"
+
+namespace foxhunt::memory {
+
+namespace {
+
+// The reference system's per-element activation factor: 4 bytes (fp32) x 1.2.
+constexpr double kReferenceBytesPerElement = 4.0 * 1.2;
+// The probe ladder stops once a hidden steeper instant could add at most this fraction.
+constexpr double kLadderTolerance = 0.05;
+// No plan goes beyond this many samples, whatever the fit says (keeps the arithmetic finite).
+constexpr std::int64_t kBatchCeiling = std::int64_t{1} << 40;
+
+std::string hb(std::uint64_t bytes) {
+  return models::human_bytes(static_cast<double>(bytes));
+}
+
+std::int64_t floor_pow2(std::int64_t v) {
+  std::int64_t p = 1;
+  while (p <= v / 2) p *= 2;
+  return p;
+}
+
+double pct_error(std::uint64_t value, std::uint64_t truth) {
+  if (truth == 0) return 0.0;
+  return 100.0 * (static_cast<double>(value) - static_cast<double>(truth)) /
+         static_cast<double>(truth);
+}
+
+void check_options(const PlanOptions& o) {
+  FOXHUNT_CHECK(o.budget_bytes > 0, "planner", "budget: expected > 0 bytes, got 0");
+  FOXHUNT_CHECK(o.margin >= 0.0 && o.margin < 1.0, "planner",
+                "margin: expected a fraction in [0, 1), got ", o.margin);
+  FOXHUNT_CHECK(o.min_batch >= 1, "planner", "min-batch: expected >= 1, got ", o.min_batch);
+  FOXHUNT_CHECK(o.max_batch >= o.min_batch, "planner", "max-batch: expected >= min-batch (",
+                o.min_batch, "), got ", o.max_batch);
+  FOXHUNT_CHECK(o.train.seq_len >= 0, "planner", "seq-len: expected >= 0 (0 = model default), got ",
+                o.train.seq_len);
+  FOXHUNT_CHECK(o.ladder_ratio >= 0, "planner", "ladder ratio: expected >= 0, got ",
+                o.ladder_ratio);
+  std::set<std::int64_t> distinct;
+  for (auto b : o.probe_batches) {
+    FOXHUNT_CHECK(b >= 1, "planner", "probe batch: expected >= 1, got ", b);
+    distinct.insert(b);
+  }
+  FOXHUNT_CHECK(distinct.size() >= 2, "planner",
+                "probe batches: expected at least two distinct sizes, got ", distinct.size());
+}
+
+// The tags of the probe model at batch `b`, activations from the fit; returns the largest.
+TagBytes largest_tag(const PlanResult& r, std::int64_t b) {
+  const std::uint64_t predicted = r.predict(b);
+  TrainingFootprint fp = r.fixed;
+  fp.activation_bytes = predicted > fp.fixed_bytes ? predicted - fp.fixed_bytes : 0;
+  TagBytes best;
+  for (const auto& t : fp.tags())
+    if (t.bytes > best.bytes || best.tag.empty()) best = t;
+  return best;
+}
+
+[[noreturn]] void throw_does_not_fit(const PlanResult& r, std::int64_t b, const std::string& why) {
+  const TagBytes tag = largest_tag(r, b);
+  const std::uint64_t needed = r.predict(b);
+  throw PlanError(foxhunt::detail::cat("batch ", b, " of ", r.model, " does not fit the budget of ",
+                                       hb(r.budget_bytes), " (", r.budget_bytes, " B, ",
+                                       r.budget_source, "): ", why, "; predicted peak ", hb(needed),
+                                       " (", needed, " B); largest tag ", tag.tag, " = ",
+                                       hb(tag.bytes), " (", tag.bytes, " B)"),
+                  tag.tag, tag.bytes, needed, r.budget_bytes);
+}
+
+}  // namespace
+
+// ---- verification ----------------------------------------------------------------------------
+
+VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, std::int64_t batch,
+                           std::uint64_t budget_bytes, const nlohmann::json& model_options) {
+  FOXHUNT_CHECK(batch >= 1, "planner", "verify batch: expected >= 1, got ", batch);
+  FOXHUNT_CHECK(budget_bytes > 0, "planner", "verify budget: expected > 0 bytes, got 0");
+  VerifyAttempt a;
+  a.batch = batch;
+  const std::uint64_t base = live_bytes();
+  clear_last_refusal();
+  std::uint64_t peak = 0;
+  try {
+    LimitGuard cap(base + budget_bytes);
+    reset_peak();
+    translate_oom([&] {
+      torch::manual_seed(config.seed);
+      std::unique_ptr<models::Model> m;
+      {
+        MemoryScope p(model + "/parameters");
+        m = models::make_model(model, model_options);
+      }
+      peak = std::max(peak, peak_bytes() - base);
+      m->module().train();
+      const std::int64_t seq = detail::effective_seq_len(*m, config.seq_len);
+      auto opt =
+          detail::make_optimizer(config.optimizer, detail::trainable_parameters(*m), config.lr);
+      // A first step at batch 1 creates the gradients and the optimizer state; the step at
+      // `batch` is then the steady state, whose peak bounds that of a first step at `batch`
+      // (gradients appear during its backward, the state during its optimizer.step()).
+      for (int i = 0; i < 2; ++i) {
+        const auto s = detail::canonical_step(*m, *opt, model, i == 0 ? 1 : batch, seq, config.seed,
+                                              i == 0 ? "gradients" : "activations");
+        peak = std::max({peak, s.live_before + s.forward_backward_peak - base,
+                         s.live_before + s.step_peak - base});
+      }
+    });
+    a.ok = true;
+  } catch (const OutOfMemoryError& e) {
+    a.ok = false;
+    a.error = e.what();
+    // The refused allocation never happened: the peak is what was live when it was refused.
+    peak = std::max(peak, peak_bytes() - std::min(base, peak_bytes()));
+  }
+  a.peak_bytes = peak;
+  return a;
+}
+
+// ---- PlanResult ------------------------------------------------------------------------------
+
+std::uint64_t PlanResult::predict(std::int64_t b) const {
+  const double x = static_cast<double>(b);
+  const double v = std::max({fit_a + fit_c * x, step_fit_a + step_fit_c * x,
+                             static_cast<double>(construction_peak_bytes)});
+  if (v <= 0) return 0;
+  if (v >= static_cast<double>(std::numeric_limits<std::uint64_t>::max() / 2))
+    return std::numeric_limits<std::uint64_t>::max() / 2;
+  return static_cast<std::uint64_t>(std::ceil(v));
+}
+
+std::uint64_t PlanResult::reference_estimate(std::int64_t b) const {
+  const double fixed_overhead =
+      static_cast<double>(fixed.parameter_bytes + fixed.gradient_bytes + fixed.optimizer_bytes);
+  return static_cast<std::uint64_t>(std::llround(
+      fixed_overhead + static_cast<double>(b) * static_cast<double>(input_elements_per_sample) *
+                           kReferenceBytesPerElement));
+}
+
+double PlanResult::predicted_error_pct() const {
+  return verified ? pct_error(predicted_peak_bytes, verified_peak_bytes) : 0.0;
+}
+
+double PlanResult::reference_error_pct() const {
+  return verified ? pct_error(reference_peak_bytes, verified_peak_bytes) : 0.0;
+}
+
+nlohmann::json PlanResult::to_json() const {
+  nlohmann::json probes_json = nlohmann::json::array();
+  for (const auto& p : probes)
+    probes_json.push_back({{"batch", p.batch},
+                           {"activation_bytes", p.activation_bytes},
+                           {"step_bytes", p.step_bytes},
+                           {"peak_bytes", p.peak_bytes}});
+  nlohmann::json attempts_json = nlohmann::json::array();
+  for (const auto& a : attempts)
+    attempts_json.push_back(
+        {{"batch", a.batch}, {"ok", a.ok}, {"peak_bytes", a.peak_bytes}, {"error", a.error}});
+  return {
+      {"model", model},
+      {"optimizer", to_string(train.optimizer)},
+      {"seq_len", seq_len},
+      {"has_time_axis", has_time_axis},
+      {"budget_bytes", budget_bytes},
+      {"budget_source", budget_source},
+      {"margin", margin},
+      {"pow2", pow2},
+      {"min_batch", min_batch},
+      {"max_batch", max_batch},
+      {"fixed", fixed.to_json()},
+      {"construction_peak_bytes", construction_peak_bytes},
+      {"probes", probes_json},
+      {"fit",
+       {{"a_bytes", fit_a}, {"c_bytes_per_sample", fit_c}, {"min_probe_batch", fit_min_batch}}},
+      {"step_fit", {{"a_bytes", step_fit_a}, {"c_bytes_per_sample", step_fit_c}}},
+      {"input_elements_per_sample", input_elements_per_sample},
+      {"budget_batch", budget_batch},
+      {"chosen_batch", chosen_batch},
+      {"limited_by", limited_by},
+      {"verified", verified},
+      {"attempts", attempts_json},
+      {"reference_peak_bytes", reference_peak_bytes},
+      {"predicted_peak_bytes", predicted_peak_bytes},
+      {"verified_peak_bytes", verified_peak_bytes},
+      {"reference_error_pct", reference_error_pct()},
+      {"predicted_error_pct", predicted_error_pct()},
+      {"seconds", seconds},
+      {"probe_seconds", probe_seconds},
+      {"verify_seconds", verify_seconds},
+  };
+}
+
+std::string PlanResult::report() const {
+  std::ostringstream os;
+  char line[512];
+  os << "plan " << model << ": optimizer " << to_string(train.optimizer) << ", ";
+  if (has_time_axis)
+    os << "seq-len " << seq_len;
+  else
+    os << "seq-len ignored (" << model << " has no time axis)";
+  os << "\n";
+  std::snprintf(
+      line, sizeof(line), "budget %s (%llu B, %s), margin %.0f%% (prediction must stay <= %s)%s\n",
+      hb(budget_bytes).c_str(), static_cast<unsigned long long>(budget_bytes),
+      budget_source.c_str(), margin * 100.0,
+      hb(static_cast<std::uint64_t>(static_cast<double>(budget_bytes) * (1 - margin))).c_str(),
+      pow2 ? ", power-of-two batches" : "");
+  os << line;
+  os << "fixed tags (measured after a real optimizer step):\n";
+  for (const auto& t : fixed.tags()) {
+    if (t.tag == model + "/activations") continue;
+    std::snprintf(line, sizeof(line), "  %-22s %12s %14llu B\n", t.tag.c_str(), hb(t.bytes).c_str(),
+                  static_cast<unsigned long long>(t.bytes));
+    os << line;
+  }
+  os << "probe steps (batch: peak beyond fixed, forward+backward / optimizer step):\n";
+  for (const auto& p : probes) {
+    std::snprintf(line, sizeof(line), "  b=%-5lld %12s / %s\n", static_cast<long long>(p.batch),
+                  hb(p.activation_bytes).c_str(), hb(p.step_bytes).c_str());
+    os << line;
+  }
+  std::snprintf(line, sizeof(line),
+                "fit over the probes b >= %lld: forward+backward peak(b) = %.0f B + %.1f B x b\n"
+                "  optimizer step peak(b) = %.0f B + %.1f B x b; build peak %s; prediction = the "
+                "largest\n",
+                static_cast<long long>(fit_min_batch), fit_a, fit_c, step_fit_a, step_fit_c,
+                hb(construction_peak_bytes).c_str());
+  os << line;
+  std::snprintf(line, sizeof(line), "chosen batch: %lld (limited by %s",
+                static_cast<long long>(chosen_batch), limited_by.c_str());
+  os << line;
+  if (limited_by == "max-batch clamp")
+    os << ": the budget alone would allow " << budget_batch << "; --max-batch " << max_batch
+       << " stops it";
+  else if (limited_by == "power-of-two rounding")
+    os << " from " << std::min(budget_batch, max_batch);
+  os << ")\n";
+  if (verified) {
+    std::snprintf(line, sizeof(line), "%-30s %12s %16s %10s\n", "peak at the chosen batch", "",
+                  "bytes", "error");
+    os << line;
+    auto row = [&](const char* what, std::uint64_t v, const std::string& err) {
+      std::snprintf(line, sizeof(line), "  %-28s %12s %16llu %10s\n", what, hb(v).c_str(),
+                    static_cast<unsigned long long>(v), err.c_str());
+      os << line;
+    };
+    char e1[32], e2[32];
+    std::snprintf(e1, sizeof(e1), "%+.1f%%", reference_error_pct());
+    std::snprintf(e2, sizeof(e2), "%+.1f%%", predicted_error_pct());
+    row("reference closed form", reference_peak_bytes, e1);
+    row("fitted prediction", predicted_peak_bytes, e2);
+    row("verified (real steps, cap)", verified_peak_bytes, "-");
+  } else {
+    std::snprintf(line, sizeof(line), "  predicted peak %s, reference estimate %s (not verified)\n",
+                  hb(predicted_peak_bytes).c_str(), hb(reference_peak_bytes).c_str());
+    os << line;
+  }
+  for (const auto& a : attempts) {
+    std::snprintf(line, sizeof(line), "verification: batch %lld %s under a cap of %s (peak %s)\n",
+                  static_cast<long long>(a.batch),
+                  a.ok ? "trained (steady-state step)" : "ran out of memory",
+                  hb(budget_bytes).c_str(), hb(a.peak_bytes).c_str());
+    os << line;
+  }
+  std::snprintf(line, sizeof(line), "wall time %.2f s (probes %.2f s, verification %.2f s)\n",
+                seconds, probe_seconds, verify_seconds);
+  os << line;
+  return os.str();
+}
+
+// ---- the planner -----------------------------------------------------------------------------
+
+PlanResult plan_batch(const PlanOptions& o) {
+  check_options(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  PlanResult r;
+  r.model = o.model;
+  r.train = o.train;
+  r.budget_bytes = o.budget_bytes;
+  r.budget_source = o.budget_source;
+  r.margin = o.margin;
+  r.pow2 = o.pow2;
+  r.min_batch = o.min_batch;
+  r.max_batch = o.max_batch;
+
+  const double allowed = static_cast<double>(o.budget_bytes) * (1.0 - o.margin);
+  // Least squares of (b, fixed + phase peak) over the probes with b >= the largest/8, for the
+  // forward+backward phase and for the optimizer step.
+  const auto fit = [&r] {
+    std::int64_t largest = 0;
+    for (const auto& p : r.probes) largest = std::max(largest, p.batch);
+    r.fit_min_batch = std::max<std::int64_t>(1, largest / 8);
+    const auto line = [&r](auto phase_bytes, double& a, double& c) {
+      double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
+      for (const auto& p : r.probes) {
+        if (p.batch < r.fit_min_batch) continue;
+        const double x = static_cast<double>(p.batch);
+        const double y = static_cast<double>(r.fixed.fixed_bytes + phase_bytes(p));
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
+        n += 1;
+      }
+      const double den = n * sxx - sx * sx;
+      FOXHUNT_INTERNAL_ASSERT(den > 0, "the fit needs two distinct probe batches");
+      c = (n * sxy - sx * sy) / den;
+      a = (sy - c * sx) / n;
+    };
+    line([](const ProbeResult& p) { return p.activation_bytes; }, r.fit_a, r.fit_c);
+    line([](const ProbeResult& p) { return p.step_bytes; }, r.step_fit_a, r.step_fit_c);
+  };
+  // The largest batch both lines allow (before clamps; kBatchCeiling when unbounded).
+  const auto batch_by_budget = [&]() -> std::int64_t {
+    double v = static_cast<double>(kBatchCeiling);
+    for (auto [a, c] : {std::pair{r.fit_a, r.fit_c}, std::pair{r.step_fit_a, r.step_fit_c}})
+      if (c > 0) v = std::min(v, std::floor((allowed - a) / c));
+    if (v >= static_cast<double>(kBatchCeiling)) return kBatchCeiling;
+    return std::max<std::int64_t>(0, static_cast<std::int64_t>(v));
+  };
+
+  // 1-2. Probe steps on one model instance (freed before the verification), then the ladder.
+  {
+    TrainConfig warm = o.train;
+    warm.batch = 1;
+    TrainingProbe probe(o.model, warm, o.model_options, 1);
+    r.fixed = probe.footprint();
+    r.construction_peak_bytes = probe.construction_peak_bytes();
+    r.input_elements_per_sample = probe.input_elements_per_sample();
+    std::vector<std::int64_t> first = o.probe_batches;
+    std::sort(first.begin(), first.end());
+    first.erase(std::unique(first.begin(), first.end()), first.end());
+    for (auto b : first) r.probes.push_back(probe.probe(b));
+    fit();
+    while (o.ladder_ratio > 0) {
+      const std::int64_t target = std::min(batch_by_budget(), o.max_batch);
+      const std::int64_t largest = r.probes.back().batch;
+      if (largest >= target / o.ladder_ratio) break;
+      // Batch-independent bytes beyond the fixed tags at the dominant instant. Every instant
+      // holds the fixed tags, so an instant that overtakes it beyond `largest` can add at most
+      // excess / (c * largest) of the per-sample bytes: stop once that is below 5%.
+      const double excess = r.fit_a - static_cast<double>(r.fixed.fixed_bytes);
+      if (r.fit_c > 0 && excess <= kLadderTolerance * r.fit_c * static_cast<double>(largest)) break;
+      r.probes.push_back(probe.probe(4 * largest));
+      fit();
+    }
+    r.fixed.input_bytes = probe.footprint().input_bytes;
+    r.fixed.leaked_bytes = probe.footprint().leaked_bytes;
+  }
+  r.seq_len = r.fixed.seq_len;
+  r.has_time_axis = r.seq_len > 0;
+  const auto t_probed = std::chrono::steady_clock::now();
+  r.probe_seconds = std::chrono::duration<double>(t_probed - t0).count();
+
+  // 3. The largest batch the prediction allows.
+  const auto fits = [&](std::int64_t b) { return static_cast<double>(r.predict(b)) <= allowed; };
+  if (!fits(o.min_batch)) {
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    throw_does_not_fit(r, o.min_batch,
+                       o.margin > 0
+                           ? foxhunt::detail::cat("the prediction exceeds budget x (1 - margin) = ",
+                                                  hb(static_cast<std::uint64_t>(allowed)))
+                           : std::string("the prediction exceeds the budget"));
+  }
+  std::int64_t b_fit = std::max(o.min_batch, batch_by_budget());
+  while (b_fit > o.min_batch && !fits(b_fit)) --b_fit;  // the floors, rounding at the boundary
+  r.budget_batch = b_fit;
+  std::int64_t b = std::min(b_fit, o.max_batch);
+  r.limited_by = b_fit > o.max_batch ? "max-batch clamp" : "budget";
+  if (o.pow2) {
+    const std::int64_t p = floor_pow2(b);
+    if (p < b) {
+      if (p < o.min_batch) {
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        throw_does_not_fit(
+            r, o.min_batch,
+            foxhunt::detail::cat("no power of two in [min-batch ", o.min_batch, ", ", b, "] fits"));
+      }
+      b = p;
+      r.limited_by = "power-of-two rounding";
+    }
+  }
+
+  // 4. Verify under the enforced cap; halve on OutOfMemoryError.
+  if (o.verify) {
+    for (;;) {
+      VerifyAttempt a = verify_batch(o.model, r.train, b, o.budget_bytes, o.model_options);
+      r.attempts.push_back(a);
+      if (a.ok) {
+        r.verified = true;
+        r.verified_peak_bytes = a.peak_bytes;
+        break;
+      }
+      if (b <= o.min_batch) {
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        throw_does_not_fit(r, b, "its training step ran out of memory under the cap: " + a.error);
+      }
+      b = std::max(o.min_batch, b / 2);
+      r.limited_by = "verification step-down";
+    }
+  }
+  r.verify_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_probed).count();
+  r.chosen_batch = b;
+  r.train.batch = b;
+  r.predicted_peak_bytes = r.predict(b);
+  r.reference_peak_bytes = r.reference_estimate(b);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace foxhunt::memory

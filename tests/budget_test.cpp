@@ -1,0 +1,173 @@
+// Budget validator: measured footprints against targets, the device budget and the headroom;
+// CLI exit codes (0 pass, 1 fail, 2 bad input) and JSON-only output.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "foxhunt/core/file_io.h"
+#include "foxhunt/memory/budget.h"
+#include "foxhunt/memory/device_profile.h"
+#include "foxhunt/memory/ledger.h"
+#include "foxhunt/models/model.h"
+#include "test_util.h"
+
+namespace foxhunt {
+namespace {
+
+constexpr std::uint64_t kMiB = 1024ull * 1024;
+
+class BudgetTest : public testing::SeededTest {};
+
+TEST_F(BudgetTest, DefaultProfilePassesWithMeasuredRows) {
+  const std::uint64_t live0 = memory::live_bytes();
+  const auto rep = memory::validate_budget(memory::BudgetOptions{});
+  EXPECT_EQ(memory::live_bytes(), live0);
+  EXPECT_TRUE(rep.ok) << rep.table();
+  EXPECT_EQ(rep.budget_bytes, memory::find_profile("rtx3050ti-4gb").usable_bytes());
+  ASSERT_EQ(rep.rows.size(), models::model_names().size());
+  std::uint64_t total = 0;
+  for (size_t i = 0; i < rep.rows.size(); ++i) {
+    const auto& r = rep.rows[i];
+    SCOPED_TRACE(r.model);
+    EXPECT_EQ(r.model, models::model_names()[i]);
+    auto m = models::make_model(r.model);
+    EXPECT_EQ(r.footprint.parameter_bytes, static_cast<std::uint64_t>(m->parameter_bytes()));
+    ASSERT_EQ(r.footprint.runs.size(), 2u);
+    EXPECT_EQ(r.footprint.runs[1].batch, 64);
+    EXPECT_GT(r.footprint.runs[1].activation_bytes, r.footprint.runs[0].activation_bytes);
+    EXPECT_EQ(r.memory_bytes, r.footprint.parameter_bytes + r.footprint.buffer_bytes +
+                                  r.footprint.runs[1].activation_bytes);
+    EXPECT_EQ(r.target_bytes, memory::default_targets().at(r.model));
+    EXPECT_NEAR(r.pct_of_target, 100.0 * r.memory_bytes / r.target_bytes, 1e-9);
+    EXPECT_EQ(r.status, "PASS");
+    total += r.memory_bytes;
+  }
+  EXPECT_EQ(rep.total_bytes, total);
+  EXPECT_EQ(rep.headroom_bytes, static_cast<std::int64_t>(rep.budget_bytes - total));
+  EXPECT_TRUE(rep.headroom_ok);
+  const std::string table = rep.table();
+  for (const char* col :
+       {"model", "memory", "target", "% budget", "% target", "status", "total", "headroom"})
+    EXPECT_NE(table.find(col), std::string::npos) << col;
+}
+
+TEST_F(BudgetTest, OverTargetOverBudgetAndHeadroomFail) {
+  memory::BudgetOptions o;
+  o.targets["ppo"] = 1000;  // 1000 bytes: ppo's parameters alone are ~323 KiB
+  auto rep = memory::validate_budget(o);
+  EXPECT_FALSE(rep.ok);
+  for (const auto& r : rep.rows) {
+    EXPECT_EQ(r.ok, r.model != "ppo") << r.model;
+    if (r.model == "ppo") EXPECT_EQ(r.status, "FAIL: over target");
+  }
+  EXPECT_TRUE(rep.headroom_ok);
+
+  memory::BudgetOptions tiny;
+  tiny.budget_bytes = 100 * 1024;
+  rep = memory::validate_budget(tiny);
+  EXPECT_FALSE(rep.ok);
+  EXPECT_FALSE(rep.total_within_budget);
+  EXPECT_FALSE(rep.headroom_ok);
+  EXPECT_LT(rep.headroom_bytes, 0);
+  for (const auto& r : rep.rows) EXPECT_EQ(r.within_budget, r.memory_bytes <= 100 * 1024);
+
+  memory::BudgetOptions greedy;
+  greedy.headroom_bytes = 1ull << 40;
+  rep = memory::validate_budget(greedy);
+  EXPECT_FALSE(rep.ok);
+  EXPECT_FALSE(rep.headroom_ok);
+  EXPECT_TRUE(rep.total_within_budget);
+}
+
+TEST_F(BudgetTest, TargetsJsonIsValidated) {
+  const auto base = memory::default_targets();
+  auto t = memory::targets_from_json(nlohmann::json::parse(R"({"targets_mib": {"ppo": 12.5}})"),
+                                     "t", base);
+  EXPECT_EQ(t.at("ppo"), static_cast<std::uint64_t>(12.5 * kMiB));
+  EXPECT_EQ(t.at("dqn"), 150 * kMiB);
+  t = memory::targets_from_json(nlohmann::json::parse(R"({"targets_bytes": {"dqn": 4096}})"), "t",
+                                base);
+  EXPECT_EQ(t.at("dqn"), 4096u);
+  for (const char* bad :
+       {R"([1, 2])", R"({"targets_mib": {"dqn": 1}, "targets_bytes": {}})", R"({})",
+        R"({"targets": {"dqn": 1}})", R"({"targets_mib": [1]})", R"({"targets_mib": {"lstm": 1}})",
+        R"({"targets_mib": {"dqn": "1"}})", R"({"targets_mib": {"dqn": 0}})",
+        R"({"targets_mib": {"dqn": -3}})", R"({"targets_bytes": {"dqn": 0.2}})"}) {
+    SCOPED_TRACE(bad);
+    try {
+      memory::targets_from_json(nlohmann::json::parse(bad), "file.json", base);
+      ADD_FAILURE() << "expected an InputError";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("file.json"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(memory::load_targets("/nonexistent/targets.json"), InputError);
+}
+
+TEST(BudgetCliTest, DefaultProfileExits0WithJsonOnly) {
+  auto r = testing::run_cli("budget --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);  // the whole stdout is one JSON document
+  EXPECT_TRUE(j["ok"].get<bool>());
+  EXPECT_EQ(j["models"].size(), models::model_names().size());
+  EXPECT_EQ(j["headroom_required_bytes"], 500 * kMiB);
+  EXPECT_TRUE(j["headroom_ok"].get<bool>());
+  auto text = testing::run_cli("budget");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("budget: PASS"), std::string::npos) << text.out;
+}
+
+TEST(BudgetCliTest, TinyBudgetExits1AndMarksModels) {
+  auto r = testing::run_cli("budget --budget-mib 0.1 --json");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j["ok"].get<bool>());
+  EXPECT_FALSE(j["total_within_budget"].get<bool>());
+  int failing = 0;
+  for (const auto& m : j["models"]) {
+    if (!m["ok"].get<bool>()) {
+      ++failing;
+      EXPECT_NE(m["status"].get<std::string>().find("over budget"), std::string::npos);
+    }
+  }
+  EXPECT_GT(failing, 0);
+}
+
+TEST(BudgetCliTest, TinyTargetExits1MarkingThatModel) {
+  testing::TempDir dir;
+  const auto path = dir.file("targets.json");
+  write_file_atomic(path, R"({"targets_mib": {"dqn": 0.001}})");
+  auto r = testing::run_cli("budget --json --targets " + path);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j["ok"].get<bool>());
+  for (const auto& m : j["models"]) {
+    const bool is_dqn = m["model"] == "dqn";
+    EXPECT_EQ(m["ok"].get<bool>(), !is_dqn) << m.dump();
+    if (is_dqn) EXPECT_EQ(m["status"], "FAIL: over target");
+  }
+  EXPECT_TRUE(j["headroom_ok"].get<bool>());
+}
+
+TEST(BudgetCliTest, BadInputExits2) {
+  testing::TempDir dir;
+  const auto bad_json = dir.file("bad.json");
+  write_file_atomic(bad_json, "{\"targets_mib\": ");
+  auto r = testing::run_cli("budget --json --targets " + bad_json);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("bad.json"), std::string::npos) << r.err;
+  const auto unknown = dir.file("unknown.json");
+  write_file_atomic(unknown, R"({"targets_mib": {"gpt": 10}})");
+  r = testing::run_cli("budget --targets " + unknown);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("gpt"), std::string::npos) << r.err;
+  EXPECT_EQ(testing::run_cli("budget --targets " + dir.file("missing.json")).exit_code, 2);
+  EXPECT_EQ(testing::run_cli("budget --budget-mib -5").exit_code, 2);
+  EXPECT_EQ(testing::run_cli("budget --headroom-mib -1").exit_code, 2);
+  EXPECT_EQ(testing::run_cli("budget --device-profile nosuchcard").exit_code, 2);
+  EXPECT_EQ(testing::run_cli("budget --serving-batch 0").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace foxhunt
