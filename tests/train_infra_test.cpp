@@ -442,8 +442,8 @@ TEST_F(TrainCliTest, BadArgumentsExit2) {
            "train", "train bogus", "train dqn --env mars" + out, "train dqn --steps 0" + out,
            "train dqn --steps -5" + out, "train dqn --steps 10 --epochs 2" + out,
            "train dqn --epochs 2" + out, "train dqn --batch abc" + out,
-           "train dqn --batch auto" + out, "train dqn --options '{bad'" + out,
-           "train dqn --options '{\"learning_rat\":1}'" + out,
+           "train dqn --batch auto --device-profile nosuchcard" + out,
+           "train dqn --options '{bad'" + out, "train dqn --options '{\"learning_rat\":1}'" + out,
            "train dqn --options '{\"batch_size\":0}'" + out,
            "train dqn --resume /no/such/file.ckpt" + out, "train dqn --progress sometimes" + out,
            "train dqn --bogus-flag" + out}) {
@@ -544,6 +544,40 @@ TEST_F(TrainCliTest, MarketArgumentsAreChecked) {
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("bad")));
+}
+
+TEST_F(TrainCliTest, BatchAutoUsesTheMemoryPlanner) {
+  TempDir dir;
+  auto r = run_cli(
+      "train dqn --steps 300 --batch auto --budget-mib 64 --eval-episodes 1 --json "
+      "--progress off --out " +
+      dir.file("a"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  const auto& plan = j["batch_plan"];
+  EXPECT_EQ(plan["budget_bytes"], 64ull << 20);
+  EXPECT_TRUE(plan["verified"].get<bool>());
+  EXPECT_EQ(j["options"]["batch_size"], plan["chosen_batch"]);
+  // The [256, 256] Q-network's step at batch b needs a few KiB per sample: 64 MiB binds.
+  EXPECT_EQ(plan["limited_by"], "budget");
+  EXPECT_GT(plan["chosen_batch"].get<int64_t>(), 1000);
+  EXPECT_LT(plan["chosen_batch"].get<int64_t>(), 100000);
+  EXPECT_LE(plan["verified_peak_bytes"].get<uint64_t>(), 64ull << 20);
+  // PPO's minibatch is clamped to one rollout (8 envs x 32 steps).
+  auto p = run_cli(
+      "train ppo --steps 256 --batch auto --budget-mib 64 --eval-episodes 1 --json "
+      "--progress off --out " +
+      dir.file("p"));
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  auto jp = nlohmann::json::parse(p.out);
+  EXPECT_EQ(jp["batch_plan"]["chosen_batch"], 256);
+  EXPECT_EQ(jp["batch_plan"]["limited_by"], "max-batch clamp");
+  EXPECT_EQ(jp["options"]["batch_size"], 256);
+  // A budget below what batch 1 needs is the planner's failure (exit 1), naming the memory tag.
+  auto tiny =
+      run_cli("train ppo --steps 256 --batch auto --budget-mib 0.01 --out " + dir.file("b"));
+  EXPECT_EQ(tiny.exit_code, 1) << tiny.err;
+  EXPECT_NE(tiny.err.find("planner"), std::string::npos) << tiny.err;
 }
 
 TEST_F(TrainCliTest, CtrlCCheckpointsAndExits130) {
