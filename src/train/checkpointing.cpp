@@ -17,9 +17,14 @@ std::string optimizer_to_bytes(torch::optim::Optimizer& opt) {
 void optimizer_from_bytes(torch::optim::Optimizer& opt, const std::string& bytes,
                           const std::string& source) {
   try {
+    // Optimizer state lives where the parameters live (CUDA runs resume onto CUDA).
+    torch::Device device(torch::kCPU);
+    const auto& groups = opt.param_groups();
+    if (!groups.empty() && !groups.front().params().empty())
+      device = groups.front().params().front().device();
     std::istringstream is(bytes);
     torch::serialize::InputArchive archive;
-    archive.load_from(is);
+    archive.load_from(is, device);
     opt.load(archive);
   } catch (const c10::Error& e) {
     throw InputError("checkpoint", "'" + source + "': optimizer state does not match (" +

@@ -28,6 +28,8 @@ void optimizer_from_bytes(torch::optim::Optimizer& opt, const std::string& bytes
                           const std::string& source);
 
 /// State of LibTorch's default CPU generator (used by dropout and by model initialisation).
+/// CUDA generators are not saved: a resumed CUDA run with dropout continues with a fresh CUDA
+/// stream (everything else is restored).
 std::string torch_rng_state();
 /// Restores the default CPU generator from torch_rng_state().
 void set_torch_rng_state(const std::string& bytes, const std::string& source);
