@@ -32,7 +32,15 @@ Registrar reg("train", 40, [](CLI::App& app) -> Runner {
   auto* epochs = sub->add_option("--epochs", args->job.epochs, "Epochs (mamba2, tft)")
                      ->check(CLI::PositiveNumber);
   steps->excludes(epochs);
-  sub->add_option("--batch", args->job.batch, "Batch size: a number, or auto (batch planner)");
+  sub->add_option("--batch", args->job.batch,
+                  "Batch size: a number, or auto (largest batch the memory planner verifies "
+                  "within the budget)");
+  sub->add_option("--device-profile", args->job.device_profile,
+                  "--batch auto: budget = this device profile's usable bytes")
+      ->capture_default_str();
+  sub->add_option("--budget-mib", args->job.budget_mib,
+                  "--batch auto: budget in MiB (overrides --device-profile)")
+      ->check(CLI::PositiveNumber);
   auto* seed = sub->add_option("--seed", args->seed, "Seed of every random draw (default 0)");
   sub->add_option("--out", args->job.out_dir,
                   "Output directory (default out/train-MODEL, or the resumed checkpoint's)");

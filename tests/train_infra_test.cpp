@@ -442,8 +442,8 @@ TEST_F(TrainCliTest, BadArgumentsExit2) {
            "train", "train bogus", "train dqn --env mars" + out, "train dqn --steps 0" + out,
            "train dqn --steps -5" + out, "train dqn --steps 10 --epochs 2" + out,
            "train dqn --epochs 2" + out, "train dqn --batch abc" + out,
-           "train dqn --batch auto" + out, "train dqn --options '{bad'" + out,
-           "train dqn --options '{\"learning_rat\":1}'" + out,
+           "train dqn --batch auto --device-profile nosuchcard" + out,
+           "train dqn --options '{bad'" + out, "train dqn --options '{\"learning_rat\":1}'" + out,
            "train dqn --options '{\"batch_size\":0}'" + out,
            "train dqn --resume /no/such/file.ckpt" + out, "train dqn --progress sometimes" + out,
            "train dqn --bogus-flag" + out}) {
@@ -489,12 +489,13 @@ TEST_F(TrainCliTest, ForecastersTrainOnCsvAndResume) {
   EXPECT_EQ(header["trainer"]["extra"]["batch_size"], 32);
   EXPECT_GT(header["trainer"]["extra"]["data"]["target_scale"].get<double>(), 1.0);
   // Resume to a second epoch: same batches per epoch, twice the steps.
-  auto r2 = run_cli("train mamba2 --data " + csv + " --resume " + ckpt +
-                    " --epochs 2 --json --progress off");
+  // (no --data: the checkpoint names the CSV it was trained on)
+  auto r2 = run_cli("train mamba2 --resume " + ckpt + " --epochs 2 --json --progress off");
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   auto j2 = nlohmann::json::parse(r2.out);
   EXPECT_EQ(j2["steps"], 2 * steps_per_epoch);
   EXPECT_EQ(j2["episodes"], 2);
+  EXPECT_EQ(j2["data"]["source"], csv);
   // TFT, shrunk through --model-options to keep the test short.
   auto r3 = run_cli("train tft --data " + csv + " --epochs 1 --json --progress off --out " +
                     dir.file("tft") +
@@ -543,6 +544,40 @@ TEST_F(TrainCliTest, MarketArgumentsAreChecked) {
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("bad")));
+}
+
+TEST_F(TrainCliTest, BatchAutoUsesTheMemoryPlanner) {
+  TempDir dir;
+  auto r = run_cli(
+      "train dqn --steps 300 --batch auto --budget-mib 64 --eval-episodes 1 --json "
+      "--progress off --out " +
+      dir.file("a"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  const auto& plan = j["batch_plan"];
+  EXPECT_EQ(plan["budget_bytes"], 64ull << 20);
+  EXPECT_TRUE(plan["verified"].get<bool>());
+  EXPECT_EQ(j["options"]["batch_size"], plan["chosen_batch"]);
+  // The [256, 256] Q-network's step at batch b needs a few KiB per sample: 64 MiB binds.
+  EXPECT_EQ(plan["limited_by"], "budget");
+  EXPECT_GT(plan["chosen_batch"].get<int64_t>(), 1000);
+  EXPECT_LT(plan["chosen_batch"].get<int64_t>(), 100000);
+  EXPECT_LE(plan["verified_peak_bytes"].get<uint64_t>(), 64ull << 20);
+  // PPO's minibatch is clamped to one rollout (8 envs x 32 steps).
+  auto p = run_cli(
+      "train ppo --steps 256 --batch auto --budget-mib 64 --eval-episodes 1 --json "
+      "--progress off --out " +
+      dir.file("p"));
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  auto jp = nlohmann::json::parse(p.out);
+  EXPECT_EQ(jp["batch_plan"]["chosen_batch"], 256);
+  EXPECT_EQ(jp["batch_plan"]["limited_by"], "max-batch clamp");
+  EXPECT_EQ(jp["options"]["batch_size"], 256);
+  // A budget below what batch 1 needs is the planner's failure (exit 1), naming the memory tag.
+  auto tiny =
+      run_cli("train ppo --steps 256 --batch auto --budget-mib 0.01 --out " + dir.file("b"));
+  EXPECT_EQ(tiny.exit_code, 1) << tiny.err;
+  EXPECT_NE(tiny.err.find("planner"), std::string::npos) << tiny.err;
 }
 
 TEST_F(TrainCliTest, CtrlCCheckpointsAndExits130) {

@@ -465,7 +465,8 @@ void DqnTrainer::save_checkpoint(const std::string& path) {
                       {"loss_count", loss_count_},
                       {"last_loss", json_number(last_loss_)},
                       {"rng", rng_.state()},
-                      {"best_policy", best_.to_json()}};
+                      {"best_policy", best_.to_json()},
+                      {"extra", extra_}};
   auto env_state = env_->save_state();
   t["env_state"] = env_state ? nlohmann::json(*env_state) : nlohmann::json(nullptr);
   Container c = trainer_container(*model_, "dqn", t);
@@ -505,6 +506,7 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
     loss_count_ = t.at("loss_count").get<int64_t>();
     last_loss_ = t.at("last_loss").is_null() ? NAN : t.at("last_loss").get<double>();
     rng_.set_state(t.at("rng").get<std::string>());
+    extra_ = t.value("extra", nlohmann::json::object());
     auto best = c.blobs.find("best_module");
     best_.load(t.at("best_policy"), best == c.blobs.end() ? std::string() : best->second);
     if (started_ && !t.at("env_state").is_null()) {

@@ -142,7 +142,7 @@ double Progress::rate(int64_t step) const {
 void Progress::draw(int64_t step, const std::string& extra, bool newline) {
   const double r = rate(step);
   const double frac = total_ > 0 ? std::min(1.0, static_cast<double>(step) / total_) : 0.0;
-  const double eta = r > 0 ? static_cast<double>(total_ - step) / r : NAN;
+  const double eta = r > 0 ? static_cast<double>(std::max<int64_t>(total_ - step, 0)) / r : NAN;
   std::string line;
   char head[160];
   if (bar_) {

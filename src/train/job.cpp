@@ -9,6 +9,8 @@
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/memory/device_profile.h"
+#include "foxhunt/memory/planner.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/train/checkpointing.h"
 #include "foxhunt/train/dqn_trainer.h"
@@ -28,9 +30,6 @@ namespace {
 constexpr const char* kComponent = "train";
 
 int64_t parse_batch(const std::string& batch) {
-  FOXHUNT_CHECK(batch != "auto", kComponent,
-                "--batch auto needs the memory batch planner, which is not part of this build "
-                "yet; pass a number (e.g. --batch 64)");
   int64_t n = 0;
   size_t used = 0;
   try {
@@ -48,11 +47,45 @@ nlohmann::json checked_overrides(const nlohmann::json& j, const char* flag) {
   return j;
 }
 
-// RL trainer options: the checkpoint's (on resume) or the defaults, then --options, then flags.
+// --batch auto: the memory planner's largest verified batch for `model` (built with
+// `model_options`) within the budget, at most `max_batch`. `plan` receives its summary.
+int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
+                        const nlohmann::json& model_options, int64_t max_batch, uint64_t seed,
+                        nlohmann::json& plan) {
+  memory::PlanOptions po;
+  po.model = model;
+  po.model_options = model_options;
+  po.train.seed = seed;
+  po.max_batch = std::max<int64_t>(1, max_batch);
+  if (job.budget_mib > 0) {
+    po.budget_bytes = static_cast<uint64_t>(std::llround(job.budget_mib * 1048576.0));
+    po.budget_source = "--budget-mib";
+  } else {
+    const auto profile = memory::find_profile(job.device_profile);
+    po.budget_bytes = profile.usable_bytes();
+    po.budget_source = profile.name + " usable";
+  }
+  FOXHUNT_CHECK(po.budget_bytes > 0, kComponent, "--budget-mib: expected a positive budget, got ",
+                job.budget_mib);
+  const auto r = memory::plan_batch(po);
+  plan = {{"chosen_batch", r.chosen_batch},
+          {"budget_bytes", r.budget_bytes},
+          {"budget_source", r.budget_source},
+          {"max_batch", r.max_batch},
+          {"limited_by", r.limited_by},
+          {"verified", r.verified},
+          {"predicted_peak_bytes", r.predicted_peak_bytes},
+          {"verified_peak_bytes", r.verified_peak_bytes},
+          {"seconds", r.seconds}};
+  return r.chosen_batch;
+}
+
+// RL trainer options: the checkpoint's (on resume) or the defaults, then --options, then flags
+// (--batch auto is planned later, once the network is known).
 nlohmann::json rl_options(nlohmann::json base, const TrainJob& job) {
   base.update(checked_overrides(job.options, "--options"));
   if (job.steps > 0) base["total_steps"] = job.steps;
-  if (!job.batch.empty()) base["batch_size"] = parse_batch(job.batch);
+  if (!job.batch.empty() && job.batch != "auto") base["batch_size"] = parse_batch(job.batch);
   if (job.seed) base["seed"] = *job.seed;
   base["device"] = job.device;
   return base;
@@ -124,9 +157,22 @@ struct Market {
 
 // The series from --data or the embedded synthetic default; forecasting targets are scaled so
 // that training-split returns have unit variance (pinball losses of ~1e-4 train poorly).
+// The bars CSV of a run: --data, else (on resume) the file the checkpoint was trained on, else
+// "" for the embedded synthetic series.
+std::string data_path(const TrainJob& job) {
+  if (!job.data.empty() || job.resume.empty()) return job.data;
+  const auto h = read_container(job.resume).header;
+  const auto source = h["trainer"]
+                          .value("extra", nlohmann::json::object())
+                          .value("data", nlohmann::json::object())
+                          .value("source", std::string());
+  return source.rfind("synthetic", 0) == 0 ? std::string() : source;
+}
+
 Market load_market(const TrainJob& job, bool scale_targets) {
-  data::BarSeries series = job.data.empty() ? data::generate_synthetic(data::SyntheticOptions{})
-                                            : data::load_bars_csv(job.data);
+  const std::string path = data_path(job);
+  data::BarSeries series =
+      path.empty() ? data::generate_synthetic(data::SyntheticOptions{}) : data::load_bars_csv(path);
   data::DatasetOptions options;
   const auto ranges = data::chronological_split(series.size(), options.warmup, options.split);
   double scale = 1.0;
@@ -215,14 +261,24 @@ nlohmann::json run_rl(const TrainJob& job) {
 
   std::optional<Paths> paths;
   TrainResult result;
-  nlohmann::json options, eval;
+  nlohmann::json options, eval, batch_plan;
   if (job.model == "dqn") {
     auto base = job.resume.empty()
                     ? dqn_defaults
                     : resume_container(job.resume, "dqn").header["trainer"]["options"];
     auto o = dqn_trainer_options_from_json(rl_options(base, job));
+    if (job.batch == "auto") {
+      auto probe = factory(0);
+      o.batch_size(plan_auto_batch(job, "dqn",
+                                   models::to_json(models::DqnOptions()
+                                                       .state_dim(probe->observation_size())
+                                                       .hidden(o.hidden())
+                                                       .actions(probe->action_count())),
+                                   o.buffer_size(), o.seed(), batch_plan));
+    }
     DqnTrainer trainer(o, factory);
     if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+    if (!data_info.is_null()) trainer.set_checkpoint_extra({{"data", data_info}});
     paths = output_paths(job);
     result = trainer.train(run_config(job, *paths, 1000));
     options = to_json(o);
@@ -234,8 +290,19 @@ nlohmann::json run_rl(const TrainJob& job) {
                     ? ppo_defaults
                     : resume_container(job.resume, "ppo").header["trainer"]["options"];
     auto o = ppo_trainer_options_from_json(rl_options(base, job));
+    if (job.batch == "auto") {
+      // A minibatch larger than one rollout is pointless: clamp to n_envs * n_steps.
+      auto probe = factory(0);
+      o.batch_size(plan_auto_batch(job, "ppo",
+                                   models::to_json(models::PpoOptions()
+                                                       .state_dim(probe->observation_size())
+                                                       .hidden(o.hidden())
+                                                       .actions(probe->action_count())),
+                                   o.n_envs() * o.n_steps(), o.seed(), batch_plan));
+    }
     PpoTrainer trainer(o, factory);
     if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+    if (!data_info.is_null()) trainer.set_checkpoint_extra({{"data", data_info}});
     paths = output_paths(job);
     result = trainer.train(run_config(job, *paths, 4096));
     options = to_json(o);
@@ -245,6 +312,7 @@ nlohmann::json run_rl(const TrainJob& job) {
   }
   auto summary = summary_of(job, env_name, result, *paths, options);
   summary["eval"] = eval;
+  if (!batch_plan.is_null()) summary["batch_plan"] = batch_plan;
   if (!data_info.is_null()) summary["data"] = data_info;
   return summary;
 }
@@ -308,10 +376,13 @@ nlohmann::json run_forecast(const TrainJob& job) {
   if (job.seed) base["seed"] = *job.seed;
   const auto o = forecast_trainer_options_from_json(base);
   // On resume the batch size is the checkpoint's: it fixes the batches of an epoch.
-  const int64_t batch = resumed ? resumed->header["trainer"]
-                                      .value("extra", nlohmann::json::object())
-                                      .value("batch_size", int64_t{64})
-                                : (job.batch.empty() ? 64 : parse_batch(job.batch));
+  // 0 = --batch auto, planned once the model and the data are known.
+  int64_t batch = resumed ? resumed->header["trainer"]
+                                .value("extra", nlohmann::json::object())
+                                .value("batch_size", int64_t{64})
+                  : job.batch.empty()   ? 64
+                  : job.batch == "auto" ? 0
+                                        : parse_batch(job.batch);
   torch::Device device("cpu");
   try {
     device = torch::Device(job.device);
@@ -325,10 +396,17 @@ nlohmann::json run_forecast(const TrainJob& job) {
       models::make_model(job.model, resumed ? resumed->header["options"] : job.model_options);
   model->to(device);
   Market market = load_market(job, true);
+  nlohmann::json batch_plan;
+  if (batch == 0) {
+    // More than one epoch's windows in a batch is pointless: clamp to the training windows.
+    const auto windows = market.dataset->anchors(data::Split::kTrain, model_window(*model)).size();
+    batch = plan_auto_batch(job, job.model, model->options_json(), static_cast<int64_t>(windows),
+                            o.seed(), batch_plan);
+  }
   MarketBatchSource source(market.dataset, *model, batch, o.seed(), device);
   ForecastTrainer trainer(*model, source, o);
-  trainer.set_checkpoint_extra({{"data", market.info}, {"batch_size", batch}});
   if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+  trainer.set_checkpoint_extra({{"data", market.info}, {"batch_size", batch}});
   const Paths paths = output_paths(job);
   auto result = trainer.train(run_config(job, paths, 50));
 
@@ -337,6 +415,7 @@ nlohmann::json run_forecast(const TrainJob& job) {
   options["model"] = model->options_json();
   auto summary = summary_of(job, "market", result, paths, options);
   summary["data"] = market.info;
+  if (!batch_plan.is_null()) summary["batch_plan"] = batch_plan;
   if (!result.interrupted) {
     const auto spec = source.spec();
     std::vector<double> quantiles = model->options_json().value("quantiles", std::vector<double>{});

@@ -456,7 +456,8 @@ void PpoTrainer::save_checkpoint(const std::string& path) {
                       {"last_stats", last_stats_},
                       {"rng", rng_.state()},
                       {"env_states", env_states},
-                      {"best_policy", best_.to_json()}};
+                      {"best_policy", best_.to_json()},
+                      {"extra", extra_}};
   Container c = trainer_container(*model_, "ppo", t);
   c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
   c.blobs["torch_rng"] = torch_rng_state();
@@ -489,6 +490,7 @@ void PpoTrainer::load_checkpoint(const std::string& path) {
     lengths_.from_json(t.at("lengths"));
     last_stats_ = t.at("last_stats");
     rng_.set_state(t.at("rng").get<std::string>());
+    extra_ = t.value("extra", nlohmann::json::object());
     auto best = c.blobs.find("best_module");
     best_.load(t.at("best_policy"), best == c.blobs.end() ? std::string() : best->second);
     obs_ = t.at("obs").get<std::vector<std::vector<float>>>();

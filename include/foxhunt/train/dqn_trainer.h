@@ -150,6 +150,11 @@ class DqnTrainer {
   int64_t step() const { return step_; }
   /// Finished training episodes.
   int64_t episodes() const { return episodes_; }
+  /// Extra JSON stored in checkpoints under header["trainer"]["extra"] (e.g. the market data
+  /// a trading agent was trained on); restored by load_checkpoint.
+  void set_checkpoint_extra(nlohmann::json extra) { extra_ = std::move(extra); }
+  /// The extra JSON (set, or loaded from a checkpoint).
+  const nlohmann::json& checkpoint_extra() const { return extra_; }
   /// Periodic evaluations so far (best return, its step, the latest return).
   const BestPolicy& evaluations() const { return best_; }
   /// Epsilon at the current step.
@@ -185,6 +190,7 @@ class DqnTrainer {
   int64_t loss_count_ = 0;
   double last_loss_ = NAN;
   BestPolicy best_;
+  nlohmann::json extra_ = nlohmann::json::object();
 };
 
 }  // namespace foxhunt::train

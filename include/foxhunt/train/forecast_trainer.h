@@ -115,6 +115,8 @@ class ForecastTrainer {
   /// Extra JSON stored in checkpoints under header["trainer"]["extra"] (e.g. the data source and
   /// target scaling a forecast needs to be interpreted).
   void set_checkpoint_extra(nlohmann::json extra) { extra_ = std::move(extra); }
+  /// The extra JSON (set, or loaded from a checkpoint).
+  const nlohmann::json& checkpoint_extra() const { return extra_; }
 
   /// Optimizer steps done.
   int64_t step() const { return step_; }

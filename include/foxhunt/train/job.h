@@ -16,17 +16,19 @@ namespace foxhunt::train {
 
 /// What to train and where to write it.
 struct TrainJob {
-  std::string model;             ///< "dqn", "ppo", "mamba2" or "tft"
-  std::string env;               ///< RL environment: "cartpole" (default) or "trading"
-  std::string data;              ///< bars CSV (trading env, forecasting); "" = synthetic
-  int64_t steps = 0;             ///< RL environment steps (0 = the trainer's default)
-  int64_t epochs = 0;            ///< forecasting epochs (0 = the trainer's default)
-  std::string batch;             ///< "" = default, "auto" = batch planner, or a number
-  std::optional<uint64_t> seed;  ///< seed (default: the trainer's, 0)
-  std::string out_dir;           ///< output directory ("" = out/train-<model>, or the
-                                 ///< resumed checkpoint's directory)
-  std::string resume;            ///< trainer checkpoint to continue from ("" = fresh)
-  std::string device = "cpu";    ///< "cpu", "cuda", "cuda:N"
+  std::string model;   ///< "dqn", "ppo", "mamba2" or "tft"
+  std::string env;     ///< RL environment: "cartpole" (default) or "trading"
+  std::string data;    ///< bars CSV (trading env, forecasting); "" = synthetic
+  int64_t steps = 0;   ///< RL environment steps (0 = the trainer's default)
+  int64_t epochs = 0;  ///< forecasting epochs (0 = the trainer's default)
+  std::string batch;   ///< "" = default, "auto" = batch planner, or a number
+  std::string device_profile = "rtx3050ti-4gb";  ///< --batch auto: budget = its usable bytes
+  double budget_mib = 0;                         ///< --batch auto: budget in MiB (overrides)
+  std::optional<uint64_t> seed;                  ///< seed (default: the trainer's, 0)
+  std::string out_dir;         ///< output directory ("" = out/train-<model>, or the
+                               ///< resumed checkpoint's directory)
+  std::string resume;          ///< trainer checkpoint to continue from ("" = fresh)
+  std::string device = "cpu";  ///< "cpu", "cuda", "cuda:N"
   nlohmann::json options = nlohmann::json::object();  ///< trainer option overrides (JSON keys)
   nlohmann::json model_options = nlohmann::json::object();  ///< mamba2/tft model options
   int64_t eval_episodes = 20;       ///< greedy evaluation episodes after RL training (0 = none)
@@ -45,7 +47,9 @@ const std::vector<std::string>& trainable_models();
 /// the held-out test split beside the unconditional-quantile baseline. Market data comes from
 /// `data` (a bars CSV) or the embedded synthetic series; forecasting targets are scaled to unit
 /// variance on the training split (the scale is stored in the checkpoint). Throws InputError
-/// for bad input.
+/// for bad input. With batch "auto" the memory planner (memory/planner.h) picks the largest
+/// batch whose training step fits the budget, verified under the enforced cap, clamped to what
+/// the trainer can use (replay buffer, rollout, training windows); the plan is in "batch_plan".
 /// Honours request_stop() (the CLI wires Ctrl-C to it): the trainer checkpoints and the summary
 /// says "interrupted": true.
 nlohmann::json run_train_job(const TrainJob& job);

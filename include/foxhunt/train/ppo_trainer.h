@@ -121,6 +121,11 @@ class PpoTrainer {
   int64_t step() const { return step_; }
   /// Finished training episodes.
   int64_t episodes() const { return episodes_; }
+  /// Extra JSON stored in checkpoints under header["trainer"]["extra"] (e.g. the market data
+  /// a trading agent was trained on); restored by load_checkpoint.
+  void set_checkpoint_extra(nlohmann::json extra) { extra_ = std::move(extra); }
+  /// The extra JSON (set, or loaded from a checkpoint).
+  const nlohmann::json& checkpoint_extra() const { return extra_; }
   /// Periodic evaluations so far (best return, its step, the latest return).
   const BestPolicy& evaluations() const { return best_; }
   /// The actor-critic.
@@ -155,6 +160,7 @@ class PpoTrainer {
   RollingMean returns_{100}, lengths_{100};
   nlohmann::json last_stats_ = nlohmann::json::object();
   BestPolicy best_;
+  nlohmann::json extra_ = nlohmann::json::object();
 };
 
 }  // namespace foxhunt::train
