@@ -99,6 +99,9 @@ struct Ar1Outcome {
 // with the same pinball loss the models train on.
 Ar1Outcome run_ar1(models::Model& model, int64_t window, ForecastTrainerOptions options,
                    int64_t batch) {
+  // Small networks: a second intra-op thread only adds synchronisation (and on a busy machine
+  // makes these runs several times slower).
+  foxhunt::testing::OneThread one;
   const double phi = 0.8;
   const std::vector<double> q = {0.1, 0.5, 0.9};
   const double z[3] = {-1.2815515655446004, 0.0, 1.2815515655446004};
