@@ -23,11 +23,10 @@ case "$what" in
   validate) "$BUILD_DIR/foxhunt" validate "$@" ;;
   test)
     start=$(date +%s)
-    # Unit tests run one process per core with one intra-op thread each (two OpenMP teams
-    # spinning on two cores slow each other down many times over); the learning tests are heavy
-    # and run one at a time with every core.
-    OMP_NUM_THREADS=1 ctest --test-dir "$BUILD_DIR" -L unit -j "$JOBS" --output-on-failure "$@"
-    ctest --test-dir "$BUILD_DIR" -L slow -j 1 --output-on-failure "$@"
+    # One process per core, one intra-op thread each (foxhunt's default): two OpenMP teams
+    # spinning on two cores slow each other down many times over.
+    ctest --test-dir "$BUILD_DIR" -L unit -j "$JOBS" --output-on-failure "$@"
+    ctest --test-dir "$BUILD_DIR" -L slow -j "$JOBS" --output-on-failure "$@"
     echo "[run] tests: $(( $(date +%s) - start )) s" >&2
     ;;
   *) echo "usage: scripts/run.sh validate|test|build" >&2; exit 2 ;;

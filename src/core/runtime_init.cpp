@@ -16,11 +16,15 @@ void runtime_init() {
     // First, before LibTorch allocates anything on our behalf: tensors allocated earlier are
     // never counted.
     memory::install_ledger();
-    // LibTorch defaults to 1 intra-op thread on these machines; use the cores unless told
-    // otherwise.
-    if (std::getenv("OMP_NUM_THREADS") == nullptr) {
-      const unsigned hc = std::thread::hardware_concurrency();
-      torch::set_num_threads(static_cast<int>(hc == 0 ? 1 : hc));
+    // Intra-op threads: FOXHUNT_THREADS, else OMP_NUM_THREADS (LibTorch reads it), else 1.
+    // One by default because the models are small: on 2 cores, an OpenMP team of 2 that shares
+    // a core with any other busy process spins at every barrier and was measured 10-100x slower
+    // than one thread (a 3 ms forward took 1 s); batch-1 serving is fastest on one thread anyway.
+    if (const char* env = std::getenv("FOXHUNT_THREADS")) {
+      const int n = std::atoi(env);
+      if (n > 0) torch::set_num_threads(n);
+    } else if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+      torch::set_num_threads(1);
     }
   });
 }

@@ -5,12 +5,21 @@
 #include <cstdio>
 #include <sstream>
 
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/data/bars.h"
 #include "foxhunt/memory/budget.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/planner.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
+#include "foxhunt/train/infra.h"
+#include "foxhunt/train/job.h"
 
 namespace foxhunt::runtime {
 
@@ -144,10 +153,106 @@ void validate_budget_step(const ValidateOptions& options, StepResult& result, st
   result.summary = buf;
 }
 
+void validate_train_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
+  namespace fs = std::filesystem;
+  const bool temporary = options.out_dir.empty();
+  const fs::path root =
+      temporary ? fs::temp_directory_path() / ("foxhunt-validate-" + std::to_string(::getpid()))
+                : fs::path(options.out_dir);
+  fs::create_directories(root);
+  // Removes the temporary tree whatever happens inside the step.
+  struct Cleanup {
+    fs::path dir;
+    bool active;
+    ~Cleanup() {
+      std::error_code ec;
+      if (active) fs::remove_all(dir, ec);
+    }
+  } cleanup{root, temporary};
+
+  data::SyntheticOptions synth;
+  synth.bars = options.train_bars;
+  synth.seed = options.seed;
+  const std::string csv = (root / "bars.csv").string();
+  data::write_bars_csv(csv, data::generate_synthetic(synth));
+  log << "  data: " << options.train_bars << " synthetic bars (seed " << options.seed << ")\n";
+
+  bool all_ok = true;
+  nlohmann::json rows = nlohmann::json::array();
+  char line[256];
+  for (const auto& model : train::trainable_models()) {
+    train::TrainJob job;
+    job.model = model;
+    job.data = csv;
+    job.seed = options.seed;
+    job.device = options.device;
+    job.out_dir = (root / model).string();
+    job.progress = train::ProgressMode::kOff;
+    const bool rl = model == "dqn" || model == "ppo";
+    if (rl) {
+      job.env = "trading";
+      job.steps = options.rl_steps;
+      job.eval_episodes = 5;
+    } else {
+      job.epochs = options.forecast_epochs;
+    }
+    const auto summary = train::run_train_job(job);
+    const bool completed = summary.value("completed", false);
+    // The checkpoint must parse (magic, version, CRC) and name the model.
+    bool checkpoint_ok = false;
+    try {
+      const auto c = read_container(summary.at("checkpoint").get<std::string>());
+      checkpoint_ok = c.header.value("model", "") == model;
+    } catch (const std::exception&) {
+      checkpoint_ok = false;
+    }
+    const auto& eval = summary["eval"];
+    std::string verdict;
+    bool finite = true;
+    if (rl) {
+      const double mean = eval.is_object() ? eval.value("mean_return", NAN) : NAN;
+      finite = std::isfinite(mean);
+      std::snprintf(line, sizeof(line), "greedy mean log-return %.4f over %d windows", mean,
+                    eval.is_object() ? eval.value("episodes", 0) : 0);
+    } else {
+      const double loss =
+          eval.is_object() && eval["loss"].is_number() ? eval["loss"].get<double>() : NAN;
+      const double base = eval.is_object() && eval["baseline_loss"].is_number()
+                              ? eval["baseline_loss"].get<double>()
+                              : NAN;
+      finite = std::isfinite(loss) && std::isfinite(base);
+      std::snprintf(line, sizeof(line), "test quantile loss %.4f vs unconditional %.4f (%+.1f%%)",
+                    loss, base, 100.0 * (loss / base - 1.0));
+    }
+    verdict = line;
+    const bool ok = completed && checkpoint_ok && finite;
+    all_ok = all_ok && ok;
+    const double seconds = summary.value("seconds", 0.0);
+    std::snprintf(line, sizeof(line), "  %-7s %-4s %6.1f s  ", model.c_str(), ok ? "ok" : "FAIL",
+                  seconds);
+    log << line << verdict << (checkpoint_ok ? "" : " [checkpoint unreadable]") << "\n";
+    log.flush();
+    rows.push_back({{"model", model},
+                    {"ok", ok},
+                    {"completed", completed},
+                    {"checkpoint_ok", checkpoint_ok},
+                    {"seconds", seconds},
+                    {"eval", eval},
+                    {"summary", verdict}});
+  }
+  result.ok = all_ok;
+  result.details["runs"] = rows;
+  result.details["bars"] = options.train_bars;
+  result.summary =
+      std::to_string(rows.size()) + " short training runs " +
+      (all_ok ? "completed with finite metrics and loadable checkpoints" : "FAILED (see details)");
+}
+
 std::vector<std::pair<std::string, ValidateStep>> validate_steps() {
   return {{"models", &validate_models_step},
           {"plan", &validate_plan_step},
-          {"budget", &validate_budget_step}};
+          {"budget", &validate_budget_step},
+          {"train", &validate_train_step}};
 }
 
 ValidateReport run_validate(const ValidateOptions& options, std::ostream& log) {

@@ -5,8 +5,8 @@
 namespace foxhunt {
 
 /// Call first thing in main(), before any tensor exists: installs the accounting allocator (so
-/// every CPU tensor byte is counted) and sets the intra-op thread count (OMP_NUM_THREADS or the
-/// number of cores). Idempotent.
+/// every CPU tensor byte is counted) and sets the intra-op thread count (FOXHUNT_THREADS, else
+/// OMP_NUM_THREADS, else 1). Idempotent.
 void runtime_init();
 
 }  // namespace foxhunt

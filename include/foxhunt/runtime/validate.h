@@ -24,6 +24,15 @@ struct ValidateOptions {
   std::vector<int64_t> batches = {1, 64};
   /// Names of steps to skip.
   std::vector<std::string> skip;
+  /// Synthetic bars for the short training runs of the "train" step.
+  int64_t train_bars = 3000;
+  /// Environment steps of the DQN and PPO runs on the trading environment.
+  int64_t rl_steps = 4096;
+  /// Epochs of the Mamba-2 and TFT runs.
+  int64_t forecast_epochs = 2;
+  /// Where the "train" step writes its data and checkpoints ("" = a temporary directory that is
+  /// removed afterwards).
+  std::string out_dir;
 };
 
 /// The result of one validation step.
@@ -65,5 +74,11 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
 /// Step "budget": the budget validator (memory/budget.h) on the rtx3050ti-4gb profile with the
 /// reference targets and 500 MiB headroom; details hold its JSON report.
 void validate_budget_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
+
+/// Step "train": writes a seeded synthetic bar series, trains each model briefly on it (DQN and
+/// PPO on the trading environment, Mamba-2 and TFT as quantile forecasters), and checks that every
+/// run completes with finite losses, writes a loadable checkpoint, and reports an evaluation
+/// (greedy trading returns; test quantile loss beside the unconditional baseline).
+void validate_train_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
 
 }  // namespace foxhunt::runtime
