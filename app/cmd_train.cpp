@@ -67,8 +67,7 @@ Registrar reg("train", 40, [](CLI::App& app) -> Runner {
       ->check(CLI::IsMember({"auto", "bar", "lines", "off"}))
       ->capture_default_str();
   sub->add_option("--threads", args->threads,
-                  "Intra-op threads (default: OMP_NUM_THREADS or the cores; small networks train "
-                  "fastest on 1)")
+                  "Intra-op threads (default: FOXHUNT_THREADS, else OMP_NUM_THREADS, else 1)")
       ->check(CLI::PositiveNumber);
   sub->add_flag("--json", args->json, "Print the summary as JSON only");
   return [args, seed]() {
