@@ -6,6 +6,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/train/checkpointing.h"
+#include "foxhunt/train/json_options.h"
 
 namespace foxhunt::train {
 
@@ -61,14 +62,7 @@ DqnTrainerOptions dqn_trainer_options_from_json(const nlohmann::json& j) {
   models::json_get(j, c, "eval_episodes", o.eval_episodes());
   models::json_get(j, c, "keep_best", o.keep_best());
   models::json_get(j, c, "seed", o.seed());
-  std::string device = o.device().str();
-  models::json_get(j, c, "device", device);
-  try {
-    o.device(torch::Device(device));
-  } catch (const c10::Error&) {
-    throw InputError(
-        c, "option 'device': expected e.g. \"cpu\" or \"cuda:0\", got \"" + device + "\"");
-  }
+  o.device(device_option(j, c, o.device()));
   return o;
 }
 
