@@ -1,7 +1,7 @@
 #include <iostream>
 
 #include "command.h"
-#include "foxhunt/core/system_info.h"
+#include "foxhunt/runtime/system_info.h"
 #include "foxhunt/core/units.h"
 
 namespace foxhunt::cli {

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "foxhunt/core/units.h"
 #include "foxhunt/models/summary.h"
 
 namespace foxhunt::cli {
@@ -28,9 +29,9 @@ Registrar reg("models", 20, [](CLI::App& app) -> Runner {
     for (const auto& s : summaries)
       std::printf("%-8s %12lld %14s %10lld %14s %6lld\n", s.name.c_str(),
                   static_cast<long long>(s.parameters),
-                  models::human_bytes(static_cast<double>(s.parameter_bytes)).c_str(),
+                  human_bytes(static_cast<double>(s.parameter_bytes)).c_str(),
                   static_cast<long long>(s.buffers),
-                  models::human_bytes(static_cast<double>(s.buffer_bytes)).c_str(),
+                  human_bytes(static_cast<double>(s.buffer_bytes)).c_str(),
                   static_cast<long long>(s.seq_len));
     return 0;
   };

@@ -5,13 +5,13 @@
 
 #include "command.h"
 #include "foxhunt/core/error.h"
-#include "foxhunt/train/job.h"
+#include "foxhunt/runtime/train_job.h"
 
 namespace foxhunt::cli {
 namespace {
 
 struct TrainArgs {
-  train::TrainJob job;
+  runtime::TrainJob job;
   std::string options_json;
   std::string model_options_json;
   std::string progress = "auto";
@@ -25,7 +25,7 @@ Registrar reg("train", 40, [](CLI::App& app) -> Runner {
   auto* sub = app.add_subcommand("train", "Train one model and write a checkpoint");
   sub->add_option("model", args->job.model, "dqn, ppo, mamba2 or tft")
       ->required()
-      ->check(CLI::IsMember(train::trainable_models()));
+      ->check(CLI::IsMember(runtime::trainable_models()));
   sub->add_option("--env", args->job.env, "RL environment: cartpole (default) or trading")
       ->check(CLI::IsMember({"cartpole", "trading"}));
   sub->add_option("--data", args->job.data,
@@ -98,12 +98,12 @@ Registrar reg("train", 40, [](CLI::App& app) -> Runner {
     {
       // Ctrl-C asks the trainer to checkpoint and return; a second Ctrl-C kills the process.
       train::ScopedSigintHandler sigint;
-      summary = train::run_train_job(job);
+      summary = runtime::run_train_job(job);
     }
     if (args->json)
       print_json(summary.dump(2));
     else
-      std::cout << train::format_train_summary(summary);
+      std::cout << runtime::format_train_summary(summary);
     // 128 + SIGINT, the shell convention for a run ended by Ctrl-C (the checkpoint is written).
     return summary.value("interrupted", false) ? 130 : 0;
   };

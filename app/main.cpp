@@ -5,7 +5,7 @@
 
 #include "command.h"
 #include "foxhunt/core/error.h"
-#include "foxhunt/core/runtime_init.h"
+#include "foxhunt/memory/runtime_init.h"
 
 namespace foxhunt::cli {
 
@@ -56,15 +56,9 @@ int main(int argc, char** argv) {
       if (sub->parsed()) return run();
     std::cerr << "foxhunt: no subcommand (see --help)" << std::endl;
     return kExitUsage;
-  } catch (const InputError& e) {
-    std::cerr << "foxhunt: " << e.what() << std::endl;
-    return kExitUsage;
-  } catch (const OutOfMemoryError& e) {
-    std::cerr << "foxhunt: " << e.what() << std::endl;
-    return kExitCheckFailed;
   } catch (const Error& e) {
     std::cerr << "foxhunt: " << e.what() << std::endl;
-    return kExitCheckFailed;
+    return exit_code_for(e);  // InputError 2; CheckFailure, OutOfMemoryError, others 1
   } catch (const c10::Error& e) {
     std::cerr << "foxhunt: [torch] " << e.what_without_backtrace() << std::endl;
     return kExitCheckFailed;

@@ -4,7 +4,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "foxhunt/core/runtime_init.h"
+#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
 

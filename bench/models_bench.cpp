@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "foxhunt/core/runtime_init.h"
+#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/models/model.h"
 
 namespace {

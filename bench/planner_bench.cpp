@@ -4,20 +4,20 @@
 // Run: ./build/planner_bench [--benchmark_filter=tft]
 #include <benchmark/benchmark.h>
 
-#include "foxhunt/core/runtime_init.h"
+#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/memory/device_profile.h"
-#include "foxhunt/memory/planner.h"
+#include "foxhunt/plan/planner.h"
 #include "foxhunt/models/model.h"
 
 namespace {
 
 void BM_Plan(benchmark::State& state, const std::string& name, std::uint64_t budget) {
-  foxhunt::memory::PlanOptions o;
+  foxhunt::plan::PlanOptions o;
   o.model = name;
   o.budget_bytes = budget;
-  foxhunt::memory::PlanResult r;
+  foxhunt::plan::PlanResult r;
   for (auto _ : state) {
-    r = foxhunt::memory::plan_batch(o);
+    r = foxhunt::plan::plan_batch(o);
     benchmark::DoNotOptimize(r.chosen_batch);
   }
   state.counters["batch"] = static_cast<double>(r.chosen_batch);

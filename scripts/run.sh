@@ -9,6 +9,8 @@ what="${1:-validate}"
 shift || true
 
 scripts/setup.sh
+# The layering rule first: it takes a second and names the offending #include.
+[ "$what" = test ] && scripts/check-layers.sh
 BUILD_DIR="${FOXHUNT_BUILD_DIR:-build}"
 JOBS="${FOXHUNT_JOBS:-$(nproc)}"
 start=$(date +%s)

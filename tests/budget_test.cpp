@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foxhunt/core/file_io.h"
-#include "foxhunt/memory/budget.h"
+#include "foxhunt/plan/budget.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
@@ -20,7 +20,7 @@ class BudgetTest : public testing::SeededTest {};
 
 TEST_F(BudgetTest, DefaultProfilePassesWithMeasuredRows) {
   const std::uint64_t live0 = memory::live_bytes();
-  const auto rep = memory::validate_budget(memory::BudgetOptions{});
+  const auto rep = plan::validate_budget(plan::BudgetOptions{});
   EXPECT_EQ(memory::live_bytes(), live0);
   EXPECT_TRUE(rep.ok) << rep.table();
   EXPECT_EQ(rep.budget_bytes, memory::find_profile("rtx3050ti-4gb").usable_bytes());
@@ -37,7 +37,7 @@ TEST_F(BudgetTest, DefaultProfilePassesWithMeasuredRows) {
     EXPECT_GT(r.footprint.runs[1].activation_bytes, r.footprint.runs[0].activation_bytes);
     EXPECT_EQ(r.memory_bytes, r.footprint.parameter_bytes + r.footprint.buffer_bytes +
                                   r.footprint.runs[1].activation_bytes);
-    EXPECT_EQ(r.target_bytes, memory::default_targets().at(r.model));
+    EXPECT_EQ(r.target_bytes, plan::default_targets().at(r.model));
     EXPECT_NEAR(r.pct_of_target, 100.0 * r.memory_bytes / r.target_bytes, 1e-9);
     EXPECT_EQ(r.status, "PASS");
     total += r.memory_bytes;
@@ -52,9 +52,9 @@ TEST_F(BudgetTest, DefaultProfilePassesWithMeasuredRows) {
 }
 
 TEST_F(BudgetTest, OverTargetOverBudgetAndHeadroomFail) {
-  memory::BudgetOptions o;
+  plan::BudgetOptions o;
   o.targets["ppo"] = 1000;  // 1000 bytes: ppo's parameters alone are ~323 KiB
-  auto rep = memory::validate_budget(o);
+  auto rep = plan::validate_budget(o);
   EXPECT_FALSE(rep.ok);
   for (const auto& r : rep.rows) {
     EXPECT_EQ(r.ok, r.model != "ppo") << r.model;
@@ -62,30 +62,30 @@ TEST_F(BudgetTest, OverTargetOverBudgetAndHeadroomFail) {
   }
   EXPECT_TRUE(rep.headroom_ok);
 
-  memory::BudgetOptions tiny;
+  plan::BudgetOptions tiny;
   tiny.budget_bytes = 100 * 1024;
-  rep = memory::validate_budget(tiny);
+  rep = plan::validate_budget(tiny);
   EXPECT_FALSE(rep.ok);
   EXPECT_FALSE(rep.total_within_budget);
   EXPECT_FALSE(rep.headroom_ok);
   EXPECT_LT(rep.headroom_bytes, 0);
   for (const auto& r : rep.rows) EXPECT_EQ(r.within_budget, r.memory_bytes <= 100 * 1024);
 
-  memory::BudgetOptions greedy;
+  plan::BudgetOptions greedy;
   greedy.headroom_bytes = 1ull << 40;
-  rep = memory::validate_budget(greedy);
+  rep = plan::validate_budget(greedy);
   EXPECT_FALSE(rep.ok);
   EXPECT_FALSE(rep.headroom_ok);
   EXPECT_TRUE(rep.total_within_budget);
 }
 
 TEST_F(BudgetTest, TargetsJsonIsValidated) {
-  const auto base = memory::default_targets();
-  auto t = memory::targets_from_json(nlohmann::json::parse(R"({"targets_mib": {"ppo": 12.5}})"),
+  const auto base = plan::default_targets();
+  auto t = plan::targets_from_json(nlohmann::json::parse(R"({"targets_mib": {"ppo": 12.5}})"),
                                      "t", base);
   EXPECT_EQ(t.at("ppo"), static_cast<std::uint64_t>(12.5 * kMiB));
   EXPECT_EQ(t.at("dqn"), 150 * kMiB);
-  t = memory::targets_from_json(nlohmann::json::parse(R"({"targets_bytes": {"dqn": 4096}})"), "t",
+  t = plan::targets_from_json(nlohmann::json::parse(R"({"targets_bytes": {"dqn": 4096}})"), "t",
                                 base);
   EXPECT_EQ(t.at("dqn"), 4096u);
   for (const char* bad :
@@ -95,13 +95,13 @@ TEST_F(BudgetTest, TargetsJsonIsValidated) {
         R"({"targets_mib": {"dqn": -3}})", R"({"targets_bytes": {"dqn": 0.2}})"}) {
     SCOPED_TRACE(bad);
     try {
-      memory::targets_from_json(nlohmann::json::parse(bad), "file.json", base);
+      plan::targets_from_json(nlohmann::json::parse(bad), "file.json", base);
       ADD_FAILURE() << "expected an InputError";
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find("file.json"), std::string::npos) << e.what();
     }
   }
-  EXPECT_THROW(memory::load_targets("/nonexistent/targets.json"), InputError);
+  EXPECT_THROW(plan::load_targets("/nonexistent/targets.json"), InputError);
 }
 
 TEST(BudgetCliTest, DefaultProfileExits0WithJsonOnly) {

@@ -23,6 +23,25 @@ TEST(ErrorTest, CheckThrowsInputErrorWithComponentPrefix) {
   }
 }
 
+TEST(ErrorTest, ExitCodesByKind) {
+  // Bad input or usage -> 2; a failed run-time check, OOM or any other failure -> 1.
+  EXPECT_EQ(exit_code_for(InputError("x", "bad flag")), kExitUsage);
+  EXPECT_EQ(exit_code_for(CheckFailure("x", "diverged")), kExitCheckFailed);
+  EXPECT_EQ(exit_code_for(OutOfMemoryError("x", "cap", 1, 2, 3)), kExitCheckFailed);
+  EXPECT_EQ(exit_code_for(Error("x", "io")), kExitCheckFailed);
+  EXPECT_EQ(exit_code_for(std::runtime_error("other")), kExitCheckFailed);
+  EXPECT_EQ(kExitUsage, 2);
+  EXPECT_EQ(kExitCheckFailed, 1);
+  try {
+    FOXHUNT_ENSURE(1 + 1 == 3, "demo", "expected ", 3, ", got ", 2);
+    FAIL() << "FOXHUNT_ENSURE did not throw";
+  } catch (const InputError&) {
+    FAIL() << "FOXHUNT_ENSURE must not throw an InputError";
+  } catch (const CheckFailure& e) {
+    EXPECT_STREQ(e.what(), "[demo] expected 3, got 2");
+  }
+}
+
 TEST(ErrorTest, OutOfMemoryErrorCarriesNumbers) {
   OutOfMemoryError e("memory", "cap exceeded", 100, 50, 120);
   EXPECT_EQ(e.requested(), 100u);

@@ -6,11 +6,30 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/dataset.h"
-#include "foxhunt/data/tensors.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/train/batches.h"
 #include "test_util.h"
 
 namespace foxhunt::data {
 namespace {
+
+// The window geometry and I/O spec of the default Mamba-2 and TFT (the model's own contract).
+const models::IoSpec& mamba2_spec() {
+  static const models::IoSpec s = models::make_model("mamba2")->spec();
+  return s;
+}
+const models::IoSpec& tft_spec() {
+  static const models::IoSpec s = models::make_model("tft")->spec();
+  return s;
+}
+const WindowSpec kMamba2Window = train::window_of(mamba2_spec());
+const WindowSpec kTftWindow = train::window_of(tft_spec());
+models::Batch mamba2_batch(const MarketDataset& ds, const std::vector<int64_t>& anchors) {
+  return train::market_batch(ds, mamba2_spec(), anchors);
+}
+models::Batch tft_batch(const MarketDataset& ds, const std::vector<int64_t>& anchors) {
+  return train::market_batch(ds, tft_spec(), anchors);
+}
 
 class DatasetTest : public foxhunt::testing::SeededTest {
  protected:
@@ -199,10 +218,13 @@ TEST_F(DatasetTest, SeededShuffledBatches) {
 TEST_F(DatasetTest, BadWindowsAreRejected) {
   const MarketDataset ds(series());
   std::vector<float> x(32 * 32), y(1);
-  EXPECT_THROW(ds.fill_mamba2(ds.options().warmup, kMamba2Window, x.data(), y.data()),
+  const auto& cols = mamba2_feature_columns();
+  EXPECT_THROW(ds.fill_past(ds.options().warmup, kMamba2Window, cols, x.data()),
                InputError);  // window would reach into the warm-up
-  EXPECT_THROW(ds.fill_mamba2(ds.size() - 1, kMamba2Window, x.data(), y.data()),
+  EXPECT_THROW(ds.fill_target(ds.size() - 1, kMamba2Window, y.data()),
                InputError);  // no next bar
+  EXPECT_THROW(ds.fill_past(ds.options().warmup + 40, kMamba2Window, {kObservedFeatures}, x.data()),
+               InputError);  // column outside the bank
   EXPECT_THROW(mamba2_batch(ds, {}), InputError);
   EXPECT_THROW(ds.anchors(Split::kTrain, {0, 1}), InputError);
 }
@@ -210,12 +232,12 @@ TEST_F(DatasetTest, BadWindowsAreRejected) {
 TEST_F(DatasetTest, TensorConversionsRoundTrip) {
   Matrix m(3, 2);
   for (size_t i = 0; i < m.data.size(); ++i) m.data[i] = static_cast<float>(i) * 0.5f;
-  const auto t = to_tensor(m);
+  const auto t = train::to_tensor(m);
   EXPECT_EQ(t.sizes(), (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(t[2][1].item<float>(), 2.5f);
-  const Matrix back = from_tensor(t.to(torch::kDouble));
+  const Matrix back = train::from_tensor(t.to(torch::kDouble));
   EXPECT_EQ(back.data, m.data);
-  EXPECT_THROW(from_tensor(torch::zeros({2})), InputError);
+  EXPECT_THROW(train::from_tensor(torch::zeros({2})), InputError);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/features.h"
-#include "foxhunt/data/random.h"
+#include "foxhunt/core/random.h"
 
 namespace foxhunt::data {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "foxhunt/memory/footprint.h"
+#include "foxhunt/plan/footprint.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
 #include "test_util.h"
@@ -11,7 +11,7 @@
 namespace foxhunt {
 namespace {
 
-using memory::OptimizerKind;
+using plan::OptimizerKind;
 
 // Closed-form bytes computed here, independently of footprint.cpp, from a fresh module.
 struct ClosedForm {
@@ -54,12 +54,12 @@ TEST_F(FootprintTest, FixedTagsEqualClosedFormsForEveryModelAndOptimizer) {
     ASSERT_GT(c.trainable, 0u) << name;
     for (auto k : {OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kSgd,
                    OptimizerKind::kSgdMomentum}) {
-      SCOPED_TRACE(name + " " + memory::to_string(k));
+      SCOPED_TRACE(name + " " + plan::to_string(k));
       const std::uint64_t live0 = memory::live_bytes();
-      memory::TrainConfig cfg;
+      plan::TrainConfig cfg;
       cfg.optimizer = k;
       cfg.batch = 2;
-      const auto fp = memory::measure_training_footprint(name, cfg);
+      const auto fp = plan::measure_training_footprint(name, cfg);
       EXPECT_EQ(fp.parameter_bytes, c.parameters);
       EXPECT_EQ(fp.buffer_bytes, c.buffers);
       // The construction scope holds exactly the module's tensors.
@@ -83,7 +83,7 @@ TEST_F(FootprintTest, FixedTagsEqualClosedFormsForEveryModelAndOptimizer) {
 TEST_F(FootprintTest, ActivationsArePositiveAndGrowWithBatch) {
   for (const auto& name : models::model_names()) {
     SCOPED_TRACE(name);
-    memory::TrainingProbe probe(name, memory::TrainConfig{});
+    plan::TrainingProbe probe(name, plan::TrainConfig{});
     const auto b1 = probe.probe(1);
     const auto b4 = probe.probe(4);
     const auto b16 = probe.probe(16);
@@ -104,9 +104,9 @@ TEST_F(FootprintTest, ActivationsArePositiveAndGrowWithBatch) {
 
 TEST_F(FootprintTest, TagsAreAttributedToModelScopes) {
   const auto before = memory::scope_stats("dqn/optimizer").alloc_count;
-  memory::TrainConfig cfg;
+  plan::TrainConfig cfg;
   cfg.batch = 3;
-  const auto fp = memory::measure_training_footprint("dqn", cfg);
+  const auto fp = plan::measure_training_footprint("dqn", cfg);
   EXPECT_GT(memory::scope_stats("dqn/optimizer").alloc_count, before);
   const auto j = fp.to_json();
   EXPECT_EQ(j["tags"]["dqn/optimizer"], fp.optimizer_bytes);
@@ -123,13 +123,13 @@ TEST_F(FootprintTest, SequenceModelsUseTheAskedWindow) {
     auto m = models::make_model(name);
     if (m->default_seq_len() == 0) continue;
     SCOPED_TRACE(name);
-    memory::TrainConfig shorter;
+    plan::TrainConfig shorter;
     shorter.batch = 2;
     shorter.seq_len = std::max<std::int64_t>(4, m->default_seq_len() / 2);
-    memory::TrainConfig dflt = shorter;
+    plan::TrainConfig dflt = shorter;
     dflt.seq_len = 0;
-    const auto a = memory::measure_training_footprint(name, shorter);
-    const auto b = memory::measure_training_footprint(name, dflt);
+    const auto a = plan::measure_training_footprint(name, shorter);
+    const auto b = plan::measure_training_footprint(name, dflt);
     EXPECT_EQ(a.seq_len, shorter.seq_len);
     EXPECT_EQ(b.seq_len, m->default_seq_len());
     EXPECT_LT(a.input_bytes, b.input_bytes);
@@ -143,7 +143,7 @@ TEST_F(FootprintTest, InferenceFootprintIsParametersPlusPeakActivations) {
     SCOPED_TRACE(name);
     const ClosedForm c = closed_form(name);
     const std::uint64_t live0 = memory::live_bytes();
-    const auto fp = memory::measure_inference_footprint(name, {1, 32});
+    const auto fp = plan::measure_inference_footprint(name, {1, 32});
     EXPECT_EQ(memory::live_bytes(), live0);
     EXPECT_EQ(fp.parameter_bytes, c.parameters);
     EXPECT_EQ(fp.buffer_bytes, c.buffers);
@@ -159,28 +159,28 @@ TEST_F(FootprintTest, InferenceFootprintIsParametersPlusPeakActivations) {
       EXPECT_EQ(r.total_bytes, c.parameters + c.buffers + r.activation_bytes);
     EXPECT_EQ(fp.peak_total_bytes(), fp.runs[1].total_bytes);
     // Inference keeps no graph: far less than the training step at the same batch.
-    memory::TrainConfig cfg;
+    plan::TrainConfig cfg;
     cfg.batch = 32;
     cfg.optimizer = OptimizerKind::kSgd;
-    const auto train = memory::measure_training_footprint(name, cfg);
+    const auto train = plan::measure_training_footprint(name, cfg);
     EXPECT_LT(fp.runs[1].activation_bytes, train.activation_bytes);
   }
 }
 
 TEST_F(FootprintTest, BadConfigsAreInputErrors) {
-  EXPECT_THROW(memory::parse_optimizer("rmsprop"), InputError);
+  EXPECT_THROW(plan::parse_optimizer("rmsprop"), InputError);
   for (const char* n : {"adam", "adamw", "sgd", "sgd-momentum"})
-    EXPECT_EQ(memory::to_string(memory::parse_optimizer(n)), n);
-  memory::TrainConfig cfg;
+    EXPECT_EQ(plan::to_string(plan::parse_optimizer(n)), n);
+  plan::TrainConfig cfg;
   cfg.batch = 0;
-  EXPECT_THROW(memory::measure_training_footprint("dqn", cfg), InputError);
+  EXPECT_THROW(plan::measure_training_footprint("dqn", cfg), InputError);
   cfg.batch = 1;
   cfg.seq_len = -1;
-  EXPECT_THROW(memory::measure_training_footprint("dqn", cfg), InputError);
-  EXPECT_THROW(memory::measure_training_footprint("nosuchmodel", memory::TrainConfig{}),
+  EXPECT_THROW(plan::measure_training_footprint("dqn", cfg), InputError);
+  EXPECT_THROW(plan::measure_training_footprint("nosuchmodel", plan::TrainConfig{}),
                InputError);
-  EXPECT_THROW(memory::measure_inference_footprint("dqn", {}), InputError);
-  EXPECT_THROW(memory::measure_inference_footprint("dqn", {0}), InputError);
+  EXPECT_THROW(plan::measure_inference_footprint("dqn", {}), InputError);
+  EXPECT_THROW(plan::measure_inference_footprint("dqn", {0}), InputError);
 }
 
 }  // namespace

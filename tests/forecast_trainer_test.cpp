@@ -49,6 +49,27 @@ TEST_F(ForecastTrainerTest, TensorBatchSourceShufflesPerEpochDeterministically) 
   EXPECT_THROW(TensorBatchSource(train, models::Batch{{x}, x.slice(0, 0, 4)}, 4, 0), InputError);
 }
 
+TEST_F(ForecastTrainerTest, DivergingLossIsACheckFailureNotAnInputError) {
+  // Valid input, absurd learning rate: the loss overflows within a few steps. That is a failed
+  // run-time check (exit 1), not bad usage (exit 2).
+  torch::manual_seed(2);
+  models::Batch train{{torch::randn({64, 8, 1})}, torch::randn({64, 1})};
+  models::Batch val{{torch::randn({16, 8, 1})}, torch::randn({16, 1})};
+  QuantileMlpModel model(8, 64);
+  TensorBatchSource src(train, val, 16, 1);
+  ForecastTrainer trainer(
+      model, src, ForecastTrainerOptions().epochs(50).learning_rate(1e30).max_grad_norm(0));
+  RunConfig run;
+  run.progress = ProgressMode::kOff;
+  try {
+    trainer.train(run);
+    FAIL() << "expected a CheckFailure";
+  } catch (const CheckFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("non-finite training loss"), std::string::npos);
+    EXPECT_EQ(exit_code_for(e), kExitCheckFailed);
+  }
+}
+
 TEST_F(ForecastTrainerTest, EarlyStoppingRestoresBestWeights) {
   // Pure noise with few samples and a wide net: validation loss bottoms out, then overfitting
   // makes it rise, so patience runs out well before the epoch limit.

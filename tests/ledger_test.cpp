@@ -9,7 +9,7 @@
 #include <cmath>
 #include <thread>
 
-#include "foxhunt/core/runtime_init.h"
+#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/models/model.h"
 #include "test_util.h"
 

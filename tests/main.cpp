@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "foxhunt/core/runtime_init.h"
+#include "foxhunt/memory/runtime_init.h"
 
 int main(int argc, char** argv) {
   foxhunt::runtime_init();

@@ -9,14 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "foxhunt/memory/ledger.h"
-#include "foxhunt/memory/planner.h"
+#include "foxhunt/plan/planner.h"
 #include "foxhunt/models/model.h"
 #include "test_util.h"
 
 namespace foxhunt {
 namespace {
 
-using memory::OptimizerKind;
+using plan::OptimizerKind;
 
 // The canonical training step of footprint.h, written out here independently of the library:
 // build, Adam/SGD, then two steps of zero_grad(set_to_none=false), loss, backward, step. Returns
@@ -67,13 +67,13 @@ std::vector<std::int64_t> seq_lens_for(const std::string& name) {
 
 // A budget where the unverified prediction allows ~24 samples with margin 0.
 std::uint64_t budget_for(const std::string& name, std::int64_t seq_len, OptimizerKind kind) {
-  memory::PlanOptions o;
+  plan::PlanOptions o;
   o.model = name;
   o.train.optimizer = kind;
   o.train.seq_len = seq_len;
   o.budget_bytes = std::uint64_t{1} << 34;
   o.verify = false;
-  const auto r = memory::plan_batch(o);
+  const auto r = plan::plan_batch(o);
   EXPECT_GT(r.fit_c, 0.0) << name;
   // At 24 samples the step line can still be above the forward+backward line: take the larger.
   return std::max(r.predict(24), static_cast<std::uint64_t>(r.fit_a + 24.0 * r.fit_c));
@@ -91,13 +91,13 @@ TEST_P(PlannerModelTest, FitPredictsVerifiedPeakAndPlanIsTight) {
     for (const bool pow2 : {false, true}) {
       SCOPED_TRACE(name + " seq_len=" + std::to_string(seq) + (pow2 ? " pow2" : ""));
       const std::uint64_t budget = budget_for(name, seq, OptimizerKind::kAdam);
-      memory::PlanOptions o;
+      plan::PlanOptions o;
       o.model = name;
       o.train.seq_len = seq;
       o.budget_bytes = budget;
       o.margin = 0.0;
       o.pow2 = pow2;
-      const auto r = memory::plan_batch(o);
+      const auto r = plan::plan_batch(o);
       ASSERT_TRUE(r.verified);
       EXPECT_EQ(r.has_time_axis, has_time);
       if (!has_time) EXPECT_EQ(r.seq_len, 0) << "the window must be ignored";
@@ -114,7 +114,7 @@ TEST_P(PlannerModelTest, FitPredictsVerifiedPeakAndPlanIsTight) {
       EXPECT_TRUE(trains_under_cap(name, OptimizerKind::kAdam, seq, r.chosen_batch, budget));
       EXPECT_FALSE(trains_under_cap(name, OptimizerKind::kAdam, seq, 2 * r.chosen_batch, budget));
       // The library's own verification agrees.
-      EXPECT_FALSE(memory::verify_batch(name, r.train, 2 * r.chosen_batch, budget).ok);
+      EXPECT_FALSE(plan::verify_batch(name, r.train, 2 * r.chosen_batch, budget).ok);
     }
   }
 }
@@ -122,13 +122,13 @@ TEST_P(PlannerModelTest, FitPredictsVerifiedPeakAndPlanIsTight) {
 TEST_P(PlannerModelTest, SgdAllowsAtLeastTheAdamBatch) {
   const std::string name = GetParam();
   const std::uint64_t budget = budget_for(name, 0, OptimizerKind::kAdam);
-  memory::PlanOptions o;
+  plan::PlanOptions o;
   o.model = name;
   o.budget_bytes = budget;
   o.margin = 0.0;
-  const auto adam = memory::plan_batch(o);
+  const auto adam = plan::plan_batch(o);
   o.train.optimizer = OptimizerKind::kSgd;
-  const auto sgd = memory::plan_batch(o);
+  const auto sgd = plan::plan_batch(o);
   ASSERT_TRUE(adam.verified && sgd.verified);
   EXPECT_GE(sgd.chosen_batch, adam.chosen_batch);
   EXPECT_LT(sgd.fixed.fixed_bytes, adam.fixed.fixed_bytes);
@@ -140,17 +140,17 @@ INSTANTIATE_TEST_SUITE_P(Registry, PlannerModelTest, ::testing::ValuesIn(models:
                          [](const auto& info) { return info.param; });
 
 TEST_F(PlannerTest, MaxBatchClampIsReported) {
-  memory::PlanOptions o;
+  plan::PlanOptions o;
   o.model = "dqn";
   o.budget_bytes = 64ull << 20;  // 64 MiB: far more than 100 dqn samples need
   o.max_batch = 100;
-  const auto r = memory::plan_batch(o);
+  const auto r = plan::plan_batch(o);
   EXPECT_EQ(r.chosen_batch, 100);
   EXPECT_EQ(r.limited_by, "max-batch clamp");
   EXPECT_GT(r.budget_batch, 100);
   EXPECT_NE(r.report().find("--max-batch 100 stops it"), std::string::npos) << r.report();
   o.pow2 = true;
-  const auto p = memory::plan_batch(o);
+  const auto p = plan::plan_batch(o);
   EXPECT_EQ(p.chosen_batch, 64);
   EXPECT_EQ(p.limited_by, "power-of-two rounding");
 }
@@ -158,16 +158,16 @@ TEST_F(PlannerTest, MaxBatchClampIsReported) {
 TEST_F(PlannerTest, BudgetTooSmallForBatchOneNamesTheLargestTag) {
   for (const auto& name : models::model_names()) {
     SCOPED_TRACE(name);
-    memory::PlanOptions o;
+    plan::PlanOptions o;
     o.model = name;
     o.budget_bytes = 10 * 1024;
-    memory::TrainConfig cfg;
+    plan::TrainConfig cfg;
     cfg.batch = 1;
-    const auto fp = memory::measure_training_footprint(name, cfg);
+    const auto fp = plan::measure_training_footprint(name, cfg);
     try {
-      memory::plan_batch(o);
+      plan::plan_batch(o);
       FAIL() << "expected a PlanError";
-    } catch (const memory::PlanError& e) {
+    } catch (const plan::PlanError& e) {
       EXPECT_EQ(e.tag().rfind(name + "/", 0), 0u) << e.tag();
       // The largest tag is at least every fixed tag measured independently.
       EXPECT_GE(e.tag_bytes(), fp.parameter_bytes);
@@ -184,36 +184,36 @@ TEST_F(PlannerTest, BudgetTooSmallForBatchOneNamesTheLargestTag) {
 
 TEST_F(PlannerTest, VerifyUnderCapRefusesAndRestores) {
   const std::uint64_t live0 = memory::live_bytes();
-  memory::TrainConfig cfg;
-  const auto a = memory::verify_batch("ppo", cfg, 4096, 1 << 20);
+  plan::TrainConfig cfg;
+  const auto a = plan::verify_batch("ppo", cfg, 4096, 1 << 20);
   EXPECT_FALSE(a.ok);
   EXPECT_NE(a.error.find("out of memory"), std::string::npos) << a.error;
   EXPECT_LE(a.peak_bytes, std::uint64_t{1} << 20);
   EXPECT_EQ(memory::get_limit(), 0u);
   EXPECT_EQ(memory::live_bytes(), live0);
   // The same model trains fine afterwards.
-  const auto ok = memory::verify_batch("ppo", cfg, 4, 64 << 20);
+  const auto ok = plan::verify_batch("ppo", cfg, 4, 64 << 20);
   EXPECT_TRUE(ok.ok) << ok.error;
   EXPECT_GT(ok.peak_bytes, 0u);
 }
 
 TEST_F(PlannerTest, BadOptionsAreInputErrors) {
-  memory::PlanOptions o;
+  plan::PlanOptions o;
   o.budget_bytes = 1 << 20;
   o.margin = 1.0;
-  EXPECT_THROW(memory::plan_batch(o), InputError);
+  EXPECT_THROW(plan::plan_batch(o), InputError);
   o.margin = 0.1;
   o.min_batch = 0;
-  EXPECT_THROW(memory::plan_batch(o), InputError);
+  EXPECT_THROW(plan::plan_batch(o), InputError);
   o.min_batch = 8;
   o.max_batch = 4;
-  EXPECT_THROW(memory::plan_batch(o), InputError);
+  EXPECT_THROW(plan::plan_batch(o), InputError);
   o.max_batch = 16;
   o.probe_batches = {4, 4};
-  EXPECT_THROW(memory::plan_batch(o), InputError);
+  EXPECT_THROW(plan::plan_batch(o), InputError);
   o.probe_batches = {1, 2};
   o.budget_bytes = 0;
-  EXPECT_THROW(memory::plan_batch(o), InputError);
+  EXPECT_THROW(plan::plan_batch(o), InputError);
 }
 
 TEST(PlannerCliTest, TinyBudgetExits1NamingTheTag) {

@@ -4,9 +4,9 @@
 #include <set>
 
 #include "foxhunt/core/error.h"
-#include "foxhunt/data/tensors.h"
 #include "foxhunt/data/trading_env.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/train/batches.h"
 #include "test_util.h"
 
 namespace foxhunt::data {
@@ -175,7 +175,7 @@ TEST_F(TradingEnvTest, ObservationIsTheRlStateOfTheDataset) {
   // The states feed the DQN network directly.
   auto dqn = models::make_model("dqn");
   models::Batch batch;
-  batch.inputs = {states_tensor(states)};
+  batch.inputs = {train::states_tensor(states)};
   const auto out = dqn->forward(batch);
   EXPECT_EQ(out[0].sizes(), (std::vector<int64_t>{65, 3}));
 }

@@ -68,7 +68,7 @@ class TrainInfraTest : public foxhunt::testing::SeededTest {
 TEST_F(TrainInfraTest, RngIsPortableAndResumable) {
   Rng a(42);
   for (int i = 0; i < 1000; ++i) {
-    const auto v = a.below(7);
+    const auto v = a.uniform_int(7);
     EXPECT_LT(v, 7u);
     const double u = a.uniform();
     EXPECT_GE(u, 0.0);

@@ -49,8 +49,15 @@ class QuantileMlpModel final : public models::Model {
     return {
         {"window", window_}, {"hidden", hidden_}, {"dropout", dropout_}, {"quantiles", quantiles_}};
   }
-  std::vector<std::string> input_names() const override { return {"x"}; }
-  int64_t default_seq_len() const override { return window_; }
+  models::IoSpec spec() const override {
+    models::IoSpec s;
+    s.inputs = {{"x", models::InputRole::kPastFeatures, "", window_, 1}};
+    s.outputs = {"quantiles"};
+    s.window = window_;
+    s.horizon = 1;
+    s.quantiles = quantiles_;
+    return s;
+  }
   models::Batch example_batch(int64_t batch, int64_t, const torch::Device& device,
                               uint64_t seed) const override {
     torch::manual_seed(seed);

@@ -9,7 +9,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
-#include "foxhunt/data/random.h"
+#include "foxhunt/core/random.h"
 
 namespace foxhunt::data {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "foxhunt/core/error.h"
-#include "foxhunt/data/random.h"
+#include "foxhunt/core/random.h"
 
 namespace foxhunt::data {
 
@@ -108,30 +108,32 @@ void MarketDataset::check_window(int64_t anchor, const WindowSpec& spec) const {
                 "] inside [warmup ", options_.warmup, ", ", size() - 1, "]");
 }
 
-void MarketDataset::fill_mamba2(int64_t anchor, const WindowSpec& spec, float* x,
-                                float* target) const {
+void MarketDataset::fill_past(int64_t anchor, const WindowSpec& spec,
+                              const std::vector<int64_t>& columns, float* out) const {
   check_window(anchor, spec);
-  const auto& cols = mamba2_feature_columns();
+  const auto width = static_cast<int64_t>(columns.size());
+  for (int64_t c : columns)
+    FOXHUNT_CHECK(c >= 0 && c < normalized_.cols, kComponent, "feature column ", c,
+                  " outside the bank [0, ", normalized_.cols, ")");
   for (int64_t i = 0; i < spec.past; ++i) {
     const float* row = normalized_.row(anchor - spec.past + 1 + i);
-    for (int64_t j = 0; j < kMamba2Features; ++j) x[i * kMamba2Features + j] = row[cols[j]];
+    for (int64_t j = 0; j < width; ++j) out[i * width + j] = row[columns[j]];
   }
-  for (int64_t k = 0; k < spec.horizon; ++k)
-    target[k] = static_cast<float>(log_return(anchor + 1 + k) * options_.target_scale);
 }
 
-void MarketDataset::fill_tft(int64_t anchor, const WindowSpec& spec, float* past, float* future,
-                             float* target) const {
+void MarketDataset::fill_future_calendar(int64_t anchor, const WindowSpec& spec,
+                                         float* out) const {
   check_window(anchor, spec);
-  for (int64_t i = 0; i < spec.past; ++i) {
-    const float* row = normalized_.row(anchor - spec.past + 1 + i);
-    std::copy(row, row + kTftPastFeatures, past + i * kTftPastFeatures);
-  }
   for (int64_t k = 0; k < spec.horizon; ++k) {
     const float* cal = calendar_.row(anchor + 1 + k);
-    std::copy(cal, cal + kKnownFutureFeatures, future + k * kKnownFutureFeatures);
-    target[k] = static_cast<float>(log_return(anchor + 1 + k) * options_.target_scale);
+    std::copy(cal, cal + kKnownFutureFeatures, out + k * kKnownFutureFeatures);
   }
+}
+
+void MarketDataset::fill_target(int64_t anchor, const WindowSpec& spec, float* out) const {
+  check_window(anchor, spec);
+  for (int64_t k = 0; k < spec.horizon; ++k)
+    out[k] = static_cast<float>(log_return(anchor + 1 + k) * options_.target_scale);
 }
 
 void MarketDataset::fill_rl_market(int64_t bar, float* out) const {

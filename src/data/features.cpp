@@ -597,4 +597,20 @@ void from_json(const nlohmann::json& j, Normalizer& n) {
   FOXHUNT_CHECK(n.clip >= 0, "features", "normalizer JSON: clip must be >= 0, got ", n.clip);
 }
 
+const FeatureSet& feature_set(const std::string& name) {
+  static const std::vector<FeatureSet> sets = [] {
+    std::vector<int64_t> tft(kTftPastFeatures);
+    for (int64_t c = 0; c < kTftPastFeatures; ++c) tft[static_cast<size_t>(c)] = c;
+    return std::vector<FeatureSet>{{"mamba2", mamba2_feature_columns(), kMamba2Features},
+                                   {"tft_past", tft, kTftPastFeatures},
+                                   {"calendar", {}, kKnownFutureFeatures},
+                                   {"rl_state", {}, kRlStateDim}};
+  }();
+  for (const auto& s : sets)
+    if (s.name == name) return s;
+  std::string known;
+  for (const auto& s : sets) known += (known.empty() ? "" : ", ") + s.name;
+  throw InputError("features", "unknown feature set '" + name + "'; expected one of: " + known);
+}
+
 }  // namespace foxhunt::data

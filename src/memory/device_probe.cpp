@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/units.h"
 
 namespace foxhunt::memory {
 
@@ -76,10 +77,9 @@ std::optional<std::uint64_t> parse_mib(std::string_view field, std::size_t line_
   FOXHUNT_CHECK(!f.empty() && ec == std::errc() && ptr == end && std::isfinite(value) && value >= 0,
                 "nvidia-smi", "line ", line_no, ": ", column,
                 ": expected a non-negative number of MiB or [N/A], got '", f, "' in '", line, "'");
-  constexpr double kMiB = 1024.0 * 1024.0;
-  FOXHUNT_CHECK(value * kMiB < 1.8e19, "nvidia-smi", "line ", line_no, ": ", column,
+  FOXHUNT_CHECK(value * static_cast<double>(kMiB) < 1.8e19, "nvidia-smi", "line ", line_no, ": ", column,
                 ": value out of range: '", f, "'");
-  return static_cast<std::uint64_t>(std::llround(value * kMiB));
+  return static_cast<std::uint64_t>(std::llround(value * static_cast<double>(kMiB)));
 }
 
 bool is_executable_file(const std::string& path) {

@@ -5,12 +5,12 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/units.h"
 
 namespace foxhunt::memory {
 
 namespace {
 
-constexpr std::uint64_t kMiB = 1024ull * 1024;
 
 DeviceProfile builtin(const char* name, const char* description, std::uint64_t total_mib,
                       std::uint64_t reserve_mib) {
@@ -186,6 +186,13 @@ nlohmann::json to_json(const DeviceProfile& p) {
           {"reserve_bytes", p.reserve_bytes},
           {"usable_bytes", p.usable_bytes()},
           {"source", p.source}};
+}
+
+Budget resolve_budget(const std::optional<double>& budget_mib, const std::string& profile,
+                      const char* component) {
+  if (budget_mib) return {mib_to_bytes(*budget_mib, component, "--budget-mib"), "--budget-mib"};
+  const auto p = find_profile(profile);
+  return {p.usable_bytes(), p.name + " usable"};
 }
 
 }  // namespace foxhunt::memory

@@ -1,17 +1,28 @@
 #include "foxhunt/models/dqn.h"
 
+#include "foxhunt/models/options_io.h"
+
 namespace foxhunt::models {
 
+namespace {
+// The one field list of DqnOptions: JSON writer, reader and known keys come from it.
+const OptionsSchema<DqnOptions>& schema_of_DqnOptions() {
+  static const OptionsSchema<DqnOptions> schema(
+      "dqn", {
+       FOXHUNT_OPTION(DqnOptions, state_dim),
+       FOXHUNT_OPTION(DqnOptions, hidden),
+       FOXHUNT_OPTION(DqnOptions, actions)});
+  return schema;
+}
+}  // namespace
+
 nlohmann::json to_json(const DqnOptions& o) {
-  return {{"state_dim", o.state_dim()}, {"hidden", o.hidden()}, {"actions", o.actions()}};
+  return schema_of_DqnOptions().to_json(o);
 }
 
+
 DqnOptions dqn_options_from_json(const nlohmann::json& j) {
-  check_known_keys(j, "dqn", {"state_dim", "hidden", "actions"});
-  DqnOptions o;
-  json_get(j, "dqn", "state_dim", o.state_dim());
-  json_get(j, "dqn", "hidden", o.hidden());
-  json_get(j, "dqn", "actions", o.actions());
+  const DqnOptions o = schema_of_DqnOptions().from_json(j);
   return o;
 }
 
@@ -36,31 +47,34 @@ torch::Tensor DqnNetImpl::forward(const torch::Tensor& state) {
   return q->forward(state);
 }
 
+IoSpec io_spec(const DqnOptions& o) {
+  IoSpec s;
+  s.inputs = {{"state", InputRole::kState, "rl_state", 0, o.state_dim()}};
+  s.outputs = {"q"};
+  s.actions = o.actions();
+  return s;
+}
+
 namespace {
 
-class DqnModel final : public Model {
+class DqnModel final : public ModelAdapter<DqnNet> {
  public:
-  explicit DqnModel(DqnOptions o) : net_(std::move(o)) {}
-  std::string name() const override { return "dqn"; }
-  torch::nn::Module& module() override { return *net_; }
-  std::shared_ptr<torch::nn::Module> module_ptr() override { return net_.ptr(); }
-  nlohmann::json options_json() const override { return to_json(net_->options); }
-  std::vector<std::string> input_names() const override { return {"state"}; }
-  int64_t default_seq_len() const override { return 0; }
+  explicit DqnModel(DqnOptions o) : ModelAdapter("dqn", DqnNet(o), io_spec(o)) {}
 
   Batch example_batch(int64_t batch, int64_t, const torch::Device& device,
                       uint64_t seed) const override {
-    torch::manual_seed(seed);
+    auto gen = at::detail::createCPUGenerator(seed);
     Batch b;
-    b.inputs.push_back(torch::randn({batch, net_->options.state_dim()}).to(device));
+    b.inputs.push_back(torch::randn({batch, net_->options.state_dim()}, gen).to(device));
     // target columns: action taken, TD target y.
-    auto action = torch::randint(0, net_->options.actions(), {batch, 1}).to(torch::kFloat);
-    b.target = torch::cat({action, torch::randn({batch, 1})}, 1).to(device);
+    auto action =
+        torch::randint(0, net_->options.actions(), {batch, 1}, gen, torch::kLong).to(torch::kFloat);
+    b.target = torch::cat({action, torch::randn({batch, 1}, gen)}, 1).to(device);
     return b;
   }
 
   std::vector<torch::Tensor> forward(const Batch& b) override {
-    FOXHUNT_CHECK(b.inputs.size() == 1, "dqn", "expected 1 input (state), got ", b.inputs.size());
+    check_inputs(b);
     return {net_->forward(b.inputs[0])};
   }
 
@@ -75,9 +89,6 @@ class DqnModel final : public Model {
     auto q_a = q.gather(1, action).squeeze(1);
     return torch::smooth_l1_loss(q_a, b.target.select(1, 1));
   }
-
- private:
-  DqnNet net_;
 };
 
 }  // namespace

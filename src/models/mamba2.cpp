@@ -1,5 +1,7 @@
 #include "foxhunt/models/mamba2.h"
 
+#include "foxhunt/models/options_io.h"
+
 #include <cmath>
 
 #include "foxhunt/models/quantile_loss.h"
@@ -12,30 +14,34 @@ using torch::indexing::Slice;
 
 // ---- options ------------------------------------------------------------------------------
 
+namespace {
+// The one field list of Mamba2Options: JSON writer, reader and known keys come from it.
+const OptionsSchema<Mamba2Options>& schema_of_Mamba2Options() {
+  static const OptionsSchema<Mamba2Options> schema(
+      "mamba2", {
+       FOXHUNT_OPTION(Mamba2Options, input_dim),
+       FOXHUNT_OPTION(Mamba2Options, d_model),
+       FOXHUNT_OPTION(Mamba2Options, d_state),
+       FOXHUNT_OPTION(Mamba2Options, n_layers),
+       FOXHUNT_OPTION(Mamba2Options, expand),
+       FOXHUNT_OPTION(Mamba2Options, headdim),
+       FOXHUNT_OPTION(Mamba2Options, ngroups),
+       FOXHUNT_OPTION(Mamba2Options, d_conv),
+       FOXHUNT_OPTION(Mamba2Options, chunk_size),
+       FOXHUNT_OPTION(Mamba2Options, window),
+       FOXHUNT_OPTION(Mamba2Options, horizon),
+       FOXHUNT_OPTION(Mamba2Options, quantiles)});
+  return schema;
+}
+}  // namespace
+
 nlohmann::json to_json(const Mamba2Options& o) {
-  return {{"input_dim", o.input_dim()}, {"d_model", o.d_model()}, {"d_state", o.d_state()},
-          {"n_layers", o.n_layers()},   {"expand", o.expand()},   {"headdim", o.headdim()},
-          {"ngroups", o.ngroups()},     {"d_conv", o.d_conv()},   {"chunk_size", o.chunk_size()},
-          {"window", o.window()},       {"horizon", o.horizon()}, {"quantiles", o.quantiles()}};
+  return schema_of_Mamba2Options().to_json(o);
 }
 
+
 Mamba2Options mamba2_options_from_json(const nlohmann::json& j) {
-  check_known_keys(j, "mamba2",
-                   {"input_dim", "d_model", "d_state", "n_layers", "expand", "headdim", "ngroups",
-                    "d_conv", "chunk_size", "window", "horizon", "quantiles"});
-  Mamba2Options o;
-  json_get(j, "mamba2", "input_dim", o.input_dim());
-  json_get(j, "mamba2", "d_model", o.d_model());
-  json_get(j, "mamba2", "d_state", o.d_state());
-  json_get(j, "mamba2", "n_layers", o.n_layers());
-  json_get(j, "mamba2", "expand", o.expand());
-  json_get(j, "mamba2", "headdim", o.headdim());
-  json_get(j, "mamba2", "ngroups", o.ngroups());
-  json_get(j, "mamba2", "d_conv", o.d_conv());
-  json_get(j, "mamba2", "chunk_size", o.chunk_size());
-  json_get(j, "mamba2", "window", o.window());
-  json_get(j, "mamba2", "horizon", o.horizon());
-  json_get(j, "mamba2", "quantiles", o.quantiles());
+  Mamba2Options o = schema_of_Mamba2Options().from_json(j);
   validate(o);
   return o;
 }
@@ -486,31 +492,35 @@ std::vector<torch::Tensor> Mamba2NetImpl::no_weight_decay_parameters() {
 
 // ---- registry adapter ---------------------------------------------------------------------
 
+IoSpec io_spec(const Mamba2Options& o) {
+  IoSpec s;
+  s.inputs = {{"x", InputRole::kPastFeatures, "mamba2", o.window(), o.input_dim()}};
+  s.outputs = {"quantiles"};
+  s.window = o.window();
+  s.horizon = o.horizon();
+  s.quantiles = o.quantiles();
+  return s;
+}
+
 namespace {
 
-class Mamba2Model final : public Model {
+class Mamba2Model final : public ModelAdapter<Mamba2Net> {
  public:
-  explicit Mamba2Model(Mamba2Options o) : net_(std::move(o)) {}
-  std::string name() const override { return "mamba2"; }
-  torch::nn::Module& module() override { return *net_; }
-  std::shared_ptr<torch::nn::Module> module_ptr() override { return net_.ptr(); }
-  nlohmann::json options_json() const override { return to_json(net_->options); }
-  std::vector<std::string> input_names() const override { return {"x"}; }
-  int64_t default_seq_len() const override { return net_->options.window(); }
+  explicit Mamba2Model(Mamba2Options o) : ModelAdapter("mamba2", Mamba2Net(o), io_spec(o)) {}
 
   Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                       uint64_t seed) const override {
     const auto& o = net_->options;
     const int64_t L = seq_len > 0 ? seq_len : o.window();
-    torch::manual_seed(seed);
+    auto gen = at::detail::createCPUGenerator(seed);
     Batch b;
-    b.inputs.push_back(torch::randn({batch, L, o.input_dim()}).to(device));
-    b.target = torch::randn({batch, o.horizon()}).to(device);
+    b.inputs.push_back(torch::randn({batch, L, o.input_dim()}, gen).to(device));
+    b.target = torch::randn({batch, o.horizon()}, gen).to(device);
     return b;
   }
 
   std::vector<torch::Tensor> forward(const Batch& b) override {
-    FOXHUNT_CHECK(b.inputs.size() == 1, "mamba2", "expected 1 input (x), got ", b.inputs.size());
+    check_inputs(b);
     return {net_->forward(b.inputs[0])};
   }
 
@@ -524,9 +534,6 @@ class Mamba2Model final : public Model {
     check_float_input("mamba2", "target", b.target, {pred.size(0), pred.size(1)}, pred.device());
     return quantile_loss(pred, b.target, net_->options.quantiles());
   }
-
- private:
-  Mamba2Net net_;
 };
 
 }  // namespace

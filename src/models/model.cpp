@@ -1,4 +1,5 @@
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/options_io.h"
 
 #include <map>
 #include <sstream>
@@ -41,20 +42,28 @@ std::vector<std::string> model_names() {
   return names;
 }
 
-int64_t Model::parameter_count() {
+void check_input_count(const std::string& component, const IoSpec& spec, const Batch& batch) {
+  if (batch.inputs.size() == spec.inputs.size()) return;
+  std::string names;
+  for (const auto& i : spec.inputs) names += (names.empty() ? "" : ", ") + i.name;
+  throw InputError(component, detail::cat("expected ", spec.inputs.size(), " input(s) (", names,
+                                          "), got ", batch.inputs.size()));
+}
+
+int64_t ServingModel::parameter_count() {
   int64_t n = 0;
   for (const auto& p : module().parameters()) n += p.numel();
   return n;
 }
 
-int64_t Model::parameter_bytes() {
+int64_t ServingModel::parameter_bytes() {
   int64_t n = 0;
   for (const auto& p : module().parameters())
     n += p.numel() * static_cast<int64_t>(p.element_size());
   return n;
 }
 
-int64_t Model::buffer_bytes() {
+int64_t ServingModel::buffer_bytes() {
   int64_t n = 0;
   for (const auto& b : module().buffers()) n += b.numel() * static_cast<int64_t>(b.element_size());
   return n;
@@ -137,6 +146,19 @@ void check_known_keys(const nlohmann::json& j, const char* component,
       for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
       throw InputError(component, "unknown option '" + it.key() + "'; expected one of: " + list);
     }
+  }
+}
+
+void read_device_option(const nlohmann::json& j, const char* component, const char* key,
+                        torch::Device& device) {
+  std::string text = device.str();
+  json_get(j, component, key, text);
+  try {
+    device = torch::Device(text);
+  } catch (const c10::Error&) {
+    throw InputError(component, std::string("option '") + key +
+                                    "': expected e.g. \"cpu\" or \"cuda:0\", got \"" + text +
+                                    "\"");
   }
 }
 

@@ -1,23 +1,31 @@
 #include "foxhunt/models/ppo.h"
 
+#include "foxhunt/models/options_io.h"
+
 #include <cmath>
 
 namespace foxhunt::models {
 
+namespace {
+// The one field list of PpoOptions: JSON writer, reader and known keys come from it.
+const OptionsSchema<PpoOptions>& schema_of_PpoOptions() {
+  static const OptionsSchema<PpoOptions> schema(
+      "ppo", {
+       FOXHUNT_OPTION(PpoOptions, state_dim),
+       FOXHUNT_OPTION(PpoOptions, hidden),
+       FOXHUNT_OPTION(PpoOptions, actions),
+       FOXHUNT_OPTION(PpoOptions, orthogonal_init)});
+  return schema;
+}
+}  // namespace
+
 nlohmann::json to_json(const PpoOptions& o) {
-  return {{"state_dim", o.state_dim()},
-          {"hidden", o.hidden()},
-          {"actions", o.actions()},
-          {"orthogonal_init", o.orthogonal_init()}};
+  return schema_of_PpoOptions().to_json(o);
 }
 
+
 PpoOptions ppo_options_from_json(const nlohmann::json& j) {
-  check_known_keys(j, "ppo", {"state_dim", "hidden", "actions", "orthogonal_init"});
-  PpoOptions o;
-  json_get(j, "ppo", "state_dim", o.state_dim());
-  json_get(j, "ppo", "hidden", o.hidden());
-  json_get(j, "ppo", "actions", o.actions());
-  json_get(j, "ppo", "orthogonal_init", o.orthogonal_init());
+  const PpoOptions o = schema_of_PpoOptions().from_json(j);
   return o;
 }
 
@@ -65,32 +73,35 @@ torch::Tensor ppo_loss(const PolicyOutput& out, const torch::Tensor& actions,
   return policy_loss + vf_coef * value_loss - ent_coef * entropy;
 }
 
+IoSpec io_spec(const PpoOptions& o) {
+  IoSpec s;
+  s.inputs = {{"state", InputRole::kState, "rl_state", 0, o.state_dim()}};
+  s.outputs = {"logits", "value"};
+  s.actions = o.actions();
+  return s;
+}
+
 namespace {
 
-class PpoModel final : public Model {
+class PpoModel final : public ModelAdapter<ActorCritic> {
  public:
-  explicit PpoModel(PpoOptions o) : net_(std::move(o)) {}
-  std::string name() const override { return "ppo"; }
-  torch::nn::Module& module() override { return *net_; }
-  std::shared_ptr<torch::nn::Module> module_ptr() override { return net_.ptr(); }
-  nlohmann::json options_json() const override { return to_json(net_->options); }
-  std::vector<std::string> input_names() const override { return {"state"}; }
-  int64_t default_seq_len() const override { return 0; }
+  explicit PpoModel(PpoOptions o) : ModelAdapter("ppo", ActorCritic(o), io_spec(o)) {}
 
   Batch example_batch(int64_t batch, int64_t, const torch::Device& device,
                       uint64_t seed) const override {
-    torch::manual_seed(seed);
+    auto gen = at::detail::createCPUGenerator(seed);
     Batch b;
-    b.inputs.push_back(torch::randn({batch, net_->options.state_dim()}).to(device));
+    b.inputs.push_back(torch::randn({batch, net_->options.state_dim()}, gen).to(device));
     // target columns: action, old log-prob, advantage, return.
-    auto action = torch::randint(0, net_->options.actions(), {batch, 1}).to(torch::kFloat);
+    auto action =
+        torch::randint(0, net_->options.actions(), {batch, 1}, gen, torch::kLong).to(torch::kFloat);
     auto old_lp = torch::full({batch, 1}, -std::log(static_cast<double>(net_->options.actions())));
-    b.target = torch::cat({action, old_lp, torch::randn({batch, 2})}, 1).to(device);
+    b.target = torch::cat({action, old_lp, torch::randn({batch, 2}, gen)}, 1).to(device);
     return b;
   }
 
   std::vector<torch::Tensor> forward(const Batch& b) override {
-    FOXHUNT_CHECK(b.inputs.size() == 1, "ppo", "expected 1 input (state), got ", b.inputs.size());
+    check_inputs(b);
     auto out = net_->forward(b.inputs[0]);
     return {out.logits, out.value};
   }
@@ -100,15 +111,12 @@ class PpoModel final : public Model {
   }
 
   torch::Tensor loss(const Batch& b) override {
-    FOXHUNT_CHECK(b.inputs.size() == 1, "ppo", "expected 1 input (state), got ", b.inputs.size());
+    check_inputs(b);
     auto out = net_->forward(b.inputs[0]);
     check_float_input("ppo", "target", b.target, {out.value.size(0), 4}, out.value.device());
     return ppo_loss(out, b.target.select(1, 0), b.target.select(1, 1), b.target.select(1, 2),
                     b.target.select(1, 3));
   }
-
- private:
-  ActorCritic net_;
 };
 
 }  // namespace

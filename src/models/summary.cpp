@@ -34,8 +34,4 @@ nlohmann::json to_json(const ModelSummary& s) {
           {"options", s.options}};
 }
 
-std::string human_bytes(double bytes) {
-  return foxhunt::human_bytes(bytes);
-}
-
 }  // namespace foxhunt::models

@@ -1,5 +1,7 @@
 #include "foxhunt/models/tft.h"
 
+#include "foxhunt/models/options_io.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
@@ -69,36 +71,33 @@ torch::Tensor align_context(const torch::Tensor& c, const torch::Tensor& like) {
 
 // ---- options ----------------------------------------------------------------------------------
 
+namespace {
+// The one field list of TftOptions: JSON writer, reader and known keys come from it.
+const OptionsSchema<TftOptions>& schema_of_TftOptions() {
+  static const OptionsSchema<TftOptions> schema(
+      "tft", {
+       FOXHUNT_OPTION(TftOptions, past_features),
+       FOXHUNT_OPTION(TftOptions, future_features),
+       FOXHUNT_OPTION(TftOptions, static_categories),
+       FOXHUNT_OPTION(TftOptions, hidden),
+       FOXHUNT_OPTION(TftOptions, heads),
+       FOXHUNT_OPTION(TftOptions, lstm_layers),
+       FOXHUNT_OPTION(TftOptions, dropout),
+       FOXHUNT_OPTION(TftOptions, window),
+       FOXHUNT_OPTION(TftOptions, horizon),
+       FOXHUNT_OPTION(TftOptions, quantiles),
+       FOXHUNT_OPTION(TftOptions, real_embedding)});
+  return schema;
+}
+}  // namespace
+
 nlohmann::json to_json(const TftOptions& o) {
-  return {{"past_features", o.past_features()},
-          {"future_features", o.future_features()},
-          {"static_categories", o.static_categories()},
-          {"hidden", o.hidden()},
-          {"heads", o.heads()},
-          {"lstm_layers", o.lstm_layers()},
-          {"dropout", o.dropout()},
-          {"window", o.window()},
-          {"horizon", o.horizon()},
-          {"quantiles", o.quantiles()},
-          {"real_embedding", o.real_embedding()}};
+  return schema_of_TftOptions().to_json(o);
 }
 
+
 TftOptions tft_options_from_json(const nlohmann::json& j) {
-  check_known_keys(j, "tft",
-                   {"past_features", "future_features", "static_categories", "hidden", "heads",
-                    "lstm_layers", "dropout", "window", "horizon", "quantiles", "real_embedding"});
-  TftOptions o;
-  json_get(j, "tft", "past_features", o.past_features());
-  json_get(j, "tft", "future_features", o.future_features());
-  json_get(j, "tft", "static_categories", o.static_categories());
-  json_get(j, "tft", "hidden", o.hidden());
-  json_get(j, "tft", "heads", o.heads());
-  json_get(j, "tft", "lstm_layers", o.lstm_layers());
-  json_get(j, "tft", "dropout", o.dropout());
-  json_get(j, "tft", "window", o.window());
-  json_get(j, "tft", "horizon", o.horizon());
-  json_get(j, "tft", "quantiles", o.quantiles());
-  json_get(j, "tft", "real_embedding", o.real_embedding());
+  TftOptions o = schema_of_TftOptions().from_json(j);
   validate(o);
   return o;
 }
@@ -557,17 +556,23 @@ TftOutput TftNetImpl::forward_with_details(const torch::Tensor& past_in,
 
 // ---- registry adapter -------------------------------------------------------------------------
 
+IoSpec io_spec(const TftOptions& o) {
+  IoSpec s;
+  s.inputs = {{"past", InputRole::kPastFeatures, "tft_past", o.window(), o.past_features()},
+              {"future", InputRole::kKnownFuture, "calendar", o.horizon(), o.future_features()},
+              {"static_id", InputRole::kStaticId, "", 0, 0, true}};
+  s.outputs = {"quantiles"};
+  s.window = o.window();
+  s.horizon = o.horizon();
+  s.quantiles = o.quantiles();
+  return s;
+}
+
 namespace {
 
-class TftModel final : public Model {
+class TftModel final : public ModelAdapter<TftNet> {
  public:
-  explicit TftModel(TftOptions o) : net_(std::move(o)) {}
-  std::string name() const override { return "tft"; }
-  torch::nn::Module& module() override { return *net_; }
-  std::shared_ptr<torch::nn::Module> module_ptr() override { return net_.ptr(); }
-  nlohmann::json options_json() const override { return to_json(net_->options); }
-  std::vector<std::string> input_names() const override { return {"past", "future", "static_id"}; }
-  int64_t default_seq_len() const override { return net_->options.window(); }
+  explicit TftModel(TftOptions o) : ModelAdapter("tft", TftNet(o), io_spec(o)) {}
 
   Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                       uint64_t seed) const override {
@@ -594,8 +599,7 @@ class TftModel final : public Model {
   }
 
   std::vector<torch::Tensor> forward(const Batch& b) override {
-    FOXHUNT_CHECK(b.inputs.size() == 3, "tft", "expected 3 inputs (past, future, static_id), got ",
-                  b.inputs.size());
+    check_inputs(b);
     return {net_->forward(b.inputs[0], b.inputs[1], b.inputs[2])};
   }
 
@@ -609,9 +613,6 @@ class TftModel final : public Model {
     check_float_input("tft", "target", b.target, {pred.size(0), pred.size(1)}, pred.device());
     return quantile_loss(pred, b.target, net_->options.quantiles());
   }
-
- private:
-  TftNet net_;
 };
 
 }  // namespace

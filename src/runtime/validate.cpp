@@ -10,16 +10,17 @@
 #include <cmath>
 #include <filesystem>
 
+#include "foxhunt/core/units.h"
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/bars.h"
-#include "foxhunt/memory/budget.h"
+#include "foxhunt/plan/budget.h"
 #include "foxhunt/memory/device_profile.h"
-#include "foxhunt/memory/planner.h"
+#include "foxhunt/plan/planner.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
 #include "foxhunt/train/infra.h"
-#include "foxhunt/train/job.h"
+#include "foxhunt/runtime/train_job.h"
 
 namespace foxhunt::runtime {
 
@@ -85,7 +86,7 @@ void validate_models_step(const ValidateOptions& options, StepResult& result, st
     all_ok = all_ok && ok;
     std::snprintf(line, sizeof(line), "  %-8s %12lld %14s %8lld %s\n", name.c_str(),
                   static_cast<long long>(m->parameter_count()),
-                  models::human_bytes(static_cast<double>(m->parameter_bytes())).c_str(),
+                  human_bytes(static_cast<double>(m->parameter_bytes())).c_str(),
                   static_cast<long long>(m->default_seq_len()), checks.c_str());
     log << line;
     rows.push_back(row);
@@ -100,7 +101,7 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
   FOXHUNT_CHECK(torch::Device(options.device).is_cpu(), "validate",
                 "plan: the planner measures with the CPU ledger; expected device cpu, got ",
                 options.device);
-  const auto profile = memory::find_profile("rtx3050ti-4gb");
+  const auto profile = memory::find_profile(memory::kReferenceProfile);
   nlohmann::json plans = nlohmann::json::array();
   bool all_ok = true;
   std::string summary;
@@ -109,12 +110,12 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
                 "limited by", "verified", "predicted", "fit err", "ref err", "time");
   log << line;
   for (const auto& name : models::model_names()) {
-    memory::PlanOptions o;
+    plan::PlanOptions o;
     o.model = name;
     o.train.seed = options.seed;
     o.budget_bytes = profile.usable_bytes();
     o.budget_source = profile.name + " usable";
-    const auto r = memory::plan_batch(o);
+    const auto r = plan::plan_batch(o);
     const bool ok = r.verified && std::abs(r.predicted_error_pct()) <= 10.0;
     all_ok = all_ok && ok;
     auto j = r.to_json();
@@ -122,8 +123,8 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
     plans.push_back(j);
     std::snprintf(line, sizeof(line), "  %-8s %8lld %-16s %12s %12s %+8.1f%% %+8.1f%% %6.2fs\n",
                   name.c_str(), static_cast<long long>(r.chosen_batch), r.limited_by.c_str(),
-                  models::human_bytes(double(r.verified_peak_bytes)).c_str(),
-                  models::human_bytes(double(r.predicted_peak_bytes)).c_str(),
+                  human_bytes(double(r.verified_peak_bytes)).c_str(),
+                  human_bytes(double(r.predicted_peak_bytes)).c_str(),
                   r.predicted_error_pct(), r.reference_error_pct(), r.seconds);
     log << line;
     summary += (summary.empty() ? "" : ", ") + name + " b=" + std::to_string(r.chosen_batch) +
@@ -136,20 +137,20 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
 }
 
 void validate_budget_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
-  memory::BudgetOptions o;
-  o.device_profile = "rtx3050ti-4gb";
+  plan::BudgetOptions o;
+  o.device_profile = memory::kReferenceProfile;
   o.seed = options.seed;
-  const auto rep = memory::validate_budget(o);
+  const auto rep = plan::validate_budget(o);
   std::istringstream table(rep.table());
   for (std::string l; std::getline(table, l);) log << "  " << l << "\n";
   result.ok = rep.ok;
   result.details = rep.to_json();
   char buf[256];
   std::snprintf(buf, sizeof(buf), "total %s of %s (%.2f%%), headroom %s (required %s)",
-                models::human_bytes(double(rep.total_bytes)).c_str(),
-                models::human_bytes(double(rep.budget_bytes)).c_str(), rep.total_pct_of_budget,
-                models::human_bytes(double(rep.headroom_bytes)).c_str(),
-                models::human_bytes(double(rep.headroom_required_bytes)).c_str());
+                human_bytes(double(rep.total_bytes)).c_str(),
+                human_bytes(double(rep.budget_bytes)).c_str(), rep.total_pct_of_budget,
+                human_bytes(double(rep.headroom_bytes)).c_str(),
+                human_bytes(double(rep.headroom_required_bytes)).c_str());
   result.summary = buf;
 }
 
@@ -180,8 +181,8 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
   bool all_ok = true;
   nlohmann::json rows = nlohmann::json::array();
   char line[256];
-  for (const auto& model : train::trainable_models()) {
-    train::TrainJob job;
+  for (const auto& model : runtime::trainable_models()) {
+    runtime::TrainJob job;
     job.model = model;
     job.data = csv;
     job.seed = options.seed;
@@ -196,7 +197,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
     } else {
       job.epochs = options.forecast_epochs;
     }
-    const auto summary = train::run_train_job(job);
+    const auto summary = runtime::run_train_job(job);
     const bool completed = summary.value("completed", false);
     // The checkpoint must parse (magic, version, CRC) and name the model.
     bool checkpoint_ok = false;

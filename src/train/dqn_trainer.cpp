@@ -1,68 +1,58 @@
 #include "foxhunt/train/dqn_trainer.h"
 
+#include "foxhunt/models/options_io.h"
+
 #include <cmath>
 #include <cstring>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/train/checkpointing.h"
-#include "foxhunt/train/json_options.h"
+#include "foxhunt/train/loop.h"
+#include "foxhunt/train/state_io.h"
 
 namespace foxhunt::train {
 
 // ---- options ----------------------------------------------------------------------------------
 
+namespace {
+// The one field list of DqnTrainerOptions: JSON writer, reader and known keys come from it.
+const models::OptionsSchema<DqnTrainerOptions>& schema_of_DqnTrainerOptions() {
+  static const models::OptionsSchema<DqnTrainerOptions> schema(
+      "dqn_trainer", {
+       FOXHUNT_OPTION(DqnTrainerOptions, total_steps),
+       FOXHUNT_OPTION(DqnTrainerOptions, learning_rate),
+       FOXHUNT_OPTION(DqnTrainerOptions, batch_size),
+       FOXHUNT_OPTION(DqnTrainerOptions, buffer_size),
+       FOXHUNT_OPTION(DqnTrainerOptions, learning_starts),
+       FOXHUNT_OPTION(DqnTrainerOptions, gamma),
+       FOXHUNT_OPTION(DqnTrainerOptions, target_update_interval),
+       FOXHUNT_OPTION(DqnTrainerOptions, tau),
+       FOXHUNT_OPTION(DqnTrainerOptions, train_freq),
+       FOXHUNT_OPTION(DqnTrainerOptions, gradient_steps),
+       FOXHUNT_OPTION(DqnTrainerOptions, exploration_fraction),
+       FOXHUNT_OPTION(DqnTrainerOptions, exploration_initial_eps),
+       FOXHUNT_OPTION(DqnTrainerOptions, exploration_final_eps),
+       FOXHUNT_OPTION(DqnTrainerOptions, max_grad_norm),
+       FOXHUNT_OPTION(DqnTrainerOptions, huber_delta),
+       FOXHUNT_OPTION(DqnTrainerOptions, hidden),
+       FOXHUNT_OPTION(DqnTrainerOptions, double_dqn),
+       FOXHUNT_OPTION(DqnTrainerOptions, eval_interval),
+       FOXHUNT_OPTION(DqnTrainerOptions, eval_episodes),
+       FOXHUNT_OPTION(DqnTrainerOptions, keep_best),
+       FOXHUNT_OPTION(DqnTrainerOptions, seed),
+       FOXHUNT_OPTION(DqnTrainerOptions, device)});
+  return schema;
+}
+}  // namespace
+
 nlohmann::json to_json(const DqnTrainerOptions& o) {
-  return {{"total_steps", o.total_steps()},
-          {"learning_rate", o.learning_rate()},
-          {"batch_size", o.batch_size()},
-          {"buffer_size", o.buffer_size()},
-          {"learning_starts", o.learning_starts()},
-          {"gamma", o.gamma()},
-          {"target_update_interval", o.target_update_interval()},
-          {"tau", o.tau()},
-          {"train_freq", o.train_freq()},
-          {"gradient_steps", o.gradient_steps()},
-          {"exploration_fraction", o.exploration_fraction()},
-          {"exploration_initial_eps", o.exploration_initial_eps()},
-          {"exploration_final_eps", o.exploration_final_eps()},
-          {"max_grad_norm", o.max_grad_norm()},
-          {"huber_delta", o.huber_delta()},
-          {"hidden", o.hidden()},
-          {"double_dqn", o.double_dqn()},
-          {"eval_interval", o.eval_interval()},
-          {"eval_episodes", o.eval_episodes()},
-          {"keep_best", o.keep_best()},
-          {"seed", o.seed()},
-          {"device", o.device().str()}};
+  return schema_of_DqnTrainerOptions().to_json(o);
 }
 
+
 DqnTrainerOptions dqn_trainer_options_from_json(const nlohmann::json& j) {
-  const char* c = "dqn_trainer";
-  models::check_known_keys(j, c, known_keys(to_json(DqnTrainerOptions())));
-  DqnTrainerOptions o;
-  models::json_get(j, c, "total_steps", o.total_steps());
-  models::json_get(j, c, "learning_rate", o.learning_rate());
-  models::json_get(j, c, "batch_size", o.batch_size());
-  models::json_get(j, c, "buffer_size", o.buffer_size());
-  models::json_get(j, c, "learning_starts", o.learning_starts());
-  models::json_get(j, c, "gamma", o.gamma());
-  models::json_get(j, c, "target_update_interval", o.target_update_interval());
-  models::json_get(j, c, "tau", o.tau());
-  models::json_get(j, c, "train_freq", o.train_freq());
-  models::json_get(j, c, "gradient_steps", o.gradient_steps());
-  models::json_get(j, c, "exploration_fraction", o.exploration_fraction());
-  models::json_get(j, c, "exploration_initial_eps", o.exploration_initial_eps());
-  models::json_get(j, c, "exploration_final_eps", o.exploration_final_eps());
-  models::json_get(j, c, "max_grad_norm", o.max_grad_norm());
-  models::json_get(j, c, "huber_delta", o.huber_delta());
-  models::json_get(j, c, "hidden", o.hidden());
-  models::json_get(j, c, "double_dqn", o.double_dqn());
-  models::json_get(j, c, "eval_interval", o.eval_interval());
-  models::json_get(j, c, "eval_episodes", o.eval_episodes());
-  models::json_get(j, c, "keep_best", o.keep_best());
-  models::json_get(j, c, "seed", o.seed());
-  o.device(device_option(j, c, o.device()));
+  const DqnTrainerOptions o = schema_of_DqnTrainerOptions().from_json(j);
   return o;
 }
 
@@ -171,7 +161,7 @@ ReplayBuffer::Sample ReplayBuffer::sample(int64_t batch, Rng& rng,
   float* pr = rew.data_ptr<float>();
   float* pt = term.data_ptr<float>();
   for (int64_t b = 0; b < batch; ++b) {
-    const auto i = static_cast<size_t>(rng.below(static_cast<uint64_t>(size_)));
+    const auto i = static_cast<size_t>(rng.uniform_int(static_cast<uint64_t>(size_)));
     std::memcpy(po + b * obs_size_, obs_.data() + i * w, w * sizeof(float));
     std::memcpy(pn + b * obs_size_, next_obs_.data() + i * w, w * sizeof(float));
     pa[b] = actions_[i];
@@ -253,7 +243,7 @@ DqnTrainer::DqnTrainer(DqnTrainerOptions options, EnvFactory make_env)
       make_env_(make_env),
       env_(make_checked_env(make_env)),
       buffer_((check_options(o_), o_.buffer_size()), env_->observation_size()),
-      rng_(derive_seed(o_.seed(), 1)) {
+      rng_(derive_seed(o_.seed(), SeedStream::kTrainerRng)) {
   torch::manual_seed(o_.seed());
   model_ = models::make_model("dqn", models::to_json(models::DqnOptions()
                                                          .state_dim(env_->observation_size())
@@ -352,47 +342,32 @@ nlohmann::json DqnTrainer::metrics_line(double elapsed, double rate) const {
 }
 
 TrainResult DqnTrainer::train(const RunConfig& run) {
-  clear_stop();
-  TrainResult result;
-  result.algo = "dqn";
-  result.total_steps = o_.total_steps();
-  MetricsLog log(run.metrics_path);
-  Progress progress("dqn", o_.total_steps(), step_, run.progress);
+  RunSession session(run, "dqn", "dqn", o_.total_steps(), step_);
   online_->train();
 
   if (!started_) {
-    obs_ = env_->reset(derive_seed(o_.seed(), 2));
+    obs_ = env_->reset(derive_seed(o_.seed(), SeedStream::kFirstReset));
     started_ = true;
   }
   const auto n_actions = static_cast<uint64_t>(env_->action_count());
   auto write_log = [&] {
-    auto line = metrics_line(progress.elapsed(), progress.rate(step_));
-    log.write(line);
-    if (run.on_log) run.on_log(line);
+    auto line = metrics_line(session.elapsed(), session.rate(step_));
     char extra[128];
     std::snprintf(extra, sizeof(extra), "return %.1f  loss %.4g  eps %.3f", returns_.mean(),
                   line["loss"].is_null() ? NAN : line["loss"].get<double>(), epsilon());
-    progress.log(step_, extra);
+    session.log(line, step_, extra);
     if (loss_count_ > 0) last_loss_ = loss_sum_ / static_cast<double>(loss_count_);
     loss_sum_ = 0.0;
     loss_count_ = 0;
   };
-  auto checkpoint = [&] {
-    if (run.checkpoint_path.empty()) return;
-    save_checkpoint(run.checkpoint_path);
-    result.checkpoint_path = run.checkpoint_path;
-  };
+  auto checkpoint = [&] { session.checkpoint([&](const auto& p) { save_checkpoint(p); }); };
 
-  while (step_ < o_.total_steps()) {
-    if (stop_requested() || (run.stop_at_step >= 0 && step_ >= run.stop_at_step)) {
-      result.interrupted = stop_requested();
-      break;
-    }
+  while (step_ < o_.total_steps() && !session.should_stop(step_)) {
     int64_t action;
     if (step_ < o_.learning_starts()) {
-      action = static_cast<int64_t>(rng_.below(n_actions));
+      action = static_cast<int64_t>(rng_.uniform_int(n_actions));
     } else if (rng_.uniform() < epsilon()) {
-      action = static_cast<int64_t>(rng_.below(n_actions));
+      action = static_cast<int64_t>(rng_.uniform_int(n_actions));
     } else {
       action = greedy_action(obs_);
     }
@@ -421,24 +396,38 @@ TrainResult DqnTrainer::train(const RunConfig& run) {
       }
     }
     if (o_.eval_interval() > 0 && step_ % o_.eval_interval() == 0)
-      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(), derive_seed(o_.seed(), 7),
+      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(), derive_seed(o_.seed(), SeedStream::kBestEval),
                      *online_, step_);
-    if (run.log_interval > 0 && step_ % run.log_interval == 0) write_log();
-    if (run.checkpoint_interval > 0 && step_ % run.checkpoint_interval == 0) checkpoint();
-    progress.update(step_);
+    if (session.log_due(step_ - 1, step_)) write_log();
+    if (session.checkpoint_due(step_ - 1, step_)) checkpoint();
+    session.update(step_);
   }
-  if (run.log_interval > 0 && step_ % run.log_interval != 0) write_log();
-  progress.finish();
-  result.completed = step_ >= o_.total_steps();
+  if (session.logging() && step_ % run.log_interval != 0) write_log();
+  const bool completed = step_ >= o_.total_steps();
   // The final weights are the best evaluated ones (the checkpoint then holds them too).
-  if (result.completed && o_.keep_best() && best_.restore(*online_)) update_target(1.0);
+  if (completed && o_.keep_best() && best_.restore(*online_)) update_target(1.0);
   checkpoint();
-  result.steps = step_;
-  result.episodes = episodes_;
-  result.seconds = progress.elapsed();
-  result.metrics = metrics_line(progress.elapsed(), progress.rate(step_));
-  result.metrics["loss"] = json_number(last_loss_);
-  return result;
+  auto metrics = metrics_line(session.elapsed(), session.rate(step_));
+  metrics["loss"] = json_number(last_loss_);
+  return session.finish(step_, episodes_, completed, std::move(metrics));
+}
+
+// The resumable state, listed once: the checkpoint writes and reads exactly these fields.
+template <typename F>
+void DqnTrainer::visit_state(F&& f) {
+  f("step", step_);
+  f("episodes", episodes_);
+  f("updates", updates_);
+  f("started", started_);
+  f("obs", obs_);
+  f("episode_return", episode_return_);
+  f("episode_length", episode_length_);
+  f("returns", returns_);
+  f("lengths", lengths_);
+  f("loss_sum", loss_sum_);
+  f("loss_count", loss_count_);
+  f("last_loss", last_loss_);
+  f("rng", rng_);
 }
 
 void DqnTrainer::save_checkpoint(const std::string& path) {
@@ -446,21 +435,9 @@ void DqnTrainer::save_checkpoint(const std::string& path) {
                       {"env", env_->name()},
                       {"obs_size", env_->observation_size()},
                       {"actions", env_->action_count()},
-                      {"step", step_},
-                      {"episodes", episodes_},
-                      {"updates", updates_},
-                      {"started", started_},
-                      {"obs", obs_},
-                      {"episode_return", episode_return_},
-                      {"episode_length", episode_length_},
-                      {"returns", returns_.to_json()},
-                      {"lengths", lengths_.to_json()},
-                      {"loss_sum", loss_sum_},
-                      {"loss_count", loss_count_},
-                      {"last_loss", json_number(last_loss_)},
-                      {"rng", rng_.state()},
                       {"best_policy", best_.to_json()},
                       {"extra", extra_}};
+  visit_state(StateWriter(t));
   auto env_state = env_->save_state();
   t["env_state"] = env_state ? nlohmann::json(*env_state) : nlohmann::json(nullptr);
   Container c = trainer_container(*model_, "dqn", t);
@@ -488,27 +465,15 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
     optimizer_from_bytes(*optimizer_, require_blob(c, "optimizer", path), path);
     buffer_.from_bytes(require_blob(c, "replay", path), path);
     set_torch_rng_state(require_blob(c, "torch_rng", path), path);
-    step_ = t.at("step").get<int64_t>();
-    episodes_ = t.at("episodes").get<int64_t>();
-    updates_ = t.at("updates").get<int64_t>();
-    started_ = t.at("started").get<bool>();
-    episode_return_ = t.at("episode_return").get<double>();
-    episode_length_ = t.at("episode_length").get<int64_t>();
-    returns_.from_json(t.at("returns"));
-    lengths_.from_json(t.at("lengths"));
-    loss_sum_ = t.at("loss_sum").get<double>();
-    loss_count_ = t.at("loss_count").get<int64_t>();
-    last_loss_ = t.at("last_loss").is_null() ? NAN : t.at("last_loss").get<double>();
-    rng_.set_state(t.at("rng").get<std::string>());
+    visit_state(StateReader(t));
     extra_ = t.value("extra", nlohmann::json::object());
     auto best = c.blobs.find("best_module");
     best_.load(t.at("best_policy"), best == c.blobs.end() ? std::string() : best->second);
     if (started_ && !t.at("env_state").is_null()) {
       env_->load_state(t.at("env_state").get<std::string>());
-      obs_ = t.at("obs").get<std::vector<float>>();
     } else if (started_) {
       // The environment cannot restore its state: restart the episode from a derived seed.
-      obs_ = env_->reset(derive_seed(o_.seed(), 1000 + static_cast<uint64_t>(step_)));
+      obs_ = env_->reset(derive_seed(o_.seed(), SeedStream::kEpisodeReset, static_cast<uint64_t>(step_)));
       episode_return_ = 0.0;
       episode_length_ = 0;
     }

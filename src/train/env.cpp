@@ -30,11 +30,8 @@ std::vector<float> CartPole::reset(uint64_t seed) {
 }
 
 std::vector<float> CartPole::reset() {
-  // U(-b, b) from the top 53 bits: identical on every platform, unlike std distributions.
-  auto u = [&] {
-    const double unit = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-    return -o_.reset_bound + 2.0 * o_.reset_bound * unit;
-  };
+  // U(-b, b) from the project's portable stream: identical on every platform.
+  auto u = [&] { return -o_.reset_bound + 2.0 * o_.reset_bound * rng_.uniform(); };
   s_.x = u();
   s_.x_dot = u();
   s_.theta = u();
@@ -81,11 +78,9 @@ EnvStep CartPole::step(int64_t action) {
 }
 
 std::optional<std::string> CartPole::save_state() const {
-  std::ostringstream rng;
-  rng << rng_;
   nlohmann::json j = {
       {"x", s_.x},       {"x_dot", s_.x_dot}, {"theta", s_.theta}, {"theta_dot", s_.theta_dot},
-      {"steps", steps_}, {"done", done_},     {"rng", rng.str()}};
+      {"steps", steps_}, {"done", done_},     {"rng", rng_.state()}};
   return j.dump();
 }
 
@@ -99,9 +94,7 @@ void CartPole::load_state(const std::string& state) {
     s_.theta_dot = j.at("theta_dot").get<double>();
     steps_ = j.at("steps").get<int64_t>();
     done_ = j.at("done").get<bool>();
-    std::istringstream rng(j.at("rng").get<std::string>());
-    rng >> rng_;
-    FOXHUNT_CHECK(!rng.fail(), "cartpole", "state: unreadable random stream");
+    rng_.set_state(j.at("rng").get<std::string>());
   } catch (const nlohmann::json::exception& e) {
     throw InputError("cartpole", std::string("state: ") + e.what());
   }

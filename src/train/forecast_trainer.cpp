@@ -1,10 +1,14 @@
 #include "foxhunt/train/forecast_trainer.h"
 
+#include "foxhunt/models/options_io.h"
+
 #include <cmath>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/train/checkpointing.h"
+#include "foxhunt/train/loop.h"
+#include "foxhunt/train/state_io.h"
 
 namespace foxhunt::train {
 
@@ -87,29 +91,30 @@ models::Batch TensorBatchSource::validation_batch(int64_t index) {
 
 // ---- options ----------------------------------------------------------------------------------
 
+namespace {
+// The one field list of ForecastTrainerOptions: JSON writer, reader and known keys come from it.
+const models::OptionsSchema<ForecastTrainerOptions>& schema_of_ForecastTrainerOptions() {
+  static const models::OptionsSchema<ForecastTrainerOptions> schema(
+      "forecast_trainer", {
+       FOXHUNT_OPTION(ForecastTrainerOptions, epochs),
+       FOXHUNT_OPTION(ForecastTrainerOptions, learning_rate),
+       FOXHUNT_OPTION(ForecastTrainerOptions, weight_decay),
+       FOXHUNT_OPTION(ForecastTrainerOptions, max_grad_norm),
+       FOXHUNT_OPTION(ForecastTrainerOptions, patience),
+       FOXHUNT_OPTION(ForecastTrainerOptions, min_delta),
+       FOXHUNT_OPTION(ForecastTrainerOptions, restore_best),
+       FOXHUNT_OPTION(ForecastTrainerOptions, seed)});
+  return schema;
+}
+}  // namespace
+
 nlohmann::json to_json(const ForecastTrainerOptions& o) {
-  return {{"epochs", o.epochs()},
-          {"learning_rate", o.learning_rate()},
-          {"weight_decay", o.weight_decay()},
-          {"max_grad_norm", o.max_grad_norm()},
-          {"patience", o.patience()},
-          {"min_delta", o.min_delta()},
-          {"restore_best", o.restore_best()},
-          {"seed", o.seed()}};
+  return schema_of_ForecastTrainerOptions().to_json(o);
 }
 
+
 ForecastTrainerOptions forecast_trainer_options_from_json(const nlohmann::json& j) {
-  const char* c = "forecast_trainer";
-  models::check_known_keys(j, c, known_keys(to_json(ForecastTrainerOptions())));
-  ForecastTrainerOptions o;
-  models::json_get(j, c, "epochs", o.epochs());
-  models::json_get(j, c, "learning_rate", o.learning_rate());
-  models::json_get(j, c, "weight_decay", o.weight_decay());
-  models::json_get(j, c, "max_grad_norm", o.max_grad_norm());
-  models::json_get(j, c, "patience", o.patience());
-  models::json_get(j, c, "min_delta", o.min_delta());
-  models::json_get(j, c, "restore_best", o.restore_best());
-  models::json_get(j, c, "seed", o.seed());
+  const ForecastTrainerOptions o = schema_of_ForecastTrainerOptions().from_json(j);
   return o;
 }
 
@@ -179,40 +184,22 @@ nlohmann::json ForecastTrainer::metrics_line(double elapsed, double rate) const 
 }
 
 TrainResult ForecastTrainer::train(const RunConfig& run) {
-  clear_stop();
-  TrainResult result;
-  result.algo = "forecast";
   const int64_t per_epoch = data_.train_batches();
-  result.total_steps = o_.epochs() * per_epoch;
-  MetricsLog log(run.metrics_path);
-  Progress progress(model_.name(), result.total_steps, step_, run.progress);
+  RunSession session(run, "forecast", model_.name(), o_.epochs() * per_epoch, step_);
   const auto device = models::module_device(model_.module());
   const int64_t samples_before = samples_;
   auto samples_rate = [&] {
-    const double t = progress.elapsed();
+    const double t = session.elapsed();
     return t > 0 ? static_cast<double>(samples_ - samples_before) / t : 0.0;
   };
-  auto emit = [&](nlohmann::json line) {
-    log.write(line);
-    if (run.on_log) run.on_log(line);
-  };
-  auto checkpoint = [&] {
-    if (run.checkpoint_path.empty()) return;
-    save_checkpoint(run.checkpoint_path);
-    result.checkpoint_path = run.checkpoint_path;
-  };
+  auto checkpoint = [&] { session.checkpoint([&](const auto& p) { save_checkpoint(p); }); };
 
-  bool halted = false;  // stopped before the end (Ctrl-C or stop_at_step)
   // A run that stopped early stays stopped; one that ran out of epochs continues when resumed
   // with more of them.
   while (!stopped_early_ && epoch_ < o_.epochs()) {
     model_.module().train();
     while (batch_ < per_epoch) {
-      if (stop_requested() || (run.stop_at_step >= 0 && step_ >= run.stop_at_step)) {
-        result.interrupted = stop_requested();
-        halted = true;
-        break;
-      }
+      if (session.should_stop(step_)) break;
       {
         auto b = to_device(data_.train_batch(epoch_, batch_), device);
         auto loss = model_.loss(b);
@@ -225,7 +212,7 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
           torch::nn::utils::clip_grad_norm_(model_.module().parameters(), o_.max_grad_norm());
         optimizer_->step();
         const double l = loss.item<double>();
-        FOXHUNT_CHECK(std::isfinite(l), "forecast_trainer", "model '", model_.name(),
+        FOXHUNT_ENSURE(std::isfinite(l), "forecast_trainer", "model '", model_.name(),
                       "': non-finite training loss at step ", step_, " (epoch ", epoch_,
                       "); lower the learning rate");
         epoch_loss_sum_ += l;
@@ -236,20 +223,19 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
       }
       ++step_;
       ++batch_;
-      if (run.log_interval > 0 && step_ % run.log_interval == 0) {
-        auto line = metrics_line(progress.elapsed(), samples_rate());
-        emit(line);
+      if (session.log_due(step_ - 1, step_)) {
+        auto line = metrics_line(session.elapsed(), samples_rate());
         char extra[96];
         std::snprintf(extra, sizeof(extra), "epoch %lld  loss %.5g", static_cast<long long>(epoch_),
                       line["loss"].is_null() ? NAN : line["loss"].get<double>());
-        progress.log(step_, extra);
+        session.log(line, step_, extra);
         window_loss_sum_ = 0.0;
         window_loss_count_ = 0;
       }
-      if (run.checkpoint_interval > 0 && step_ % run.checkpoint_interval == 0) checkpoint();
-      progress.update(step_);
+      if (session.checkpoint_due(step_ - 1, step_)) checkpoint();
+      session.update(step_);
     }
-    if (halted) break;
+    if (session.halted()) break;
     // End of epoch: validate, track the best weights, decide on early stopping.
     {
       const double val = validation_loss();
@@ -265,16 +251,15 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
       } else {
         ++bad_epochs_;
       }
-      auto line = metrics_line(progress.elapsed(), samples_rate());
+      auto line = metrics_line(session.elapsed(), samples_rate());
       line["event"] = "epoch";
       line["train_loss"] = json_number(train_loss);
       line["val_loss"] = json_number(val);
       line["improved"] = improved;
-      emit(line);
       char extra[128];
       std::snprintf(extra, sizeof(extra), "epoch %lld  train %.5g  val %.5g  best %.5g",
                     static_cast<long long>(epoch_), train_loss, val, best_val_);
-      progress.log(step_, extra);
+      session.log(line, step_, extra);
       ++epoch_;
       batch_ = 0;
       epoch_loss_sum_ = 0.0;
@@ -283,40 +268,41 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
       if (stopped_early_) break;
     }
   }
-  result.completed = !halted;
-  if (result.completed && o_.restore_best() && !best_weights_.empty())
+  const bool completed = !session.halted();
+  if (completed && o_.restore_best() && !best_weights_.empty())
     models::module_from_bytes(model_.module(), best_weights_, "best weights");
-  progress.finish();
   checkpoint();
-  result.steps = step_;
-  result.episodes = epoch_;
-  result.seconds = progress.elapsed();
-  result.metrics = metrics_line(progress.elapsed(), samples_rate());
-  result.metrics["epochs"] = epoch_;
-  result.metrics["stopped_early"] = stopped_early_;
-  result.metrics["val_history"] = val_history_;
-  result.metrics["final_val_loss"] =
+  auto metrics = metrics_line(session.elapsed(), samples_rate());
+  metrics["epochs"] = epoch_;
+  metrics["stopped_early"] = stopped_early_;
+  metrics["val_history"] = val_history_;
+  metrics["final_val_loss"] =
       val_history_.empty() ? nlohmann::json(nullptr) : json_number(val_history_.back());
-  return result;
+  return session.finish(step_, epoch_, completed, std::move(metrics));
+}
+
+// The resumable state, listed once: the checkpoint writes and reads exactly these fields.
+template <typename F>
+void ForecastTrainer::visit_state(F&& f) {
+  f("step", step_);
+  f("epoch", epoch_);
+  f("batch", batch_);
+  f("epoch_loss_sum", epoch_loss_sum_);
+  f("epoch_loss_count", epoch_loss_count_);
+  f("window_loss_sum", window_loss_sum_);
+  f("window_loss_count", window_loss_count_);
+  f("samples", samples_);
+  f("best_val", best_val_);
+  f("best_epoch", best_epoch_);
+  f("bad_epochs", bad_epochs_);
+  f("stopped_early", stopped_early_);
+  f("val_history", val_history_);
 }
 
 void ForecastTrainer::save_checkpoint(const std::string& path) {
-  nlohmann::json t = {{"options", to_json(o_)},
-                      {"step", step_},
-                      {"epoch", epoch_},
-                      {"batch", batch_},
-                      {"epoch_loss_sum", epoch_loss_sum_},
-                      {"epoch_loss_count", epoch_loss_count_},
-                      {"window_loss_sum", window_loss_sum_},
-                      {"window_loss_count", window_loss_count_},
-                      {"samples", samples_},
-                      {"best_val", json_number(best_val_)},
-                      {"best_epoch", best_epoch_},
-                      {"bad_epochs", bad_epochs_},
-                      {"stopped_early", stopped_early_},
-                      {"val_history", val_history_},
-                      {"train_batches", data_.train_batches()},
-                      {"extra", extra_}};
+  nlohmann::json t = {
+      {"options", to_json(o_)}, {"train_batches", data_.train_batches()}, {"extra", extra_}};
+  visit_state(StateWriter(t));
   Container c = trainer_container(model_, "forecast", t);
   c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
   c.blobs["torch_rng"] = torch_rng_state();
@@ -343,19 +329,7 @@ void ForecastTrainer::load_checkpoint(const std::string& path) {
     set_torch_rng_state(require_blob(c, "torch_rng", path), path);
     auto it = c.blobs.find("best_module");
     best_weights_ = it == c.blobs.end() ? std::string() : it->second;
-    step_ = t.at("step").get<int64_t>();
-    epoch_ = t.at("epoch").get<int64_t>();
-    batch_ = t.at("batch").get<int64_t>();
-    epoch_loss_sum_ = t.at("epoch_loss_sum").get<double>();
-    epoch_loss_count_ = t.at("epoch_loss_count").get<int64_t>();
-    window_loss_sum_ = t.at("window_loss_sum").get<double>();
-    window_loss_count_ = t.at("window_loss_count").get<int64_t>();
-    samples_ = t.at("samples").get<int64_t>();
-    best_val_ = t.at("best_val").is_null() ? NAN : t.at("best_val").get<double>();
-    best_epoch_ = t.at("best_epoch").get<int64_t>();
-    bad_epochs_ = t.at("bad_epochs").get<int64_t>();
-    stopped_early_ = t.at("stopped_early").get<bool>();
-    val_history_ = t.at("val_history").get<std::vector<double>>();
+    visit_state(StateReader(t));
     extra_ = t.value("extra", nlohmann::json::object());
   } catch (const nlohmann::json::exception& e) {
     throw InputError("checkpoint", "'" + path + "': bad trainer state (" + e.what() + ")");

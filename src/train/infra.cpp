@@ -12,58 +12,11 @@
 
 namespace foxhunt::train {
 
-// ---- Rng --------------------------------------------------------------------------------------
-
-uint64_t Rng::below(uint64_t n) {
-  FOXHUNT_INTERNAL_ASSERT(n > 0, "Rng::below(0)");
-  // Reject the top partial block so every residue is equally likely.
-  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-  uint64_t v;
-  do v = gen_();
-  while (v >= limit);
-  return v % n;
-}
-
-std::vector<int64_t> Rng::permutation(int64_t n) {
-  std::vector<int64_t> p(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = i;
-  for (int64_t i = n - 1; i > 0; --i)
-    std::swap(p[static_cast<size_t>(i)], p[below(static_cast<uint64_t>(i) + 1)]);
-  return p;
-}
-
-std::string Rng::state() const {
-  std::ostringstream os;
-  os << gen_;
-  return os.str();
-}
-
-void Rng::set_state(const std::string& s) {
-  std::istringstream is(s);
-  std::mt19937_64 g;
-  is >> g;
-  FOXHUNT_CHECK(!is.fail(), "train", "checkpoint: unreadable random-stream state");
-  gen_ = g;
-}
-
-uint64_t derive_seed(uint64_t base, uint64_t stream) {
-  uint64_t z = base + 0x9E3779B97F4A7C15ull * (stream + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // ---- results and JSON -------------------------------------------------------------------------
 
 nlohmann::json json_number(double v) {
   if (!std::isfinite(v)) return nullptr;
   return v;
-}
-
-std::vector<std::string> known_keys(const nlohmann::json& object) {
-  std::vector<std::string> keys;
-  for (auto it = object.begin(); it != object.end(); ++it) keys.push_back(it.key());
-  return keys;
 }
 
 nlohmann::json to_json(const TrainResult& r) {

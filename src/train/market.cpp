@@ -2,7 +2,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/features.h"
-#include "foxhunt/data/tensors.h"
+#include "foxhunt/train/batches.h"
 #include "foxhunt/train/infra.h"
 
 namespace foxhunt::train {
@@ -31,41 +31,19 @@ EnvFactory trading_env_factory(std::shared_ptr<const data::MarketDataset> datase
   };
 }
 
-data::WindowSpec model_window(const models::Model& model) {
-  const auto o = model.options_json();
-  FOXHUNT_CHECK(o.contains("window") && o.contains("horizon"), "train", "model '", model.name(),
-                "' has no window/horizon options; it is not a forecasting model");
-  return {o["window"].get<int64_t>(), o["horizon"].get<int64_t>()};
-}
-
 MarketBatchSource::MarketBatchSource(std::shared_ptr<const data::MarketDataset> dataset,
                                      const models::Model& model, int64_t batch_size, uint64_t seed,
                                      torch::Device device)
     : ds_(std::move(dataset)),
-      spec_(model_window(model)),
+      io_(model.spec()),
       batch_size_(batch_size),
       seed_(seed),
       device_(device) {
   const char* c = "train";
   FOXHUNT_CHECK(ds_ != nullptr, c, "market batches: expected a dataset");
   FOXHUNT_CHECK(batch_size > 0, c, "expected batch size > 0, got ", batch_size);
-  const auto names = model.input_names();
-  const auto o = model.options_json();
-  if (names == std::vector<std::string>{"x"}) {
-    FOXHUNT_CHECK(o.value("input_dim", int64_t{0}) == data::kMamba2Features, c, "model '",
-                  model.name(), "': the market features give input_dim ", data::kMamba2Features,
-                  ", the model has ", o.value("input_dim", int64_t{0}));
-  } else if (names == std::vector<std::string>{"past", "future", "static_id"}) {
-    tft_layout_ = true;
-    FOXHUNT_CHECK(o.value("past_features", int64_t{0}) == data::kTftPastFeatures &&
-                      o.value("future_features", int64_t{0}) == data::kKnownFutureFeatures,
-                  c, "model '", model.name(), "': the market features give ",
-                  data::kTftPastFeatures, " past and ", data::kKnownFutureFeatures,
-                  " known-future inputs, the model has ", o.value("past_features", int64_t{0}),
-                  " and ", o.value("future_features", int64_t{0}));
-  } else {
-    FOXHUNT_FAIL(c, "model '", model.name(), "': no market-data layout for its inputs");
-  }
+  check_market_spec(model.name(), io_);
+  spec_ = window_of(io_);
   train_anchors_ = ds_->anchors(data::Split::kTrain, spec_);
   validation_ =
       data::make_batches(ds_->anchors(data::Split::kValidation, spec_), batch_size, false, 0);
@@ -80,8 +58,7 @@ int64_t MarketBatchSource::windows(data::Split split) const {
 }
 
 models::Batch MarketBatchSource::build(const std::vector<int64_t>& anchors) const {
-  return tft_layout_ ? data::tft_batch(*ds_, anchors, spec_, device_)
-                     : data::mamba2_batch(*ds_, anchors, spec_, device_);
+  return market_batch(*ds_, io_, anchors, device_);
 }
 
 int64_t MarketBatchSource::train_batches() const {

@@ -1,68 +1,58 @@
 #include "foxhunt/train/ppo_trainer.h"
 
+#include "foxhunt/models/options_io.h"
+
 #include <cmath>
 #include <cstring>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/train/checkpointing.h"
-#include "foxhunt/train/json_options.h"
+#include "foxhunt/train/loop.h"
+#include "foxhunt/train/state_io.h"
 
 namespace foxhunt::train {
 
 // ---- options ----------------------------------------------------------------------------------
 
+namespace {
+// The one field list of PpoTrainerOptions: JSON writer, reader and known keys come from it.
+const models::OptionsSchema<PpoTrainerOptions>& schema_of_PpoTrainerOptions() {
+  static const models::OptionsSchema<PpoTrainerOptions> schema(
+      "ppo_trainer", {
+       FOXHUNT_OPTION(PpoTrainerOptions, total_steps),
+       FOXHUNT_OPTION(PpoTrainerOptions, n_envs),
+       FOXHUNT_OPTION(PpoTrainerOptions, n_steps),
+       FOXHUNT_OPTION(PpoTrainerOptions, batch_size),
+       FOXHUNT_OPTION(PpoTrainerOptions, n_epochs),
+       FOXHUNT_OPTION(PpoTrainerOptions, learning_rate),
+       FOXHUNT_OPTION(PpoTrainerOptions, linear_lr),
+       FOXHUNT_OPTION(PpoTrainerOptions, gamma),
+       FOXHUNT_OPTION(PpoTrainerOptions, gae_lambda),
+       FOXHUNT_OPTION(PpoTrainerOptions, clip_range),
+       FOXHUNT_OPTION(PpoTrainerOptions, linear_clip),
+       FOXHUNT_OPTION(PpoTrainerOptions, ent_coef),
+       FOXHUNT_OPTION(PpoTrainerOptions, vf_coef),
+       FOXHUNT_OPTION(PpoTrainerOptions, max_grad_norm),
+       FOXHUNT_OPTION(PpoTrainerOptions, normalize_advantage),
+       FOXHUNT_OPTION(PpoTrainerOptions, adam_eps),
+       FOXHUNT_OPTION(PpoTrainerOptions, hidden),
+       FOXHUNT_OPTION(PpoTrainerOptions, eval_interval),
+       FOXHUNT_OPTION(PpoTrainerOptions, eval_episodes),
+       FOXHUNT_OPTION(PpoTrainerOptions, keep_best),
+       FOXHUNT_OPTION(PpoTrainerOptions, seed),
+       FOXHUNT_OPTION(PpoTrainerOptions, device)});
+  return schema;
+}
+}  // namespace
+
 nlohmann::json to_json(const PpoTrainerOptions& o) {
-  return {{"total_steps", o.total_steps()},
-          {"n_envs", o.n_envs()},
-          {"n_steps", o.n_steps()},
-          {"batch_size", o.batch_size()},
-          {"n_epochs", o.n_epochs()},
-          {"learning_rate", o.learning_rate()},
-          {"linear_lr", o.linear_lr()},
-          {"gamma", o.gamma()},
-          {"gae_lambda", o.gae_lambda()},
-          {"clip_range", o.clip_range()},
-          {"linear_clip", o.linear_clip()},
-          {"ent_coef", o.ent_coef()},
-          {"vf_coef", o.vf_coef()},
-          {"max_grad_norm", o.max_grad_norm()},
-          {"normalize_advantage", o.normalize_advantage()},
-          {"adam_eps", o.adam_eps()},
-          {"hidden", o.hidden()},
-          {"eval_interval", o.eval_interval()},
-          {"eval_episodes", o.eval_episodes()},
-          {"keep_best", o.keep_best()},
-          {"seed", o.seed()},
-          {"device", o.device().str()}};
+  return schema_of_PpoTrainerOptions().to_json(o);
 }
 
+
 PpoTrainerOptions ppo_trainer_options_from_json(const nlohmann::json& j) {
-  const char* c = "ppo_trainer";
-  models::check_known_keys(j, c, known_keys(to_json(PpoTrainerOptions())));
-  PpoTrainerOptions o;
-  models::json_get(j, c, "total_steps", o.total_steps());
-  models::json_get(j, c, "n_envs", o.n_envs());
-  models::json_get(j, c, "n_steps", o.n_steps());
-  models::json_get(j, c, "batch_size", o.batch_size());
-  models::json_get(j, c, "n_epochs", o.n_epochs());
-  models::json_get(j, c, "learning_rate", o.learning_rate());
-  models::json_get(j, c, "linear_lr", o.linear_lr());
-  models::json_get(j, c, "gamma", o.gamma());
-  models::json_get(j, c, "gae_lambda", o.gae_lambda());
-  models::json_get(j, c, "clip_range", o.clip_range());
-  models::json_get(j, c, "linear_clip", o.linear_clip());
-  models::json_get(j, c, "ent_coef", o.ent_coef());
-  models::json_get(j, c, "vf_coef", o.vf_coef());
-  models::json_get(j, c, "max_grad_norm", o.max_grad_norm());
-  models::json_get(j, c, "normalize_advantage", o.normalize_advantage());
-  models::json_get(j, c, "adam_eps", o.adam_eps());
-  models::json_get(j, c, "hidden", o.hidden());
-  models::json_get(j, c, "eval_interval", o.eval_interval());
-  models::json_get(j, c, "eval_episodes", o.eval_episodes());
-  models::json_get(j, c, "keep_best", o.keep_best());
-  models::json_get(j, c, "seed", o.seed());
-  o.device(device_option(j, c, o.device()));
+  const PpoTrainerOptions o = schema_of_PpoTrainerOptions().from_json(j);
   return o;
 }
 
@@ -128,7 +118,7 @@ struct PpoTrainer::UpdateStats {
 };
 
 PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env)
-    : o_(std::move(options)), rng_(derive_seed(o_.seed(), 1)) {
+    : o_(std::move(options)), rng_(derive_seed(o_.seed(), SeedStream::kTrainerRng)) {
   check_options(o_);
   FOXHUNT_CHECK(static_cast<bool>(make_env), "ppo_trainer", "expected an environment factory");
   for (int64_t i = 0; i < o_.n_envs(); ++i) {
@@ -266,12 +256,7 @@ nlohmann::json PpoTrainer::metrics_line(double elapsed, double rate) const {
 }
 
 TrainResult PpoTrainer::train(const RunConfig& run) {
-  clear_stop();
-  TrainResult result;
-  result.algo = "ppo";
-  result.total_steps = o_.total_steps();
-  MetricsLog log(run.metrics_path);
-  Progress progress("ppo", o_.total_steps(), step_, run.progress);
+  RunSession session(run, "ppo", "ppo", o_.total_steps(), step_);
   net_->train();
 
   const int64_t N = o_.n_envs(), T = o_.n_steps();
@@ -280,29 +265,18 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
   if (!started_) {
     for (int64_t i = 0; i < N; ++i)
       obs_[static_cast<size_t>(i)] = envs_[static_cast<size_t>(i)]->reset(
-          derive_seed(o_.seed(), 100 + static_cast<uint64_t>(i)));
+          derive_seed(o_.seed(), SeedStream::kParallelEnvs, static_cast<uint64_t>(i)));
     started_ = true;
   }
   auto write_log = [&] {
-    auto line = metrics_line(progress.elapsed(), progress.rate(step_));
-    log.write(line);
-    if (run.on_log) run.on_log(line);
     char extra[128];
     std::snprintf(extra, sizeof(extra), "return %.1f  kl %.4f  lr %.2e", returns_.mean(),
                   last_stats_.value("approx_kl", NAN), current_lr());
-    progress.log(step_, extra);
+    session.log(metrics_line(session.elapsed(), session.rate(step_)), step_, extra);
   };
-  auto checkpoint = [&] {
-    if (run.checkpoint_path.empty()) return;
-    save_checkpoint(run.checkpoint_path);
-    result.checkpoint_path = run.checkpoint_path;
-  };
+  auto checkpoint = [&] { session.checkpoint([&](const auto& p) { save_checkpoint(p); }); };
 
-  while (step_ < o_.total_steps()) {
-    if (stop_requested() || (run.stop_at_step >= 0 && step_ >= run.stop_at_step)) {
-      result.interrupted = stop_requested();
-      break;
-    }
+  while (step_ < o_.total_steps() && !session.should_stop(step_)) {
     const int64_t step_before = step_;
     auto obs_buf = torch::empty({T, N, D}, torch::kFloat);
     auto act_buf = torch::empty({T, N}, torch::kLong);
@@ -405,27 +379,36 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
                    {"lr_used", lr}};
 
     if (o_.eval_interval() > 0 && step_ / o_.eval_interval() != step_before / o_.eval_interval())
-      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(), derive_seed(o_.seed(), 7),
+      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(), derive_seed(o_.seed(), SeedStream::kBestEval),
                      *net_, step_);
-    if (run.log_interval > 0 && step_ / run.log_interval != step_before / run.log_interval)
-      write_log();
-    if (run.checkpoint_interval > 0 &&
-        step_ / run.checkpoint_interval != step_before / run.checkpoint_interval)
-      checkpoint();
-    progress.update(step_);
+    if (session.log_due(step_before, step_)) write_log();
+    if (session.checkpoint_due(step_before, step_)) checkpoint();
+    session.update(step_);
   }
-  if (run.log_interval > 0 && (log.lines().empty() || log.lines().back()["step"] != step_))
-    write_log();
-  progress.finish();
-  result.completed = step_ >= o_.total_steps();
+  const auto& lines = session.metrics_log().lines();
+  if (session.logging() && (lines.empty() || lines.back()["step"] != step_)) write_log();
+  const bool completed = step_ >= o_.total_steps();
   // The final weights are the best evaluated ones (the checkpoint then holds them too).
-  if (result.completed && o_.keep_best()) best_.restore(*net_);
+  if (completed && o_.keep_best()) best_.restore(*net_);
   checkpoint();
-  result.steps = step_;
-  result.episodes = episodes_;
-  result.seconds = progress.elapsed();
-  result.metrics = metrics_line(progress.elapsed(), progress.rate(step_));
-  return result;
+  return session.finish(step_, episodes_, completed,
+                        metrics_line(session.elapsed(), session.rate(step_)));
+}
+
+// The resumable state, listed once: the checkpoint writes and reads exactly these fields.
+template <typename F>
+void PpoTrainer::visit_state(F&& f) {
+  f("step", step_);
+  f("episodes", episodes_);
+  f("updates", updates_);
+  f("started", started_);
+  f("obs", obs_);
+  f("episode_return", episode_return_);
+  f("episode_length", episode_length_);
+  f("returns", returns_);
+  f("lengths", lengths_);
+  f("last_stats", last_stats_);
+  f("rng", rng_);
 }
 
 void PpoTrainer::save_checkpoint(const std::string& path) {
@@ -438,20 +421,10 @@ void PpoTrainer::save_checkpoint(const std::string& path) {
                       {"env", envs_[0]->name()},
                       {"obs_size", envs_[0]->observation_size()},
                       {"actions", envs_[0]->action_count()},
-                      {"step", step_},
-                      {"episodes", episodes_},
-                      {"updates", updates_},
-                      {"started", started_},
-                      {"obs", obs_},
-                      {"episode_return", episode_return_},
-                      {"episode_length", episode_length_},
-                      {"returns", returns_.to_json()},
-                      {"lengths", lengths_.to_json()},
-                      {"last_stats", last_stats_},
-                      {"rng", rng_.state()},
                       {"env_states", env_states},
                       {"best_policy", best_.to_json()},
                       {"extra", extra_}};
+  visit_state(StateWriter(t));
   Container c = trainer_container(*model_, "ppo", t);
   c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
   c.blobs["torch_rng"] = torch_rng_state();
@@ -476,20 +449,10 @@ void PpoTrainer::load_checkpoint(const std::string& path) {
     models::module_from_bytes(*net_, require_blob(c, "module", path), path);
     optimizer_from_bytes(*optimizer_, require_blob(c, "optimizer", path), path);
     set_torch_rng_state(require_blob(c, "torch_rng", path), path);
-    step_ = t.at("step").get<int64_t>();
-    episodes_ = t.at("episodes").get<int64_t>();
-    updates_ = t.at("updates").get<int64_t>();
-    started_ = t.at("started").get<bool>();
-    returns_.from_json(t.at("returns"));
-    lengths_.from_json(t.at("lengths"));
-    last_stats_ = t.at("last_stats");
-    rng_.set_state(t.at("rng").get<std::string>());
+    visit_state(StateReader(t));
     extra_ = t.value("extra", nlohmann::json::object());
     auto best = c.blobs.find("best_module");
     best_.load(t.at("best_policy"), best == c.blobs.end() ? std::string() : best->second);
-    obs_ = t.at("obs").get<std::vector<std::vector<float>>>();
-    episode_return_ = t.at("episode_return").get<std::vector<double>>();
-    episode_length_ = t.at("episode_length").get<std::vector<int64_t>>();
     const auto& env_states = t.at("env_states");
     for (size_t i = 0; i < envs_.size() && started_; ++i) {
       if (!env_states.at(i).is_null()) {

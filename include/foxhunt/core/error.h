@@ -1,6 +1,12 @@
 #pragma once
 /// \file error.h
-/// The project's single error type, its typed out-of-memory error, and the check macros.
+/// The project's error types, their exit codes, and the check macros:
+/// | type | meaning | exit |
+/// |---|---|---|
+/// | InputError | bad input or usage (arguments, file contents, shapes) | 2 |
+/// | CheckFailure | a run-time check did not hold (divergence, a failed verification) | 1 |
+/// | OutOfMemoryError | an allocation refused under a cap, or the device is full | 1 |
+/// | Error (other) | any other failure (I/O, environment, internal) | 1 |
 /// Torch-free on purpose: every header may include it.
 
 #include <cstdint>
@@ -39,6 +45,13 @@ class InputError : public Error {
   using Error::Error;
 };
 
+/// A run-time check that did not hold although the input was valid: a diverging loss, a
+/// verification or a budget that failed. The CLI maps it to exit code 1.
+class CheckFailure : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Allocation refused because it would exceed an enforced memory cap (or the device is full).
 class OutOfMemoryError : public Error {
  public:
@@ -56,6 +69,10 @@ class OutOfMemoryError : public Error {
   std::uint64_t live_;
   std::uint64_t limit_;
 };
+
+/// The CLI exit code of an exception: 2 for InputError, 1 for everything else (CheckFailure,
+/// OutOfMemoryError, any other Error or std::exception).
+int exit_code_for(const std::exception& e) noexcept;
 
 namespace detail {
 inline void append_all(std::ostringstream&) {}
@@ -82,6 +99,13 @@ std::string cat(const Args&... args) {
 #define FOXHUNT_CHECK(cond, component, ...)                                                     \
   do {                                                                                          \
     if (!(cond)) throw ::foxhunt::InputError((component), ::foxhunt::detail::cat(__VA_ARGS__)); \
+  } while (0)
+
+/// Throws foxhunt::CheckFailure("[component] ...") when a run-time check `cond` is false: the
+/// input was valid but the result is not (e.g. a non-finite training loss). Exit code 1.
+#define FOXHUNT_ENSURE(cond, component, ...)                                                     \
+  do {                                                                                           \
+    if (!(cond)) throw ::foxhunt::CheckFailure((component), ::foxhunt::detail::cat(__VA_ARGS__)); \
   } while (0)
 
 /// Throws foxhunt::Error for failures that are not the user's input (I/O, environment).

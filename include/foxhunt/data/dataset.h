@@ -1,7 +1,7 @@
 #pragma once
 /// \file dataset.h
 /// Chronological splits, model windows and seeded batching over one bar series. Torch-free;
-/// data/tensors.h turns windows into the tensors the models take.
+/// train/batches.h assembles these windows into the tensors a model's I/O spec asks for.
 ///
 /// Conventions:
 /// - The return of bar i is r_i = log(close_i / close_{i-1}).
@@ -69,10 +69,6 @@ struct WindowSpec {
   int64_t horizon = 1;  ///< future returns predicted
 };
 
-/// Mamba-2: 32 bars of 32 features, next-bar return.
-inline constexpr WindowSpec kMamba2Window{32, 1};
-/// TFT: 60 past bars, 5 known-future rows, the next 5 returns.
-inline constexpr WindowSpec kTftWindow{60, 5};
 
 /// Options of a MarketDataset.
 struct DatasetOptions {
@@ -118,14 +114,18 @@ class MarketDataset {
   /// Anchors of every window of `spec` belonging to `split`, in time order.
   std::vector<int64_t> anchors(Split split, const WindowSpec& spec) const;
 
-  /// Mamba-2 sample: `x` gets [past, 32] normalised features of bars anchor-past+1..anchor,
-  /// `target` gets [horizon] scaled returns r_{anchor+1..anchor+horizon}.
-  void fill_mamba2(int64_t anchor, const WindowSpec& spec, float* x, float* target) const;
+  /// Past rows of one window: `out` gets [spec.past, columns.size()] normalised bank values of
+  /// bars anchor-past+1..anchor, the bank columns `columns` in that order. Throws InputError
+  /// when the window leaves [warmup, size()) or a column is outside the bank.
+  void fill_past(int64_t anchor, const WindowSpec& spec, const std::vector<int64_t>& columns,
+                 float* out) const;
 
-  /// TFT sample: `past` [past, 225] normalised features, `future` [horizon, 4] calendar
-  /// features of bars anchor+1..anchor+horizon, `target` [horizon] scaled returns.
-  void fill_tft(int64_t anchor, const WindowSpec& spec, float* past, float* future,
-                float* target) const;
+  /// Known-future rows of one window: `out` gets [spec.horizon, 4] calendar features of bars
+  /// anchor+1..anchor+horizon.
+  void fill_future_calendar(int64_t anchor, const WindowSpec& spec, float* out) const;
+
+  /// Targets of one window: `out` gets [spec.horizon] scaled returns r_{anchor+1..anchor+horizon}.
+  void fill_target(int64_t anchor, const WindowSpec& spec, float* out) const;
 
   /// RL market features of one bar: normalised bank (250) then calendar (4) = 254 values.
   void fill_rl_market(int64_t bar, float* out) const;

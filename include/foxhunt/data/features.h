@@ -81,6 +81,19 @@ const std::vector<int64_t>& mamba2_feature_columns();
 /// Names of the 256 RL state entries (bank, calendar, "position", "unrealized_pnl").
 std::vector<std::string> rl_state_names();
 
+/// A named set of per-bar inputs that a model's I/O spec (models/spec.h) asks for by name.
+/// Bank sets are columns of the normalised bank; "calendar" is the 4 calendar features.
+struct FeatureSet {
+  std::string name;              ///< e.g. "mamba2", "tft_past", "calendar", "rl_state"
+  std::vector<int64_t> columns;  ///< bank columns, in input order (empty for calendar/rl_state)
+  int64_t width = 0;             ///< values per bar
+};
+
+/// The feature set called `name`: "mamba2" (32 named bank columns), "tft_past" (bank 0..224),
+/// "calendar" (4), "rl_state" (256: bank, calendar, position, unrealised PnL). Throws InputError
+/// naming the known sets otherwise.
+const FeatureSet& feature_set(const std::string& name);
+
 /// Computes the past-observed bank for every bar: [bars, 250]. Row t uses bars 0..t only.
 /// Throws InputError for an empty series.
 Matrix compute_observed_features(const BarSeries& series);

@@ -19,7 +19,7 @@
 
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/features.h"
-#include "foxhunt/data/random.h"
+#include "foxhunt/core/random.h"
 
 namespace foxhunt::data {
 

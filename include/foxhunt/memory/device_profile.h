@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,21 @@ std::vector<DeviceProfile> profile_catalog();
 /// The profile called `name` (case-sensitive) from profile_catalog(); InputError listing the
 /// known names otherwise.
 DeviceProfile find_profile(const std::string& name);
+
+/// The reference target card (a 4 GB RTX 3050 Ti laptop GPU): the default budget everywhere.
+inline constexpr const char* kReferenceProfile = "rtx3050ti-4gb";
+
+/// A memory budget and where it came from.
+struct Budget {
+  std::uint64_t bytes = 0;  ///< the budget
+  std::string source;       ///< "--budget-mib" or "<profile> usable"
+};
+
+/// The budget of a command: `budget_mib` MiB when given (> 0 or explicitly set), else the usable
+/// bytes of `profile`. Throws InputError naming `component` for a bad MiB value or an unknown
+/// profile.
+Budget resolve_budget(const std::optional<double>& budget_mib, const std::string& profile,
+                      const char* component);
 
 /// JSON form: {name, description, total_bytes, reserve_bytes, usable_bytes, source}.
 nlohmann::json to_json(const DeviceProfile& p);

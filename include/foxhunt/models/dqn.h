@@ -24,6 +24,9 @@ struct DqnOptions {
 
 nlohmann::json to_json(const DqnOptions& o);
 DqnOptions dqn_options_from_json(const nlohmann::json& j);
+/// The I/O contract of a model built with `o` (inputs, outputs, window, horizon); a pure
+/// function of the options, like the closed-form sizes.
+IoSpec io_spec(const DqnOptions& o);
 /// Closed-form parameter count (41,347 for the defaults).
 int64_t parameter_count(const DqnOptions& o);
 

@@ -61,6 +61,9 @@ nlohmann::json to_json(const Mamba2Options& o);
 /// Options from JSON: missing keys keep their defaults, unknown keys or bad types throw
 /// InputError. The result is validated (see `validate`).
 Mamba2Options mamba2_options_from_json(const nlohmann::json& j);
+/// The I/O contract of a model built with `o` (inputs, outputs, window, horizon); a pure
+/// function of the options, like the closed-form sizes.
+IoSpec io_spec(const Mamba2Options& o);
 /// Throws InputError unless all sizes are positive, d_inner is divisible by headdim, the heads
 /// by ngroups, and every quantile lies in (0, 1).
 void validate(const Mamba2Options& o);

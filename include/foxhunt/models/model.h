@@ -1,8 +1,9 @@
 #pragma once
 /// \file model.h
-/// The type-erased model handle shared by the registry, checkpoints, the validator, the planner
-/// and the stress harness. Each of the four models (dqn, ppo, mamba2, tft) has a concrete
-/// `torch::nn::Module` in its own header and an adapter implementing `Model`.
+/// The type-erased model handles. `ServingModel` is what serving needs (forward, the I/O spec,
+/// metadata); `Model` adds the probing helpers the planner and tests use (a synthetic example
+/// batch and a training loss). Each of the four models (dqn, ppo, mamba2, tft) has a concrete
+/// `torch::nn::Module` in its own header and a `ModelAdapter` implementing `Model`.
 
 #include <torch/torch.h>
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/models/spec.h"
 
 namespace foxhunt::models {
 
@@ -25,10 +27,10 @@ struct Batch {
   int64_t size() const { return inputs.empty() ? 0 : inputs.front().size(0); }
 };
 
-/// A model behind a uniform interface.
-class Model {
+/// A model as serving sees it: forward, its I/O contract and metadata.
+class ServingModel {
  public:
-  virtual ~Model() = default;
+  virtual ~ServingModel() = default;
 
   /// Registry name: "dqn", "ppo", "mamba2" or "tft".
   virtual std::string name() const = 0;
@@ -38,26 +40,19 @@ class Model {
   virtual std::shared_ptr<torch::nn::Module> module_ptr() = 0;
   /// The options as JSON (round-trips through the registry factory).
   virtual nlohmann::json options_json() const = 0;
-
-  /// Names of the tensors in `Batch::inputs`, in order.
-  virtual std::vector<std::string> input_names() const = 0;
-  /// Default sequence length (window) for sequence models; 0 for models without a time axis.
-  virtual int64_t default_seq_len() const = 0;
-  /// A deterministic synthetic batch (inputs and target). `seq_len` 0 means the default window;
-  /// ignored by models without a time axis.
-  virtual Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
-                              uint64_t seed) const = 0;
+  /// The I/O contract: named inputs with shapes and feature sets, outputs, window, horizon.
+  virtual IoSpec spec() const = 0;
 
   /// Runs the forward pass after validating every input (rank, sizes, dtype, device, finite).
   /// Returns the model's outputs (e.g. {q} for dqn, {logits, value} for ppo).
   virtual std::vector<torch::Tensor> forward(const Batch& batch) = 0;
   /// Expected output shapes for a batch of `batch` samples with sequence length `seq_len`.
   virtual std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t seq_len) const = 0;
-  /// A scalar training loss for `batch` (uses `batch.target`). For the RL models this is the
-  /// supervised surrogate their trainers minimise (TD Huber loss / PPO clipped objective) on
-  /// synthetic targets, so that memory probes run a real forward + backward.
-  virtual torch::Tensor loss(const Batch& batch) = 0;
 
+  /// Names of the tensors in `Batch::inputs`, in order (from spec()).
+  std::vector<std::string> input_names() const { return spec().input_names(); }
+  /// Default sequence length (window) for sequence models; 0 for models without a time axis.
+  int64_t default_seq_len() const { return spec().window; }
   /// Number of parameters (all, trainable or not).
   int64_t parameter_count();
   /// Bytes held by parameters (numel x element size).
@@ -66,6 +61,47 @@ class Model {
   int64_t buffer_bytes();
   /// Moves the module to `device`.
   void to(const torch::Device& device) { module().to(device); }
+};
+
+/// A model with the probing/training helpers the planner, footprints and tests use.
+class Model : public ServingModel {
+ public:
+  /// A deterministic synthetic batch (inputs and target) drawn from a local generator seeded
+  /// with `seed` (the global RNG is untouched). `seq_len` 0 means the default window; ignored
+  /// by models without a time axis.
+  virtual Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
+                              uint64_t seed) const = 0;
+  /// A scalar training loss for `batch` (uses `batch.target`). For the RL models this is the
+  /// supervised surrogate their trainers minimise (TD Huber loss / PPO clipped objective) on
+  /// synthetic targets, so that memory probes run a real forward + backward.
+  virtual torch::Tensor loss(const Batch& batch) = 0;
+};
+
+/// Throws InputError unless `batch` holds exactly the inputs of `spec` (names them).
+void check_input_count(const std::string& component, const IoSpec& spec, const Batch& batch);
+
+/// Shared plumbing of the registry adapters: name, module handles and options JSON for a
+/// `TORCH_MODULE` holder `Net` whose Impl has an `options` member with an ADL `to_json`.
+template <typename Net>
+class ModelAdapter : public Model {
+ public:
+  /// Wraps `net` under the registry name `name`; `spec` is its I/O contract (fixed by the
+  /// options, so it is computed once).
+  ModelAdapter(std::string name, Net net, IoSpec spec)
+      : name_(std::move(name)), net_(std::move(net)), spec_(std::move(spec)) {}
+  std::string name() const override { return name_; }
+  IoSpec spec() const override { return spec_; }
+  torch::nn::Module& module() override { return *net_; }
+  std::shared_ptr<torch::nn::Module> module_ptr() override { return net_.ptr(); }
+  nlohmann::json options_json() const override { return to_json(net_->options); }
+
+ protected:
+  /// Throws InputError unless `b` holds exactly the spec's inputs (cheap: no allocation).
+  void check_inputs(const Batch& b) const { check_input_count(name_, spec_, b); }
+
+  std::string name_;  ///< registry name
+  Net net_;           ///< the module
+  IoSpec spec_;       ///< the I/O contract
 };
 
 /// Builds a model by registry name, with options from JSON (missing keys take defaults; unknown

@@ -26,6 +26,9 @@ struct PpoOptions {
 
 nlohmann::json to_json(const PpoOptions& o);
 PpoOptions ppo_options_from_json(const nlohmann::json& j);
+/// The I/O contract of a model built with `o` (inputs, outputs, window, horizon); a pure
+/// function of the options, like the closed-form sizes.
+IoSpec io_spec(const PpoOptions& o);
 /// Closed-form parameter count (82,564 for the defaults).
 int64_t parameter_count(const PpoOptions& o);
 

@@ -25,8 +25,4 @@ struct ModelSummary {
 std::vector<ModelSummary> describe_models();
 nlohmann::json to_json(const ModelSummary& s);
 
-/// Formats a byte count as B/KiB/MiB/GiB with 2 decimals (e.g. "161.51 KiB"); same as
-/// foxhunt::human_bytes in core/units.h, kept here for existing callers.
-std::string human_bytes(double bytes);
-
 }  // namespace foxhunt::models

@@ -59,6 +59,9 @@ struct TftOptions {
 nlohmann::json to_json(const TftOptions& o);
 /// Options from JSON: missing keys take defaults, unknown keys and wrong types are InputErrors.
 TftOptions tft_options_from_json(const nlohmann::json& j);
+/// The I/O contract of a model built with `o` (inputs, outputs, window, horizon); a pure
+/// function of the options, like the closed-form sizes.
+IoSpec io_spec(const TftOptions& o);
 /// Throws InputError unless the options describe a buildable model.
 void validate(const TftOptions& o);
 /// Closed-form parameter count (807,564 for the defaults); overflow-checked.

@@ -167,6 +167,9 @@ class DqnTrainer {
   const DqnTrainerOptions& options() const { return o_; }
 
  private:
+  /// Calls f(key, field) for every resumable field (train/state_io.h).
+  template <typename F>
+  void visit_state(F&& f);
   double train_step();
   void update_target(double tau);
   nlohmann::json metrics_line(double elapsed, double rate) const;

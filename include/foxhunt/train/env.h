@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/random.h"
+
 namespace foxhunt::train {
 
 /// What one environment step returns (Gymnasium semantics).
@@ -112,7 +114,7 @@ class CartPole final : public Env {
 
   CartPoleOptions o_;
   CartPoleState s_;
-  std::mt19937_64 rng_;
+  Rng rng_;
   int64_t steps_ = 0;
   bool done_ = true;
 };

@@ -132,6 +132,9 @@ class ForecastTrainer {
   bool stopped_early() const { return stopped_early_; }
 
  private:
+  /// Calls f(key, field) for every resumable field (train/state_io.h).
+  template <typename F>
+  void visit_state(F&& f);
   nlohmann::json metrics_line(double elapsed, double rate) const;
 
   models::Model& model_;

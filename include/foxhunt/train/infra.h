@@ -1,7 +1,6 @@
 #pragma once
 /// \file infra.h
-/// Training infrastructure shared by the trainers: a portable seeded random stream with
-/// serialisable state, run configuration (checkpoints, metrics, progress, stop), the metrics
+/// Training infrastructure shared by the trainers: run configuration (checkpoints, metrics, progress, stop), the metrics
 /// log (JSON lines), the progress display, the SIGINT stop flag, and the result of a run.
 /// Torch-free.
 
@@ -11,37 +10,16 @@
 #include <deque>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/random.h"
+
 namespace foxhunt::train {
 
-/// Seeded random stream of the trainers (epsilon-greedy, replay sampling, action sampling,
-/// shuffles). Platform-independent draws; its state serialises for exact resume.
-class Rng {
- public:
-  /// Seeds the stream.
-  explicit Rng(uint64_t seed = 0) : gen_(seed) {}
-  /// Uniform double in [0, 1) from the top 53 bits.
-  double uniform() { return static_cast<double>(gen_() >> 11) * 0x1.0p-53; }
-  /// Uniform integer in [0, n), unbiased (rejection). n must be > 0.
-  uint64_t below(uint64_t n);
-  /// A uniformly random permutation of 0..n-1 (Fisher-Yates).
-  std::vector<int64_t> permutation(int64_t n);
-  /// Raw 64-bit draw.
-  uint64_t next() { return gen_(); }
-  /// Serialised state (text).
-  std::string state() const;
-  /// Restores a state from state(); throws InputError when unreadable.
-  void set_state(const std::string& s);
-
- private:
-  std::mt19937_64 gen_;
-};
-
-/// Derives an independent seed from a base seed and a stream index (SplitMix64 mixing).
-uint64_t derive_seed(uint64_t base, uint64_t stream);
+using foxhunt::derive_seed;  // core/random.h: one Rng and the named seed streams
+using foxhunt::Rng;
+using foxhunt::SeedStream;
 
 /// How progress is shown on stderr.
 enum class ProgressMode {
@@ -171,8 +149,5 @@ class ScopedSigintHandler {
 
 /// A (double) value as JSON, mapping NaN/Inf to null (JSON has no NaN).
 nlohmann::json json_number(double v);
-
-/// The keys of a JSON object: options_from_json accepts exactly the keys to_json writes.
-std::vector<std::string> known_keys(const nlohmann::json& object);
 
 }  // namespace foxhunt::train

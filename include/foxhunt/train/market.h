@@ -46,16 +46,12 @@ class TradingEnvAdapter final : public Env {
 EnvFactory trading_env_factory(std::shared_ptr<const data::MarketDataset> dataset,
                                data::Split split, data::TradingEnvOptions options = {});
 
-/// The window geometry a forecasting model expects, read from its options ("window",
-/// "horizon"). Throws InputError when the model has no such options.
-data::WindowSpec model_window(const models::Model& model);
-
-/// Batches of a MarketDataset for a forecasting model: the layout follows the model's inputs
-/// ({x} = Mamba-2, {past, future, static_id} = TFT); training windows are reshuffled each
+/// Batches of a MarketDataset for a forecasting model: the layout follows the model's I/O spec
+/// (train/batches.h); training windows are reshuffled each
 /// epoch by a permutation seeded with (seed, epoch); validation and test keep time order.
 class MarketBatchSource final : public BatchSource {
  public:
-  /// Checks that `model`'s inputs and feature widths match the dataset's layout.
+  /// Checks that `model`'s spec can be assembled from the dataset (check_market_spec).
   MarketBatchSource(std::shared_ptr<const data::MarketDataset> dataset, const models::Model& model,
                     int64_t batch_size, uint64_t seed,
                     torch::Device device = torch::Device(torch::kCPU));
@@ -76,8 +72,8 @@ class MarketBatchSource final : public BatchSource {
   models::Batch build(const std::vector<int64_t>& anchors) const;
 
   std::shared_ptr<const data::MarketDataset> ds_;
+  models::IoSpec io_;
   data::WindowSpec spec_;
-  bool tft_layout_ = false;
   int64_t batch_size_;
   uint64_t seed_;
   torch::Device device_;

@@ -138,6 +138,9 @@ class PpoTrainer {
   double current_lr() const;
 
  private:
+  /// Calls f(key, field) for every resumable field (train/state_io.h).
+  template <typename F>
+  void visit_state(F&& f);
   struct UpdateStats;
   UpdateStats update(const torch::Tensor& obs, const torch::Tensor& actions,
                      const torch::Tensor& log_probs, const torch::Tensor& advantages,

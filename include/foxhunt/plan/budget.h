@@ -28,9 +28,11 @@
 #include <string>
 #include <vector>
 
-#include "foxhunt/memory/footprint.h"
+#include "foxhunt/core/units.h"
+#include "foxhunt/memory/device_profile.h"
+#include "foxhunt/plan/footprint.h"
 
-namespace foxhunt::memory {
+namespace foxhunt::plan {
 
 /// The reference system's per-model targets in bytes: dqn 150, ppo 200, mamba2 500, tft 200 MiB.
 std::map<std::string, std::uint64_t> default_targets();
@@ -47,11 +49,11 @@ std::map<std::string, std::uint64_t> load_targets(const std::string& path);
 /// What to validate.
 struct BudgetOptions {
   /// Device profile giving the budget (its usable bytes).
-  std::string device_profile = "rtx3050ti-4gb";
+  std::string device_profile = memory::kReferenceProfile;
   /// Budget override in bytes (0 = use the profile).
   std::uint64_t budget_bytes = 0;
   /// Free memory required after all models: 500 MiB by default.
-  std::uint64_t headroom_bytes = 500ull * 1024 * 1024;
+  std::uint64_t headroom_bytes = 500 * kMiB;
   /// Per-model targets in bytes (registry name -> bytes).
   std::map<std::string, std::uint64_t> targets = default_targets();
   /// The serving batch measured beside batch 1.
@@ -98,4 +100,4 @@ struct BudgetReport {
 /// (unknown profile, serving batch < 1).
 BudgetReport validate_budget(const BudgetOptions& options);
 
-}  // namespace foxhunt::memory
+}  // namespace foxhunt::plan

@@ -5,7 +5,7 @@
 /// Torch-free.
 ///
 /// Method (DESIGN.md section 2):
-///  1. Probe: build the model and its optimizer once (memory::TrainingProbe), run one real step at
+///  1. Probe: build the model and its optimizer once (plan::TrainingProbe), run one real step at
 ///     batch 1 (gradients and optimizer state come into being), then one probe step at each of
 ///     `probe_batches` (default 1, 2, 4, 8). Each probe gives the peak of batch + forward +
 ///     backward (grows with the batch) and the peak of optimizer.step() (does not).
@@ -53,9 +53,9 @@
 #include <vector>
 
 #include "foxhunt/core/error.h"
-#include "foxhunt/memory/footprint.h"
+#include "foxhunt/plan/footprint.h"
 
-namespace foxhunt::memory {
+namespace foxhunt::plan {
 
 /// The plan is impossible: even the smallest allowed batch does not fit the budget. Carries the
 /// largest tag at that batch (e.g. "tft/activations") and its bytes. An OutOfMemoryError, so the
@@ -177,4 +177,4 @@ PlanResult plan_batch(const PlanOptions& options);
 VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, std::int64_t batch,
                            std::uint64_t budget_bytes, const nlohmann::json& model_options = {});
 
-}  // namespace foxhunt::memory
+}  // namespace foxhunt::plan

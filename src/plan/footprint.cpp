@@ -1,4 +1,4 @@
-#include "foxhunt/memory/footprint.h"
+#include "foxhunt/plan/footprint.h"
 
 #include <torch/torch.h>
 
@@ -9,7 +9,9 @@
 #include "foxhunt/models/model.h"
 #include "train_step.h"
 
-namespace foxhunt::memory {
+namespace foxhunt::plan {
+
+using namespace ::foxhunt::memory;  // the ledger, scopes and profiles this area measures with
 
 using detail::effective_seq_len;
 using detail::tensor_bytes;
@@ -79,7 +81,7 @@ nlohmann::json TrainingFootprint::to_json() const {
   nlohmann::json tag_json = nlohmann::json::object();
   for (const auto& t : tags()) tag_json[t.tag] = t.bytes;
   return {{"model", model},
-          {"config", memory::to_json(config)},
+          {"config", plan::to_json(config)},
           {"seq_len", seq_len},
           {"parameter_bytes", parameter_bytes},
           {"trainable_parameter_bytes", trainable_parameter_bytes},
@@ -301,4 +303,4 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
   return fp;
 }
 
-}  // namespace foxhunt::memory
+}  // namespace foxhunt::plan

@@ -1,4 +1,4 @@
-#include "foxhunt/train/job.h"
+#include "foxhunt/runtime/train_job.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,15 +10,18 @@
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/memory/device_profile.h"
-#include "foxhunt/memory/planner.h"
+#include "foxhunt/plan/planner.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/train/checkpointing.h"
 #include "foxhunt/train/dqn_trainer.h"
 #include "foxhunt/train/forecast_trainer.h"
+#include "foxhunt/train/batches.h"
 #include "foxhunt/train/market.h"
 #include "foxhunt/train/ppo_trainer.h"
 
-namespace foxhunt::train {
+namespace foxhunt::runtime {
+
+using namespace ::foxhunt::train;  // the trainers this job drives
 
 const std::vector<std::string>& trainable_models() {
   static const std::vector<std::string> names = {"dqn", "ppo", "mamba2", "tft"};
@@ -48,27 +51,22 @@ nlohmann::json checked_overrides(const nlohmann::json& j, const char* flag) {
 }
 
 // --batch auto: the memory planner's largest verified batch for `model` (built with
-// `model_options`) within the budget, at most `max_batch`. `plan` receives its summary.
+// `model_options`) within the budget, at most `max_batch`. `plan_json` receives its summary.
 int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
                         const nlohmann::json& model_options, int64_t max_batch, uint64_t seed,
-                        nlohmann::json& plan) {
-  memory::PlanOptions po;
+                        nlohmann::json& plan_json) {
+  plan::PlanOptions po;
   po.model = model;
   po.model_options = model_options;
   po.train.seed = seed;
   po.max_batch = std::max<int64_t>(1, max_batch);
-  if (job.budget_mib > 0) {
-    po.budget_bytes = static_cast<uint64_t>(std::llround(job.budget_mib * 1048576.0));
-    po.budget_source = "--budget-mib";
-  } else {
-    const auto profile = memory::find_profile(job.device_profile);
-    po.budget_bytes = profile.usable_bytes();
-    po.budget_source = profile.name + " usable";
-  }
-  FOXHUNT_CHECK(po.budget_bytes > 0, kComponent, "--budget-mib: expected a positive budget, got ",
-                job.budget_mib);
-  const auto r = memory::plan_batch(po);
-  plan = {{"chosen_batch", r.chosen_batch},
+  const auto budget = memory::resolve_budget(
+      job.budget_mib > 0 ? std::optional<double>(job.budget_mib) : std::nullopt,
+      job.device_profile, kComponent);
+  po.budget_bytes = budget.bytes;
+  po.budget_source = budget.source;
+  const auto r = plan::plan_batch(po);
+  plan_json = {{"chosen_batch", r.chosen_batch},
           {"budget_bytes", r.budget_bytes},
           {"budget_source", r.budget_source},
           {"max_batch", r.max_batch},
@@ -284,7 +282,7 @@ nlohmann::json run_rl(const TrainJob& job) {
     options = to_json(o);
     auto env = make_eval_env();
     if (!result.interrupted)
-      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes, derive_seed(o.seed(), 999));
+      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes, derive_seed(o.seed(), SeedStream::kFinalEval));
   } else {
     auto base = job.resume.empty()
                     ? ppo_defaults
@@ -308,7 +306,7 @@ nlohmann::json run_rl(const TrainJob& job) {
     options = to_json(o);
     auto env = make_eval_env();
     if (!result.interrupted)
-      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes, derive_seed(o.seed(), 999));
+      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes, derive_seed(o.seed(), SeedStream::kFinalEval));
   }
   auto summary = summary_of(job, env_name, result, *paths, options);
   summary["eval"] = eval;
@@ -399,7 +397,7 @@ nlohmann::json run_forecast(const TrainJob& job) {
   nlohmann::json batch_plan;
   if (batch == 0) {
     // More than one epoch's windows in a batch is pointless: clamp to the training windows.
-    const auto windows = market.dataset->anchors(data::Split::kTrain, model_window(*model)).size();
+    const auto windows = market.dataset->anchors(data::Split::kTrain, window_of(model->spec())).size();
     batch = plan_auto_batch(job, job.model, model->options_json(), static_cast<int64_t>(windows),
                             o.seed(), batch_plan);
   }
@@ -508,4 +506,4 @@ std::string format_train_summary(const nlohmann::json& s) {
   return out;
 }
 
-}  // namespace foxhunt::train
+}  // namespace foxhunt::runtime

@@ -1,4 +1,4 @@
-#include "foxhunt/memory/planner.h"
+#include "foxhunt/plan/planner.h"
 
 #include <torch/torch.h>
 
@@ -10,12 +10,15 @@
 #include <set>
 #include <sstream>
 
+#include "foxhunt/core/units.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
 #include "train_step.h"
 
-namespace foxhunt::memory {
+namespace foxhunt::plan {
+
+using namespace ::foxhunt::memory;  // the ledger, scopes and profiles this area measures with
 
 namespace {
 
@@ -27,7 +30,7 @@ constexpr double kLadderTolerance = 0.05;
 constexpr std::int64_t kBatchCeiling = std::int64_t{1} << 40;
 
 std::string hb(std::uint64_t bytes) {
-  return models::human_bytes(static_cast<double>(bytes));
+  return human_bytes(static_cast<double>(bytes));
 }
 
 std::int64_t floor_pow2(std::int64_t v) {
@@ -425,4 +428,4 @@ PlanResult plan_batch(const PlanOptions& o) {
   return r;
 }
 
-}  // namespace foxhunt::memory
+}  // namespace foxhunt::plan

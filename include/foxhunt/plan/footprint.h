@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-namespace foxhunt::memory {
+namespace foxhunt::plan {
 
 /// Optimizers the footprint and the planner know (LibTorch's C++ optimizers).
 enum class OptimizerKind {
@@ -182,4 +182,4 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
 /// JSON of a TrainConfig: {optimizer, seq_len, batch, lr, seed}.
 nlohmann::json to_json(const TrainConfig& c);
 
-}  // namespace foxhunt::memory
+}  // namespace foxhunt::plan

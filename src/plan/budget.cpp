@@ -1,4 +1,4 @@
-#include "foxhunt/memory/budget.h"
+#include "foxhunt/plan/budget.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,20 +6,22 @@
 #include <cstdio>
 #include <sstream>
 
+#include "foxhunt/core/units.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
 
-namespace foxhunt::memory {
+namespace foxhunt::plan {
+
+using namespace ::foxhunt::memory;  // the ledger, scopes and profiles this area measures with
 
 namespace {
 
-constexpr std::uint64_t kMiB = 1024ull * 1024;
 
 std::string hb(double bytes) {
-  return models::human_bytes(bytes);
+  return human_bytes(bytes);
 }
 
 double pct(std::uint64_t part, std::uint64_t whole) {
@@ -202,4 +204,4 @@ BudgetReport validate_budget(const BudgetOptions& o) {
   return rep;
 }
 
-}  // namespace foxhunt::memory
+}  // namespace foxhunt::plan

@@ -10,9 +10,10 @@
 #include <optional>
 #include <string>
 
+#include "foxhunt/memory/device_profile.h"
 #include "foxhunt/train/infra.h"
 
-namespace foxhunt::train {
+namespace foxhunt::runtime {
 
 /// What to train and where to write it.
 struct TrainJob {
@@ -22,7 +23,7 @@ struct TrainJob {
   int64_t steps = 0;   ///< RL environment steps (0 = the trainer's default)
   int64_t epochs = 0;  ///< forecasting epochs (0 = the trainer's default)
   std::string batch;   ///< "" = default, "auto" = batch planner, or a number
-  std::string device_profile = "rtx3050ti-4gb";  ///< --batch auto: budget = its usable bytes
+  std::string device_profile = memory::kReferenceProfile;  ///< --batch auto: its usable bytes
   double budget_mib = 0;                         ///< --batch auto: budget in MiB (overrides)
   std::optional<uint64_t> seed;                  ///< seed (default: the trainer's, 0)
   std::string out_dir;         ///< output directory ("" = out/train-<model>, or the
@@ -34,7 +35,7 @@ struct TrainJob {
   int64_t eval_episodes = 20;       ///< greedy evaluation episodes after RL training (0 = none)
   int64_t log_interval = 0;         ///< steps between metrics lines (0 = the job's default)
   int64_t checkpoint_interval = 0;  ///< steps between checkpoints (0 = only at the end)
-  ProgressMode progress = ProgressMode::kAuto;  ///< progress display on stderr
+  train::ProgressMode progress = train::ProgressMode::kAuto;  ///< progress display on stderr
 };
 
 /// Model names `foxhunt train` accepts.
@@ -57,4 +58,4 @@ nlohmann::json run_train_job(const TrainJob& job);
 /// Human-readable multi-line form of a summary.
 std::string format_train_summary(const nlohmann::json& summary);
 
-}  // namespace foxhunt::train
+}  // namespace foxhunt::runtime

@@ -8,11 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "foxhunt/memory/footprint.h"
+#include "foxhunt/plan/footprint.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
 
-namespace foxhunt::memory::detail {
+namespace foxhunt::plan::detail {
+
+using namespace ::foxhunt::memory;  // ledger counters and scopes
 
 /// numel x element size (0 for an undefined tensor).
 inline std::uint64_t tensor_bytes(const torch::Tensor& t) {
@@ -100,4 +102,4 @@ inline StepMeasure canonical_step(models::Model& model, torch::optim::Optimizer&
   return m;
 }
 
-}  // namespace foxhunt::memory::detail
+}  // namespace foxhunt::plan::detail

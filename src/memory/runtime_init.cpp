@@ -1,4 +1,4 @@
-#include "foxhunt/core/runtime_init.h"
+#include "foxhunt/memory/runtime_init.h"
 
 #include <torch/torch.h>
 

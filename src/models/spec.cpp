@@ -1,0 +1,51 @@
+#include "foxhunt/models/spec.h"
+
+#include <nlohmann/json.hpp>
+
+#include "foxhunt/core/error.h"
+
+namespace foxhunt::models {
+
+const char* role_name(InputRole role) {
+  switch (role) {
+    case InputRole::kState: return "state";
+    case InputRole::kPastFeatures: return "past_features";
+    case InputRole::kKnownFuture: return "known_future";
+    case InputRole::kStaticId: return "static_id";
+  }
+  return "?";
+}
+
+std::vector<int64_t> InputSpec::shape(int64_t batch) const {
+  std::vector<int64_t> s{batch};
+  if (steps > 0) s.push_back(steps);
+  if (features > 0) s.push_back(features);
+  return s;
+}
+
+std::vector<std::string> IoSpec::input_names() const {
+  std::vector<std::string> names;
+  for (const auto& i : inputs) names.push_back(i.name);
+  return names;
+}
+
+const InputSpec& IoSpec::input(const std::string& name) const {
+  for (const auto& i : inputs)
+    if (i.name == name) return i;
+  std::string known;
+  for (const auto& i : inputs) known += (known.empty() ? "" : ", ") + i.name;
+  throw InputError("models", "no input '" + name + "'; the model's inputs are: " + known);
+}
+
+void to_json(nlohmann::json& j, const InputSpec& s) {
+  j = {{"name", s.name},          {"role", role_name(s.role)}, {"feature_set", s.feature_set},
+       {"steps", s.steps},        {"features", s.features},    {"dtype", s.integer ? "int64" : "float32"},
+       {"shape", s.shape(-1)}};
+}
+
+void to_json(nlohmann::json& j, const IoSpec& s) {
+  j = {{"inputs", s.inputs},   {"outputs", s.outputs},     {"window", s.window},
+       {"horizon", s.horizon}, {"quantiles", s.quantiles}, {"actions", s.actions}};
+}
+
+}  // namespace foxhunt::models

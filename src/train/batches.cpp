@@ -1,0 +1,104 @@
+#include "foxhunt/train/batches.h"
+
+#include <algorithm>
+
+#include "foxhunt/core/error.h"
+
+namespace foxhunt::train {
+
+namespace {
+constexpr const char* kComponent = "batches";
+}
+
+torch::Tensor to_tensor(const data::Matrix& m, const torch::Device& device) {
+  FOXHUNT_CHECK(static_cast<int64_t>(m.data.size()) == m.rows * m.cols, kComponent, "matrix ",
+                m.rows, "x", m.cols, " holds ", m.data.size(), " values");
+  auto t = torch::empty({m.rows, m.cols}, torch::kFloat32);
+  std::copy(m.data.begin(), m.data.end(), t.data_ptr<float>());
+  return t.to(device);
+}
+
+data::Matrix from_tensor(const torch::Tensor& t) {
+  FOXHUNT_CHECK(t.dim() == 2 && t.is_floating_point(), kComponent,
+                "expected a 2-D floating tensor, got rank ", t.dim(), " dtype ", t.scalar_type());
+  const auto c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  data::Matrix m(c.size(0), c.size(1));
+  std::copy(c.data_ptr<float>(), c.data_ptr<float>() + c.numel(), m.data.begin());
+  return m;
+}
+
+torch::Tensor states_tensor(const std::vector<std::vector<float>>& states,
+                            const torch::Device& device) {
+  FOXHUNT_CHECK(!states.empty(), kComponent, "states_tensor: no states");
+  const auto dim = static_cast<int64_t>(states.front().size());
+  auto t = torch::empty({static_cast<int64_t>(states.size()), dim}, torch::kFloat32);
+  for (size_t i = 0; i < states.size(); ++i) {
+    FOXHUNT_CHECK(static_cast<int64_t>(states[i].size()) == dim, kComponent, "state ", i, " has ",
+                  states[i].size(), " values, expected ", dim);
+    std::copy(states[i].begin(), states[i].end(), t.data_ptr<float>() + i * dim);
+  }
+  return t.to(device);
+}
+
+data::WindowSpec window_of(const models::IoSpec& spec) {
+  FOXHUNT_CHECK(spec.is_forecaster(), kComponent,
+                "expected a forecaster (window and horizon > 0), got window ", spec.window,
+                ", horizon ", spec.horizon);
+  return {spec.window, spec.horizon};
+}
+
+void check_market_spec(const std::string& model, const models::IoSpec& spec) {
+  window_of(spec);
+  for (const auto& in : spec.inputs) {
+    if (in.role == models::InputRole::kStaticId) continue;
+    FOXHUNT_CHECK(in.role != models::InputRole::kState, kComponent, "model '", model, "' input '",
+                  in.name, "': a state input is fed by an environment, not by market windows");
+    const auto& fs = data::feature_set(in.feature_set);
+    FOXHUNT_CHECK(fs.width == in.features, kComponent, "model '", model, "' input '", in.name,
+                  "': the feature set '", fs.name, "' gives ", fs.width,
+                  " values per bar, the model expects ", in.features);
+    const int64_t steps =
+        in.role == models::InputRole::kPastFeatures ? spec.window : spec.horizon;
+    FOXHUNT_CHECK(in.steps == steps, kComponent, "model '", model, "' input '", in.name,
+                  "': expected ", steps, " steps, the spec says ", in.steps);
+  }
+}
+
+models::Batch market_batch(const data::MarketDataset& ds, const models::IoSpec& spec,
+                           const std::vector<int64_t>& anchors, const torch::Device& device) {
+  FOXHUNT_CHECK(!anchors.empty(), kComponent, "market batch: no anchors");
+  const data::WindowSpec w = window_of(spec);
+  const auto b = static_cast<int64_t>(anchors.size());
+  models::Batch batch;
+  for (const auto& in : spec.inputs) {
+    torch::Tensor t;
+    switch (in.role) {
+      case models::InputRole::kPastFeatures: {
+        const auto& fs = data::feature_set(in.feature_set);
+        t = torch::empty({b, w.past, fs.width}, torch::kFloat32);
+        for (int64_t i = 0; i < b; ++i)
+          ds.fill_past(anchors[i], w, fs.columns, t.data_ptr<float>() + i * w.past * fs.width);
+        break;
+      }
+      case models::InputRole::kKnownFuture:
+        t = torch::empty({b, w.horizon, data::kKnownFutureFeatures}, torch::kFloat32);
+        for (int64_t i = 0; i < b; ++i)
+          ds.fill_future_calendar(anchors[i], w,
+                                  t.data_ptr<float>() + i * w.horizon * data::kKnownFutureFeatures);
+        break;
+      case models::InputRole::kStaticId:
+        t = torch::full({b}, ds.options().instrument_id, torch::kInt64);
+        break;
+      case models::InputRole::kState:
+        FOXHUNT_FAIL(kComponent, "input '", in.name, "': a state input has no market window");
+    }
+    batch.inputs.push_back(t.to(device));
+  }
+  auto y = torch::empty({b, w.horizon}, torch::kFloat32);
+  for (int64_t i = 0; i < b; ++i)
+    ds.fill_target(anchors[i], w, y.data_ptr<float>() + i * w.horizon);
+  batch.target = y.to(device);
+  return batch;
+}
+
+}  // namespace foxhunt::train
