@@ -4,8 +4,8 @@
 #include "command.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/units.h"
-#include "foxhunt/plan/budget.h"
 #include "foxhunt/memory/device_profile.h"
+#include "foxhunt/plan/budget.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -46,7 +46,8 @@ Registrar reg("budget", 45, [](CLI::App& app) -> Runner {
     plan::BudgetOptions o = a->o;
     if (!a->profiles_file.empty())
       memory::register_profiles(memory::load_profiles(a->profiles_file));
-    if (budget_opt->count() > 0) o.budget_bytes = mib_to_bytes(a->budget_mib, "budget", "--budget-mib");
+    if (budget_opt->count() > 0)
+      o.budget_bytes = mib_to_bytes(a->budget_mib, "budget", "--budget-mib");
     o.headroom_bytes = mib_to_bytes(a->headroom_mib, "budget", "--headroom-mib", true);
     if (!a->targets.empty()) o.targets = plan::load_targets(a->targets);
     const auto rep = plan::validate_budget(o);

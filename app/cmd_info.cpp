@@ -1,8 +1,8 @@
 #include <iostream>
 
 #include "command.h"
-#include "foxhunt/runtime/system_info.h"
 #include "foxhunt/core/units.h"
+#include "foxhunt/runtime/system_info.h"
 
 namespace foxhunt::cli {
 namespace {

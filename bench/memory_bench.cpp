@@ -4,8 +4,8 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/memory/ledger.h"
+#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/models/model.h"
 
 namespace {

@@ -4,10 +4,10 @@
 // Run: ./build/planner_bench [--benchmark_filter=tft]
 #include <benchmark/benchmark.h>
 
-#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/memory/device_profile.h"
-#include "foxhunt/plan/planner.h"
+#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/plan/planner.h"
 
 namespace {
 

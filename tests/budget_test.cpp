@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "foxhunt/core/file_io.h"
-#include "foxhunt/plan/budget.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/plan/budget.h"
 #include "test_util.h"
 
 namespace foxhunt {
@@ -81,12 +81,12 @@ TEST_F(BudgetTest, OverTargetOverBudgetAndHeadroomFail) {
 
 TEST_F(BudgetTest, TargetsJsonIsValidated) {
   const auto base = plan::default_targets();
-  auto t = plan::targets_from_json(nlohmann::json::parse(R"({"targets_mib": {"ppo": 12.5}})"),
-                                     "t", base);
+  auto t = plan::targets_from_json(nlohmann::json::parse(R"({"targets_mib": {"ppo": 12.5}})"), "t",
+                                   base);
   EXPECT_EQ(t.at("ppo"), static_cast<std::uint64_t>(12.5 * kMiB));
   EXPECT_EQ(t.at("dqn"), 150 * kMiB);
   t = plan::targets_from_json(nlohmann::json::parse(R"({"targets_bytes": {"dqn": 4096}})"), "t",
-                                base);
+                              base);
   EXPECT_EQ(t.at("dqn"), 4096u);
   for (const char* bad :
        {R"([1, 2])", R"({"targets_mib": {"dqn": 1}, "targets_bytes": {}})", R"({})",

@@ -7,9 +7,9 @@
 #include <set>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/random.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/features.h"
-#include "foxhunt/core/random.h"
 
 namespace foxhunt::data {
 namespace {

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "foxhunt/plan/footprint.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/plan/footprint.h"
 #include "test_util.h"
 
 namespace foxhunt {
@@ -177,8 +177,7 @@ TEST_F(FootprintTest, BadConfigsAreInputErrors) {
   cfg.batch = 1;
   cfg.seq_len = -1;
   EXPECT_THROW(plan::measure_training_footprint("dqn", cfg), InputError);
-  EXPECT_THROW(plan::measure_training_footprint("nosuchmodel", plan::TrainConfig{}),
-               InputError);
+  EXPECT_THROW(plan::measure_training_footprint("nosuchmodel", plan::TrainConfig{}), InputError);
   EXPECT_THROW(plan::measure_inference_footprint("dqn", {}), InputError);
   EXPECT_THROW(plan::measure_inference_footprint("dqn", {0}), InputError);
 }

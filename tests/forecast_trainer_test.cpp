@@ -57,8 +57,8 @@ TEST_F(ForecastTrainerTest, DivergingLossIsACheckFailureNotAnInputError) {
   models::Batch val{{torch::randn({16, 8, 1})}, torch::randn({16, 1})};
   QuantileMlpModel model(8, 64);
   TensorBatchSource src(train, val, 16, 1);
-  ForecastTrainer trainer(
-      model, src, ForecastTrainerOptions().epochs(50).learning_rate(1e30).max_grad_norm(0));
+  ForecastTrainer trainer(model, src,
+                          ForecastTrainerOptions().epochs(50).learning_rate(1e30).max_grad_norm(0));
   RunConfig run;
   run.progress = ProgressMode::kOff;
   try {

@@ -4,9 +4,9 @@
 #include <fstream>
 
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/units.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/dqn.h"
-#include "foxhunt/core/units.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/ppo.h"
 #include "foxhunt/models/summary.h"

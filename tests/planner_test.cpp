@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "foxhunt/memory/ledger.h"
-#include "foxhunt/plan/planner.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/plan/planner.h"
 #include "test_util.h"
 
 namespace foxhunt {

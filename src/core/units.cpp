@@ -8,8 +8,8 @@
 namespace foxhunt {
 
 std::uint64_t mib_to_bytes(double mib, const char* component, const char* flag, bool allow_zero) {
-  FOXHUNT_CHECK(std::isfinite(mib) && (allow_zero ? mib >= 0 : mib > 0) && mib < 1.7e13,
-                component, flag, ": expected a ", allow_zero ? "non-negative" : "positive",
+  FOXHUNT_CHECK(std::isfinite(mib) && (allow_zero ? mib >= 0 : mib > 0) && mib < 1.7e13, component,
+                flag, ": expected a ", allow_zero ? "non-negative" : "positive",
                 " number of MiB, got ", mib);
   const auto bytes = static_cast<std::uint64_t>(std::llround(mib * static_cast<double>(kMiB)));
   FOXHUNT_CHECK(allow_zero || bytes > 0, component, flag, ": expected at least 1 byte, got ", mib,

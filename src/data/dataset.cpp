@@ -121,8 +121,7 @@ void MarketDataset::fill_past(int64_t anchor, const WindowSpec& spec,
   }
 }
 
-void MarketDataset::fill_future_calendar(int64_t anchor, const WindowSpec& spec,
-                                         float* out) const {
+void MarketDataset::fill_future_calendar(int64_t anchor, const WindowSpec& spec, float* out) const {
   check_window(anchor, spec);
   for (int64_t k = 0; k < spec.horizon; ++k) {
     const float* cal = calendar_.row(anchor + 1 + k);

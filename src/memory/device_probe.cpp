@@ -77,8 +77,8 @@ std::optional<std::uint64_t> parse_mib(std::string_view field, std::size_t line_
   FOXHUNT_CHECK(!f.empty() && ec == std::errc() && ptr == end && std::isfinite(value) && value >= 0,
                 "nvidia-smi", "line ", line_no, ": ", column,
                 ": expected a non-negative number of MiB or [N/A], got '", f, "' in '", line, "'");
-  FOXHUNT_CHECK(value * static_cast<double>(kMiB) < 1.8e19, "nvidia-smi", "line ", line_no, ": ", column,
-                ": value out of range: '", f, "'");
+  FOXHUNT_CHECK(value * static_cast<double>(kMiB) < 1.8e19, "nvidia-smi", "line ", line_no, ": ",
+                column, ": value out of range: '", f, "'");
   return static_cast<std::uint64_t>(std::llround(value * static_cast<double>(kMiB)));
 }
 

@@ -11,7 +11,6 @@ namespace foxhunt::memory {
 
 namespace {
 
-
 DeviceProfile builtin(const char* name, const char* description, std::uint64_t total_mib,
                       std::uint64_t reserve_mib) {
   DeviceProfile p;

@@ -8,10 +8,8 @@ namespace {
 // The one field list of DqnOptions: JSON writer, reader and known keys come from it.
 const OptionsSchema<DqnOptions>& schema_of_DqnOptions() {
   static const OptionsSchema<DqnOptions> schema(
-      "dqn", {
-       FOXHUNT_OPTION(DqnOptions, state_dim),
-       FOXHUNT_OPTION(DqnOptions, hidden),
-       FOXHUNT_OPTION(DqnOptions, actions)});
+      "dqn", {FOXHUNT_OPTION(DqnOptions, state_dim), FOXHUNT_OPTION(DqnOptions, hidden),
+              FOXHUNT_OPTION(DqnOptions, actions)});
   return schema;
 }
 }  // namespace
@@ -19,7 +17,6 @@ const OptionsSchema<DqnOptions>& schema_of_DqnOptions() {
 nlohmann::json to_json(const DqnOptions& o) {
   return schema_of_DqnOptions().to_json(o);
 }
-
 
 DqnOptions dqn_options_from_json(const nlohmann::json& j) {
   const DqnOptions o = schema_of_DqnOptions().from_json(j);

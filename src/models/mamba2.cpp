@@ -1,9 +1,8 @@
 #include "foxhunt/models/mamba2.h"
 
-#include "foxhunt/models/options_io.h"
-
 #include <cmath>
 
+#include "foxhunt/models/options_io.h"
 #include "foxhunt/models/quantile_loss.h"
 
 namespace foxhunt::models {
@@ -18,19 +17,12 @@ namespace {
 // The one field list of Mamba2Options: JSON writer, reader and known keys come from it.
 const OptionsSchema<Mamba2Options>& schema_of_Mamba2Options() {
   static const OptionsSchema<Mamba2Options> schema(
-      "mamba2", {
-       FOXHUNT_OPTION(Mamba2Options, input_dim),
-       FOXHUNT_OPTION(Mamba2Options, d_model),
-       FOXHUNT_OPTION(Mamba2Options, d_state),
-       FOXHUNT_OPTION(Mamba2Options, n_layers),
-       FOXHUNT_OPTION(Mamba2Options, expand),
-       FOXHUNT_OPTION(Mamba2Options, headdim),
-       FOXHUNT_OPTION(Mamba2Options, ngroups),
-       FOXHUNT_OPTION(Mamba2Options, d_conv),
-       FOXHUNT_OPTION(Mamba2Options, chunk_size),
-       FOXHUNT_OPTION(Mamba2Options, window),
-       FOXHUNT_OPTION(Mamba2Options, horizon),
-       FOXHUNT_OPTION(Mamba2Options, quantiles)});
+      "mamba2", {FOXHUNT_OPTION(Mamba2Options, input_dim), FOXHUNT_OPTION(Mamba2Options, d_model),
+                 FOXHUNT_OPTION(Mamba2Options, d_state), FOXHUNT_OPTION(Mamba2Options, n_layers),
+                 FOXHUNT_OPTION(Mamba2Options, expand), FOXHUNT_OPTION(Mamba2Options, headdim),
+                 FOXHUNT_OPTION(Mamba2Options, ngroups), FOXHUNT_OPTION(Mamba2Options, d_conv),
+                 FOXHUNT_OPTION(Mamba2Options, chunk_size), FOXHUNT_OPTION(Mamba2Options, window),
+                 FOXHUNT_OPTION(Mamba2Options, horizon), FOXHUNT_OPTION(Mamba2Options, quantiles)});
   return schema;
 }
 }  // namespace
@@ -38,7 +30,6 @@ const OptionsSchema<Mamba2Options>& schema_of_Mamba2Options() {
 nlohmann::json to_json(const Mamba2Options& o) {
   return schema_of_Mamba2Options().to_json(o);
 }
-
 
 Mamba2Options mamba2_options_from_json(const nlohmann::json& j) {
   Mamba2Options o = schema_of_Mamba2Options().from_json(j);

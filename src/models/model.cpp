@@ -157,8 +157,7 @@ void read_device_option(const nlohmann::json& j, const char* component, const ch
     device = torch::Device(text);
   } catch (const c10::Error&) {
     throw InputError(component, std::string("option '") + key +
-                                    "': expected e.g. \"cpu\" or \"cuda:0\", got \"" + text +
-                                    "\"");
+                                    "': expected e.g. \"cpu\" or \"cuda:0\", got \"" + text + "\"");
   }
 }
 

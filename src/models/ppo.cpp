@@ -1,8 +1,8 @@
 #include "foxhunt/models/ppo.h"
 
-#include "foxhunt/models/options_io.h"
-
 #include <cmath>
+
+#include "foxhunt/models/options_io.h"
 
 namespace foxhunt::models {
 
@@ -10,11 +10,8 @@ namespace {
 // The one field list of PpoOptions: JSON writer, reader and known keys come from it.
 const OptionsSchema<PpoOptions>& schema_of_PpoOptions() {
   static const OptionsSchema<PpoOptions> schema(
-      "ppo", {
-       FOXHUNT_OPTION(PpoOptions, state_dim),
-       FOXHUNT_OPTION(PpoOptions, hidden),
-       FOXHUNT_OPTION(PpoOptions, actions),
-       FOXHUNT_OPTION(PpoOptions, orthogonal_init)});
+      "ppo", {FOXHUNT_OPTION(PpoOptions, state_dim), FOXHUNT_OPTION(PpoOptions, hidden),
+              FOXHUNT_OPTION(PpoOptions, actions), FOXHUNT_OPTION(PpoOptions, orthogonal_init)});
   return schema;
 }
 }  // namespace
@@ -22,7 +19,6 @@ const OptionsSchema<PpoOptions>& schema_of_PpoOptions() {
 nlohmann::json to_json(const PpoOptions& o) {
   return schema_of_PpoOptions().to_json(o);
 }
-
 
 PpoOptions ppo_options_from_json(const nlohmann::json& j) {
   const PpoOptions o = schema_of_PpoOptions().from_json(j);

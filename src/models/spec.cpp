@@ -8,10 +8,14 @@ namespace foxhunt::models {
 
 const char* role_name(InputRole role) {
   switch (role) {
-    case InputRole::kState: return "state";
-    case InputRole::kPastFeatures: return "past_features";
-    case InputRole::kKnownFuture: return "known_future";
-    case InputRole::kStaticId: return "static_id";
+    case InputRole::kState:
+      return "state";
+    case InputRole::kPastFeatures:
+      return "past_features";
+    case InputRole::kKnownFuture:
+      return "known_future";
+    case InputRole::kStaticId:
+      return "static_id";
   }
   return "?";
 }
@@ -38,8 +42,12 @@ const InputSpec& IoSpec::input(const std::string& name) const {
 }
 
 void to_json(nlohmann::json& j, const InputSpec& s) {
-  j = {{"name", s.name},          {"role", role_name(s.role)}, {"feature_set", s.feature_set},
-       {"steps", s.steps},        {"features", s.features},    {"dtype", s.integer ? "int64" : "float32"},
+  j = {{"name", s.name},
+       {"role", role_name(s.role)},
+       {"feature_set", s.feature_set},
+       {"steps", s.steps},
+       {"features", s.features},
+       {"dtype", s.integer ? "int64" : "float32"},
        {"shape", s.shape(-1)}};
 }
 

@@ -1,7 +1,5 @@
 #include "foxhunt/models/tft.h"
 
-#include "foxhunt/models/options_io.h"
-
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <limits>
 #include <numbers>
 
+#include "foxhunt/models/options_io.h"
 #include "foxhunt/models/quantile_loss.h"
 
 namespace foxhunt::models {
@@ -75,17 +74,12 @@ namespace {
 // The one field list of TftOptions: JSON writer, reader and known keys come from it.
 const OptionsSchema<TftOptions>& schema_of_TftOptions() {
   static const OptionsSchema<TftOptions> schema(
-      "tft", {
-       FOXHUNT_OPTION(TftOptions, past_features),
-       FOXHUNT_OPTION(TftOptions, future_features),
-       FOXHUNT_OPTION(TftOptions, static_categories),
-       FOXHUNT_OPTION(TftOptions, hidden),
-       FOXHUNT_OPTION(TftOptions, heads),
-       FOXHUNT_OPTION(TftOptions, lstm_layers),
-       FOXHUNT_OPTION(TftOptions, dropout),
-       FOXHUNT_OPTION(TftOptions, window),
-       FOXHUNT_OPTION(TftOptions, horizon),
-       FOXHUNT_OPTION(TftOptions, quantiles),
+      "tft",
+      {FOXHUNT_OPTION(TftOptions, past_features), FOXHUNT_OPTION(TftOptions, future_features),
+       FOXHUNT_OPTION(TftOptions, static_categories), FOXHUNT_OPTION(TftOptions, hidden),
+       FOXHUNT_OPTION(TftOptions, heads), FOXHUNT_OPTION(TftOptions, lstm_layers),
+       FOXHUNT_OPTION(TftOptions, dropout), FOXHUNT_OPTION(TftOptions, window),
+       FOXHUNT_OPTION(TftOptions, horizon), FOXHUNT_OPTION(TftOptions, quantiles),
        FOXHUNT_OPTION(TftOptions, real_embedding)});
   return schema;
 }
@@ -94,7 +88,6 @@ const OptionsSchema<TftOptions>& schema_of_TftOptions() {
 nlohmann::json to_json(const TftOptions& o) {
   return schema_of_TftOptions().to_json(o);
 }
-
 
 TftOptions tft_options_from_json(const nlohmann::json& j) {
   TftOptions o = schema_of_TftOptions().from_json(j);

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "foxhunt/core/units.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
@@ -18,7 +18,6 @@ namespace foxhunt::plan {
 using namespace ::foxhunt::memory;  // the ledger, scopes and profiles this area measures with
 
 namespace {
-
 
 std::string hb(double bytes) {
   return human_bytes(bytes);

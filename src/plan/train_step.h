@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "foxhunt/plan/footprint.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/plan/footprint.h"
 
 namespace foxhunt::plan::detail {
 

@@ -10,12 +10,12 @@
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/memory/device_profile.h"
-#include "foxhunt/plan/planner.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/plan/planner.h"
+#include "foxhunt/train/batches.h"
 #include "foxhunt/train/checkpointing.h"
 #include "foxhunt/train/dqn_trainer.h"
 #include "foxhunt/train/forecast_trainer.h"
-#include "foxhunt/train/batches.h"
 #include "foxhunt/train/market.h"
 #include "foxhunt/train/ppo_trainer.h"
 
@@ -61,20 +61,20 @@ int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
   po.train.seed = seed;
   po.max_batch = std::max<int64_t>(1, max_batch);
   const auto budget = memory::resolve_budget(
-      job.budget_mib > 0 ? std::optional<double>(job.budget_mib) : std::nullopt,
-      job.device_profile, kComponent);
+      job.budget_mib > 0 ? std::optional<double>(job.budget_mib) : std::nullopt, job.device_profile,
+      kComponent);
   po.budget_bytes = budget.bytes;
   po.budget_source = budget.source;
   const auto r = plan::plan_batch(po);
   plan_json = {{"chosen_batch", r.chosen_batch},
-          {"budget_bytes", r.budget_bytes},
-          {"budget_source", r.budget_source},
-          {"max_batch", r.max_batch},
-          {"limited_by", r.limited_by},
-          {"verified", r.verified},
-          {"predicted_peak_bytes", r.predicted_peak_bytes},
-          {"verified_peak_bytes", r.verified_peak_bytes},
-          {"seconds", r.seconds}};
+               {"budget_bytes", r.budget_bytes},
+               {"budget_source", r.budget_source},
+               {"max_batch", r.max_batch},
+               {"limited_by", r.limited_by},
+               {"verified", r.verified},
+               {"predicted_peak_bytes", r.predicted_peak_bytes},
+               {"verified_peak_bytes", r.verified_peak_bytes},
+               {"seconds", r.seconds}};
   return r.chosen_batch;
 }
 
@@ -282,7 +282,8 @@ nlohmann::json run_rl(const TrainJob& job) {
     options = to_json(o);
     auto env = make_eval_env();
     if (!result.interrupted)
-      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes, derive_seed(o.seed(), SeedStream::kFinalEval));
+      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes,
+                        derive_seed(o.seed(), SeedStream::kFinalEval));
   } else {
     auto base = job.resume.empty()
                     ? ppo_defaults
@@ -306,7 +307,8 @@ nlohmann::json run_rl(const TrainJob& job) {
     options = to_json(o);
     auto env = make_eval_env();
     if (!result.interrupted)
-      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes, derive_seed(o.seed(), SeedStream::kFinalEval));
+      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes,
+                        derive_seed(o.seed(), SeedStream::kFinalEval));
   }
   auto summary = summary_of(job, env_name, result, *paths, options);
   summary["eval"] = eval;
@@ -397,7 +399,8 @@ nlohmann::json run_forecast(const TrainJob& job) {
   nlohmann::json batch_plan;
   if (batch == 0) {
     // More than one epoch's windows in a batch is pointless: clamp to the training windows.
-    const auto windows = market.dataset->anchors(data::Split::kTrain, window_of(model->spec())).size();
+    const auto windows =
+        market.dataset->anchors(data::Split::kTrain, window_of(model->spec())).size();
     batch = plan_auto_batch(job, job.model, model->options_json(), static_cast<int64_t>(windows),
                             o.seed(), batch_plan);
   }

@@ -10,17 +10,17 @@
 #include <cmath>
 #include <filesystem>
 
-#include "foxhunt/core/units.h"
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"
-#include "foxhunt/plan/budget.h"
 #include "foxhunt/memory/device_profile.h"
-#include "foxhunt/plan/planner.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
-#include "foxhunt/train/infra.h"
+#include "foxhunt/plan/budget.h"
+#include "foxhunt/plan/planner.h"
 #include "foxhunt/runtime/train_job.h"
+#include "foxhunt/train/infra.h"
 
 namespace foxhunt::runtime {
 
@@ -124,8 +124,8 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
     std::snprintf(line, sizeof(line), "  %-8s %8lld %-16s %12s %12s %+8.1f%% %+8.1f%% %6.2fs\n",
                   name.c_str(), static_cast<long long>(r.chosen_batch), r.limited_by.c_str(),
                   human_bytes(double(r.verified_peak_bytes)).c_str(),
-                  human_bytes(double(r.predicted_peak_bytes)).c_str(),
-                  r.predicted_error_pct(), r.reference_error_pct(), r.seconds);
+                  human_bytes(double(r.predicted_peak_bytes)).c_str(), r.predicted_error_pct(),
+                  r.reference_error_pct(), r.seconds);
     log << line;
     summary += (summary.empty() ? "" : ", ") + name + " b=" + std::to_string(r.chosen_batch) +
                (ok ? "" : " FAIL");

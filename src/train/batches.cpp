@@ -57,8 +57,7 @@ void check_market_spec(const std::string& model, const models::IoSpec& spec) {
     FOXHUNT_CHECK(fs.width == in.features, kComponent, "model '", model, "' input '", in.name,
                   "': the feature set '", fs.name, "' gives ", fs.width,
                   " values per bar, the model expects ", in.features);
-    const int64_t steps =
-        in.role == models::InputRole::kPastFeatures ? spec.window : spec.horizon;
+    const int64_t steps = in.role == models::InputRole::kPastFeatures ? spec.window : spec.horizon;
     FOXHUNT_CHECK(in.steps == steps, kComponent, "model '", model, "' input '", in.name,
                   "': expected ", steps, " steps, the spec says ", in.steps);
   }

@@ -1,12 +1,11 @@
 #include "foxhunt/train/dqn_trainer.h"
 
-#include "foxhunt/models/options_io.h"
-
 #include <cmath>
 #include <cstring>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/checkpoint.h"
+#include "foxhunt/models/options_io.h"
 #include "foxhunt/train/checkpointing.h"
 #include "foxhunt/train/loop.h"
 #include "foxhunt/train/state_io.h"
@@ -19,29 +18,28 @@ namespace {
 // The one field list of DqnTrainerOptions: JSON writer, reader and known keys come from it.
 const models::OptionsSchema<DqnTrainerOptions>& schema_of_DqnTrainerOptions() {
   static const models::OptionsSchema<DqnTrainerOptions> schema(
-      "dqn_trainer", {
-       FOXHUNT_OPTION(DqnTrainerOptions, total_steps),
-       FOXHUNT_OPTION(DqnTrainerOptions, learning_rate),
-       FOXHUNT_OPTION(DqnTrainerOptions, batch_size),
-       FOXHUNT_OPTION(DqnTrainerOptions, buffer_size),
-       FOXHUNT_OPTION(DqnTrainerOptions, learning_starts),
-       FOXHUNT_OPTION(DqnTrainerOptions, gamma),
-       FOXHUNT_OPTION(DqnTrainerOptions, target_update_interval),
-       FOXHUNT_OPTION(DqnTrainerOptions, tau),
-       FOXHUNT_OPTION(DqnTrainerOptions, train_freq),
-       FOXHUNT_OPTION(DqnTrainerOptions, gradient_steps),
-       FOXHUNT_OPTION(DqnTrainerOptions, exploration_fraction),
-       FOXHUNT_OPTION(DqnTrainerOptions, exploration_initial_eps),
-       FOXHUNT_OPTION(DqnTrainerOptions, exploration_final_eps),
-       FOXHUNT_OPTION(DqnTrainerOptions, max_grad_norm),
-       FOXHUNT_OPTION(DqnTrainerOptions, huber_delta),
-       FOXHUNT_OPTION(DqnTrainerOptions, hidden),
-       FOXHUNT_OPTION(DqnTrainerOptions, double_dqn),
-       FOXHUNT_OPTION(DqnTrainerOptions, eval_interval),
-       FOXHUNT_OPTION(DqnTrainerOptions, eval_episodes),
-       FOXHUNT_OPTION(DqnTrainerOptions, keep_best),
-       FOXHUNT_OPTION(DqnTrainerOptions, seed),
-       FOXHUNT_OPTION(DqnTrainerOptions, device)});
+      "dqn_trainer", {FOXHUNT_OPTION(DqnTrainerOptions, total_steps),
+                      FOXHUNT_OPTION(DqnTrainerOptions, learning_rate),
+                      FOXHUNT_OPTION(DqnTrainerOptions, batch_size),
+                      FOXHUNT_OPTION(DqnTrainerOptions, buffer_size),
+                      FOXHUNT_OPTION(DqnTrainerOptions, learning_starts),
+                      FOXHUNT_OPTION(DqnTrainerOptions, gamma),
+                      FOXHUNT_OPTION(DqnTrainerOptions, target_update_interval),
+                      FOXHUNT_OPTION(DqnTrainerOptions, tau),
+                      FOXHUNT_OPTION(DqnTrainerOptions, train_freq),
+                      FOXHUNT_OPTION(DqnTrainerOptions, gradient_steps),
+                      FOXHUNT_OPTION(DqnTrainerOptions, exploration_fraction),
+                      FOXHUNT_OPTION(DqnTrainerOptions, exploration_initial_eps),
+                      FOXHUNT_OPTION(DqnTrainerOptions, exploration_final_eps),
+                      FOXHUNT_OPTION(DqnTrainerOptions, max_grad_norm),
+                      FOXHUNT_OPTION(DqnTrainerOptions, huber_delta),
+                      FOXHUNT_OPTION(DqnTrainerOptions, hidden),
+                      FOXHUNT_OPTION(DqnTrainerOptions, double_dqn),
+                      FOXHUNT_OPTION(DqnTrainerOptions, eval_interval),
+                      FOXHUNT_OPTION(DqnTrainerOptions, eval_episodes),
+                      FOXHUNT_OPTION(DqnTrainerOptions, keep_best),
+                      FOXHUNT_OPTION(DqnTrainerOptions, seed),
+                      FOXHUNT_OPTION(DqnTrainerOptions, device)});
   return schema;
 }
 }  // namespace
@@ -49,7 +47,6 @@ const models::OptionsSchema<DqnTrainerOptions>& schema_of_DqnTrainerOptions() {
 nlohmann::json to_json(const DqnTrainerOptions& o) {
   return schema_of_DqnTrainerOptions().to_json(o);
 }
-
 
 DqnTrainerOptions dqn_trainer_options_from_json(const nlohmann::json& j) {
   const DqnTrainerOptions o = schema_of_DqnTrainerOptions().from_json(j);
@@ -396,8 +393,8 @@ TrainResult DqnTrainer::train(const RunConfig& run) {
       }
     }
     if (o_.eval_interval() > 0 && step_ % o_.eval_interval() == 0)
-      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(), derive_seed(o_.seed(), SeedStream::kBestEval),
-                     *online_, step_);
+      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(),
+                     derive_seed(o_.seed(), SeedStream::kBestEval), *online_, step_);
     if (session.log_due(step_ - 1, step_)) write_log();
     if (session.checkpoint_due(step_ - 1, step_)) checkpoint();
     session.update(step_);
@@ -473,7 +470,8 @@ void DqnTrainer::load_checkpoint(const std::string& path) {
       env_->load_state(t.at("env_state").get<std::string>());
     } else if (started_) {
       // The environment cannot restore its state: restart the episode from a derived seed.
-      obs_ = env_->reset(derive_seed(o_.seed(), SeedStream::kEpisodeReset, static_cast<uint64_t>(step_)));
+      obs_ = env_->reset(
+          derive_seed(o_.seed(), SeedStream::kEpisodeReset, static_cast<uint64_t>(step_)));
       episode_return_ = 0.0;
       episode_length_ = 0;
     }

@@ -79,7 +79,7 @@ EnvStep CartPole::step(int64_t action) {
 
 std::optional<std::string> CartPole::save_state() const {
   nlohmann::json j = {
-      {"x", s_.x},       {"x_dot", s_.x_dot}, {"theta", s_.theta}, {"theta_dot", s_.theta_dot},
+      {"x", s_.x},       {"x_dot", s_.x_dot}, {"theta", s_.theta},  {"theta_dot", s_.theta_dot},
       {"steps", steps_}, {"done", done_},     {"rng", rng_.state()}};
   return j.dump();
 }

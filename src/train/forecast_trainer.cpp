@@ -1,11 +1,10 @@
 #include "foxhunt/train/forecast_trainer.h"
 
-#include "foxhunt/models/options_io.h"
-
 #include <cmath>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/checkpoint.h"
+#include "foxhunt/models/options_io.h"
 #include "foxhunt/train/checkpointing.h"
 #include "foxhunt/train/loop.h"
 #include "foxhunt/train/state_io.h"
@@ -95,15 +94,14 @@ namespace {
 // The one field list of ForecastTrainerOptions: JSON writer, reader and known keys come from it.
 const models::OptionsSchema<ForecastTrainerOptions>& schema_of_ForecastTrainerOptions() {
   static const models::OptionsSchema<ForecastTrainerOptions> schema(
-      "forecast_trainer", {
-       FOXHUNT_OPTION(ForecastTrainerOptions, epochs),
-       FOXHUNT_OPTION(ForecastTrainerOptions, learning_rate),
-       FOXHUNT_OPTION(ForecastTrainerOptions, weight_decay),
-       FOXHUNT_OPTION(ForecastTrainerOptions, max_grad_norm),
-       FOXHUNT_OPTION(ForecastTrainerOptions, patience),
-       FOXHUNT_OPTION(ForecastTrainerOptions, min_delta),
-       FOXHUNT_OPTION(ForecastTrainerOptions, restore_best),
-       FOXHUNT_OPTION(ForecastTrainerOptions, seed)});
+      "forecast_trainer", {FOXHUNT_OPTION(ForecastTrainerOptions, epochs),
+                           FOXHUNT_OPTION(ForecastTrainerOptions, learning_rate),
+                           FOXHUNT_OPTION(ForecastTrainerOptions, weight_decay),
+                           FOXHUNT_OPTION(ForecastTrainerOptions, max_grad_norm),
+                           FOXHUNT_OPTION(ForecastTrainerOptions, patience),
+                           FOXHUNT_OPTION(ForecastTrainerOptions, min_delta),
+                           FOXHUNT_OPTION(ForecastTrainerOptions, restore_best),
+                           FOXHUNT_OPTION(ForecastTrainerOptions, seed)});
   return schema;
 }
 }  // namespace
@@ -111,7 +109,6 @@ const models::OptionsSchema<ForecastTrainerOptions>& schema_of_ForecastTrainerOp
 nlohmann::json to_json(const ForecastTrainerOptions& o) {
   return schema_of_ForecastTrainerOptions().to_json(o);
 }
-
 
 ForecastTrainerOptions forecast_trainer_options_from_json(const nlohmann::json& j) {
   const ForecastTrainerOptions o = schema_of_ForecastTrainerOptions().from_json(j);
@@ -213,8 +210,8 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
         optimizer_->step();
         const double l = loss.item<double>();
         FOXHUNT_ENSURE(std::isfinite(l), "forecast_trainer", "model '", model_.name(),
-                      "': non-finite training loss at step ", step_, " (epoch ", epoch_,
-                      "); lower the learning rate");
+                       "': non-finite training loss at step ", step_, " (epoch ", epoch_,
+                       "); lower the learning rate");
         epoch_loss_sum_ += l;
         ++epoch_loss_count_;
         window_loss_sum_ += l;

@@ -1,12 +1,11 @@
 #include "foxhunt/train/ppo_trainer.h"
 
-#include "foxhunt/models/options_io.h"
-
 #include <cmath>
 #include <cstring>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/checkpoint.h"
+#include "foxhunt/models/options_io.h"
 #include "foxhunt/train/checkpointing.h"
 #include "foxhunt/train/loop.h"
 #include "foxhunt/train/state_io.h"
@@ -19,29 +18,28 @@ namespace {
 // The one field list of PpoTrainerOptions: JSON writer, reader and known keys come from it.
 const models::OptionsSchema<PpoTrainerOptions>& schema_of_PpoTrainerOptions() {
   static const models::OptionsSchema<PpoTrainerOptions> schema(
-      "ppo_trainer", {
-       FOXHUNT_OPTION(PpoTrainerOptions, total_steps),
-       FOXHUNT_OPTION(PpoTrainerOptions, n_envs),
-       FOXHUNT_OPTION(PpoTrainerOptions, n_steps),
-       FOXHUNT_OPTION(PpoTrainerOptions, batch_size),
-       FOXHUNT_OPTION(PpoTrainerOptions, n_epochs),
-       FOXHUNT_OPTION(PpoTrainerOptions, learning_rate),
-       FOXHUNT_OPTION(PpoTrainerOptions, linear_lr),
-       FOXHUNT_OPTION(PpoTrainerOptions, gamma),
-       FOXHUNT_OPTION(PpoTrainerOptions, gae_lambda),
-       FOXHUNT_OPTION(PpoTrainerOptions, clip_range),
-       FOXHUNT_OPTION(PpoTrainerOptions, linear_clip),
-       FOXHUNT_OPTION(PpoTrainerOptions, ent_coef),
-       FOXHUNT_OPTION(PpoTrainerOptions, vf_coef),
-       FOXHUNT_OPTION(PpoTrainerOptions, max_grad_norm),
-       FOXHUNT_OPTION(PpoTrainerOptions, normalize_advantage),
-       FOXHUNT_OPTION(PpoTrainerOptions, adam_eps),
-       FOXHUNT_OPTION(PpoTrainerOptions, hidden),
-       FOXHUNT_OPTION(PpoTrainerOptions, eval_interval),
-       FOXHUNT_OPTION(PpoTrainerOptions, eval_episodes),
-       FOXHUNT_OPTION(PpoTrainerOptions, keep_best),
-       FOXHUNT_OPTION(PpoTrainerOptions, seed),
-       FOXHUNT_OPTION(PpoTrainerOptions, device)});
+      "ppo_trainer", {FOXHUNT_OPTION(PpoTrainerOptions, total_steps),
+                      FOXHUNT_OPTION(PpoTrainerOptions, n_envs),
+                      FOXHUNT_OPTION(PpoTrainerOptions, n_steps),
+                      FOXHUNT_OPTION(PpoTrainerOptions, batch_size),
+                      FOXHUNT_OPTION(PpoTrainerOptions, n_epochs),
+                      FOXHUNT_OPTION(PpoTrainerOptions, learning_rate),
+                      FOXHUNT_OPTION(PpoTrainerOptions, linear_lr),
+                      FOXHUNT_OPTION(PpoTrainerOptions, gamma),
+                      FOXHUNT_OPTION(PpoTrainerOptions, gae_lambda),
+                      FOXHUNT_OPTION(PpoTrainerOptions, clip_range),
+                      FOXHUNT_OPTION(PpoTrainerOptions, linear_clip),
+                      FOXHUNT_OPTION(PpoTrainerOptions, ent_coef),
+                      FOXHUNT_OPTION(PpoTrainerOptions, vf_coef),
+                      FOXHUNT_OPTION(PpoTrainerOptions, max_grad_norm),
+                      FOXHUNT_OPTION(PpoTrainerOptions, normalize_advantage),
+                      FOXHUNT_OPTION(PpoTrainerOptions, adam_eps),
+                      FOXHUNT_OPTION(PpoTrainerOptions, hidden),
+                      FOXHUNT_OPTION(PpoTrainerOptions, eval_interval),
+                      FOXHUNT_OPTION(PpoTrainerOptions, eval_episodes),
+                      FOXHUNT_OPTION(PpoTrainerOptions, keep_best),
+                      FOXHUNT_OPTION(PpoTrainerOptions, seed),
+                      FOXHUNT_OPTION(PpoTrainerOptions, device)});
   return schema;
 }
 }  // namespace
@@ -49,7 +47,6 @@ const models::OptionsSchema<PpoTrainerOptions>& schema_of_PpoTrainerOptions() {
 nlohmann::json to_json(const PpoTrainerOptions& o) {
   return schema_of_PpoTrainerOptions().to_json(o);
 }
-
 
 PpoTrainerOptions ppo_trainer_options_from_json(const nlohmann::json& j) {
   const PpoTrainerOptions o = schema_of_PpoTrainerOptions().from_json(j);
@@ -379,8 +376,8 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
                    {"lr_used", lr}};
 
     if (o_.eval_interval() > 0 && step_ / o_.eval_interval() != step_before / o_.eval_interval())
-      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(), derive_seed(o_.seed(), SeedStream::kBestEval),
-                     *net_, step_);
+      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(),
+                     derive_seed(o_.seed(), SeedStream::kBestEval), *net_, step_);
     if (session.log_due(step_before, step_)) write_log();
     if (session.checkpoint_due(step_before, step_)) checkpoint();
     session.update(step_);

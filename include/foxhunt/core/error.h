@@ -103,8 +103,8 @@ std::string cat(const Args&... args) {
 
 /// Throws foxhunt::CheckFailure("[component] ...") when a run-time check `cond` is false: the
 /// input was valid but the result is not (e.g. a non-finite training loss). Exit code 1.
-#define FOXHUNT_ENSURE(cond, component, ...)                                                     \
-  do {                                                                                           \
+#define FOXHUNT_ENSURE(cond, component, ...)                                                      \
+  do {                                                                                            \
     if (!(cond)) throw ::foxhunt::CheckFailure((component), ::foxhunt::detail::cat(__VA_ARGS__)); \
   } while (0)
 

@@ -90,12 +90,12 @@ uint64_t derive_seed(uint64_t base, uint64_t stream);
 /// The named seed streams of a run: each consumer of a run's seed draws from its own stream
 /// `derive_seed(seed, stream + offset)`, so adding a consumer never shifts another's numbers.
 enum class SeedStream : uint64_t {
-  kTrainerRng = 1,         ///< exploration, replay and action sampling, minibatch order
-  kFirstReset = 2,         ///< the first environment reset of a run
-  kBestEval = 7,           ///< periodic evaluation that keeps the best weights
-  kParallelEnvs = 100,     ///< + env index: PPO's environments
-  kFinalEval = 999,        ///< greedy evaluation after training
-  kEpisodeReset = 1000,    ///< + step: DQN's reset after an episode ends
+  kTrainerRng = 1,       ///< exploration, replay and action sampling, minibatch order
+  kFirstReset = 2,       ///< the first environment reset of a run
+  kBestEval = 7,         ///< periodic evaluation that keeps the best weights
+  kParallelEnvs = 100,   ///< + env index: PPO's environments
+  kFinalEval = 999,      ///< greedy evaluation after training
+  kEpisodeReset = 1000,  ///< + step: DQN's reset after an episode ends
 };
 
 /// derive_seed(base, stream + offset).

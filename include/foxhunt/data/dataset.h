@@ -69,7 +69,6 @@ struct WindowSpec {
   int64_t horizon = 1;  ///< future returns predicted
 };
 
-
 /// Options of a MarketDataset.
 struct DatasetOptions {
   /// Split fractions.

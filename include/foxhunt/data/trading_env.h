@@ -17,9 +17,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "foxhunt/core/random.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/features.h"
-#include "foxhunt/core/random.h"
 
 namespace foxhunt::data {
 

@@ -34,8 +34,8 @@ void read_device_option(const nlohmann::json& j, const char* component, const ch
 /// One field of an options struct T: its JSON key and how to write and read it.
 template <typename T>
 struct OptionField {
-  const char* key;                                                     ///< JSON key
-  std::function<void(const T&, nlohmann::json&)> write;                ///< j[key] = value
+  const char* key;                                                   ///< JSON key
+  std::function<void(const T&, nlohmann::json&)> write;              ///< j[key] = value
   std::function<void(const nlohmann::json&, T&, const char*)> read;  ///< value = j[key] if present
 };
 

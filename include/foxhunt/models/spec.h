@@ -24,12 +24,12 @@ const char* role_name(InputRole role);
 
 /// One named input tensor of a model.
 struct InputSpec {
-  std::string name;         ///< tensor name, e.g. "past"
+  std::string name;                    ///< tensor name, e.g. "past"
   InputRole role = InputRole::kState;  ///< what it holds
-  std::string feature_set;  ///< data feature set it reads (data/features.h), "" for ids
-  int64_t steps = 0;        ///< time steps per sample (0: no time axis)
-  int64_t features = 0;     ///< values per step (0: a scalar id)
-  bool integer = false;     ///< int64 (ids) rather than float32
+  std::string feature_set;             ///< data feature set it reads (data/features.h), "" for ids
+  int64_t steps = 0;                   ///< time steps per sample (0: no time axis)
+  int64_t features = 0;                ///< values per step (0: a scalar id)
+  bool integer = false;                ///< int64 (ids) rather than float32
 
   /// Sizes for a batch of `batch` samples: [batch], [batch, features] or [batch, steps, features].
   std::vector<int64_t> shape(int64_t batch) const;

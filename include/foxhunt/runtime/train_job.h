@@ -24,12 +24,12 @@ struct TrainJob {
   int64_t epochs = 0;  ///< forecasting epochs (0 = the trainer's default)
   std::string batch;   ///< "" = default, "auto" = batch planner, or a number
   std::string device_profile = memory::kReferenceProfile;  ///< --batch auto: its usable bytes
-  double budget_mib = 0;                         ///< --batch auto: budget in MiB (overrides)
-  std::optional<uint64_t> seed;                  ///< seed (default: the trainer's, 0)
-  std::string out_dir;         ///< output directory ("" = out/train-<model>, or the
-                               ///< resumed checkpoint's directory)
-  std::string resume;          ///< trainer checkpoint to continue from ("" = fresh)
-  std::string device = "cpu";  ///< "cpu", "cuda", "cuda:N"
+  double budget_mib = 0;         ///< --batch auto: budget in MiB (overrides)
+  std::optional<uint64_t> seed;  ///< seed (default: the trainer's, 0)
+  std::string out_dir;           ///< output directory ("" = out/train-<model>, or the
+                                 ///< resumed checkpoint's directory)
+  std::string resume;            ///< trainer checkpoint to continue from ("" = fresh)
+  std::string device = "cpu";    ///< "cpu", "cuda", "cuda:N"
   nlohmann::json options = nlohmann::json::object();  ///< trainer option overrides (JSON keys)
   nlohmann::json model_options = nlohmann::json::object();  ///< mamba2/tft model options
   int64_t eval_episodes = 20;       ///< greedy evaluation episodes after RL training (0 = none)

@@ -1,8 +1,8 @@
 #pragma once
 /// \file infra.h
-/// Training infrastructure shared by the trainers: run configuration (checkpoints, metrics, progress, stop), the metrics
-/// log (JSON lines), the progress display, the SIGINT stop flag, and the result of a run.
-/// Torch-free.
+/// Training infrastructure shared by the trainers: run configuration (checkpoints, metrics,
+/// progress, stop), the metrics log (JSON lines), the progress display, the SIGINT stop flag, and
+/// the result of a run. Torch-free.
 
 #include <chrono>
 #include <cstdint>
