@@ -21,46 +21,91 @@ enum Column { kTimestamp = 0, kOpen, kHigh, kLow, kClose, kVolume, kNumColumns }
 constexpr std::array<const char*, kNumColumns> kColumnNames = {"timestamp", "open",  "high",
                                                                "low",       "close", "volume"};
 
+bool is_blank(char c) {
+  return c == ' ' || c == '\t' || c == '\r';
+}
+
 std::string_view trim(std::string_view s) {
   size_t b = 0, e = s.size();
-  while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\r')) ++b;
-  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) --e;
+  while (b < e && is_blank(s[b])) ++b;
+  while (e > b && is_blank(s[e - 1])) --e;
   return s.substr(b, e - b);
 }
 
-std::vector<std::string_view> split_fields(std::string_view line) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = line.find(',', start);
-    if (comma == std::string_view::npos) {
-      out.push_back(trim(line.substr(start)));
-      return out;
-    }
-    out.push_back(trim(line.substr(start, comma - start)));
-    start = comma + 1;
-  }
+std::string where(const std::string& source, int64_t line) {
+  return source + ":" + std::to_string(line) + ": ";
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
+/// Splits a line on commas into trimmed fields. A field enclosed in double quotes loses its
+/// quotes and keeps any comma inside them (a doubled quote `""` stays as it is; nothing the
+/// reader accepts contains a quote, so such a field fails later with its text shown).
+void split_fields(std::string_view line, std::vector<std::string_view>& out,
+                  const std::string& source, int64_t line_no) {
+  out.clear();
+  size_t i = 0;
+  while (true) {
+    while (i < line.size() && is_blank(line[i])) ++i;
+    if (i < line.size() && line[i] == '"') {
+      size_t close = i + 1;
+      while (close < line.size()) {
+        if (line[close] == '"' && close + 1 < line.size() && line[close + 1] == '"') {
+          close += 2;
+        } else if (line[close] == '"') {
+          break;
+        } else {
+          ++close;
+        }
+      }
+      FOXHUNT_CHECK(close < line.size(), kComponent, where(source, line_no), "field ",
+                    out.size() + 1, ": unterminated quote");
+      out.push_back(trim(line.substr(i + 1, close - i - 1)));
+      i = close + 1;
+      while (i < line.size() && is_blank(line[i])) ++i;
+      if (i == line.size()) return;
+      FOXHUNT_CHECK(line[i] == ',', kComponent, where(source, line_no), "field ", out.size(),
+                    ": unexpected text after the closing quote");
+      ++i;
+      continue;
+    }
+    const size_t comma = line.find(',', i);
+    if (comma == std::string_view::npos) {
+      out.push_back(trim(line.substr(i)));
+      return;
+    }
+    out.push_back(trim(line.substr(i, comma - i)));
+    i = comma + 1;
+  }
 }
 
 bool is_letter(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
+/// Lower-cased name without blanks, '_', '.' and '-': "Adj_Close" and "adj. close" -> "adjclose".
+std::string normalize_name(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    if (c == ' ' || c == '\t' || c == '_' || c == '.' || c == '-') continue;
+    out += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  }
+  return out;
+}
+
+/// A known column the reader does not use (Yahoo / yfinance exports): ignored.
+constexpr int kIgnoredColumn = -2;
+
+/// Column index of a header name, kIgnoredColumn for a known unused one, -1 when unknown.
 int column_index(std::string_view name) {
-  const std::string l = lower(name);
+  const std::string n = normalize_name(name);
+  if (n == "date" || n == "datetime" || n == "time") return kTimestamp;
   for (int i = 0; i < kNumColumns; ++i)
-    if (l == kColumnNames[i]) return i;
+    if (n == kColumnNames[i]) return i;
+  if (n == "adjclose" || n == "adjustedclose" || n == "dividends" || n == "stocksplits")
+    return kIgnoredColumn;
   return -1;
 }
 
-/// A header line: every field starts with a letter and at least one is a known column.
+/// A header line: every field starts with a letter and at least one is a used column.
 bool looks_like_header(const std::vector<std::string_view>& fields) {
   bool known = false;
   for (auto f : fields) {
@@ -77,24 +122,29 @@ struct Layout {
   bool close_only() const { return pos[kOpen] < 0; }
 };
 
-std::string where(const std::string& source, int64_t line) {
-  return source + ":" + std::to_string(line) + ": ";
-}
-
 Layout layout_from_header(const std::vector<std::string_view>& fields, const std::string& source,
                           int64_t line) {
   Layout layout;
   layout.fields = fields.size();
+  bool adj_close = false;
   for (size_t i = 0; i < fields.size(); ++i) {
     const int c = column_index(fields[i]);
-    FOXHUNT_CHECK(c >= 0, kComponent, where(source, line), "unknown column '", fields[i],
-                  "' in header (expected names from timestamp,open,high,low,close,volume)");
+    FOXHUNT_CHECK(c != -1, kComponent, where(source, line), "unknown column '", fields[i],
+                  "' in header (known: timestamp (or date, datetime, time), open, high, low, "
+                  "close, volume; ignored: adj close, dividends, stock splits)");
+    if (c == kIgnoredColumn) {
+      adj_close = adj_close || normalize_name(fields[i]).starts_with("adj");
+      continue;
+    }
     FOXHUNT_CHECK(layout.pos[c] < 0, kComponent, where(source, line), "duplicate column '",
-                  fields[i], "' in header");
+                  fields[i], "' in header (field ", layout.pos[c] + 1, " '",
+                  fields[static_cast<size_t>(layout.pos[c])], "' is also the ", kColumnNames[c],
+                  ")");
     layout.pos[c] = static_cast<int>(i);
   }
   FOXHUNT_CHECK(layout.pos[kClose] >= 0, kComponent, where(source, line),
-                "missing column 'close' in header");
+                "missing column 'close' in header",
+                adj_close ? " ('Adj Close' is ignored: the reader uses the unadjusted close)" : "");
   const int ohl = (layout.pos[kOpen] >= 0) + (layout.pos[kHigh] >= 0) + (layout.pos[kLow] >= 0);
   FOXHUNT_CHECK(ohl == 0 || ohl == 3, kComponent, where(source, line),
                 "missing column(s) in header: open, high and low must all be present or all be "
@@ -135,15 +185,181 @@ double parse_double(std::string_view field, int column, const std::string& sourc
   return value;
 }
 
-int64_t parse_timestamp(std::string_view field, const std::string& source, int64_t line) {
+/// How a timestamp was written; one file uses one.
+enum class TimestampFormat { kSeconds, kMilliseconds, kIso };
+
+const char* format_name(TimestampFormat f) {
+  switch (f) {
+    case TimestampFormat::kSeconds:
+      return "Unix seconds";
+    case TimestampFormat::kMilliseconds:
+      return "Unix milliseconds";
+    case TimestampFormat::kIso:
+      return "ISO 8601";
+  }
+  return "?";
+}
+
+/// A parsed timestamp, or the reason it is not one.
+struct ParsedTimestamp {
+  int64_t seconds = 0;
+  TimestampFormat format = TimestampFormat::kSeconds;
+  bool ok = false;
+  std::string reason;  ///< detail after "is not a timestamp" (may be empty)
+};
+
+bool is_leap_year(int64_t y) {
+  return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+int days_in_month(int64_t y, int m) {
+  constexpr std::array<int, 12> kDays = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  return m == 2 && is_leap_year(y) ? 29 : kDays[static_cast<size_t>(m - 1)];
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
+int64_t days_from_civil(int64_t y, int m, int d) {
+  y -= m <= 2 ? 1 : 0;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;                                    // [0, 399]
+  const int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;  // [0, 365]
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;            // [0, 146096]
+  return era * 146097 + doe - 719468;
+}
+
+/// Reads exactly `n` digits at `i` into `out`.
+bool read_digits(std::string_view s, size_t& i, int n, int& out) {
+  if (i + static_cast<size_t>(n) > s.size()) return false;
+  int v = 0;
+  for (int k = 0; k < n; ++k) {
+    const char c = s[i + static_cast<size_t>(k)];
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  i += static_cast<size_t>(n);
+  out = v;
+  return true;
+}
+
+std::string two_digits(int v) {
+  return (v < 10 ? "0" : "") + std::to_string(v);
+}
+
+/// ISO 8601 date or datetime; `s` starts with "DDDD-".
+ParsedTimestamp parse_iso(std::string_view s) {
+  ParsedTimestamp r;
+  r.format = TimestampFormat::kIso;
+  size_t i = 0;
+  int year = 0, month = 0, day = 0;
+  auto eat = [&](char c) {
+    if (i < s.size() && s[i] == c) return ++i, true;
+    return false;
+  };
+  if (!read_digits(s, i, 4, year) || !eat('-') || !read_digits(s, i, 2, month) || !eat('-') ||
+      !read_digits(s, i, 2, day))
+    return r;
+  if (month < 1 || month > 12) {
+    r.reason = "month " + two_digits(month) + " not in 01-12";
+    return r;
+  }
+  const int mdays = days_in_month(year, month);
+  if (day < 1 || day > mdays) {
+    r.reason = "day " + two_digits(day) + " not in 01-" + std::to_string(mdays) + " for " +
+               std::string(s.substr(0, 7));
+    return r;
+  }
+  int64_t seconds = days_from_civil(year, month, day) * 86400;
+  if (i < s.size()) {
+    if (!(eat('T') || eat('t') || eat(' '))) return r;
+    int hour = 0, minute = 0, second = 0;
+    if (!read_digits(s, i, 2, hour) || !eat(':') || !read_digits(s, i, 2, minute)) return r;
+    if (eat(':')) {
+      if (!read_digits(s, i, 2, second)) return r;
+      if (eat('.') || eat(',')) {
+        const size_t start = i;
+        while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+        if (i == start) return r;  // the fraction is truncated: Bar::timestamp is whole seconds
+      }
+    }
+    if (hour > 23) {
+      r.reason = "hour " + two_digits(hour) + " not in 00-23";
+      return r;
+    }
+    if (minute > 59) {
+      r.reason = "minute " + two_digits(minute) + " not in 00-59";
+      return r;
+    }
+    if (second > 59) {
+      r.reason = "second " + two_digits(second) + " not in 00-59";
+      return r;
+    }
+    seconds += hour * 3600 + minute * 60 + second;
+    const bool utc = eat('Z') || eat('z');
+    if (!utc && i < s.size() && (s[i] == '+' || s[i] == '-')) {
+      const int sign = s[i] == '+' ? 1 : -1;
+      ++i;
+      int oh = 0, om = 0;
+      if (!read_digits(s, i, 2, oh)) return r;
+      if (i < s.size()) {  // +HH:MM or +HHMM
+        eat(':');
+        if (!read_digits(s, i, 2, om)) return r;
+      }
+      if (om > 59) {
+        r.reason = "offset minutes " + two_digits(om) + " not in 00-59";
+        return r;
+      }
+      if (oh * 60 + om > 14 * 60) {
+        r.reason = "offset " + std::string(sign > 0 ? "+" : "-") + two_digits(oh) + ":" +
+                   two_digits(om) + " beyond 14:00";
+        return r;
+      }
+      seconds -= sign * (oh * 3600 + om * 60);  // local = UTC + offset
+    }
+    if (i != s.size()) return r;
+  }
+  r.seconds = seconds;
+  r.ok = true;
+  return r;
+}
+
+ParsedTimestamp parse_timestamp_text(std::string_view s) {
+  ParsedTimestamp r;
+  if (s.empty()) {
+    r.reason = "empty";
+    return r;
+  }
+  if (s.size() >= 5 && s[4] == '-' &&
+      std::all_of(s.begin(), s.begin() + 4, [](char c) { return c >= '0' && c <= '9'; }))
+    return parse_iso(s);
+  const char* begin = s.data();
+  const char* end = begin + s.size();
+  if (s.front() == '+') ++begin;  // from_chars rejects a leading '+'
   int64_t value = 0;
-  const char* begin = field.data();
-  const char* end = begin + field.size();
-  if (!field.empty() && field.front() == '+') ++begin;
   auto [ptr, ec] = std::from_chars(begin, end, value);
-  FOXHUNT_CHECK(!field.empty() && ec == std::errc() && ptr == end, kComponent, where(source, line),
-                "column 'timestamp': '", field, "' is not an integer (Unix seconds)");
-  return value;
+  if (ptr == end && ec == std::errc::result_out_of_range) {
+    r.reason = "integer out of range";
+    return r;
+  }
+  if (ptr != end || ec != std::errc()) {
+    double d = 0.0;
+    auto [dptr, dec] = std::from_chars(begin, end, d);
+    if (dptr == end && dec == std::errc()) r.reason = "not an integer";
+    return r;
+  }
+  if (value >= kMillisecondThreshold || value <= -kMillisecondThreshold) {
+    r.format = TimestampFormat::kMilliseconds;
+    r.seconds = value / 1000 - (value % 1000 < 0 ? 1 : 0);  // floor
+  } else {
+    r.format = TimestampFormat::kSeconds;
+    r.seconds = value;
+  }
+  r.ok = true;
+  return r;
+}
+
+std::string timestamp_error(std::string_view text, const ParsedTimestamp& r) {
+  return detail::cat("'", text, "' is not a timestamp", r.reason.empty() ? "" : ": ", r.reason,
+                     " (accepted: ", kTimestampFormats, ")");
 }
 
 /// Checks one bar's values; `prefix` locates it ("file:line: " or "source: bar i: ").
@@ -198,6 +414,13 @@ std::vector<double> BarSeries::closes() const {
   return out;
 }
 
+int64_t parse_timestamp(std::string_view text) {
+  const std::string_view t = trim(text);
+  const ParsedTimestamp r = parse_timestamp_text(t);
+  FOXHUNT_CHECK(r.ok, kComponent, timestamp_error(t, r));
+  return r.seconds;
+}
+
 BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
   BarSeries series;
   series.source = source;
@@ -208,6 +431,9 @@ BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
   int64_t line_no = 0;
   int64_t header_line = 0;
   int64_t prev_ts_line = 0;
+  std::optional<TimestampFormat> ts_format;
+  int64_t ts_format_line = 0;
+  std::vector<std::string_view> fields;
   size_t pos = 0;
   while (pos < text.size()) {
     size_t nl = text.find('\n', pos);
@@ -217,7 +443,7 @@ BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
     ++line_no;
     if (trim(line).empty()) continue;
 
-    const auto fields = split_fields(line);
+    split_fields(line, fields, source, line_no);
     if (!layout) {
       if (looks_like_header(fields)) {
         layout = layout_from_header(fields, source, line_no);
@@ -232,7 +458,20 @@ BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
     Bar bar;
     const auto& p = layout->pos;
     if (p[kTimestamp] >= 0) {
-      bar.timestamp = parse_timestamp(fields[p[kTimestamp]], source, line_no);
+      const std::string_view field = fields[p[kTimestamp]];
+      const ParsedTimestamp ts = parse_timestamp_text(field);
+      FOXHUNT_CHECK(ts.ok, kComponent, where(source, line_no),
+                    "column 'timestamp': ", timestamp_error(field, ts));
+      if (!ts_format) {
+        ts_format = ts.format;
+        ts_format_line = line_no;
+      }
+      FOXHUNT_CHECK(ts.format == *ts_format, kComponent, where(source, line_no),
+                    "column 'timestamp': '", field, "' is ", format_name(ts.format), " but line ",
+                    ts_format_line, " is ", format_name(*ts_format),
+                    "; a file must use one timestamp format (integers with |value| >= 1e11 are "
+                    "milliseconds)");
+      bar.timestamp = ts.seconds;
     } else {
       bar.timestamp = static_cast<int64_t>(series.bars.size()) * kDefaultBarSeconds;
     }

@@ -3,18 +3,28 @@
 /// Market bars: the in-memory series, a strict CSV reader/writer and the seeded synthetic
 /// generator that is the product's embedded default data. Torch-free.
 ///
-/// CSV format (comma separated, one bar per line, blank lines ignored):
+/// CSV format (comma separated, one bar per line, blank lines ignored, `\n` or `\r\n` line ends,
+/// a leading UTF-8 byte-order mark skipped):
+/// - Fields may be enclosed in double quotes (`"2024-03-01"`); the quotes are removed and a comma
+///   inside them is part of the field. Blanks around fields are ignored.
 /// - With a header (first line whose fields all start with a letter and name at least one known
-///   column): columns `timestamp, open, high, low, close, volume` in any order, case-insensitive.
+///   column): columns in any order, names case-insensitive with blanks, `_`, `.` and `-` ignored:
+///   `timestamp` (also `date`, `datetime`, `time`), `open`, `high`, `low`, `close`, `volume`.
 ///   `close` is required; `open`, `high`, `low` come all together or not at all; `timestamp` and
-///   `volume` are optional. Unknown or duplicate columns are errors.
+///   `volume` are optional. Two names for one column (`Date,Time`) are a duplicate-column error.
+/// - Known columns the reader does not use are ignored: `adj close` (`Adj Close`, `Adj_Close`,
+///   `AdjClose`, `Adjusted Close`), `dividends`, `stock splits` (Yahoo / yfinance exports). The
+///   unadjusted `close` is always the price; a file with `Adj Close` but no `Close` is an error.
+///   Any other column name is an error (a typo must not silently drop data).
 /// - Without a header the column count decides: 6 = timestamp,open,high,low,close,volume;
 ///   2 = timestamp,close; 1 = close.
 /// - Close-only input (no open/high/low) is accepted and marked `close_only`: open = high = low =
 ///   close. A missing volume column reads as volume 0. A missing timestamp column gives synthetic
 ///   timestamps `i * kDefaultBarSeconds` (i = 0, 1, ...).
-/// - Timestamps are integer seconds (Unix time), strictly increasing. Prices are finite and > 0,
-///   low <= open, close <= high; volume is finite and >= 0.
+/// - Timestamps (see parse_timestamp) are read into Unix seconds and must strictly increase, so
+///   daily and intraday bars both work. One file uses one timestamp format: Unix seconds, Unix
+///   milliseconds or ISO 8601; mixing them is an error naming the line.
+/// - Prices are finite and > 0, low <= open, close <= high; volume is finite and >= 0.
 /// Every violation throws foxhunt::InputError "[bars] FILE:LINE: reason"; nothing is returned
 /// half-loaded.
 
@@ -49,6 +59,28 @@ struct BarSeries {
   /// Close prices in order.
   std::vector<double> closes() const;
 };
+
+/// The timestamp formats parse_timestamp accepts, as error messages list them.
+inline constexpr const char* kTimestampFormats =
+    "Unix seconds, Unix milliseconds, ISO 8601 date YYYY-MM-DD, "
+    "datetime YYYY-MM-DD[ T]HH:MM[:SS[.fff]][Z|(+|-)HH[:MM]]";
+
+/// Integers with |value| >= this are Unix milliseconds, smaller ones Unix seconds (1e11 s is the
+/// year 5138; 1e11 ms is 1973-03-03, so millisecond data from before 1973-03-03 is misread).
+inline constexpr int64_t kMillisecondThreshold = 100'000'000'000;
+
+/// Parses one timestamp into Unix seconds (UTC). Accepted, surrounding blanks ignored:
+/// - an integer: Unix seconds, or Unix milliseconds when |value| >= kMillisecondThreshold
+///   (floored to the second);
+/// - an ISO 8601 date `YYYY-MM-DD` (midnight UTC);
+/// - an ISO 8601 datetime `YYYY-MM-DD` + `T` or a space + `HH:MM`, optional `:SS`, optional
+///   fraction `.fff` (any number of digits, truncated to the second), then optionally `Z` or a
+///   UTC offset `+HH:MM`, `+HHMM`, `+HH` (or `-`). A datetime without `Z` or an offset is UTC.
+/// Fields are range-checked (proleptic Gregorian calendar, leap years included): month 01-12,
+/// day valid for the month, hour 00-23, minute and second 00-59 (no leap second 60), offset at
+/// most 14:00 with minutes 00-59. Example: `2024-03-01T09:30:00+02:00` -> 1709278200.
+/// Throws InputError "[bars] 'TEXT' is not a timestamp[: reason] (accepted: ...)".
+int64_t parse_timestamp(std::string_view text);
 
 /// Parses CSV text (see the file comment for the format). `source` names the input in errors
 /// ("source:line: reason") and is stored in the result.
