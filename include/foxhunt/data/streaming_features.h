@@ -1,0 +1,98 @@
+#pragma once
+/// \file streaming_features.h
+/// Bar-by-bar computation of the feature bank of features.h, for serving one instrument.
+///
+/// `compute_observed_features` recomputes every rolling window for every bar (O(bars x window));
+/// `StreamingFeatures` keeps running state instead: sliding sums (shifted, with exact periodic
+/// re-summation from ring buffers), monotone deques for rolling max/min, EMAs and ring buffers for
+/// lags. One `update` costs O(1) amortised per feature and the memory is bounded by the longest
+/// lookback (240 bars), not by the series length. Torch-free.
+///
+/// Row t equals row t of `compute_observed_features` on bars 0..t, up to floating-point rounding
+/// (the test bounds the relative difference by 1e-6; most values are bit-identical), on every
+/// bar including the warm-up. Deliberate exception: in a window whose values are all identical
+/// (flat prices or volume) variances here are exactly 0, where the batch two-pass may leave a
+/// rounding residue of ~1e-16 and, for `bollinger_*`, divide by it.
+///
+/// Serving boundary: `update` rejects a bar with a non-finite or non-positive price, a
+/// non-finite or negative volume, high < low, open/close outside [low, high], or a timestamp not
+/// after the previous accepted bar, with foxhunt::InputError "[stream] bar N: ..." naming the
+/// expected and received values. A rejected bar leaves the engine exactly as it was.
+///
+/// Example:
+///   StreamingFeatures f;
+///   for (const Bar& bar : live_bars) {
+///     std::string why;
+///     if (!f.try_update(bar, &why)) { log_warning(why); continue; }
+///     if (f.ready()) f.rl_market_row(normalizer, state);
+///   }
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/features.h"
+
+namespace foxhunt::data {
+
+/// Incremental feature bank of one instrument: feed bars in time order, read the latest row.
+class StreamingFeatures {
+ public:
+  /// An engine that has seen no bars.
+  StreamingFeatures();
+  ~StreamingFeatures();
+  /// Deep copy of the whole state (a snapshot; the copy continues independently).
+  StreamingFeatures(const StreamingFeatures& other);
+  /// Deep copy of the whole state.
+  StreamingFeatures& operator=(const StreamingFeatures& other);
+  StreamingFeatures(StreamingFeatures&&) noexcept;
+  StreamingFeatures& operator=(StreamingFeatures&&) noexcept;
+
+  /// Consumes the next bar and returns its bank row (kObservedFeatures values, valid until the
+  /// next successful update). Throws InputError for an invalid bar; the state is then unchanged.
+  std::span<const float> update(const Bar& bar);
+
+  /// Like `update`, but returns false instead of throwing for an invalid bar and writes the
+  /// reason to `why` (when given): the "skip the bar with a warning" mode of a live feed.
+  bool try_update(const Bar& bar, std::string* why = nullptr);
+
+  /// Checks `bar` as `update` would, without consuming it; throws InputError when invalid.
+  void check(const Bar& bar) const;
+
+  /// The bank row of the last accepted bar. Throws InputError before the first bar.
+  std::span<const float> row() const;
+
+  /// Calendar features of the last accepted bar (calendar_features of its timestamp).
+  std::array<float, 4> calendar() const;
+
+  /// The last row normalised by `nz` (fitted on the 250 bank columns), written to `out` (resized
+  /// to kObservedFeatures). Throws InputError on a column mismatch or before the first bar.
+  void normalized_row(const Normalizer& nz, std::vector<float>& out) const;
+
+  /// The RL market features of the last bar, as MarketDataset::fill_rl_market builds them: the
+  /// normalised bank (250) then the calendar features (4); `out` is resized to kRlMarketFeatures.
+  void rl_market_row(const Normalizer& nz, std::vector<float>& out) const;
+
+  /// Bars accepted so far.
+  int64_t bars_seen() const;
+
+  /// True once the last row is past the warm-up (row index >= kFeatureWarmup), i.e. every
+  /// window is full; the datasets drop earlier rows.
+  bool ready() const { return bars_seen() > kFeatureWarmup; }
+
+  /// Timestamp of the last accepted bar. Throws InputError before the first bar.
+  int64_t last_timestamp() const;
+
+  /// Forgets every bar (back to the freshly constructed state).
+  void reset();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace foxhunt::data
