@@ -2,6 +2,7 @@
 # Installs everything foxhunt needs on Debian 12 (run as root; idempotent; ~1 s when all is there).
 #   apt: build tools, GoogleTest, Google Benchmark, CLI11, nlohmann-json, spdlog/fmt, gloo headers
 #   pip: the pinned PyPI torch wheel (LibTorch headers, libraries and CMake config; CUDA build)
+#   venv: .venv in the repo root for the Python cross-checks (tests/python), with safetensors
 # Everything lands in system locations (dpkg, the system python3's site-packages), so a fresh clone
 # on the same machine finds it again without downloading anything.
 set -euo pipefail
@@ -43,3 +44,18 @@ else
 fi
 # numpy only silences a torch import warning in the Python cross-checks.
 "$PY" -c "import numpy" 2>/dev/null || "$PY" -m pip install --quiet numpy || true
+
+# The Python cross-checks (tests/python, run by the C++ tests with .venv/bin/python): a venv that
+# keeps the system torch visible (--system-site-packages) and adds what only the checks need.
+VENV="$(cd "$(dirname "$0")/.." && pwd)/.venv"
+if [ ! -x "$VENV/bin/python" ]; then
+  log "venv: creating $VENV"
+  "$PY" -m venv --system-site-packages "$VENV"
+fi
+if "$VENV/bin/python" -c "import safetensors" 2>/dev/null; then
+  log "venv: safetensors present"
+else
+  log "venv: installing safetensors"
+  "$VENV/bin/python" -m pip install --quiet safetensors
+  "$VENV/bin/python" -c "import safetensors" || { log "safetensors did not install"; exit 1; }
+fi
