@@ -13,8 +13,7 @@ namespace {
 // The flags bind the library's BudgetOptions directly: each default is declared once, there.
 struct BudgetArgs {
   plan::BudgetOptions o;
-  std::string profiles_file;
-  double budget_mib = 0;
+  BudgetFlags budget;
   double headroom_mib = static_cast<double>(plan::BudgetOptions{}.headroom_bytes) / kMiB;
   std::string targets;
   bool json = false;
@@ -26,13 +25,7 @@ Registrar reg("budget", 45, [](CLI::App& app) -> Runner {
       "budget",
       "Memory budget validation: every model's measured footprint against its target, the device "
       "budget and the required headroom");
-  auto* prof = sub->add_option("--device-profile", a->o.device_profile,
-                               "Device profile whose usable bytes are the budget")
-                   ->capture_default_str();
-  sub->add_option("--profiles", a->profiles_file, "JSON file with custom device profiles to add");
-  auto* budget_opt =
-      sub->add_option("--budget-mib", a->budget_mib, "Budget in MiB (overrides the profile)")
-          ->excludes(prof);
+  a->budget.add(sub, &a->o.device_profile);
   sub->add_option("--headroom-mib", a->headroom_mib, "Free memory required after all models")
       ->capture_default_str();
   sub->add_option("--targets", a->targets,
@@ -42,12 +35,10 @@ Registrar reg("budget", 45, [](CLI::App& app) -> Runner {
   sub->add_option("--seed", a->o.seed, "Seed of the models and the synthetic batches")
       ->capture_default_str();
   sub->add_flag("--json", a->json, "Print JSON only");
-  return [a, budget_opt]() {
+  return [a]() {
     plan::BudgetOptions o = a->o;
-    if (!a->profiles_file.empty())
-      memory::register_profiles(memory::load_profiles(a->profiles_file));
-    if (budget_opt->count() > 0)
-      o.budget_bytes = mib_to_bytes(a->budget_mib, "budget", "--budget-mib");
+    const auto budget = a->budget.resolve("budget");  // also checks the profile name
+    if (a->budget.budget_given()) o.budget_bytes = budget.bytes;
     o.headroom_bytes = mib_to_bytes(a->headroom_mib, "budget", "--headroom-mib", true);
     if (!a->targets.empty()) o.targets = plan::load_targets(a->targets);
     const auto rep = plan::validate_budget(o);

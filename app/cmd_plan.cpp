@@ -11,9 +11,7 @@ namespace {
 // The flags bind the library's PlanOptions directly: each default is declared once, there.
 struct PlanArgs {
   plan::PlanOptions o;
-  std::string profile = memory::kReferenceProfile;
-  std::string profiles_file;
-  double budget_mib = 0;
+  BudgetFlags budget;
   std::string optimizer = plan::to_string(plan::TrainConfig{}.optimizer);
   bool no_verify = !plan::PlanOptions{}.verify;
   bool json = false;
@@ -26,13 +24,7 @@ Registrar reg("plan", 40, [](CLI::App& app) -> Runner {
       "Largest training batch that fits a memory budget: probe steps, a linear fit, then a real "
       "training step verified under the enforced cap");
   sub->add_option("model", a->o.model, "Model name (see `foxhunt models`)")->required();
-  auto* prof = sub->add_option("--device-profile", a->profile,
-                               "Device profile whose usable bytes are the budget")
-                   ->capture_default_str();
-  sub->add_option("--profiles", a->profiles_file, "JSON file with custom device profiles to add");
-  auto* budget_opt =
-      sub->add_option("--budget-mib", a->budget_mib, "Budget in MiB (overrides the profile)")
-          ->excludes(prof);
+  a->budget.add(sub);
   sub->add_option("--optimizer", a->optimizer, "adam, adamw, sgd or sgd-momentum")
       ->capture_default_str();
   sub->add_option("--seq-len", a->o.train.seq_len,
@@ -49,15 +41,11 @@ Registrar reg("plan", 40, [](CLI::App& app) -> Runner {
   sub->add_flag("--no-verify", a->no_verify,
                 "Skip the verification step under the cap (the plan is then a prediction only)");
   sub->add_flag("--json", a->json, "Print JSON only");
-  return [a, budget_opt]() {
+  return [a]() {
     plan::PlanOptions o = a->o;
     o.train.optimizer = plan::parse_optimizer(a->optimizer);
     o.verify = !a->no_verify;
-    if (!a->profiles_file.empty())
-      memory::register_profiles(memory::load_profiles(a->profiles_file));
-    const auto budget = memory::resolve_budget(
-        budget_opt->count() > 0 ? std::optional<double>(a->budget_mib) : std::nullopt, a->profile,
-        "plan");
+    const auto budget = a->budget.resolve("plan");
     o.budget_bytes = budget.bytes;
     o.budget_source = budget.source;
     try {

@@ -22,10 +22,14 @@ struct TrainArgs {
 
 Registrar reg("train", 40, [](CLI::App& app) -> Runner {
   auto args = std::make_shared<TrainArgs>();
-  auto* sub = app.add_subcommand("train", "Train one model and write a checkpoint");
-  sub->add_option("model", args->job.model, "dqn, ppo, mamba2 or tft")
+  auto* sub = app.add_subcommand(
+      "train", "Train one model (or all four) and write a checkpoint and a serving bundle");
+  std::vector<std::string> accepted = runtime::trainable_models();
+  accepted.push_back("all");
+  sub->add_option("model", args->job.model,
+                  "dqn, ppo, mamba2, tft, or all (the four on one series: OUT/<model>/)")
       ->required()
-      ->check(CLI::IsMember(runtime::trainable_models()));
+      ->check(CLI::IsMember(accepted));
   sub->add_option("--env", args->job.env, "RL environment: cartpole (default) or trading")
       ->check(CLI::IsMember({"cartpole", "trading"}));
   sub->add_option("--data", args->job.data,
@@ -34,7 +38,7 @@ Registrar reg("train", 40, [](CLI::App& app) -> Runner {
                     ->check(CLI::PositiveNumber);
   auto* epochs = sub->add_option("--epochs", args->job.epochs, "Epochs (mamba2, tft)")
                      ->check(CLI::PositiveNumber);
-  steps->excludes(epochs);
+
   sub->add_option("--batch", args->job.batch,
                   "Batch size: a number, or auto (largest batch the memory planner verifies "
                   "within the budget)");
@@ -70,8 +74,12 @@ Registrar reg("train", 40, [](CLI::App& app) -> Runner {
                   "Intra-op threads (default: FOXHUNT_THREADS, else OMP_NUM_THREADS, else 1)")
       ->check(CLI::PositiveNumber);
   sub->add_flag("--json", args->json, "Print the summary as JSON only");
-  return [args, seed]() {
+  return [args, seed, steps, epochs]() {
     auto& job = args->job;
+    // One model trains for steps or epochs; `all` takes both (steps: dqn/ppo, epochs: the
+    // forecasters).
+    FOXHUNT_CHECK(job.model == "all" || steps->count() == 0 || epochs->count() == 0, "train",
+                  "--steps excludes --epochs (except for train all)");
     if (args->threads > 0) at::set_num_threads(args->threads);
     if (seed->count() > 0) job.seed = args->seed;
     if (!args->options_json.empty()) {
@@ -98,7 +106,7 @@ Registrar reg("train", 40, [](CLI::App& app) -> Runner {
     {
       // Ctrl-C asks the trainer to checkpoint and return; a second Ctrl-C kills the process.
       train::ScopedSigintHandler sigint;
-      summary = runtime::run_train_job(job);
+      summary = job.model == "all" ? runtime::run_train_all(job) : runtime::run_train_job(job);
     }
     if (args->json)
       print_json(summary.dump(2));

@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "foxhunt/memory/device_profile.h"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -28,6 +30,24 @@ struct Registrar {
   Registrar(std::string name, int order, Setup setup) {
     commands().push_back({std::move(name), order, std::move(setup)});
   }
+};
+
+/// The budget flags shared by plan and budget: --device-profile NAME, --profiles FILE and
+/// --budget-mib N (which excludes the profile).
+struct BudgetFlags {
+  std::string profile;        ///< --device-profile (default: the reference card)
+  std::string profiles_file;  ///< --profiles
+  double budget_mib = 0;      ///< --budget-mib
+  CLI::Option* budget_option = nullptr;
+  std::string* profile_ptr_ = &profile;  ///< where --device-profile lands
+
+  /// Adds the three flags to `sub`; `profile` is bound to `*profile_target` when given.
+  void add(CLI::App* sub, std::string* profile_target = nullptr);
+  /// Registers --profiles, then the budget: --budget-mib when given, else the profile's usable
+  /// bytes. Errors name `component`.
+  memory::Budget resolve(const char* component);
+  /// True when --budget-mib was given.
+  bool budget_given() const { return budget_option != nullptr && budget_option->count() > 0; }
 };
 
 /// Prints JSON to stdout (the only thing --json commands print there).

@@ -14,6 +14,25 @@ std::vector<CommandEntry>& commands() {
   return c;
 }
 
+void BudgetFlags::add(CLI::App* sub, std::string* profile_target) {
+  std::string* target = profile_target ? profile_target : &profile;
+  if (target->empty()) *target = memory::kReferenceProfile;
+  auto* prof = sub->add_option("--device-profile", *target,
+                               "Device profile whose usable bytes are the budget")
+                   ->capture_default_str();
+  sub->add_option("--profiles", profiles_file, "JSON file with custom device profiles to add");
+  budget_option =
+      sub->add_option("--budget-mib", budget_mib, "Budget in MiB (overrides the profile)")
+          ->excludes(prof);
+  profile_ptr_ = target;
+}
+
+memory::Budget BudgetFlags::resolve(const char* component) {
+  if (!profiles_file.empty()) memory::register_profiles(memory::load_profiles(profiles_file));
+  return memory::resolve_budget(budget_given() ? std::optional<double>(budget_mib) : std::nullopt,
+                                *profile_ptr_, component);
+}
+
 void print_json(const std::string& dumped) {
   std::cout << dumped << std::endl;
 }

@@ -559,6 +559,41 @@ TEST_F(BarsTest, GeneratorVolumeIsUShapedOverTheDay) {
   EXPECT_GT(edge / n_edge, 1.5 * (mid / n_mid));
 }
 
+TEST_F(BarsTest, LineReaderGivesTheSameBarsAsTheFileParser) {
+  SyntheticOptions o;
+  o.bars = 500;
+  o.seed = 4;
+  const auto series = generate_synthetic(o);
+  const std::string text = "\xEF\xBB\xBF" + bars_to_csv(series);
+  BarCsvReader reader("feed");
+  std::vector<Bar> got;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    auto bar = reader.read_line(std::string_view(text).substr(pos, nl - pos));
+    if (bar) got.push_back(*bar);
+    pos = nl + 1;
+  }
+  const auto want = parse_bars_csv(text, "feed").bars;
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].timestamp, want[i].timestamp);
+    EXPECT_EQ(got[i].close, want[i].close);
+    EXPECT_EQ(got[i].volume, want[i].volume);
+  }
+  EXPECT_EQ(reader.line_number(), 501);
+  // A bad line is an error naming it; the reader continues with the next line.
+  EXPECT_THROW(reader.read_line("9999999999,1,1,0.5,x,1"), InputError);
+  try {
+    reader.read_line("2000000000,1,1,2,1,1");  // low > high
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("feed:503"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(reader.read_line("2000000001,1,1.5,0.5,1,1").has_value());
+  EXPECT_FALSE(reader.read_line("   ").has_value());
+}
+
 TEST_F(BarsTest, GeneratorRejectsBadOptions) {
   SyntheticOptions o;
   o.bars = 0;

@@ -34,10 +34,7 @@ models::Batch tft_batch(const MarketDataset& ds, const std::vector<int64_t>& anc
 class DatasetTest : public foxhunt::testing::SeededTest {
  protected:
   static BarSeries series(int64_t bars = 1500, uint64_t seed = 21) {
-    SyntheticOptions o;
-    o.bars = bars;
-    o.seed = seed;
-    return generate_synthetic(o);
+    return generate_synthetic({.bars = bars, .seed = seed});
   }
 };
 

@@ -17,10 +17,7 @@ namespace {
 class FeaturesTest : public ::testing::Test {
  protected:
   static BarSeries series(int64_t bars, uint64_t seed) {
-    SyntheticOptions o;
-    o.bars = bars;
-    o.seed = seed;
-    return generate_synthetic(o);
+    return generate_synthetic({.bars = bars, .seed = seed});
   }
   static int64_t column(const std::string& name) {
     const auto& names = observed_feature_names();

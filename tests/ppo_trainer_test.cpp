@@ -81,22 +81,8 @@ TEST_F(PpoTrainerTest, OptionsRoundTripThroughJson) {
 // fresh episodes, not the ones used for selection.
 TEST_F(PpoTrainerTest, SolvesCartPole_SLOW) {
   foxhunt::testing::OneThread one;  // small MLPs: a second thread only adds synchronisation
-  const auto t0 = std::chrono::steady_clock::now();
   PpoTrainer trainer(PpoTrainerOptions().eval_interval(10000).seed(1), env_factory("cartpole"));
-  RunConfig run;
-  run.progress = ProgressMode::kOff;
-  run.log_interval = 10000;
-  auto result = trainer.train(run);
-  ASSERT_TRUE(result.completed);
-  auto env = env_factory("cartpole")(0);
-  auto returns = evaluate_policy(*env, trainer.greedy_policy(), 20, 2024);
-  const double mean = std::accumulate(returns.begin(), returns.end(), 0.0) / returns.size();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf(
-      "[ppo cartpole] train %.1f s, eval mean return %.1f over 20 episodes, training "
-      "return_mean(100) %.1f, best periodic eval %.1f at step %lld\n",
-      secs, mean, result.metrics["return_mean"].get<double>(), trainer.evaluations().best(),
-      static_cast<long long>(trainer.evaluations().best_step()));
+  const double mean = foxhunt::testing::solve_cartpole(trainer, "ppo", 10000);
   EXPECT_GE(mean, 475.0);
 }
 

@@ -47,10 +47,7 @@ std::string family(const std::string& name) {
 class StreamingFeaturesTest : public ::testing::Test {
  protected:
   static BarSeries series(int64_t bars, uint64_t seed) {
-    SyntheticOptions o;
-    o.bars = bars;
-    o.seed = seed;
-    return generate_synthetic(o);
+    return generate_synthetic({.bars = bars, .seed = seed});
   }
 
   struct Comparison {

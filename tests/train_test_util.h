@@ -4,12 +4,18 @@
 // series, and a batch builder that feeds a univariate window to any forecasting model.
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <numeric>
 #include <random>
 #include <vector>
 
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/quantile_loss.h"
+#include "foxhunt/train/best_policy.h"
+#include "foxhunt/train/env.h"
+#include "foxhunt/train/infra.h"
 
 namespace foxhunt::testing {
 
@@ -129,6 +135,29 @@ inline models::Batch univariate_batch(const models::Model& model, const torch::T
   }
   b.target = y;
   return b;
+}
+
+/// Trains an RL trainer on CartPole (log lines every `log_interval` steps), prints the figures
+/// under `label`, and returns the mean greedy return over 20 fresh episodes (not the episodes
+/// its periodic evaluations selected the weights on).
+template <typename Trainer>
+double solve_cartpole(Trainer& trainer, const char* label, int64_t log_interval) {
+  const auto t0 = std::chrono::steady_clock::now();
+  train::RunConfig run;
+  run.progress = train::ProgressMode::kOff;
+  run.log_interval = log_interval;
+  auto result = trainer.train(run);
+  EXPECT_TRUE(result.completed);
+  auto env = train::env_factory("cartpole")(0);
+  auto returns = train::evaluate_policy(*env, trainer.greedy_policy(), 20, 2024);
+  const double mean = std::accumulate(returns.begin(), returns.end(), 0.0) / returns.size();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf(
+      "[%s cartpole] train %.1f s, eval mean return %.1f over 20 episodes, training "
+      "return_mean(100) %.1f, best periodic eval %.1f at step %lld\n",
+      label, secs, mean, result.metrics["return_mean"].template get<double>(),
+      trainer.evaluations().best(), static_cast<long long>(trainer.evaluations().best_step()));
+  return mean;
 }
 
 }  // namespace foxhunt::testing

@@ -421,86 +421,129 @@ int64_t parse_timestamp(std::string_view text) {
   return r.seconds;
 }
 
-BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
-  BarSeries series;
-  series.source = source;
-  // A UTF-8 byte-order mark is not part of the first column name.
-  if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
-
+struct BarCsvReader::Impl {
+  std::string source;
   std::optional<Layout> layout;
   int64_t line_no = 0;
   int64_t header_line = 0;
-  int64_t prev_ts_line = 0;
+  int64_t rows = 0;
   std::optional<TimestampFormat> ts_format;
   int64_t ts_format_line = 0;
   std::vector<std::string_view> fields;
+};
+
+BarCsvReader::BarCsvReader(std::string source) : impl_(std::make_unique<Impl>()) {
+  impl_->source = std::move(source);
+}
+BarCsvReader::~BarCsvReader() = default;
+BarCsvReader::BarCsvReader(BarCsvReader&&) noexcept = default;
+BarCsvReader& BarCsvReader::operator=(BarCsvReader&&) noexcept = default;
+
+int64_t BarCsvReader::line_number() const {
+  return impl_->line_no;
+}
+
+int64_t BarCsvReader::header_line() const {
+  return impl_->header_line;
+}
+
+bool BarCsvReader::has_layout() const {
+  return impl_->layout.has_value();
+}
+
+bool BarCsvReader::close_only() const {
+  return impl_->layout && impl_->layout->close_only();
+}
+
+std::optional<Bar> BarCsvReader::read_line(std::string_view line) {
+  Impl& r = *impl_;
+  const std::string& source = r.source;
+  const int64_t line_no = ++r.line_no;
+  // A UTF-8 byte-order mark is not part of the first column name.
+  if (line_no == 1 && line.size() >= 3 && line.substr(0, 3) == "\xEF\xBB\xBF")
+    line.remove_prefix(3);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (trim(line).empty()) return std::nullopt;
+
+  auto& fields = r.fields;
+  split_fields(line, fields, source, line_no);
+  if (!r.layout) {
+    if (looks_like_header(fields)) {
+      r.layout = layout_from_header(fields, source, line_no);
+      r.header_line = line_no;
+      return std::nullopt;
+    }
+    r.layout = layout_from_count(fields.size(), source, line_no);
+  }
+  const Layout& layout = *r.layout;
+  FOXHUNT_CHECK(fields.size() == layout.fields, kComponent, where(source, line_no),
+                "wrong column count: expected ", layout.fields, " fields, got ", fields.size());
+
+  Bar bar;
+  const auto& p = layout.pos;
+  if (p[kTimestamp] >= 0) {
+    const std::string_view field = fields[p[kTimestamp]];
+    const ParsedTimestamp ts = parse_timestamp_text(field);
+    FOXHUNT_CHECK(ts.ok, kComponent, where(source, line_no),
+                  "column 'timestamp': ", timestamp_error(field, ts));
+    if (!r.ts_format) {
+      r.ts_format = ts.format;
+      r.ts_format_line = line_no;
+    }
+    FOXHUNT_CHECK(ts.format == *r.ts_format, kComponent, where(source, line_no),
+                  "column 'timestamp': '", field, "' is ", format_name(ts.format), " but line ",
+                  r.ts_format_line, " is ", format_name(*r.ts_format),
+                  "; a file must use one timestamp format (integers with |value| >= 1e11 are "
+                  "milliseconds)");
+    bar.timestamp = ts.seconds;
+  } else {
+    bar.timestamp = r.rows * kDefaultBarSeconds;
+  }
+  bar.close = parse_double(fields[p[kClose]], kClose, source, line_no);
+  if (layout.close_only()) {
+    bar.open = bar.high = bar.low = bar.close;
+  } else {
+    bar.open = parse_double(fields[p[kOpen]], kOpen, source, line_no);
+    bar.high = parse_double(fields[p[kHigh]], kHigh, source, line_no);
+    bar.low = parse_double(fields[p[kLow]], kLow, source, line_no);
+  }
+  bar.volume = p[kVolume] >= 0 ? parse_double(fields[p[kVolume]], kVolume, source, line_no) : 0.0;
+  check_bar_values(bar, where(source, line_no));
+  ++r.rows;
+  return bar;
+}
+
+BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
+  BarSeries series;
+  series.source = source;
+  BarCsvReader reader(source);
+  int64_t prev_ts_line = 0;
   size_t pos = 0;
   while (pos < text.size()) {
     size_t nl = text.find('\n', pos);
     if (nl == std::string_view::npos) nl = text.size();
     const std::string_view line = text.substr(pos, nl - pos);
     pos = nl + 1;
-    ++line_no;
-    if (trim(line).empty()) continue;
-
-    split_fields(line, fields, source, line_no);
-    if (!layout) {
-      if (looks_like_header(fields)) {
-        layout = layout_from_header(fields, source, line_no);
-        header_line = line_no;
-        continue;
-      }
-      layout = layout_from_count(fields.size(), source, line_no);
-    }
-    FOXHUNT_CHECK(fields.size() == layout->fields, kComponent, where(source, line_no),
-                  "wrong column count: expected ", layout->fields, " fields, got ", fields.size());
-
-    Bar bar;
-    const auto& p = layout->pos;
-    if (p[kTimestamp] >= 0) {
-      const std::string_view field = fields[p[kTimestamp]];
-      const ParsedTimestamp ts = parse_timestamp_text(field);
-      FOXHUNT_CHECK(ts.ok, kComponent, where(source, line_no),
-                    "column 'timestamp': ", timestamp_error(field, ts));
-      if (!ts_format) {
-        ts_format = ts.format;
-        ts_format_line = line_no;
-      }
-      FOXHUNT_CHECK(ts.format == *ts_format, kComponent, where(source, line_no),
-                    "column 'timestamp': '", field, "' is ", format_name(ts.format), " but line ",
-                    ts_format_line, " is ", format_name(*ts_format),
-                    "; a file must use one timestamp format (integers with |value| >= 1e11 are "
-                    "milliseconds)");
-      bar.timestamp = ts.seconds;
-    } else {
-      bar.timestamp = static_cast<int64_t>(series.bars.size()) * kDefaultBarSeconds;
-    }
-    bar.close = parse_double(fields[p[kClose]], kClose, source, line_no);
-    if (layout->close_only()) {
-      bar.open = bar.high = bar.low = bar.close;
-    } else {
-      bar.open = parse_double(fields[p[kOpen]], kOpen, source, line_no);
-      bar.high = parse_double(fields[p[kHigh]], kHigh, source, line_no);
-      bar.low = parse_double(fields[p[kLow]], kLow, source, line_no);
-    }
-    bar.volume = p[kVolume] >= 0 ? parse_double(fields[p[kVolume]], kVolume, source, line_no) : 0.0;
-    check_bar_values(bar, where(source, line_no));
+    auto bar = reader.read_line(line);
+    if (!bar) continue;
+    const int64_t line_no = reader.line_number();
     if (!series.bars.empty()) {
       const int64_t prev = series.bars.back().timestamp;
-      FOXHUNT_CHECK(bar.timestamp != prev, kComponent, where(source, line_no),
-                    "duplicate timestamp ", bar.timestamp, " (also on line ", prev_ts_line, ")");
-      FOXHUNT_CHECK(bar.timestamp > prev, kComponent, where(source, line_no), "timestamp ",
-                    bar.timestamp, " is not after the previous one ", prev, " (line ", prev_ts_line,
-                    "); timestamps must increase");
+      FOXHUNT_CHECK(bar->timestamp != prev, kComponent, where(source, line_no),
+                    "duplicate timestamp ", bar->timestamp, " (also on line ", prev_ts_line, ")");
+      FOXHUNT_CHECK(bar->timestamp > prev, kComponent, where(source, line_no), "timestamp ",
+                    bar->timestamp, " is not after the previous one ", prev, " (line ",
+                    prev_ts_line, "); timestamps must increase");
     }
     prev_ts_line = line_no;
-    series.bars.push_back(bar);
+    series.bars.push_back(*bar);
   }
   if (series.bars.empty()) {
-    FOXHUNT_CHECK(layout.has_value(), kComponent, where(source, 1), "empty file: no bars");
-    FOXHUNT_CHECK(false, kComponent, where(source, header_line + 1), "no bars after the header");
+    FOXHUNT_CHECK(reader.has_layout(), kComponent, where(source, 1), "empty file: no bars");
+    FOXHUNT_CHECK(false, kComponent, where(source, reader.header_line() + 1),
+                  "no bars after the header");
   }
-  series.close_only = layout->close_only();
+  series.close_only = reader.close_only();
   return series;
 }
 

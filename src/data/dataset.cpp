@@ -13,15 +13,8 @@ constexpr const char* kComponent = "dataset";
 }
 
 const char* split_name(Split split) {
-  switch (split) {
-    case Split::kTrain:
-      return "train";
-    case Split::kValidation:
-      return "validation";
-    case Split::kTest:
-      return "test";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"train", "validation", "test"};
+  return kNames[static_cast<int>(split)];
 }
 
 Split split_from_name(const std::string& name) {

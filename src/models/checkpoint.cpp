@@ -5,11 +5,7 @@
 namespace foxhunt::models {
 
 std::string module_to_bytes(torch::nn::Module& m) {
-  torch::serialize::OutputArchive archive;
-  m.save(archive);
-  std::ostringstream os;
-  archive.save_to(os);
-  return os.str();
+  return archive_to_bytes(m);
 }
 
 void module_from_bytes(torch::nn::Module& m, const std::string& bytes, const std::string& source) {

@@ -4,23 +4,11 @@
 
 namespace foxhunt::models {
 
-namespace {
-// The one field list of DqnOptions: JSON writer, reader and known keys come from it.
-const OptionsSchema<DqnOptions>& schema_of_DqnOptions() {
-  static const OptionsSchema<DqnOptions> schema(
-      "dqn", {FOXHUNT_OPTION(DqnOptions, state_dim), FOXHUNT_OPTION(DqnOptions, hidden),
-              FOXHUNT_OPTION(DqnOptions, actions)});
-  return schema;
-}
-}  // namespace
-
-nlohmann::json to_json(const DqnOptions& o) {
-  return schema_of_DqnOptions().to_json(o);
-}
+// The one field list of DqnOptions: its JSON writer, reader and known keys.
+FOXHUNT_OPTIONS_JSON(DqnOptions, "dqn", state_dim, hidden, actions)
 
 DqnOptions dqn_options_from_json(const nlohmann::json& j) {
-  const DqnOptions o = schema_of_DqnOptions().from_json(j);
-  return o;
+  return options_from_json<DqnOptions>(j);
 }
 
 int64_t parameter_count(const DqnOptions& o) {
@@ -45,11 +33,7 @@ torch::Tensor DqnNetImpl::forward(const torch::Tensor& state) {
 }
 
 IoSpec io_spec(const DqnOptions& o) {
-  IoSpec s;
-  s.inputs = {{"state", InputRole::kState, "rl_state", 0, o.state_dim()}};
-  s.outputs = {"q"};
-  s.actions = o.actions();
-  return s;
+  return policy_spec(o.state_dim(), o.actions(), {"q"});
 }
 
 namespace {
@@ -60,14 +44,10 @@ class DqnModel final : public ModelAdapter<DqnNet> {
 
   Batch example_batch(int64_t batch, int64_t, const torch::Device& device,
                       uint64_t seed) const override {
-    auto gen = at::detail::createCPUGenerator(seed);
-    Batch b;
-    b.inputs.push_back(torch::randn({batch, net_->options.state_dim()}, gen).to(device));
     // target columns: action taken, TD target y.
-    auto action =
-        torch::randint(0, net_->options.actions(), {batch, 1}, gen, torch::kLong).to(torch::kFloat);
-    b.target = torch::cat({action, torch::randn({batch, 1}, gen)}, 1).to(device);
-    return b;
+    return policy_example_batch(spec_, batch, device, seed, [](at::Generator& gen, int64_t n) {
+      return std::vector<torch::Tensor>{torch::randn({n, 1}, gen)};
+    });
   }
 
   std::vector<torch::Tensor> forward(const Batch& b) override {

@@ -13,26 +13,12 @@ using torch::indexing::Slice;
 
 // ---- options ------------------------------------------------------------------------------
 
-namespace {
-// The one field list of Mamba2Options: JSON writer, reader and known keys come from it.
-const OptionsSchema<Mamba2Options>& schema_of_Mamba2Options() {
-  static const OptionsSchema<Mamba2Options> schema(
-      "mamba2", {FOXHUNT_OPTION(Mamba2Options, input_dim), FOXHUNT_OPTION(Mamba2Options, d_model),
-                 FOXHUNT_OPTION(Mamba2Options, d_state), FOXHUNT_OPTION(Mamba2Options, n_layers),
-                 FOXHUNT_OPTION(Mamba2Options, expand), FOXHUNT_OPTION(Mamba2Options, headdim),
-                 FOXHUNT_OPTION(Mamba2Options, ngroups), FOXHUNT_OPTION(Mamba2Options, d_conv),
-                 FOXHUNT_OPTION(Mamba2Options, chunk_size), FOXHUNT_OPTION(Mamba2Options, window),
-                 FOXHUNT_OPTION(Mamba2Options, horizon), FOXHUNT_OPTION(Mamba2Options, quantiles)});
-  return schema;
-}
-}  // namespace
-
-nlohmann::json to_json(const Mamba2Options& o) {
-  return schema_of_Mamba2Options().to_json(o);
-}
+// The one field list of Mamba2Options: its JSON writer, reader and known keys.
+FOXHUNT_OPTIONS_JSON(Mamba2Options, "mamba2", input_dim, d_model, d_state, n_layers, expand,
+                     headdim, ngroups, d_conv, chunk_size, window, horizon, quantiles)
 
 Mamba2Options mamba2_options_from_json(const nlohmann::json& j) {
-  Mamba2Options o = schema_of_Mamba2Options().from_json(j);
+  Mamba2Options o = options_from_json<Mamba2Options>(j);
   validate(o);
   return o;
 }
@@ -484,13 +470,8 @@ std::vector<torch::Tensor> Mamba2NetImpl::no_weight_decay_parameters() {
 // ---- registry adapter ---------------------------------------------------------------------
 
 IoSpec io_spec(const Mamba2Options& o) {
-  IoSpec s;
-  s.inputs = {{"x", InputRole::kPastFeatures, "mamba2", o.window(), o.input_dim()}};
-  s.outputs = {"quantiles"};
-  s.window = o.window();
-  s.horizon = o.horizon();
-  s.quantiles = o.quantiles();
-  return s;
+  return forecaster_spec({{"x", InputRole::kPastFeatures, "mamba2", o.window(), o.input_dim()}},
+                         o.window(), o.horizon(), o.quantiles());
 }
 
 namespace {
@@ -516,14 +497,10 @@ class Mamba2Model final : public ModelAdapter<Mamba2Net> {
   }
 
   std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
-    return {
-        {batch, net_->options.horizon(), static_cast<int64_t>(net_->options.quantiles().size())}};
+    return forecaster_output_shapes(spec_, batch);
   }
-
   torch::Tensor loss(const Batch& b) override {
-    auto pred = forward(b)[0];
-    check_float_input("mamba2", "target", b.target, {pred.size(0), pred.size(1)}, pred.device());
-    return quantile_loss(pred, b.target, net_->options.quantiles());
+    return forecaster_loss(name_, spec_, forward(b)[0], b.target);
   }
 };
 

@@ -7,6 +7,7 @@
 #include "foxhunt/models/dqn.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/ppo.h"
+#include "foxhunt/models/quantile_loss.h"
 #include "foxhunt/models/tft.h"
 
 namespace foxhunt::models {
@@ -40,6 +41,29 @@ std::vector<std::string> model_names() {
   std::vector<std::string> names;
   for (const auto& [n, f] : registry()) names.push_back(n);
   return names;
+}
+
+Batch policy_example_batch(
+    const IoSpec& spec, int64_t batch, const torch::Device& device, uint64_t seed,
+    const std::function<std::vector<torch::Tensor>(at::Generator&, int64_t)>& more) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  Batch b;
+  b.inputs.push_back(torch::randn(spec.inputs.at(0).shape(batch), gen).to(device));
+  std::vector<torch::Tensor> target = {
+      torch::randint(0, spec.actions, {batch, 1}, gen, torch::kLong).to(torch::kFloat)};
+  for (auto& t : more(gen, batch)) target.push_back(std::move(t));
+  b.target = torch::cat(target, 1).to(device);
+  return b;
+}
+
+std::vector<std::vector<int64_t>> forecaster_output_shapes(const IoSpec& spec, int64_t batch) {
+  return {{batch, spec.horizon, static_cast<int64_t>(spec.quantiles.size())}};
+}
+
+torch::Tensor forecaster_loss(const std::string& component, const IoSpec& spec,
+                              const torch::Tensor& pred, const torch::Tensor& target) {
+  check_float_input(component, "target", target, {pred.size(0), pred.size(1)}, pred.device());
+  return quantile_loss(pred, target, spec.quantiles);
 }
 
 void check_input_count(const std::string& component, const IoSpec& spec, const Batch& batch) {

@@ -6,23 +6,11 @@
 
 namespace foxhunt::models {
 
-namespace {
-// The one field list of PpoOptions: JSON writer, reader and known keys come from it.
-const OptionsSchema<PpoOptions>& schema_of_PpoOptions() {
-  static const OptionsSchema<PpoOptions> schema(
-      "ppo", {FOXHUNT_OPTION(PpoOptions, state_dim), FOXHUNT_OPTION(PpoOptions, hidden),
-              FOXHUNT_OPTION(PpoOptions, actions), FOXHUNT_OPTION(PpoOptions, orthogonal_init)});
-  return schema;
-}
-}  // namespace
-
-nlohmann::json to_json(const PpoOptions& o) {
-  return schema_of_PpoOptions().to_json(o);
-}
+// The one field list of PpoOptions: its JSON writer, reader and known keys.
+FOXHUNT_OPTIONS_JSON(PpoOptions, "ppo", state_dim, hidden, actions, orthogonal_init)
 
 PpoOptions ppo_options_from_json(const nlohmann::json& j) {
-  const PpoOptions o = schema_of_PpoOptions().from_json(j);
-  return o;
+  return options_from_json<PpoOptions>(j);
 }
 
 int64_t parameter_count(const PpoOptions& o) {
@@ -70,11 +58,7 @@ torch::Tensor ppo_loss(const PolicyOutput& out, const torch::Tensor& actions,
 }
 
 IoSpec io_spec(const PpoOptions& o) {
-  IoSpec s;
-  s.inputs = {{"state", InputRole::kState, "rl_state", 0, o.state_dim()}};
-  s.outputs = {"logits", "value"};
-  s.actions = o.actions();
-  return s;
+  return policy_spec(o.state_dim(), o.actions(), {"logits", "value"});
 }
 
 namespace {
@@ -85,15 +69,12 @@ class PpoModel final : public ModelAdapter<ActorCritic> {
 
   Batch example_batch(int64_t batch, int64_t, const torch::Device& device,
                       uint64_t seed) const override {
-    auto gen = at::detail::createCPUGenerator(seed);
-    Batch b;
-    b.inputs.push_back(torch::randn({batch, net_->options.state_dim()}, gen).to(device));
-    // target columns: action, old log-prob, advantage, return.
-    auto action =
-        torch::randint(0, net_->options.actions(), {batch, 1}, gen, torch::kLong).to(torch::kFloat);
-    auto old_lp = torch::full({batch, 1}, -std::log(static_cast<double>(net_->options.actions())));
-    b.target = torch::cat({action, old_lp, torch::randn({batch, 2}, gen)}, 1).to(device);
-    return b;
+    // target columns: action, old log-prob (uniform policy), advantage, return.
+    const double old_lp = -std::log(static_cast<double>(net_->options.actions()));
+    return policy_example_batch(
+        spec_, batch, device, seed, [old_lp](at::Generator& gen, int64_t n) {
+          return std::vector<torch::Tensor>{torch::full({n, 1}, old_lp), torch::randn({n, 2}, gen)};
+        });
   }
 
   std::vector<torch::Tensor> forward(const Batch& b) override {

@@ -7,17 +7,8 @@
 namespace foxhunt::models {
 
 const char* role_name(InputRole role) {
-  switch (role) {
-    case InputRole::kState:
-      return "state";
-    case InputRole::kPastFeatures:
-      return "past_features";
-    case InputRole::kKnownFuture:
-      return "known_future";
-    case InputRole::kStaticId:
-      return "static_id";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"state", "past_features", "known_future", "static_id"};
+  return kNames[static_cast<int>(role)];
 }
 
 std::vector<int64_t> InputSpec::shape(int64_t batch) const {
@@ -39,6 +30,25 @@ const InputSpec& IoSpec::input(const std::string& name) const {
   std::string known;
   for (const auto& i : inputs) known += (known.empty() ? "" : ", ") + i.name;
   throw InputError("models", "no input '" + name + "'; the model's inputs are: " + known);
+}
+
+IoSpec policy_spec(int64_t state_dim, int64_t actions, std::vector<std::string> outputs) {
+  IoSpec s;
+  s.inputs = {{"state", InputRole::kState, "rl_state", 0, state_dim}};
+  s.outputs = std::move(outputs);
+  s.actions = actions;
+  return s;
+}
+
+IoSpec forecaster_spec(std::vector<InputSpec> inputs, int64_t window, int64_t horizon,
+                       std::vector<double> quantiles) {
+  IoSpec s;
+  s.inputs = std::move(inputs);
+  s.outputs = {"quantiles"};
+  s.window = window;
+  s.horizon = horizon;
+  s.quantiles = std::move(quantiles);
+  return s;
 }
 
 void to_json(nlohmann::json& j, const InputSpec& s) {

@@ -70,27 +70,12 @@ torch::Tensor align_context(const torch::Tensor& c, const torch::Tensor& like) {
 
 // ---- options ----------------------------------------------------------------------------------
 
-namespace {
-// The one field list of TftOptions: JSON writer, reader and known keys come from it.
-const OptionsSchema<TftOptions>& schema_of_TftOptions() {
-  static const OptionsSchema<TftOptions> schema(
-      "tft",
-      {FOXHUNT_OPTION(TftOptions, past_features), FOXHUNT_OPTION(TftOptions, future_features),
-       FOXHUNT_OPTION(TftOptions, static_categories), FOXHUNT_OPTION(TftOptions, hidden),
-       FOXHUNT_OPTION(TftOptions, heads), FOXHUNT_OPTION(TftOptions, lstm_layers),
-       FOXHUNT_OPTION(TftOptions, dropout), FOXHUNT_OPTION(TftOptions, window),
-       FOXHUNT_OPTION(TftOptions, horizon), FOXHUNT_OPTION(TftOptions, quantiles),
-       FOXHUNT_OPTION(TftOptions, real_embedding)});
-  return schema;
-}
-}  // namespace
-
-nlohmann::json to_json(const TftOptions& o) {
-  return schema_of_TftOptions().to_json(o);
-}
+// The one field list of TftOptions: its JSON writer, reader and known keys.
+FOXHUNT_OPTIONS_JSON(TftOptions, "tft", past_features, future_features, static_categories, hidden,
+                     heads, lstm_layers, dropout, window, horizon, quantiles, real_embedding)
 
 TftOptions tft_options_from_json(const nlohmann::json& j) {
-  TftOptions o = schema_of_TftOptions().from_json(j);
+  TftOptions o = options_from_json<TftOptions>(j);
   validate(o);
   return o;
 }
@@ -550,15 +535,11 @@ TftOutput TftNetImpl::forward_with_details(const torch::Tensor& past_in,
 // ---- registry adapter -------------------------------------------------------------------------
 
 IoSpec io_spec(const TftOptions& o) {
-  IoSpec s;
-  s.inputs = {{"past", InputRole::kPastFeatures, "tft_past", o.window(), o.past_features()},
-              {"future", InputRole::kKnownFuture, "calendar", o.horizon(), o.future_features()},
-              {"static_id", InputRole::kStaticId, "", 0, 0, true}};
-  s.outputs = {"quantiles"};
-  s.window = o.window();
-  s.horizon = o.horizon();
-  s.quantiles = o.quantiles();
-  return s;
+  return forecaster_spec(
+      {{"past", InputRole::kPastFeatures, "tft_past", o.window(), o.past_features()},
+       {"future", InputRole::kKnownFuture, "calendar", o.horizon(), o.future_features()},
+       {"static_id", InputRole::kStaticId, "", 0, 0, true}},
+      o.window(), o.horizon(), o.quantiles());
 }
 
 namespace {
@@ -597,14 +578,10 @@ class TftModel final : public ModelAdapter<TftNet> {
   }
 
   std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
-    return {
-        {batch, net_->options.horizon(), static_cast<int64_t>(net_->options.quantiles().size())}};
+    return forecaster_output_shapes(spec_, batch);
   }
-
   torch::Tensor loss(const Batch& b) override {
-    auto pred = forward(b)[0];
-    check_float_input("tft", "target", b.target, {pred.size(0), pred.size(1)}, pred.device());
-    return quantile_loss(pred, b.target, net_->options.quantiles());
+    return forecaster_loss(name_, spec_, forward(b)[0], b.target);
   }
 };
 

@@ -19,18 +19,10 @@ using detail::tensor_bytes;
 // ---- optimizer kinds -------------------------------------------------------------------------
 
 std::string to_string(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kAdam:
-      return "adam";
-    case OptimizerKind::kAdamW:
-      return "adamw";
-    case OptimizerKind::kSgd:
-      return "sgd";
-    case OptimizerKind::kSgdMomentum:
-      return "sgd-momentum";
-  }
-  FOXHUNT_INTERNAL_ASSERT(false, "unknown OptimizerKind ", static_cast<int>(kind));
-  return {};
+  static constexpr const char* kNames[] = {"adam", "adamw", "sgd", "sgd-momentum"};
+  const auto i = static_cast<size_t>(kind);
+  FOXHUNT_INTERNAL_ASSERT(i < std::size(kNames), "unknown OptimizerKind ", i);
+  return kNames[i];
 }
 
 OptimizerKind parse_optimizer(const std::string& name) {

@@ -12,6 +12,7 @@
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/plan/planner.h"
+#include "foxhunt/runtime/bundle.h"
 #include "foxhunt/train/batches.h"
 #include "foxhunt/train/checkpointing.h"
 #include "foxhunt/train/dqn_trainer.h"
@@ -129,20 +130,14 @@ RunConfig run_config(const TrainJob& job, const Paths& paths, int64_t default_lo
 
 nlohmann::json summary_of(const TrainJob& job, const std::string& env, const TrainResult& r,
                           const Paths& paths, const nlohmann::json& options) {
-  return {
-      {"model", job.model},
-      {"env", env},
-      {"steps", r.steps},
-      {"total_steps", r.total_steps},
-      {"episodes", r.episodes},
-      {"completed", r.completed},
-      {"interrupted", r.interrupted},
-      {"seconds", r.seconds},
-      {"checkpoint", r.checkpoint_path},
-      {"metrics_file", paths.metrics},
-      {"resumed_from", job.resume.empty() ? nlohmann::json(nullptr) : nlohmann::json(job.resume)},
-      {"options", options},
-      {"metrics", r.metrics}};
+  nlohmann::json s = to_json(r);  // steps, episodes, completed, seconds, checkpoint, metrics
+  s.erase("algo");
+  s["model"] = job.model;
+  s["env"] = env;
+  s["metrics_file"] = paths.metrics;
+  s["resumed_from"] = job.resume.empty() ? nlohmann::json(nullptr) : nlohmann::json(job.resume);
+  s["options"] = options;
+  return s;
 }
 
 // ---- market data ------------------------------------------------------------------------------
@@ -200,6 +195,24 @@ Market load_market(const TrainJob& job, bool scale_targets) {
   return m;
 }
 
+// The serving bundle of a model trained on market data: weights, options, spec, the dataset's
+// normaliser and fingerprint, and the summary. Written beside the checkpoint.
+std::string write_bundle(models::Model& model, const data::MarketDataset& ds, double target_scale,
+                         const nlohmann::json& summary, const std::string& dir) {
+  Bundle b;
+  // Non-owning: the trainer keeps the model; the bundle only reads it while saving.
+  b.model = std::shared_ptr<models::Model>(std::shared_ptr<void>(), &model);
+  b.normalizer = ds.normalizer();
+  b.target_scale = target_scale;
+  b.instrument_id = ds.options().instrument_id;
+  b.warmup = ds.options().warmup;
+  b.data = fingerprint(ds.series());
+  b.training = summary;
+  const auto path = (std::filesystem::path(dir) / kBundleFile).string();
+  save_bundle(b, path);
+  return path;
+}
+
 // ---- RL ---------------------------------------------------------------------------------------
 
 nlohmann::json evaluation(Env& env, const Policy& policy, int64_t episodes, uint64_t seed) {
@@ -211,6 +224,56 @@ nlohmann::json evaluation(Env& env, const Policy& policy, int64_t episodes, uint
           {"min_return", *std::min_element(returns.begin(), returns.end())},
           {"max_return", *std::max_element(returns.begin(), returns.end())},
           {"policy", "greedy"}};
+}
+
+// What an RL job needs besides its options: environments, evaluation, market data.
+struct RlContext {
+  EnvFactory factory;
+  std::function<std::unique_ptr<Env>()> make_eval_env;
+  int64_t eval_episodes = 0;
+  std::string env_name;
+  std::shared_ptr<const data::MarketDataset> dataset;  // trading env only (then a bundle)
+  nlohmann::json data_info;
+};
+
+struct RlOutcome {
+  std::optional<Paths> paths;
+  TrainResult result;
+  nlohmann::json options, eval, batch_plan;
+  nlohmann::json bundle_path = nullptr;  // written for market-trained (serving) models
+};
+
+// One RL recipe: plan the batch (--batch auto, at most `plan_clamp`), train, evaluate greedily,
+// and bundle the network when it trained on market data.
+template <typename Trainer, typename NetOptions, typename Options>
+RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t plan_clamp,
+                   int64_t log_interval) {
+  RlOutcome out;
+  if (job.batch == "auto") {
+    auto probe = ctx.factory(0);
+    const auto net = NetOptions()
+                         .state_dim(probe->observation_size())
+                         .hidden(o.hidden())
+                         .actions(probe->action_count());
+    o.batch_size(plan_auto_batch(job, job.model, models::to_json(net), plan_clamp, o.seed(),
+                                 out.batch_plan));
+  }
+  Trainer trainer(o, ctx.factory);
+  if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+  if (!ctx.data_info.is_null()) trainer.set_checkpoint_extra({{"data", ctx.data_info}});
+  out.paths = output_paths(job);
+  out.result = trainer.train(run_config(job, *out.paths, log_interval));
+  out.options = to_json(o);
+  auto env = ctx.make_eval_env();
+  if (!out.result.interrupted)
+    out.eval = evaluation(*env, trainer.greedy_policy(), ctx.eval_episodes,
+                          derive_seed(o.seed(), SeedStream::kFinalEval));
+  if (ctx.dataset && !out.result.interrupted) {
+    auto s = summary_of(job, ctx.env_name, out.result, *out.paths, out.options);
+    s["eval"] = out.eval;
+    out.bundle_path = write_bundle(trainer.model(), *ctx.dataset, 1.0, s, out.paths->dir);
+  }
+  return out;
 }
 
 nlohmann::json run_rl(const TrainJob& job) {
@@ -233,18 +296,19 @@ nlohmann::json run_rl(const TrainJob& job) {
   nlohmann::json dqn_defaults = to_json(DqnTrainerOptions().eval_interval(5000));
   nlohmann::json ppo_defaults = to_json(PpoTrainerOptions().eval_interval(10000));
   nlohmann::json data_info;
+  std::optional<Market> market;
   if (env_name == "cartpole") {
     factory = env_factory("cartpole");
     make_eval_env = [factory] { return factory(kEvalEnvIndex); };
   } else {
     // DESIGN.md's reference trading configuration: 256-d state, hidden [128, 64], DQN lr 1e-4.
-    Market market = load_market(job, false);
-    data_info = market.info;
-    factory = trading_env_factory(market.dataset, data::Split::kTrain);
+    market = load_market(job, false);
+    data_info = market->info;
+    factory = trading_env_factory(market->dataset, data::Split::kTrain);
     make_eval_env = [factory] { return factory(kEvalEnvIndex); };
     data::TradingEnvOptions eval_options;
     eval_options.random_start = false;
-    data::TradingEnv probe(*market.dataset, data::Split::kValidation, eval_options);
+    data::TradingEnv probe(*market->dataset, data::Split::kValidation, eval_options);
     eval_episodes = std::min(eval_episodes, probe.sequential_episodes());
     // Periodic evaluation on (up to 10) validation windows keeps the best weights.
     const int64_t periodic = std::min<int64_t>(10, probe.sequential_episodes());
@@ -257,62 +321,28 @@ nlohmann::json run_rl(const TrainJob& job) {
         to_json(PpoTrainerOptions().hidden({128, 64}).eval_interval(16384).eval_episodes(periodic));
   }
 
-  std::optional<Paths> paths;
-  TrainResult result;
-  nlohmann::json options, eval, batch_plan;
+  RlContext ctx{
+      factory,  make_eval_env, eval_episodes, env_name, market ? market->dataset : nullptr,
+      data_info};
+  RlOutcome r;
   if (job.model == "dqn") {
     auto base = job.resume.empty()
                     ? dqn_defaults
                     : resume_container(job.resume, "dqn").header["trainer"]["options"];
-    auto o = dqn_trainer_options_from_json(rl_options(base, job));
-    if (job.batch == "auto") {
-      auto probe = factory(0);
-      o.batch_size(plan_auto_batch(job, "dqn",
-                                   models::to_json(models::DqnOptions()
-                                                       .state_dim(probe->observation_size())
-                                                       .hidden(o.hidden())
-                                                       .actions(probe->action_count())),
-                                   o.buffer_size(), o.seed(), batch_plan));
-    }
-    DqnTrainer trainer(o, factory);
-    if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
-    if (!data_info.is_null()) trainer.set_checkpoint_extra({{"data", data_info}});
-    paths = output_paths(job);
-    result = trainer.train(run_config(job, *paths, 1000));
-    options = to_json(o);
-    auto env = make_eval_env();
-    if (!result.interrupted)
-      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes,
-                        derive_seed(o.seed(), SeedStream::kFinalEval));
+    const auto o = dqn_trainer_options_from_json(rl_options(base, job));
+    r = train_rl<DqnTrainer, models::DqnOptions>(job, ctx, o, o.buffer_size(), 1000);
   } else {
     auto base = job.resume.empty()
                     ? ppo_defaults
                     : resume_container(job.resume, "ppo").header["trainer"]["options"];
-    auto o = ppo_trainer_options_from_json(rl_options(base, job));
-    if (job.batch == "auto") {
-      // A minibatch larger than one rollout is pointless: clamp to n_envs * n_steps.
-      auto probe = factory(0);
-      o.batch_size(plan_auto_batch(job, "ppo",
-                                   models::to_json(models::PpoOptions()
-                                                       .state_dim(probe->observation_size())
-                                                       .hidden(o.hidden())
-                                                       .actions(probe->action_count())),
-                                   o.n_envs() * o.n_steps(), o.seed(), batch_plan));
-    }
-    PpoTrainer trainer(o, factory);
-    if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
-    if (!data_info.is_null()) trainer.set_checkpoint_extra({{"data", data_info}});
-    paths = output_paths(job);
-    result = trainer.train(run_config(job, *paths, 4096));
-    options = to_json(o);
-    auto env = make_eval_env();
-    if (!result.interrupted)
-      eval = evaluation(*env, trainer.greedy_policy(), eval_episodes,
-                        derive_seed(o.seed(), SeedStream::kFinalEval));
+    const auto o = ppo_trainer_options_from_json(rl_options(base, job));
+    // A minibatch larger than one rollout is pointless: clamp to n_envs * n_steps.
+    r = train_rl<PpoTrainer, models::PpoOptions>(job, ctx, o, o.n_envs() * o.n_steps(), 4096);
   }
-  auto summary = summary_of(job, env_name, result, *paths, options);
-  summary["eval"] = eval;
-  if (!batch_plan.is_null()) summary["batch_plan"] = batch_plan;
+  auto summary = summary_of(job, env_name, r.result, *r.paths, r.options);
+  summary["bundle"] = r.bundle_path;
+  summary["eval"] = r.eval;
+  if (!r.batch_plan.is_null()) summary["batch_plan"] = r.batch_plan;
   if (!data_info.is_null()) summary["data"] = data_info;
   return summary;
 }
@@ -433,8 +463,11 @@ nlohmann::json run_forecast(const TrainJob& job) {
                        {"skill", json_number(1.0 - test_loss / baseline)},
                        {"best_val_loss", json_number(trainer.best_validation_loss())},
                        {"best_epoch", trainer.best_epoch()}};
+    summary["bundle"] =
+        write_bundle(*model, *market.dataset, market.target_scale, summary, paths.dir);
   } else {
     summary["eval"] = nullptr;
+    summary["bundle"] = nullptr;
   }
   return summary;
 }
@@ -460,7 +493,52 @@ nlohmann::json run_train_job(const TrainJob& job) {
   return summary;
 }
 
+nlohmann::json run_train_all(const TrainJob& base) {
+  FOXHUNT_CHECK(base.resume.empty(), kComponent,
+                "train all: --resume applies to one model; resume each with foxhunt train MODEL");
+  FOXHUNT_CHECK(base.env.empty() || base.env == "trading", kComponent,
+                "train all: the RL models train on the trading env of --data, got --env ",
+                base.env);
+  FOXHUNT_CHECK(base.options.empty() && base.model_options.empty(), kComponent,
+                "train all: --options/--model-options differ per model; use foxhunt train MODEL");
+  const std::string out = base.out_dir.empty() ? "out/ensemble" : base.out_dir;
+  nlohmann::json models = nlohmann::json::object();
+  nlohmann::json bundles = nlohmann::json::array();
+  bool interrupted = false;
+  for (const auto& name : trainable_models()) {
+    TrainJob job = base;
+    job.model = name;
+    job.out_dir = (std::filesystem::path(out) / name).string();
+    const bool rl = name == "dqn" || name == "ppo";
+    job.env = rl ? "trading" : "";
+    job.steps = rl ? base.steps : 0;    // --steps: the RL models
+    job.epochs = rl ? 0 : base.epochs;  // --epochs: the forecasters
+    std::fprintf(stderr, "[train all] %s -> %s\n", name.c_str(), job.out_dir.c_str());
+    auto summary = run_train_job(job);
+    interrupted = summary.value("interrupted", false);
+    if (!summary["bundle"].is_null()) bundles.push_back(summary["bundle"]);
+    models[name] = std::move(summary);
+    if (interrupted) break;  // Ctrl-C stops the whole run; finished bundles stay
+  }
+  nlohmann::json all = {{"out", out},
+                        {"models", models},
+                        {"bundles", bundles},
+                        {"interrupted", interrupted},
+                        {"complete", bundles.size() == trainable_models().size()}};
+  write_file_atomic((std::filesystem::path(out) / "summary.json").string(), all.dump(2) + "\n");
+  return all;
+}
+
 std::string format_train_summary(const nlohmann::json& s) {
+  if (s.contains("models") && s.contains("bundles")) {  // train all
+    std::string out;
+    for (const auto& [name, m] : s["models"].items()) out += format_train_summary(m);
+    out += "bundles (" + std::to_string(s["bundles"].size()) +
+           "): serve them with foxhunt predict "
+           "--bundles " +
+           s["out"].get<std::string>() + " --data F.csv\n";
+    return out;
+  }
   char buf[512];
   std::string out;
   const double secs = s.value("seconds", 0.0);

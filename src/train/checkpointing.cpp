@@ -7,11 +7,7 @@
 namespace foxhunt::train {
 
 std::string optimizer_to_bytes(torch::optim::Optimizer& opt) {
-  torch::serialize::OutputArchive archive;
-  opt.save(archive);
-  std::ostringstream os;
-  archive.save_to(os);
-  return os.str();
+  return models::archive_to_bytes(opt);
 }
 
 void optimizer_from_bytes(torch::optim::Optimizer& opt, const std::string& bytes,

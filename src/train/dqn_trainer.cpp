@@ -14,43 +14,15 @@ namespace foxhunt::train {
 
 // ---- options ----------------------------------------------------------------------------------
 
-namespace {
-// The one field list of DqnTrainerOptions: JSON writer, reader and known keys come from it.
-const models::OptionsSchema<DqnTrainerOptions>& schema_of_DqnTrainerOptions() {
-  static const models::OptionsSchema<DqnTrainerOptions> schema(
-      "dqn_trainer", {FOXHUNT_OPTION(DqnTrainerOptions, total_steps),
-                      FOXHUNT_OPTION(DqnTrainerOptions, learning_rate),
-                      FOXHUNT_OPTION(DqnTrainerOptions, batch_size),
-                      FOXHUNT_OPTION(DqnTrainerOptions, buffer_size),
-                      FOXHUNT_OPTION(DqnTrainerOptions, learning_starts),
-                      FOXHUNT_OPTION(DqnTrainerOptions, gamma),
-                      FOXHUNT_OPTION(DqnTrainerOptions, target_update_interval),
-                      FOXHUNT_OPTION(DqnTrainerOptions, tau),
-                      FOXHUNT_OPTION(DqnTrainerOptions, train_freq),
-                      FOXHUNT_OPTION(DqnTrainerOptions, gradient_steps),
-                      FOXHUNT_OPTION(DqnTrainerOptions, exploration_fraction),
-                      FOXHUNT_OPTION(DqnTrainerOptions, exploration_initial_eps),
-                      FOXHUNT_OPTION(DqnTrainerOptions, exploration_final_eps),
-                      FOXHUNT_OPTION(DqnTrainerOptions, max_grad_norm),
-                      FOXHUNT_OPTION(DqnTrainerOptions, huber_delta),
-                      FOXHUNT_OPTION(DqnTrainerOptions, hidden),
-                      FOXHUNT_OPTION(DqnTrainerOptions, double_dqn),
-                      FOXHUNT_OPTION(DqnTrainerOptions, eval_interval),
-                      FOXHUNT_OPTION(DqnTrainerOptions, eval_episodes),
-                      FOXHUNT_OPTION(DqnTrainerOptions, keep_best),
-                      FOXHUNT_OPTION(DqnTrainerOptions, seed),
-                      FOXHUNT_OPTION(DqnTrainerOptions, device)});
-  return schema;
-}
-}  // namespace
-
-nlohmann::json to_json(const DqnTrainerOptions& o) {
-  return schema_of_DqnTrainerOptions().to_json(o);
-}
+// The one field list of DqnTrainerOptions: its JSON writer, reader and known keys.
+FOXHUNT_OPTIONS_JSON(DqnTrainerOptions, "dqn_trainer", total_steps, learning_rate, batch_size,
+                     buffer_size, learning_starts, gamma, target_update_interval, tau, train_freq,
+                     gradient_steps, exploration_fraction, exploration_initial_eps,
+                     exploration_final_eps, max_grad_norm, huber_delta, hidden, double_dqn,
+                     eval_interval, eval_episodes, keep_best, seed, device)
 
 DqnTrainerOptions dqn_trainer_options_from_json(const nlohmann::json& j) {
-  const DqnTrainerOptions o = schema_of_DqnTrainerOptions().from_json(j);
-  return o;
+  return models::options_from_json<DqnTrainerOptions>(j);
 }
 
 namespace {
@@ -276,10 +248,6 @@ int64_t DqnTrainer::greedy_action(const std::vector<float>& obs) {
   return online_->forward(obs_tensor(obs, o_.device())).argmax(1).item<int64_t>();
 }
 
-Policy DqnTrainer::greedy_policy() {
-  return [this](const std::vector<float>& obs) { return greedy_action(obs); };
-}
-
 void DqnTrainer::update_target(double tau) {
   torch::NoGradGuard no_grad;
   auto src = online_->parameters();
@@ -330,11 +298,7 @@ nlohmann::json DqnTrainer::metrics_line(double elapsed, double rate) const {
       {"buffer", buffer_.size()},
       {"samples_per_s", rate},
       {"elapsed_s", elapsed}};
-  if (best_.best_step() >= 0) {
-    j["eval_return"] = json_number(best_.last());
-    j["best_eval_return"] = json_number(best_.best());
-    j["best_eval_step"] = best_.best_step();
-  }
+  add_evaluation_metrics(j);
   return j;
 }
 

@@ -90,29 +90,12 @@ models::Batch TensorBatchSource::validation_batch(int64_t index) {
 
 // ---- options ----------------------------------------------------------------------------------
 
-namespace {
-// The one field list of ForecastTrainerOptions: JSON writer, reader and known keys come from it.
-const models::OptionsSchema<ForecastTrainerOptions>& schema_of_ForecastTrainerOptions() {
-  static const models::OptionsSchema<ForecastTrainerOptions> schema(
-      "forecast_trainer", {FOXHUNT_OPTION(ForecastTrainerOptions, epochs),
-                           FOXHUNT_OPTION(ForecastTrainerOptions, learning_rate),
-                           FOXHUNT_OPTION(ForecastTrainerOptions, weight_decay),
-                           FOXHUNT_OPTION(ForecastTrainerOptions, max_grad_norm),
-                           FOXHUNT_OPTION(ForecastTrainerOptions, patience),
-                           FOXHUNT_OPTION(ForecastTrainerOptions, min_delta),
-                           FOXHUNT_OPTION(ForecastTrainerOptions, restore_best),
-                           FOXHUNT_OPTION(ForecastTrainerOptions, seed)});
-  return schema;
-}
-}  // namespace
-
-nlohmann::json to_json(const ForecastTrainerOptions& o) {
-  return schema_of_ForecastTrainerOptions().to_json(o);
-}
+// The one field list of ForecastTrainerOptions: its JSON writer, reader and known keys.
+FOXHUNT_OPTIONS_JSON(ForecastTrainerOptions, "forecast_trainer", epochs, learning_rate,
+                     weight_decay, max_grad_norm, patience, min_delta, restore_best, seed)
 
 ForecastTrainerOptions forecast_trainer_options_from_json(const nlohmann::json& j) {
-  const ForecastTrainerOptions o = schema_of_ForecastTrainerOptions().from_json(j);
-  return o;
+  return models::options_from_json<ForecastTrainerOptions>(j);
 }
 
 // ---- trainer ----------------------------------------------------------------------------------

@@ -14,43 +14,14 @@ namespace foxhunt::train {
 
 // ---- options ----------------------------------------------------------------------------------
 
-namespace {
-// The one field list of PpoTrainerOptions: JSON writer, reader and known keys come from it.
-const models::OptionsSchema<PpoTrainerOptions>& schema_of_PpoTrainerOptions() {
-  static const models::OptionsSchema<PpoTrainerOptions> schema(
-      "ppo_trainer", {FOXHUNT_OPTION(PpoTrainerOptions, total_steps),
-                      FOXHUNT_OPTION(PpoTrainerOptions, n_envs),
-                      FOXHUNT_OPTION(PpoTrainerOptions, n_steps),
-                      FOXHUNT_OPTION(PpoTrainerOptions, batch_size),
-                      FOXHUNT_OPTION(PpoTrainerOptions, n_epochs),
-                      FOXHUNT_OPTION(PpoTrainerOptions, learning_rate),
-                      FOXHUNT_OPTION(PpoTrainerOptions, linear_lr),
-                      FOXHUNT_OPTION(PpoTrainerOptions, gamma),
-                      FOXHUNT_OPTION(PpoTrainerOptions, gae_lambda),
-                      FOXHUNT_OPTION(PpoTrainerOptions, clip_range),
-                      FOXHUNT_OPTION(PpoTrainerOptions, linear_clip),
-                      FOXHUNT_OPTION(PpoTrainerOptions, ent_coef),
-                      FOXHUNT_OPTION(PpoTrainerOptions, vf_coef),
-                      FOXHUNT_OPTION(PpoTrainerOptions, max_grad_norm),
-                      FOXHUNT_OPTION(PpoTrainerOptions, normalize_advantage),
-                      FOXHUNT_OPTION(PpoTrainerOptions, adam_eps),
-                      FOXHUNT_OPTION(PpoTrainerOptions, hidden),
-                      FOXHUNT_OPTION(PpoTrainerOptions, eval_interval),
-                      FOXHUNT_OPTION(PpoTrainerOptions, eval_episodes),
-                      FOXHUNT_OPTION(PpoTrainerOptions, keep_best),
-                      FOXHUNT_OPTION(PpoTrainerOptions, seed),
-                      FOXHUNT_OPTION(PpoTrainerOptions, device)});
-  return schema;
-}
-}  // namespace
-
-nlohmann::json to_json(const PpoTrainerOptions& o) {
-  return schema_of_PpoTrainerOptions().to_json(o);
-}
+// The one field list of PpoTrainerOptions: its JSON writer, reader and known keys.
+FOXHUNT_OPTIONS_JSON(PpoTrainerOptions, "ppo_trainer", total_steps, n_envs, n_steps, batch_size,
+                     n_epochs, learning_rate, linear_lr, gamma, gae_lambda, clip_range, linear_clip,
+                     ent_coef, vf_coef, max_grad_norm, normalize_advantage, adam_eps, hidden,
+                     eval_interval, eval_episodes, keep_best, seed, device)
 
 PpoTrainerOptions ppo_trainer_options_from_json(const nlohmann::json& j) {
-  const PpoTrainerOptions o = schema_of_PpoTrainerOptions().from_json(j);
-  return o;
+  return models::options_from_json<PpoTrainerOptions>(j);
 }
 
 namespace {
@@ -175,10 +146,6 @@ int64_t PpoTrainer::greedy_action(const std::vector<float>& obs) {
   return net_->forward(t.to(o_.device())).logits.argmax(1).item<int64_t>();
 }
 
-Policy PpoTrainer::greedy_policy() {
-  return [this](const std::vector<float>& obs) { return greedy_action(obs); };
-}
-
 PpoTrainer::UpdateStats PpoTrainer::update(const torch::Tensor& obs, const torch::Tensor& actions,
                                            const torch::Tensor& log_probs,
                                            const torch::Tensor& advantages,
@@ -244,11 +211,7 @@ nlohmann::json PpoTrainer::metrics_line(double elapsed, double rate) const {
                       {"samples_per_s", rate},
                       {"elapsed_s", elapsed}};
   for (auto it = last_stats_.begin(); it != last_stats_.end(); ++it) j[it.key()] = it.value();
-  if (best_.best_step() >= 0) {
-    j["eval_return"] = json_number(best_.last());
-    j["best_eval_return"] = json_number(best_.best());
-    j["best_eval_step"] = best_.best_step();
-  }
+  add_evaluation_metrics(j);
   return j;
 }
 

@@ -29,6 +29,8 @@
 /// half-loaded.
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +83,36 @@ inline constexpr int64_t kMillisecondThreshold = 100'000'000'000;
 /// most 14:00 with minutes 00-59. Example: `2024-03-01T09:30:00+02:00` -> 1709278200.
 /// Throws InputError "[bars] 'TEXT' is not a timestamp[: reason] (accepted: ...)".
 int64_t parse_timestamp(std::string_view text);
+
+/// Incremental CSV reader for live feeds (`foxhunt predict` on a file or stdin): one line at a
+/// time, with the same header detection, layouts, timestamp formats and per-bar value checks as
+/// parse_bars_csv. The order of bars (increasing timestamps) is the caller's to check: a serving
+/// runtime rejects or skips such bars itself.
+class BarCsvReader {
+ public:
+  /// `source` names the input in errors ("source:line: reason").
+  explicit BarCsvReader(std::string source);
+  ~BarCsvReader();
+  BarCsvReader(BarCsvReader&&) noexcept;
+  BarCsvReader& operator=(BarCsvReader&&) noexcept;
+
+  /// Parses the next line (without its newline; a trailing CR is dropped). Returns the bar, or
+  /// nothing for a blank or header line. Throws InputError "[bars] source:line: reason"; the
+  /// reader stays usable for the following lines.
+  std::optional<Bar> read_line(std::string_view line);
+  /// 1-based number of the last line read.
+  int64_t line_number() const;
+  /// 1-based line of the header (0: none seen).
+  int64_t header_line() const;
+  /// True once the column layout is known (after a header or the first bar).
+  bool has_layout() const;
+  /// True for close-only input (no open/high/low columns).
+  bool close_only() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// Parses CSV text (see the file comment for the format). `source` names the input in errors
 /// ("source:line: reason") and is stored in the result.

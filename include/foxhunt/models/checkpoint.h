@@ -7,12 +7,24 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/models/model.h"
 
 namespace foxhunt::models {
+
+/// Serialises anything with `save(torch::serialize::OutputArchive&)` (a module, an optimizer)
+/// to bytes.
+template <typename T>
+std::string archive_to_bytes(T& object) {
+  torch::serialize::OutputArchive archive;
+  object.save(archive);
+  std::ostringstream os;
+  archive.save_to(os);
+  return os.str();
+}
 
 /// Serialises a module's parameters and buffers to bytes (torch archive).
 std::string module_to_bytes(torch::nn::Module& m);

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -76,6 +77,20 @@ class Model : public ServingModel {
   /// synthetic targets, so that memory probes run a real forward + backward.
   virtual torch::Tensor loss(const Batch& batch) = 0;
 };
+
+/// A synthetic batch for a policy model (seeded local generator): the spec's state input
+/// ~ N(0, 1) [batch, state], and a target whose column 0 is a uniformly random action followed by
+/// the columns `more(gen, batch)` returns (each [batch, k]).
+Batch policy_example_batch(
+    const IoSpec& spec, int64_t batch, const torch::Device& device, uint64_t seed,
+    const std::function<std::vector<torch::Tensor>(at::Generator&, int64_t)>& more);
+
+/// Output shapes of a quantile forecaster: {[batch, horizon, Q]} from its spec.
+std::vector<std::vector<int64_t>> forecaster_output_shapes(const IoSpec& spec, int64_t batch);
+/// Training loss of a quantile forecaster: the pinball loss of `pred` [batch, horizon, Q] against
+/// `target` [batch, horizon] (checked, naming `component`) at the spec's quantile levels.
+torch::Tensor forecaster_loss(const std::string& component, const IoSpec& spec,
+                              const torch::Tensor& pred, const torch::Tensor& target);
 
 /// Throws InputError unless `batch` holds exactly the inputs of `spec` (names them).
 void check_input_count(const std::string& component, const IoSpec& spec, const Batch& batch);

@@ -6,11 +6,10 @@
 /// option is named once. Works with TORCH_ARG accessors; `torch::Device` fields read and write
 /// as strings ("cpu", "cuda:0").
 ///
-/// Example:
-///   const OptionsSchema<DqnOptions>& schema() {
-///     static const OptionsSchema<DqnOptions> s(
-///         "dqn", {FOXHUNT_OPTION(DqnOptions, state_dim), FOXHUNT_OPTION(DqnOptions, hidden)});
-///     return s;
+/// Example (in the namespace of DqnOptions):
+///   FOXHUNT_OPTIONS_JSON(DqnOptions, "dqn", state_dim, hidden, actions)
+///   DqnOptions dqn_options_from_json(const nlohmann::json& j) {
+///     return models::options_from_json<DqnOptions>(j);
 ///   }
 
 #include <torch/torch.h>
@@ -63,7 +62,7 @@ OptionField<T> option_field(const char* key, Access access) {
 #define FOXHUNT_OPTION(T, name) \
   ::foxhunt::models::option_field<T>(#name, [](auto& o) -> decltype(auto) { return o.name(); })
 
-/// The JSON mapping of options struct T, declared once as a field list.
+/// The JSON mapping of options struct T, declared once as a field list (FOXHUNT_OPTIONS_JSON).
 template <typename T>
 class OptionsSchema {
  public:
@@ -93,4 +92,39 @@ class OptionsSchema {
   std::vector<std::string> keys_;
 };
 
+/// `T` read from JSON through the schema FOXHUNT_OPTIONS_JSON declared for it (found by ADL).
+template <typename T>
+T options_from_json(const nlohmann::json& j) {
+  return options_schema(static_cast<const T*>(nullptr)).from_json(j);
+}
+
 }  // namespace foxhunt::models
+
+// One FOXHUNT_OPTION per listed field (C++20 __VA_OPT__ recursion, up to 64 fields).
+#define FOXHUNT_DETAIL_PARENS ()
+#define FOXHUNT_DETAIL_EXPAND(...) \
+  FOXHUNT_DETAIL_EXPAND3(FOXHUNT_DETAIL_EXPAND3(FOXHUNT_DETAIL_EXPAND3(__VA_ARGS__)))
+#define FOXHUNT_DETAIL_EXPAND3(...) \
+  FOXHUNT_DETAIL_EXPAND2(FOXHUNT_DETAIL_EXPAND2(FOXHUNT_DETAIL_EXPAND2(__VA_ARGS__)))
+#define FOXHUNT_DETAIL_EXPAND2(...) \
+  FOXHUNT_DETAIL_EXPAND1(FOXHUNT_DETAIL_EXPAND1(FOXHUNT_DETAIL_EXPAND1(__VA_ARGS__)))
+#define FOXHUNT_DETAIL_EXPAND1(...) __VA_ARGS__
+#define FOXHUNT_DETAIL_FIELDS(T, ...) \
+  __VA_OPT__(FOXHUNT_DETAIL_EXPAND(FOXHUNT_DETAIL_FIELDS_STEP(T, __VA_ARGS__)))
+#define FOXHUNT_DETAIL_FIELDS_STEP(T, name, ...) \
+  FOXHUNT_OPTION(T, name)                        \
+  __VA_OPT__(, FOXHUNT_DETAIL_FIELDS_AGAIN FOXHUNT_DETAIL_PARENS(T, __VA_ARGS__))
+#define FOXHUNT_DETAIL_FIELDS_AGAIN() FOXHUNT_DETAIL_FIELDS_STEP
+
+/// Declares, in T's namespace, the one field list of options struct T: its OptionsSchema
+/// (`options_schema(const T*)`) and `nlohmann::json to_json(const T&)`; read it back with
+/// models::options_from_json<T>(j). `component` prefixes errors.
+#define FOXHUNT_OPTIONS_JSON(T, component, ...)                         \
+  const ::foxhunt::models::OptionsSchema<T>& options_schema(const T*) { \
+    static const ::foxhunt::models::OptionsSchema<T> schema(            \
+        component, {FOXHUNT_DETAIL_FIELDS(T, __VA_ARGS__)});            \
+    return schema;                                                      \
+  }                                                                     \
+  nlohmann::json to_json(const T& o) {                                  \
+    return options_schema(&o).to_json(o);                               \
+  }

@@ -52,6 +52,14 @@ struct IoSpec {
   const InputSpec& input(const std::string& name) const;
 };
 
+/// The spec of a policy over `actions` discrete actions that reads one RL state vector of
+/// `state_dim` values ("rl_state"); `outputs` names its outputs in forward() order.
+IoSpec policy_spec(int64_t state_dim, int64_t actions, std::vector<std::string> outputs);
+/// The spec of a quantile forecaster with `inputs`, forecasting `horizon` bars after a window of
+/// `window` bars at the levels `quantiles` (one output, "quantiles").
+IoSpec forecaster_spec(std::vector<InputSpec> inputs, int64_t window, int64_t horizon,
+                       std::vector<double> quantiles);
+
 /// JSON form (stored in bundles and printed by `foxhunt models --json`).
 void to_json(nlohmann::json& j, const InputSpec& s);
 /// JSON form of the whole spec.

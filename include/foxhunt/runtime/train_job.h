@@ -55,7 +55,14 @@ const std::vector<std::string>& trainable_models();
 /// says "interrupted": true.
 nlohmann::json run_train_job(const TrainJob& job);
 
-/// Human-readable multi-line form of a summary.
+/// `foxhunt train all`: trains the four models on one series (`data`, or the synthetic default)
+/// and writes OUT/{dqn,ppo,mamba2,tft}/ with a bundle each (OUT = out_dir, default
+/// out/ensemble): the RL models on the trading env of that series for `steps`, the forecasters
+/// for `epochs`. Returns {out, models: {name: summary}, bundles: [paths], interrupted, complete}
+/// (also written to OUT/summary.json).
+nlohmann::json run_train_all(const TrainJob& job);
+
+/// Human-readable multi-line form of a summary (of one model, or of train all).
 std::string format_train_summary(const nlohmann::json& summary);
 
 }  // namespace foxhunt::runtime

@@ -16,6 +16,7 @@
 #include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/env.h"
 #include "foxhunt/train/infra.h"
+#include "foxhunt/train/rl_trainer.h"
 
 namespace foxhunt::train {
 
@@ -125,7 +126,7 @@ class ReplayBuffer {
 };
 
 /// The DQN trainer.
-class DqnTrainer {
+class DqnTrainer final : public RlTrainerBase {
  public:
   /// Builds the Q-network (seeded), its target copy, Adam and the environment (index 0).
   DqnTrainer(DqnTrainerOptions options, EnvFactory make_env);
@@ -142,27 +143,12 @@ class DqnTrainer {
   void load_checkpoint(const std::string& path);
 
   /// Greedy action (argmax Q) for one observation.
-  int64_t greedy_action(const std::vector<float>& obs);
-  /// Greedy policy usable with evaluate_policy (valid while the trainer lives).
-  Policy greedy_policy();
+  int64_t greedy_action(const std::vector<float>& obs) override;
 
-  /// Environment steps done.
-  int64_t step() const { return step_; }
-  /// Finished training episodes.
-  int64_t episodes() const { return episodes_; }
-  /// Extra JSON stored in checkpoints under header["trainer"]["extra"] (e.g. the market data
-  /// a trading agent was trained on); restored by load_checkpoint.
-  void set_checkpoint_extra(nlohmann::json extra) { extra_ = std::move(extra); }
-  /// The extra JSON (set, or loaded from a checkpoint).
-  const nlohmann::json& checkpoint_extra() const { return extra_; }
-  /// Periodic evaluations so far (best return, its step, the latest return).
-  const BestPolicy& evaluations() const { return best_; }
   /// Epsilon at the current step.
   double epsilon() const;
   /// The online Q-network.
   models::DqnNet q_network() const { return online_; }
-  /// The online Q-network as a registry model ("dqn").
-  models::Model& model() { return *model_; }
   /// Options in use.
   const DqnTrainerOptions& options() const { return o_; }
 
@@ -177,13 +163,11 @@ class DqnTrainer {
   DqnTrainerOptions o_;
   EnvFactory make_env_;
   std::unique_ptr<Env> env_, eval_env_;
-  std::unique_ptr<models::Model> model_;
   models::DqnNet online_{nullptr};
   models::DqnNet target_{nullptr};
   std::unique_ptr<torch::optim::Adam> optimizer_;
   ReplayBuffer buffer_;
   Rng rng_;
-  int64_t step_ = 0, episodes_ = 0, updates_ = 0;
   bool started_ = false;
   std::vector<float> obs_;
   double episode_return_ = 0.0;
@@ -192,8 +176,6 @@ class DqnTrainer {
   double loss_sum_ = 0.0;
   int64_t loss_count_ = 0;
   double last_loss_ = NAN;
-  BestPolicy best_;
-  nlohmann::json extra_ = nlohmann::json::object();
 };
 
 }  // namespace foxhunt::train

@@ -16,6 +16,7 @@
 #include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/env.h"
 #include "foxhunt/train/infra.h"
+#include "foxhunt/train/rl_trainer.h"
 
 namespace foxhunt::train {
 
@@ -95,7 +96,7 @@ GaeResult compute_gae(const torch::Tensor& rewards, const torch::Tensor& values,
                       double lambda);
 
 /// The PPO trainer.
-class PpoTrainer {
+class PpoTrainer final : public RlTrainerBase {
  public:
   /// Builds the actor-critic (seeded), Adam, and n_envs environments (indices 0..n-1).
   PpoTrainer(PpoTrainerOptions options, EnvFactory make_env);
@@ -113,25 +114,10 @@ class PpoTrainer {
   void load_checkpoint(const std::string& path);
 
   /// Most probable action for one observation.
-  int64_t greedy_action(const std::vector<float>& obs);
-  /// Greedy policy usable with evaluate_policy (valid while the trainer lives).
-  Policy greedy_policy();
+  int64_t greedy_action(const std::vector<float>& obs) override;
 
-  /// Environment steps done (over all environments).
-  int64_t step() const { return step_; }
-  /// Finished training episodes.
-  int64_t episodes() const { return episodes_; }
-  /// Extra JSON stored in checkpoints under header["trainer"]["extra"] (e.g. the market data
-  /// a trading agent was trained on); restored by load_checkpoint.
-  void set_checkpoint_extra(nlohmann::json extra) { extra_ = std::move(extra); }
-  /// The extra JSON (set, or loaded from a checkpoint).
-  const nlohmann::json& checkpoint_extra() const { return extra_; }
-  /// Periodic evaluations so far (best return, its step, the latest return).
-  const BestPolicy& evaluations() const { return best_; }
   /// The actor-critic.
   models::ActorCritic network() const { return net_; }
-  /// The actor-critic as a registry model ("ppo").
-  models::Model& model() { return *model_; }
   /// Options in use.
   const PpoTrainerOptions& options() const { return o_; }
   /// Learning rate used by the next update.
@@ -151,19 +137,15 @@ class PpoTrainer {
   PpoTrainerOptions o_;
   std::vector<std::unique_ptr<Env>> envs_;
   std::unique_ptr<Env> eval_env_;
-  std::unique_ptr<models::Model> model_;
   models::ActorCritic net_{nullptr};
   std::unique_ptr<torch::optim::Adam> optimizer_;
   Rng rng_;
-  int64_t step_ = 0, episodes_ = 0, updates_ = 0;
   bool started_ = false;
   std::vector<std::vector<float>> obs_;
   std::vector<double> episode_return_;
   std::vector<int64_t> episode_length_;
   RollingMean returns_{100}, lengths_{100};
   nlohmann::json last_stats_ = nlohmann::json::object();
-  BestPolicy best_;
-  nlohmann::json extra_ = nlohmann::json::object();
 };
 
 }  // namespace foxhunt::train

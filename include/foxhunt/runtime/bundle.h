@@ -1,0 +1,72 @@
+#pragma once
+/// \file bundle.h
+/// Model bundles: one file per trained model holding everything serving needs, so serving never
+/// reads the training CSV — weights, model options, the model's I/O spec, the feature spec (bank
+/// column names, warm-up, the feature-set columns its inputs read), the normaliser fitted on the
+/// training split, the target scaling, a fingerprint of the training data and the training
+/// summary. A container file (core/container.h: versioned, CRC-checked, written atomically) with
+/// header kind "bundle".
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/features.h"
+#include "foxhunt/models/model.h"
+
+namespace foxhunt::runtime {
+
+/// Bundle layout version; files with another version are rejected with a clear error.
+inline constexpr int kBundleVersion = 1;
+/// File name of a model's bundle inside its training output directory.
+inline constexpr const char* kBundleFile = "bundle.fhb";
+
+/// Identity of the bars a model was trained on.
+struct DataFingerprint {
+  std::string source;           ///< file path or "synthetic(seed=...)"
+  int64_t rows = 0;             ///< number of bars
+  int64_t first_timestamp = 0;  ///< Unix seconds of the first bar
+  int64_t last_timestamp = 0;   ///< Unix seconds of the last bar
+  std::string hash;             ///< FNV-1a 64 of every bar's fields, 16 hex digits
+};
+
+/// The fingerprint of a series (hash over timestamp, open, high, low, close, volume bytes).
+DataFingerprint fingerprint(const data::BarSeries& series);
+/// JSON form {source, rows, first_timestamp, last_timestamp, hash}.
+void to_json(nlohmann::json& j, const DataFingerprint& f);
+/// Reads the JSON form; throws nlohmann::json::exception on missing keys.
+void from_json(const nlohmann::json& j, DataFingerprint& f);
+
+/// Everything serving needs for one model.
+struct Bundle {
+  std::shared_ptr<models::Model> model;  ///< built from the stored options, weights loaded
+  data::Normalizer normalizer;           ///< bank normaliser fitted on the training split
+  double target_scale = 1.0;  ///< forecasts are scaled returns: divide by this for log returns
+  int64_t instrument_id = 0;  ///< static id fed to the TFT
+  int64_t warmup = data::kFeatureWarmup;  ///< bars before the features are fully defined
+  DataFingerprint data;                   ///< what it was trained on
+  nlohmann::json training = nlohmann::json::object();  ///< the training summary
+
+  /// The model's registry name.
+  std::string name() const { return model->name(); }
+};
+
+/// The feature spec stored in a bundle: bank column names, calendar names, warm-up, and for each
+/// feature set the model's inputs read, its columns.
+nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup);
+
+/// Writes `b` atomically to `path`. Throws InputError when the bundle has no model.
+void save_bundle(const Bundle& b, const std::string& path);
+
+/// Reads a bundle onto `device`. Throws InputError naming the file for a missing, truncated or
+/// corrupted file, a foreign file (a trainer checkpoint, another program's file), another bundle
+/// version, a model other than `expected_model` (when not empty), or a feature spec this build
+/// does not compute (the bank changed since training). Nothing is returned half-loaded.
+Bundle load_bundle(const std::string& path, const torch::Device& device = torch::kCPU,
+                   const std::string& expected_model = "");
+
+}  // namespace foxhunt::runtime

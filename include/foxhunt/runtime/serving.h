@@ -1,0 +1,178 @@
+#pragma once
+/// \file serving.h
+/// The serving runtime: the four bundles of an ensemble, fed one bar at a time. Each new bar
+/// updates one streaming feature engine (data/streaming_features.h) per instrument; the four
+/// models then run concurrently on a small thread pool (outputs bit-identical to running them
+/// one by one) and their signals are combined into one target position in [-1, 1].
+///
+/// Decision rule (weights and thresholds in a JSON file, `DecisionRule`):
+/// - DQN: p = softmax(q / policy_temperature); PPO: p = softmax(logits). Signal p(buy) - p(sell).
+/// - Mamba-2 and TFT: the next-bar forecast quantiles; signal = clamp(forecast_gain * P50 /
+///   (P90 - P10), -1, 1): the median return in units of the forecast's own 80% interval, so a
+///   confident forecast (narrow interval) moves the position more than a vague one.
+/// - decision = clamp(sum_i w_i s_i / sum_i w_i over the models that are ready, +-max_position);
+///   |decision| < dead_band is 0 (flat). No model ready (warm-up): 0.
+///
+/// The runtime tracks the position it holds (the previous decision) and its unrealised PnL
+/// (position * log(close / entry close), where the entry is the close of the last position
+/// change), which the RL state carries exactly as the trading environment built it in training.
+///
+/// Boundary: a bar with NaN, a non-increasing time or a non-positive price is rejected with an
+/// InputError before any state changes (or skipped via try_on_bar); the state after a rejected
+/// bar equals the state before it.
+
+#include <torch/torch.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/streaming_features.h"
+#include "foxhunt/runtime/bundle.h"
+
+namespace foxhunt::runtime {
+
+/// Weights and thresholds of the ensemble's decision (see the file comment).
+struct DecisionRule {
+  /// Weight of each model's signal (registry name -> weight >= 0).
+  std::map<std::string, double> weights = {
+      {"dqn", 1.0}, {"ppo", 1.0}, {"mamba2", 1.0}, {"tft", 1.0}};
+  /// Forecast signal = clamp(gain * P50 / (P90 - P10), -1, 1).
+  double forecast_gain = 2.0;
+  /// DQN action probabilities = softmax(q / temperature).
+  double policy_temperature = 1.0;
+  /// |decision| below this is flat (0).
+  double dead_band = 0.05;
+  /// The decision is clipped to [-max_position, max_position] (0 < max_position <= 1).
+  double max_position = 1.0;
+};
+/// JSON form {"weights": {...}, "forecast_gain", "policy_temperature", "dead_band",
+/// "max_position"}.
+void to_json(nlohmann::json& j, const DecisionRule& r);
+/// Reads the JSON form: missing keys keep their defaults; unknown keys, unknown models, negative
+/// weights or out-of-range thresholds are InputErrors.
+void from_json(const nlohmann::json& j, DecisionRule& r);
+/// Reads a decision rule from a JSON file.
+DecisionRule load_decision_rule(const std::string& path);
+
+/// One model's view of one bar.
+struct ModelSignal {
+  std::string model;        ///< registry name
+  bool ready = false;       ///< false during warm-up (signal 0, no output)
+  double signal = 0.0;      ///< in [-1, 1]: > 0 long, < 0 short
+  std::vector<float> raw;   ///< q-values (dqn), action probabilities (ppo) or next-bar quantiles
+  double latency_us = 0.0;  ///< time of this model's step
+};
+
+/// Signal of action probabilities over {sell, hold, buy}: p(buy) - p(sell).
+double policy_signal(const std::vector<float>& probabilities);
+/// Signal of forecast quantiles: clamp(gain * p50 / (p90 - p10), -1, 1); 0 for a degenerate
+/// interval.
+double forecast_signal(double p10, double p50, double p90, double gain);
+/// The decision of `signals` under `rule` (see the file comment).
+double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>& signals);
+
+/// Runs batches of independent tasks on a fixed set of worker threads.
+class ThreadPool {
+ public:
+  /// Starts `threads` workers (>= 1).
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  /// Runs every task (concurrently) and waits for all; rethrows the first task's exception.
+  void run(const std::vector<std::function<void()>>& tasks);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+/// The result of one bar.
+struct BarDecision {
+  int64_t timestamp = 0;             ///< the bar's timestamp
+  std::vector<ModelSignal> signals;  ///< one per model, in ensemble order
+  double decision = 0.0;             ///< target position in [-1, 1]
+  double position = 0.0;             ///< position held into this bar (the previous decision)
+  double latency_us = 0.0;           ///< wall time of on_bar (features, models, decision)
+};
+/// JSON line of `predict --json`: {timestamp, signals: {model: signal|null}, decision, position,
+/// latency_us, models: {model: {ready, raw, latency_us}}}.
+nlohmann::json to_json(const BarDecision& d);
+
+/// One served model with its per-instrument input history.
+class ServedModel {
+ public:
+  /// Serves `bundle` (its model is put in eval mode).
+  explicit ServedModel(Bundle bundle);
+  ~ServedModel();
+  ServedModel(ServedModel&&) noexcept;
+  /// The bundle.
+  const Bundle& bundle() const { return bundle_; }
+  /// Registry name.
+  std::string name() const { return bundle_.name(); }
+  /// Bars of history it needs after the feature warm-up before it is ready.
+  int64_t window() const;
+  /// Consumes the new bar (the engine has just accepted it) and computes the model's signal.
+  /// `position` and `unrealized_pnl` describe the runtime's holding into this bar;
+  /// `next_timestamps` are the expected times of the next `horizon` bars (for calendar inputs).
+  ModelSignal on_bar(const data::StreamingFeatures& features, double position,
+                     double unrealized_pnl, const std::vector<int64_t>& next_timestamps,
+                     const DecisionRule& rule);
+
+ private:
+  struct History;
+  Bundle bundle_;
+  std::unique_ptr<History> history_;
+};
+
+/// The four-model ensemble on one instrument.
+class Ensemble {
+ public:
+  /// Loads DIR/{dqn,ppo,mamba2,tft}/bundle.fhb (each DIR/<model>/bundle.fhb that `foxhunt train
+  /// all` writes). Throws InputError naming every missing or bad bundle.
+  static Ensemble load(const std::string& dir, const DecisionRule& rule = {},
+                       const torch::Device& device = torch::kCPU);
+  /// An ensemble of already loaded bundles (any subset of the four, any order).
+  explicit Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule = {});
+  ~Ensemble();
+  Ensemble(Ensemble&&) noexcept;
+
+  /// Feeds the next bar: features, the models (concurrently unless set_parallel(false)) and the
+  /// decision. Throws InputError for an invalid bar (NaN, non-positive price, high < low, a
+  /// timestamp not after the previous one); the state is then unchanged.
+  BarDecision on_bar(const data::Bar& bar);
+  /// Like on_bar, but returns false (state unchanged) for an invalid bar and says why.
+  bool try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why);
+  /// Runs the models one by one (false) or concurrently (true, the default).
+  void set_parallel(bool parallel) { parallel_ = parallel; }
+  /// The served models in order.
+  const std::vector<ServedModel>& models() const { return models_; }
+  /// The decision rule.
+  const DecisionRule& rule() const { return rule_; }
+  /// Position currently held (the last decision).
+  double position() const { return position_; }
+  /// Bars accepted so far.
+  int64_t bars_seen() const { return features_.bars_seen(); }
+
+ private:
+  std::vector<int64_t> next_timestamps(int64_t horizon) const;
+
+  std::vector<ServedModel> models_;
+  DecisionRule rule_;
+  data::StreamingFeatures features_;
+  std::unique_ptr<ThreadPool> pool_;
+  bool parallel_ = true;
+  double position_ = 0.0;
+  double entry_close_ = 0.0;
+  int64_t prev_timestamp_ = 0;
+  int64_t horizon_ = 0;  ///< longest forecast horizon (future calendar rows needed)
+};
+
+}  // namespace foxhunt::runtime

@@ -1,0 +1,63 @@
+#pragma once
+/// \file rl_trainer.h
+/// What the DQN and PPO trainers share: the counters, the network as a registry model, the
+/// periodic evaluations that keep the best weights, the checkpoint's extra JSON and the greedy
+/// policy. Each trainer adds its step, its state (train/state_io.h) and its checkpoint blobs.
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "foxhunt/models/model.h"
+#include "foxhunt/train/best_policy.h"
+#include "foxhunt/train/env.h"
+#include "foxhunt/train/infra.h"
+
+namespace foxhunt::train {
+
+/// Base of the RL trainers.
+class RlTrainerBase {
+ public:
+  virtual ~RlTrainerBase() = default;
+
+  /// Greedy action for one observation (argmax Q, or the most probable action).
+  virtual int64_t greedy_action(const std::vector<float>& obs) = 0;
+  /// Greedy policy usable with evaluate_policy (valid while the trainer lives).
+  Policy greedy_policy() {
+    return [this](const std::vector<float>& obs) { return greedy_action(obs); };
+  }
+
+  /// Environment steps done (over all environments).
+  int64_t step() const { return step_; }
+  /// Finished training episodes.
+  int64_t episodes() const { return episodes_; }
+  /// Extra JSON stored in checkpoints under header["trainer"]["extra"] (e.g. the market data
+  /// a trading agent was trained on); restored by load_checkpoint.
+  void set_checkpoint_extra(nlohmann::json extra) { extra_ = std::move(extra); }
+  /// The extra JSON (set, or loaded from a checkpoint).
+  const nlohmann::json& checkpoint_extra() const { return extra_; }
+  /// Periodic evaluations so far (best return, its step, the latest return).
+  const BestPolicy& evaluations() const { return best_; }
+  /// The trained network as a registry model ("dqn" or "ppo").
+  models::Model& model() { return *model_; }
+
+ protected:
+  /// Adds eval_return, best_eval_return and best_eval_step to a metrics line once a periodic
+  /// evaluation ran.
+  void add_evaluation_metrics(nlohmann::json& line) const {
+    if (best_.best_step() < 0) return;
+    line["eval_return"] = json_number(best_.last());
+    line["best_eval_return"] = json_number(best_.best());
+    line["best_eval_step"] = best_.best_step();
+  }
+
+  std::unique_ptr<models::Model> model_;             ///< the network being trained
+  int64_t step_ = 0;                                 ///< environment steps done
+  int64_t episodes_ = 0;                             ///< finished episodes
+  int64_t updates_ = 0;                              ///< optimizer updates
+  BestPolicy best_;                                  ///< periodic evaluations and the best weights
+  nlohmann::json extra_ = nlohmann::json::object();  ///< checkpoint extra
+};
+
+}  // namespace foxhunt::train

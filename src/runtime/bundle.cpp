@@ -1,0 +1,148 @@
+#include "foxhunt/runtime/bundle.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "foxhunt/core/container.h"
+#include "foxhunt/core/error.h"
+#include "foxhunt/models/checkpoint.h"
+
+namespace foxhunt::runtime {
+
+namespace {
+
+constexpr const char* kComponent = "bundle";
+
+uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+DataFingerprint fingerprint(const data::BarSeries& series) {
+  DataFingerprint f;
+  f.source = series.source;
+  f.rows = series.size();
+  if (!series.bars.empty()) {
+    f.first_timestamp = series.bars.front().timestamp;
+    f.last_timestamp = series.bars.back().timestamp;
+  }
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& b : series.bars) {
+    h = fnv1a(h, &b.timestamp, sizeof(b.timestamp));
+    for (double v : {b.open, b.high, b.low, b.close, b.volume}) h = fnv1a(h, &v, sizeof(v));
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  f.hash = hex;
+  return f;
+}
+
+void to_json(nlohmann::json& j, const DataFingerprint& f) {
+  j = {{"source", f.source},
+       {"rows", f.rows},
+       {"first_timestamp", f.first_timestamp},
+       {"last_timestamp", f.last_timestamp},
+       {"hash", f.hash}};
+}
+
+void from_json(const nlohmann::json& j, DataFingerprint& f) {
+  f.source = j.at("source").get<std::string>();
+  f.rows = j.at("rows").get<int64_t>();
+  f.first_timestamp = j.at("first_timestamp").get<int64_t>();
+  f.last_timestamp = j.at("last_timestamp").get<int64_t>();
+  f.hash = j.at("hash").get<std::string>();
+}
+
+nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup) {
+  nlohmann::json sets = nlohmann::json::object();
+  for (const auto& in : spec.inputs) {
+    if (in.feature_set.empty()) continue;
+    const auto& fs = data::feature_set(in.feature_set);
+    sets[fs.name] = {{"width", fs.width}, {"columns", fs.columns}};
+  }
+  return {{"bank", data::observed_feature_names()},
+          {"calendar", data::calendar_feature_names()},
+          {"warmup", warmup},
+          {"sets", sets}};
+}
+
+void save_bundle(const Bundle& b, const std::string& path) {
+  FOXHUNT_CHECK(b.model != nullptr, kComponent, "'", path, "': expected a model to bundle");
+  Container c;
+  const auto spec = b.model->spec();
+  nlohmann::json normalizer = b.normalizer;
+  nlohmann::json spec_json = spec;
+  c.header = {{"kind", "bundle"},
+              {"bundle_version", kBundleVersion},
+              {"foxhunt_version", FOXHUNT_VERSION},
+              {"model", b.model->name()},
+              {"options", b.model->options_json()},
+              {"spec", spec_json},
+              {"features", feature_spec(spec, b.warmup)},
+              {"normalizer", normalizer},
+              {"target_scale", b.target_scale},
+              {"instrument_id", b.instrument_id},
+              {"data", b.data},
+              {"training", b.training}};
+  c.blobs["module"] = models::module_to_bytes(b.model->module());
+  write_container(path, c);
+}
+
+Bundle load_bundle(const std::string& path, const torch::Device& device,
+                   const std::string& expected_model) {
+  const Container c = read_container(path);  // magic, version, length and CRC checked
+  const auto& h = c.header;
+  const std::string kind = h.value("kind", std::string("?"));
+  FOXHUNT_CHECK(
+      kind == "bundle", kComponent, "'", path, "': expected a model bundle (kind \"bundle\", ",
+      "written by `foxhunt train`), got a '", kind, "' file",
+      kind == "trainer" ? " (a trainer checkpoint; its directory also holds bundle.fhb)" : "");
+  const int version = h.value("bundle_version", -1);
+  FOXHUNT_CHECK(version == kBundleVersion, kComponent, "'", path, "': bundle version ", version,
+                ", this foxhunt reads version ", kBundleVersion, "; retrain or convert it");
+  Bundle b;
+  try {
+    auto model = models::model_from_container(c, path, device, expected_model);
+    model->module().eval();
+    // The stored spec must be what this build's model publishes for those options.
+    const nlohmann::json spec = model->spec();
+    FOXHUNT_CHECK(spec == h.at("spec"), kComponent, "'", path,
+                  "': the stored I/O spec differs from what this build's '", model->name(),
+                  "' publishes for the same options: stored ", h.at("spec").dump(), ", now ",
+                  spec.dump());
+    const auto& features = h.at("features");
+    const nlohmann::json bank = data::observed_feature_names();
+    FOXHUNT_CHECK(features.at("bank") == bank, kComponent, "'", path,
+                  "': trained on a different feature bank (", features.at("bank").size(),
+                  " columns) than this build computes (", bank.size(),
+                  "); retrain the model with this version");
+    b.warmup = features.at("warmup").get<int64_t>();
+    for (const auto& [name, set] : features.at("sets").items()) {
+      const auto& now = data::feature_set(name);
+      FOXHUNT_CHECK(set.at("columns").get<std::vector<int64_t>>() == now.columns, kComponent, "'",
+                    path, "': feature set '", name, "' has other columns than this build's");
+    }
+    b.normalizer = h.at("normalizer").get<data::Normalizer>();
+    FOXHUNT_CHECK(b.normalizer.cols() == data::kObservedFeatures, kComponent, "'", path,
+                  "': normaliser over ", b.normalizer.cols(), " columns, expected ",
+                  data::kObservedFeatures);
+    b.target_scale = h.at("target_scale").get<double>();
+    FOXHUNT_CHECK(b.target_scale > 0 && std::isfinite(b.target_scale), kComponent, "'", path,
+                  "': target_scale must be > 0, got ", b.target_scale);
+    b.instrument_id = h.at("instrument_id").get<int64_t>();
+    b.data = h.at("data").get<DataFingerprint>();
+    b.training = h.at("training");
+    b.model = std::move(model);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(kComponent, "'" + path + "': malformed bundle header (" + e.what() + ")");
+  }
+  return b;
+}
+
+}  // namespace foxhunt::runtime

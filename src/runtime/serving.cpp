@@ -1,0 +1,431 @@
+#include "foxhunt/runtime/serving.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
+#include "foxhunt/data/trading_env.h"
+
+namespace foxhunt::runtime {
+
+namespace {
+
+constexpr const char* kComponent = "serving";
+
+double micros_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Index of the quantile level nearest to `q`.
+size_t nearest_quantile(const std::vector<double>& levels, double q) {
+  size_t best = 0;
+  for (size_t i = 1; i < levels.size(); ++i)
+    if (std::abs(levels[i] - q) < std::abs(levels[best] - q)) best = i;
+  return best;
+}
+
+std::vector<float> softmax(const float* x, int64_t n, double temperature) {
+  std::vector<float> p(static_cast<size_t>(n));
+  double mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]) / temperature);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) / temperature - mx);
+  for (int64_t i = 0; i < n; ++i)
+    p[static_cast<size_t>(i)] =
+        static_cast<float>(std::exp(static_cast<double>(x[i]) / temperature - mx) / sum);
+  return p;
+}
+
+}  // namespace
+
+// ---- decision rule ------------------------------------------------------------------------------
+
+void to_json(nlohmann::json& j, const DecisionRule& r) {
+  j = {{"weights", r.weights},
+       {"forecast_gain", r.forecast_gain},
+       {"policy_temperature", r.policy_temperature},
+       {"dead_band", r.dead_band},
+       {"max_position", r.max_position}};
+}
+
+void from_json(const nlohmann::json& j, DecisionRule& r) {
+  const char* c = "decision";
+  FOXHUNT_CHECK(j.is_object(), c, "expected a JSON object, got ", j.type_name());
+  for (const auto& [key, value] : j.items())
+    FOXHUNT_CHECK(key == "weights" || key == "forecast_gain" || key == "policy_temperature" ||
+                      key == "dead_band" || key == "max_position",
+                  c, "unknown key '", key,
+                  "'; expected weights, forecast_gain, policy_temperature, dead_band, "
+                  "max_position");
+  try {
+    if (j.contains("weights")) {
+      for (const auto& [model, w] : j.at("weights").items()) {
+        FOXHUNT_CHECK(r.weights.count(model) > 0, c, "weights: unknown model '", model,
+                      "'; expected dqn, ppo, mamba2, tft");
+        const double v = w.get<double>();
+        FOXHUNT_CHECK(std::isfinite(v) && v >= 0, c, "weights.", model, ": expected >= 0, got ", v);
+        r.weights[model] = v;
+      }
+    }
+    r.forecast_gain = j.value("forecast_gain", r.forecast_gain);
+    r.policy_temperature = j.value("policy_temperature", r.policy_temperature);
+    r.dead_band = j.value("dead_band", r.dead_band);
+    r.max_position = j.value("max_position", r.max_position);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(c, std::string("bad value: ") + e.what());
+  }
+  FOXHUNT_CHECK(std::isfinite(r.forecast_gain) && r.forecast_gain > 0, c,
+                "forecast_gain: expected > 0, got ", r.forecast_gain);
+  FOXHUNT_CHECK(std::isfinite(r.policy_temperature) && r.policy_temperature > 0, c,
+                "policy_temperature: expected > 0, got ", r.policy_temperature);
+  FOXHUNT_CHECK(r.dead_band >= 0 && r.dead_band < 1, c, "dead_band: expected in [0, 1), got ",
+                r.dead_band);
+  FOXHUNT_CHECK(r.max_position > 0 && r.max_position <= 1, c,
+                "max_position: expected in (0, 1], got ", r.max_position);
+}
+
+DecisionRule load_decision_rule(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError("decision", "'" + path + "': not valid JSON (" + e.what() + ")");
+  }
+  DecisionRule r;
+  try {
+    from_json(j, r);
+  } catch (const InputError& e) {
+    throw InputError("decision", "'" + path + "': " + e.message());
+  }
+  return r;
+}
+
+double policy_signal(const std::vector<float>& p) {
+  FOXHUNT_CHECK(p.size() == 3, kComponent, "policy signal: expected 3 action probabilities, got ",
+                p.size());
+  return static_cast<double>(p[2]) - static_cast<double>(p[0]);
+}
+
+double forecast_signal(double p10, double p50, double p90, double gain) {
+  const double width = p90 - p10;
+  if (!(width > 1e-12) || !std::isfinite(p50)) return 0.0;
+  return std::clamp(gain * p50 / width, -1.0, 1.0);
+}
+
+double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>& signals) {
+  double num = 0.0, den = 0.0;
+  for (const auto& s : signals) {
+    if (!s.ready) continue;
+    auto it = rule.weights.find(s.model);
+    const double w = it == rule.weights.end() ? 0.0 : it->second;
+    num += w * s.signal;
+    den += w;
+  }
+  if (den <= 0) return 0.0;
+  const double d = std::clamp(num / den, -rule.max_position, rule.max_position);
+  return std::abs(d) < rule.dead_band ? 0.0 : d;
+}
+
+// ---- thread pool --------------------------------------------------------------------------------
+
+struct ThreadPool::State {
+  std::mutex mu;
+  std::condition_variable work_cv, done_cv;
+  const std::vector<std::function<void()>>* tasks = nullptr;
+  size_t next = 0, finished = 0;
+  bool stop = false;
+  std::exception_ptr error;
+  std::vector<std::thread> workers;
+
+  void worker() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      work_cv.wait(lock, [&] { return stop || (tasks != nullptr && next < tasks->size()); });
+      if (stop) return;
+      const size_t i = next++;
+      lock.unlock();
+      std::exception_ptr e;
+      try {
+        (*tasks)[i]();
+      } catch (...) {
+        e = std::current_exception();
+      }
+      lock.lock();
+      if (e && !error) error = e;
+      if (++finished == tasks->size()) done_cv.notify_all();
+    }
+  }
+};
+
+ThreadPool::ThreadPool(int threads) : state_(std::make_unique<State>()) {
+  FOXHUNT_CHECK(threads >= 1, kComponent, "thread pool: expected >= 1 thread, got ", threads);
+  for (int i = 0; i < threads; ++i)
+    state_->workers.emplace_back([s = state_.get()] { s->worker(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->work_cv.notify_all();
+  for (auto& t : state_->workers) t.join();
+}
+
+void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
+  if (tasks.empty()) return;
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->tasks = &tasks;
+  state_->next = 0;
+  state_->finished = 0;
+  state_->error = nullptr;
+  state_->work_cv.notify_all();
+  state_->done_cv.wait(lock, [&] { return state_->finished == tasks.size(); });
+  state_->tasks = nullptr;
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+// ---- served model -------------------------------------------------------------------------------
+
+struct ServedModel::History {
+  models::IoSpec spec;
+  // Per past-feature input: the last `window` rows of its feature set (oldest first).
+  std::vector<std::deque<std::vector<float>>> past;
+  std::vector<const data::FeatureSet*> sets;
+  std::vector<float> normalized;  // scratch: the normalised bank row
+  size_t q10 = 0, q50 = 0, q90 = 0;
+};
+
+ServedModel::ServedModel(Bundle bundle) : bundle_(std::move(bundle)), history_(new History) {
+  FOXHUNT_CHECK(bundle_.model != nullptr, kComponent, "served model: the bundle has no model");
+  bundle_.model->module().eval();
+  auto& h = *history_;
+  h.spec = bundle_.model->spec();
+  for (const auto& in : h.spec.inputs) {
+    if (in.role != models::InputRole::kPastFeatures) continue;
+    h.sets.push_back(&data::feature_set(in.feature_set));
+    FOXHUNT_CHECK(h.sets.back()->width == in.features, kComponent, "model '", name(), "' input '",
+                  in.name, "': feature set '", in.feature_set, "' gives ", h.sets.back()->width,
+                  " values, the model expects ", in.features);
+    h.past.emplace_back();
+  }
+  if (h.spec.is_forecaster()) {
+    FOXHUNT_CHECK(!h.spec.quantiles.empty(), kComponent, "model '", name(),
+                  "': a forecaster without quantile levels cannot be served");
+    h.q10 = nearest_quantile(h.spec.quantiles, 0.1);
+    h.q50 = nearest_quantile(h.spec.quantiles, 0.5);
+    h.q90 = nearest_quantile(h.spec.quantiles, 0.9);
+  } else {
+    FOXHUNT_CHECK(h.spec.actions == 3, kComponent, "model '", name(),
+                  "': expected a policy over 3 actions (sell, hold, buy), got ", h.spec.actions);
+  }
+}
+
+ServedModel::~ServedModel() = default;
+ServedModel::ServedModel(ServedModel&&) noexcept = default;
+
+int64_t ServedModel::window() const {
+  return history_->spec.window;
+}
+
+ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double position,
+                                double unrealized_pnl, const std::vector<int64_t>& next_timestamps,
+                                const DecisionRule& rule) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto& h = *history_;
+  ModelSignal out;
+  out.model = name();
+  // Rows before the feature warm-up use truncated windows; training never saw them.
+  if (!features.ready()) return out;
+  features.normalized_row(bundle_.normalizer, h.normalized);
+  for (size_t k = 0; k < h.past.size(); ++k) {
+    const auto& cols = h.sets[k]->columns;
+    std::vector<float> row(cols.size());
+    for (size_t j = 0; j < cols.size(); ++j) row[j] = h.normalized[static_cast<size_t>(cols[j])];
+    h.past[k].push_back(std::move(row));
+    if (static_cast<int64_t>(h.past[k].size()) > h.spec.window) h.past[k].pop_front();
+  }
+  for (const auto& p : h.past)
+    if (static_cast<int64_t>(p.size()) < h.spec.window) return out;
+
+  c10::InferenceMode guard;
+  models::Batch batch;
+  size_t past_index = 0;
+  for (const auto& in : h.spec.inputs) {
+    switch (in.role) {
+      case models::InputRole::kState: {
+        std::vector<float> market;
+        features.rl_market_row(bundle_.normalizer, market);
+        FOXHUNT_CHECK(static_cast<int64_t>(market.size()) + 2 == in.features, kComponent, "model '",
+                      name(), "': the RL state has ", market.size() + 2,
+                      " values, the model expects ", in.features);
+        auto t = torch::empty({1, in.features}, torch::kFloat32);
+        float* p = t.data_ptr<float>();
+        std::copy(market.begin(), market.end(), p);
+        // As the trading environment builds it: position, then scaled unrealised PnL.
+        p[market.size()] = static_cast<float>(position);
+        p[market.size() + 1] =
+            static_cast<float>(unrealized_pnl * data::TradingEnvOptions{}.pnl_scale);
+        batch.inputs.push_back(t);
+        break;
+      }
+      case models::InputRole::kPastFeatures: {
+        const auto& rows = h.past[past_index++];
+        auto t = torch::empty({1, in.steps, in.features}, torch::kFloat32);
+        float* p = t.data_ptr<float>();
+        for (const auto& r : rows) p = std::copy(r.begin(), r.end(), p);
+        batch.inputs.push_back(t);
+        break;
+      }
+      case models::InputRole::kKnownFuture: {
+        FOXHUNT_CHECK(static_cast<int64_t>(next_timestamps.size()) >= in.steps, kComponent,
+                      "model '", name(), "': expected ", in.steps, " future timestamps, got ",
+                      next_timestamps.size());
+        auto t = torch::empty({1, in.steps, in.features}, torch::kFloat32);
+        float* p = t.data_ptr<float>();
+        for (int64_t k = 0; k < in.steps; ++k) {
+          const auto cal = data::calendar_features(next_timestamps[static_cast<size_t>(k)]);
+          p = std::copy(cal.begin(), cal.end(), p);
+        }
+        batch.inputs.push_back(t);
+        break;
+      }
+      case models::InputRole::kStaticId:
+        batch.inputs.push_back(torch::full({1}, bundle_.instrument_id, torch::kInt64));
+        break;
+    }
+  }
+  const auto device = models::module_device(bundle_.model->module());
+  if (device != torch::kCPU)
+    for (auto& t : batch.inputs) t = t.to(device);
+  const auto outputs = bundle_.model->forward(batch);
+  const auto first = outputs.at(0).to(torch::kCPU).contiguous();
+  const float* v = first.data_ptr<float>();
+  if (h.spec.is_forecaster()) {
+    // [1, horizon, Q]: the next bar's quantiles.
+    const auto q = static_cast<int64_t>(h.spec.quantiles.size());
+    out.raw.assign(v, v + q);
+    out.signal = forecast_signal(v[h.q10], v[h.q50], v[h.q90], rule.forecast_gain);
+  } else {
+    const bool q_values = !h.spec.outputs.empty() && h.spec.outputs[0] == "q";
+    out.raw.assign(v, v + h.spec.actions);
+    const auto p = softmax(v, h.spec.actions, q_values ? rule.policy_temperature : 1.0);
+    out.signal = policy_signal(p);
+    if (!q_values) out.raw = p;
+  }
+  out.ready = true;
+  out.latency_us = micros_since(t0);
+  return out;
+}
+
+// ---- ensemble -----------------------------------------------------------------------------------
+
+nlohmann::json to_json(const BarDecision& d) {
+  nlohmann::json signals = nlohmann::json::object(), models = nlohmann::json::object();
+  for (const auto& s : d.signals) {
+    signals[s.model] = s.ready ? nlohmann::json(s.signal) : nlohmann::json(nullptr);
+    models[s.model] = {{"ready", s.ready}, {"raw", s.raw}, {"latency_us", s.latency_us}};
+  }
+  return {{"timestamp", d.timestamp}, {"signals", signals},         {"decision", d.decision},
+          {"position", d.position},   {"latency_us", d.latency_us}, {"models", models}};
+}
+
+Ensemble Ensemble::load(const std::string& dir, const DecisionRule& rule,
+                        const torch::Device& device) {
+  std::vector<Bundle> bundles;
+  std::string problems;
+  for (const char* name : {"dqn", "ppo", "mamba2", "tft"}) {
+    const auto path = (std::filesystem::path(dir) / name / kBundleFile).string();
+    try {
+      FOXHUNT_CHECK(std::filesystem::exists(path), "bundle", "'", path,
+                    "' does not exist (foxhunt train all --out ", dir, " writes it)");
+      bundles.push_back(load_bundle(path, device, name));
+    } catch (const InputError& e) {
+      problems += std::string(problems.empty() ? "" : "; ") + e.what();
+    }
+  }
+  FOXHUNT_CHECK(problems.empty(), kComponent, "--bundles ", dir,
+                ": expected the four bundles dqn, ppo, mamba2, tft: ", problems);
+  return Ensemble(std::move(bundles), rule);
+}
+
+Ensemble::Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule) : rule_(rule) {
+  FOXHUNT_CHECK(!bundles.empty(), kComponent, "an ensemble needs at least one bundle");
+  for (auto& b : bundles) {
+    horizon_ = std::max(horizon_, b.model->spec().horizon);
+    models_.emplace_back(std::move(b));
+  }
+  pool_ = std::make_unique<ThreadPool>(static_cast<int>(models_.size()));
+}
+
+Ensemble::~Ensemble() = default;
+Ensemble::Ensemble(Ensemble&&) noexcept = default;
+
+std::vector<int64_t> Ensemble::next_timestamps(int64_t horizon) const {
+  // The next bars are expected at the last spacing (daily bars skip weekends).
+  const int64_t last = features_.last_timestamp();
+  const int64_t step = prev_timestamp_ > 0 && last > prev_timestamp_ ? last - prev_timestamp_ : 60;
+  std::vector<int64_t> out;
+  int64_t t = last;
+  while (static_cast<int64_t>(out.size()) < horizon) {
+    t += step;
+    if (step >= 86400) {
+      const int64_t weekday = ((t / 86400) % 7 + 10) % 7;  // 1970-01-01 was a Thursday (3)
+      if (weekday >= 5) continue;                          // Saturday, Sunday
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+bool Ensemble::try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why) {
+  try {
+    features_.check(bar);
+  } catch (const InputError& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+  auto d = on_bar(bar);
+  if (out) *out = std::move(d);
+  return true;
+}
+
+BarDecision Ensemble::on_bar(const data::Bar& bar) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t prev = features_.bars_seen() > 0 ? features_.last_timestamp() : 0;
+  features_.update(bar);  // throws before any state changes for an invalid bar
+  prev_timestamp_ = prev;
+
+  BarDecision d;
+  d.timestamp = bar.timestamp;
+  d.position = position_;
+  const double upnl =
+      position_ != 0.0 && entry_close_ > 0 ? position_ * std::log(bar.close / entry_close_) : 0.0;
+  const auto next = next_timestamps(horizon_);
+  d.signals.resize(models_.size());
+  std::vector<std::function<void()>> tasks;
+  for (size_t i = 0; i < models_.size(); ++i)
+    tasks.emplace_back([this, i, &d, upnl, &next] {
+      d.signals[i] = models_[i].on_bar(features_, position_, upnl, next, rule_);
+    });
+  if (parallel_ && tasks.size() > 1) {
+    pool_->run(tasks);
+  } else {
+    for (auto& t : tasks) t();
+  }
+  d.decision = combine_signals(rule_, d.signals);
+  if (d.decision != position_) entry_close_ = bar.close;
+  position_ = d.decision;
+  d.latency_us = micros_since(t0);
+  return d;
+}
+
+}  // namespace foxhunt::runtime

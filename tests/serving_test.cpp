@@ -1,0 +1,364 @@
+// Serving: bundles (round trip, foreign and old files), the decision rule, the concurrent
+// ensemble against a serial run, the boundary (a rejected bar changes nothing), and
+// `foxhunt predict --json`.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "foxhunt/core/container.h"
+#include "foxhunt/core/error.h"
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/dataset.h"
+#include "foxhunt/models/checkpoint.h"
+#include "foxhunt/runtime/bundle.h"
+#include "foxhunt/runtime/serving.h"
+#include "test_util.h"
+
+namespace foxhunt::runtime {
+namespace {
+
+using foxhunt::testing::run_cli;
+using foxhunt::testing::TempDir;
+
+data::BarSeries bars(int64_t n, uint64_t seed = 5) {
+  return data::generate_synthetic({.bars = n, .seed = seed});
+}
+
+// Bundles of freshly initialised models with the normaliser of `ds` (what `train` writes,
+// without the training).
+std::vector<Bundle> fresh_bundles(const data::MarketDataset& ds) {
+  std::vector<Bundle> out;
+  for (const auto& name : models::model_names()) {
+    torch::manual_seed(77);
+    Bundle b;
+    b.model = models::make_model(name);
+    b.normalizer = ds.normalizer();
+    b.target_scale = 250.0;
+    b.instrument_id = 0;
+    b.data = fingerprint(ds.series());
+    b.training = {{"model", name}, {"note", "untrained"}};
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+void save_all(const std::vector<Bundle>& bundles, const std::filesystem::path& dir) {
+  for (const auto& b : bundles) {
+    std::filesystem::create_directories(dir / b.name());
+    save_bundle(b, (dir / b.name() / kBundleFile).string());
+  }
+}
+
+class ServingTest : public foxhunt::testing::SeededTest {};
+
+TEST_F(ServingTest, BundleRoundTripIsExactAndNeedsNoTrainingCsv) {
+  TempDir tmp;
+  const std::string csv = tmp.file("train.csv");
+  data::write_bars_csv(csv, bars(900));
+  const data::MarketDataset ds(data::load_bars_csv(csv));
+  auto bundles = fresh_bundles(ds);
+  save_all(bundles, tmp.path() / "b");
+  std::filesystem::remove(csv);  // serving never reads the training CSV
+
+  for (const auto& orig : bundles) {
+    SCOPED_TRACE(orig.name());
+    const auto path = (tmp.path() / "b" / orig.name() / kBundleFile).string();
+    const Bundle b = load_bundle(path, torch::kCPU, orig.name());
+    EXPECT_EQ(b.model->options_json(), orig.model->options_json());
+    EXPECT_EQ(nlohmann::json(b.model->spec()), nlohmann::json(orig.model->spec()));
+    const auto p0 = orig.model->module().named_parameters();
+    const auto p1 = b.model->module().named_parameters();
+    ASSERT_EQ(p0.size(), p1.size());
+    for (const auto& item : p0)
+      EXPECT_TRUE(torch::equal(item.value(), p1[item.key()])) << item.key();
+    EXPECT_EQ(b.normalizer.mean, orig.normalizer.mean);
+    EXPECT_EQ(b.normalizer.stddev, orig.normalizer.stddev);
+    EXPECT_EQ(b.target_scale, 250.0);
+    EXPECT_EQ(b.data.rows, 900);
+    EXPECT_EQ(b.data.source, csv);
+    EXPECT_EQ(b.data.hash, fingerprint(ds.series()).hash);
+    EXPECT_EQ(b.data.first_timestamp, ds.series().bars.front().timestamp);
+    EXPECT_EQ(b.training["note"], "untrained");
+  }
+  // The ensemble loads and serves from the bundles alone.
+  auto e = Ensemble::load((tmp.path() / "b").string());
+  const auto series = bars(400, 9);
+  BarDecision last;
+  for (const auto& bar : series.bars) last = e.on_bar(bar);
+  EXPECT_EQ(last.signals.size(), 4u);
+  for (const auto& s : last.signals) EXPECT_TRUE(s.ready) << s.model;
+  EXPECT_GE(last.decision, -1.0);
+  EXPECT_LE(last.decision, 1.0);
+}
+
+TEST_F(ServingTest, FingerprintChangesWithTheData) {
+  auto a = bars(300), b = bars(300);
+  EXPECT_EQ(fingerprint(a).hash, fingerprint(b).hash);
+  b.bars[150].close *= 1.0000001;
+  EXPECT_NE(fingerprint(a).hash, fingerprint(b).hash);
+  EXPECT_EQ(fingerprint(a).hash.size(), 16u);
+}
+
+TEST_F(ServingTest, ForeignOldAndCorruptFilesAreClearErrors) {
+  TempDir tmp;
+  const data::MarketDataset ds(bars(600));
+  auto bundles = fresh_bundles(ds);
+  const auto good = tmp.file("good.fhb");
+  save_bundle(bundles[0], good);
+
+  auto expect_error = [](const std::string& path, const std::string& needle) {
+    try {
+      load_bundle(path);
+      ADD_FAILURE() << "no error for " << path;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  // A model checkpoint is not a bundle.
+  const auto ckpt = tmp.file("model.ckpt");
+  models::save_model(*bundles[0].model, ckpt);
+  expect_error(ckpt, "expected a model bundle");
+  // Another bundle version.
+  Container c = read_container(good);
+  c.header["bundle_version"] = 99;
+  const auto old = tmp.file("old.fhb");
+  write_container(old, c);
+  expect_error(old, "bundle version 99");
+  // A different feature bank.
+  c = read_container(good);
+  c.header["features"]["bank"][3] = "renamed";
+  const auto other = tmp.file("other.fhb");
+  write_container(other, c);
+  expect_error(other, "different feature bank");
+  // Wrong model asked for, a random file, a flipped byte (CRC), a missing file.
+  EXPECT_NO_THROW(load_bundle(good));
+  EXPECT_THROW(load_bundle(good, torch::kCPU, "tft"), InputError);
+  const auto junk = tmp.file("junk.fhb");
+  std::ofstream(junk) << "timestamp,close\n1,2\n";
+  EXPECT_THROW(load_bundle(junk), InputError);
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() / 2] ^= 0x20;
+  const auto flipped = tmp.file("flipped.fhb");
+  std::ofstream(flipped, std::ios::binary) << bytes;
+  EXPECT_THROW(load_bundle(flipped), InputError);
+  EXPECT_THROW(load_bundle(tmp.file("missing.fhb")), InputError);
+  // The ensemble names every missing bundle.
+  try {
+    Ensemble::load(tmp.file("nowhere"));
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    const std::string w = e.what();
+    for (const char* m : {"dqn", "ppo", "mamba2", "tft"}) EXPECT_NE(w.find(m), std::string::npos);
+  }
+}
+
+TEST(DecisionRuleTest, HandMadeSignals) {
+  EXPECT_DOUBLE_EQ(policy_signal({0.2f, 0.3f, 0.5f}), double(0.5f) - double(0.2f));
+  EXPECT_DOUBLE_EQ(policy_signal({0.0f, 0.0f, 1.0f}), 1.0);
+  EXPECT_THROW(policy_signal({0.5f, 0.5f}), InputError);
+  // Median 0.01 in an interval of width 0.04, gain 2: 0.5.
+  EXPECT_DOUBLE_EQ(forecast_signal(-0.01, 0.01, 0.03, 2.0), 0.5);
+  EXPECT_DOUBLE_EQ(forecast_signal(-0.01, 0.05, 0.03, 2.0), 1.0);  // clipped
+  EXPECT_DOUBLE_EQ(forecast_signal(-0.01, -0.05, 0.03, 2.0), -1.0);
+  EXPECT_DOUBLE_EQ(forecast_signal(0.02, 0.02, 0.02, 2.0), 0.0);  // degenerate interval
+
+  DecisionRule r;
+  auto sig = [](const char* m, double s, bool ready = true) {
+    ModelSignal x;
+    x.model = m;
+    x.signal = s;
+    x.ready = ready;
+    return x;
+  };
+  // Equal weights: the mean of the ready models.
+  EXPECT_DOUBLE_EQ(
+      combine_signals(r, {sig("dqn", 0.4), sig("ppo", 0.2), sig("mamba2", -0.3), sig("tft", 0.5)}),
+      0.2);
+  // Not-ready models do not vote; none ready is flat.
+  EXPECT_DOUBLE_EQ(combine_signals(r, {sig("dqn", 0.4), sig("tft", -1.0, false)}), 0.4);
+  EXPECT_DOUBLE_EQ(combine_signals(r, {sig("dqn", 0.4, false)}), 0.0);
+  // Dead band and weights.
+  EXPECT_DOUBLE_EQ(combine_signals(r, {sig("dqn", 0.04), sig("ppo", 0.0)}), 0.0);
+  r.weights["dqn"] = 3.0;
+  r.weights["ppo"] = 1.0;
+  EXPECT_DOUBLE_EQ(combine_signals(r, {sig("dqn", 0.8), sig("ppo", -0.4)}), (2.4 - 0.4) / 4.0);
+  r.max_position = 0.25;
+  EXPECT_DOUBLE_EQ(combine_signals(r, {sig("dqn", 0.8), sig("ppo", 0.8)}), 0.25);
+
+  // JSON: defaults kept, unknown keys and bad values rejected.
+  DecisionRule j = nlohmann::json{{"weights", {{"tft", 2.0}}}, {"dead_band", 0.1}};
+  EXPECT_EQ(j.weights["tft"], 2.0);
+  EXPECT_EQ(j.weights["dqn"], 1.0);
+  EXPECT_EQ(j.dead_band, 0.1);
+  EXPECT_EQ(nlohmann::json(j)["dead_band"], 0.1);
+  auto parse = [](const char* text) { return nlohmann::json::parse(text).get<DecisionRule>(); };
+  EXPECT_THROW(parse(R"({"bogus": 1})"), InputError);
+  EXPECT_THROW(parse(R"({"weights": {"xgb": 1}})"), InputError);
+  EXPECT_THROW(parse(R"({"weights": {"dqn": -1}})"), InputError);
+  EXPECT_THROW(parse(R"({"max_position": 2})"), InputError);
+  EXPECT_EQ(parse(R"({"forecast_gain": 3})").forecast_gain, 3.0);
+}
+
+TEST_F(ServingTest, ConcurrentEnsembleEqualsSerialBitForBit) {
+  const data::MarketDataset ds(bars(700));
+  Ensemble parallel(fresh_bundles(ds));
+  Ensemble serial(fresh_bundles(ds));
+  serial.set_parallel(false);
+  const auto series = bars(380, 11);
+  int64_t ready = 0;
+  for (const auto& bar : series.bars) {
+    const auto a = parallel.on_bar(bar);
+    const auto b = serial.on_bar(bar);
+    ASSERT_EQ(a.decision, b.decision) << bar.timestamp;
+    ASSERT_EQ(a.signals.size(), b.signals.size());
+    for (size_t i = 0; i < a.signals.size(); ++i) {
+      ASSERT_EQ(a.signals[i].ready, b.signals[i].ready);
+      ASSERT_EQ(a.signals[i].signal, b.signals[i].signal) << a.signals[i].model;
+      ASSERT_EQ(a.signals[i].raw, b.signals[i].raw) << a.signals[i].model;
+    }
+    ready += a.signals.back().ready;
+  }
+  // TFT (window 60) is ready from bar 256 + 60 on.
+  EXPECT_EQ(ready, 380 - (256 + 60 - 1));
+}
+
+TEST_F(ServingTest, RejectedBarLeavesTheStateUnchanged) {
+  const data::MarketDataset ds(bars(700));
+  Ensemble clean(fresh_bundles(ds));
+  Ensemble probed(fresh_bundles(ds));
+  const auto series = bars(360, 13);
+  for (size_t i = 0; i < series.bars.size(); ++i) {
+    const auto& bar = series.bars[i];
+    if (i == 300 || i == 330) {
+      // NaN, a repeated time, a time going back, a non-positive price: each rejected.
+      data::Bar nan = bar, same = series.bars[i - 1], back = bar, neg = bar;
+      nan.close = std::nan("");
+      back.timestamp = series.bars[i - 2].timestamp;
+      neg.low = -1.0;
+      for (const auto& bad : {nan, same, back, neg}) {
+        EXPECT_THROW(probed.on_bar(bad), InputError);
+        std::string why;
+        EXPECT_FALSE(probed.try_on_bar(bad, nullptr, &why));
+        EXPECT_FALSE(why.empty());
+      }
+    }
+    const auto a = clean.on_bar(bar);
+    const auto b = probed.on_bar(bar);
+    ASSERT_EQ(a.decision, b.decision) << i;
+    for (size_t k = 0; k < a.signals.size(); ++k) ASSERT_EQ(a.signals[k].raw, b.signals[k].raw);
+  }
+  EXPECT_EQ(clean.bars_seen(), probed.bars_seen());
+}
+
+TEST_F(ServingTest, PredictJsonLinesParse) {
+  TempDir tmp;
+  const data::MarketDataset ds(bars(700));
+  save_all(fresh_bundles(ds), tmp.path() / "b");
+  const auto series = bars(340, 17);
+  const std::string csv = tmp.file("live.csv");
+  data::write_bars_csv(csv, series);
+  const int64_t from = series.bars[320].timestamp;
+  auto r = run_cli("predict --bundles " + (tmp.path() / "b").string() + " --data " + csv +
+                   " --json --from " + std::to_string(from));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  int64_t n = 0, prev = 0;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);  // every line is one JSON object
+    ASSERT_TRUE(j.contains("timestamp") && j.contains("signals") && j.contains("decision") &&
+                j.contains("latency_us"))
+        << line;
+    EXPECT_GE(j["timestamp"].get<int64_t>(), from);
+    EXPECT_GT(j["timestamp"].get<int64_t>(), prev);
+    prev = j["timestamp"].get<int64_t>();
+    for (const char* m : {"dqn", "ppo", "mamba2", "tft"}) EXPECT_TRUE(j["signals"].contains(m));
+    EXPECT_FALSE(j["signals"]["tft"].is_null());  // past every warm-up
+    EXPECT_LE(std::abs(j["decision"].get<double>()), 1.0);
+    ++n;
+  }
+  EXPECT_EQ(n, 340 - 320);
+  // A bad bar stops with exit 2 naming the line, or is skipped with a warning.
+  {
+    std::ofstream out(csv, std::ios::app);
+    out << series.bars.back().timestamp << ",1,1,1,1,1\n";  // time does not advance
+  }
+  auto bad =
+      run_cli("predict --bundles " + (tmp.path() / "b").string() + " --data " + csv + " --json");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find(":342"), std::string::npos) << bad.err;
+  auto skip = run_cli("predict --bundles " + (tmp.path() / "b").string() + " --data " + csv +
+                      " --json --skip-bad-bars --from " + std::to_string(from));
+  EXPECT_EQ(skip.exit_code, 0) << skip.err;
+  EXPECT_NE(skip.err.find("skipped"), std::string::npos) << skip.err;
+}
+
+// The whole path a user takes: an ISO-dated CSV, `train all`, the CSV deleted, `predict`.
+TEST(ServingEndToEndTest, TrainAllThenPredictFromBundlesAlone_SLOW) {
+  TempDir tmp;
+  auto series = bars(1400, 23);
+  std::string csv_text = "Date,Open,High,Low,Close,Volume\n";
+  for (auto& b : series.bars) {
+    b.timestamp = 1704067200 + (b.timestamp / 60) * 3600;  // hourly bars from 2024-01-01
+    const std::time_t t = b.timestamp;
+    char when[32];
+    std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    std::ostringstream row;
+    row.precision(17);
+    row << when << ',' << b.open << ',' << b.high << ',' << b.low << ',' << b.close << ','
+        << b.volume << '\n';
+    csv_text += row.str();
+  }
+  const std::string csv = tmp.file("hourly.csv");
+  std::ofstream(csv) << csv_text;
+  const auto out = (tmp.path() / "ens").string();
+  auto train = run_cli("train all --data " + csv + " --steps 600 --epochs 1 --out " + out +
+                       " --progress off --json");
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const auto summary = nlohmann::json::parse(train.out);
+  EXPECT_TRUE(summary["complete"].get<bool>());
+  EXPECT_EQ(summary["bundles"].size(), 4u);
+  for (const char* m : {"dqn", "ppo", "mamba2", "tft"}) {
+    EXPECT_TRUE(std::filesystem::exists(tmp.path() / "ens" / m / kBundleFile)) << m;
+    const auto b = load_bundle((tmp.path() / "ens" / m / kBundleFile).string());
+    EXPECT_EQ(b.data.rows, 1400) << m;
+    EXPECT_EQ(b.data.first_timestamp, 1704067200) << m;
+  }
+  // Serve on the last 300 bars only, after the training file is gone.
+  std::string live_text = "Date,Open,High,Low,Close,Volume\n";
+  {
+    std::istringstream all(csv_text);
+    std::string line;
+    std::vector<std::string> rows;
+    std::getline(all, line);
+    while (std::getline(all, line)) rows.push_back(line);
+    for (size_t i = rows.size() - 340; i < rows.size(); ++i) live_text += rows[i] + "\n";
+  }
+  std::filesystem::remove(csv);
+  const std::string live = tmp.file("live.csv");
+  std::ofstream(live) << live_text;
+  auto pred = run_cli("predict --bundles " + out + " --data " + live + " --json");
+  ASSERT_EQ(pred.exit_code, 0) << pred.err;
+  std::istringstream lines(pred.out);
+  std::string line;
+  int64_t n = 0, decided = 0;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);
+    ++n;
+    decided += !j["signals"]["tft"].is_null();
+  }
+  EXPECT_EQ(n, 340);
+  EXPECT_EQ(decided, 340 - (256 + 60 - 1));
+}
+
+}  // namespace
+}  // namespace foxhunt::runtime
