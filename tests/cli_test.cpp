@@ -35,8 +35,8 @@ TEST(CliTest, UnknownSubcommandExits2) {
 }
 
 TEST(CliTest, EverySubcommandHasHelp) {
-  for (const char* sub :
-       {"info", "models", "validate", "devices", "data inspect", "plan", "budget", "train", "predict"}) {
+  for (const char* sub : {"info", "models", "validate", "devices", "data inspect", "plan", "budget",
+                          "train", "predict", "export x", "import x"}) {
     auto r = run_cli(std::string(sub) + " --help");
     EXPECT_EQ(r.exit_code, 0) << sub;
     EXPECT_NE(r.out.find("--json"), std::string::npos) << sub << ": " << r.out;

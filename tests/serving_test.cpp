@@ -16,6 +16,7 @@
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/runtime/bundle.h"
+#include "foxhunt/runtime/safetensors.h"
 #include "foxhunt/runtime/serving.h"
 #include "test_util.h"
 
@@ -300,6 +301,40 @@ TEST_F(ServingTest, PredictJsonLinesParse) {
                       " --json --skip-bad-bars --from " + std::to_string(from));
   EXPECT_EQ(skip.exit_code, 0) << skip.err;
   EXPECT_NE(skip.err.find("skipped"), std::string::npos) << skip.err;
+}
+
+TEST_F(ServingTest, ExportImportRoundTripThroughSafetensors) {
+  TempDir tmp;
+  const data::MarketDataset ds(bars(600));
+  auto bundles = fresh_bundles(ds);
+  save_all(bundles, tmp.path());
+  const auto dqn = (tmp.path() / "dqn" / kBundleFile).string();
+  const auto st = tmp.file("dqn.safetensors");
+  auto ex = run_cli("export " + dqn + " --format safetensors --out " + st + " --json");
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  EXPECT_EQ(nlohmann::json::parse(ex.out)["tensors"], 6);
+  const auto file = load_safetensors(st);
+  EXPECT_EQ(file.metadata.at("model"), "dqn");
+  EXPECT_EQ(nlohmann::json::parse(file.metadata.at("options")), bundles[0].model->options_json());
+  // Import into a bundle of a freshly seeded DQN: its weights become the exported ones.
+  torch::manual_seed(999);
+  Bundle other = bundles[0];
+  other.model = models::make_model("dqn");
+  const auto other_path = tmp.file("other.fhb");
+  save_bundle(other, other_path);
+  const auto merged = tmp.file("merged.fhb");
+  auto im = run_cli("import " + st + " --into " + other_path + " --out " + merged);
+  ASSERT_EQ(im.exit_code, 0) << im.err;
+  const auto back = load_bundle(merged);
+  for (const auto& p : bundles[0].model->module().named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), back.model->module().named_parameters()[p.key()]))
+        << p.key();
+  // Weights of another model are refused, and nothing is written.
+  const auto ppo = (tmp.path() / "ppo" / kBundleFile).string();
+  auto bad = run_cli("import " + st + " --into " + ppo + " --out " + tmp.file("bad.fhb"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("'dqn' weights"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp.file("bad.fhb")));
 }
 
 // The whole path a user takes: an ISO-dated CSV, `train all`, the CSV deleted, `predict`.
