@@ -342,8 +342,9 @@ TEST(ServingEndToEndTest, TrainAllThenPredictFromBundlesAlone_SLOW) {
   TempDir tmp;
   auto series = bars(1400, 23);
   std::string csv_text = "Date,Open,High,Low,Close,Volume\n";
-  for (auto& b : series.bars) {
-    b.timestamp = 1704067200 + (b.timestamp / 60) * 3600;  // hourly bars from 2024-01-01
+  for (size_t i = 0; i < series.bars.size(); ++i) {
+    auto& b = series.bars[i];
+    b.timestamp = 1704067200 + static_cast<int64_t>(i) * 3600;  // hourly bars from 2024-01-01
     const std::time_t t = b.timestamp;
     char when[32];
     std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
