@@ -19,36 +19,36 @@ struct BudgetArgs {
   bool json = false;
 };
 
-Registrar reg("budget", 45, [](CLI::App& app) -> Runner {
-  auto a = std::make_shared<BudgetArgs>();
-  auto* sub = app.add_subcommand(
-      "budget",
-      "Memory budget validation: every model's measured footprint against its target, the device "
-      "budget and the required headroom");
-  a->budget.add(sub, &a->o.device_profile);
-  sub->add_option("--headroom-mib", a->headroom_mib, "Free memory required after all models")
-      ->capture_default_str();
-  sub->add_option("--targets", a->targets,
-                  "JSON file of per-model targets: {\"targets_mib\": {\"dqn\": 150, ...}}");
-  sub->add_option("--serving-batch", a->o.serving_batch, "Serving batch measured beside batch 1")
-      ->capture_default_str();
-  sub->add_option("--seed", a->o.seed, "Seed of the models and the synthetic batches")
-      ->capture_default_str();
-  sub->add_flag("--json", a->json, "Print JSON only");
-  return [a]() {
-    plan::BudgetOptions o = a->o;
-    const auto budget = a->budget.resolve("budget");  // also checks the profile name
-    if (a->budget.budget_given()) o.budget_bytes = budget.bytes;
-    o.headroom_bytes = mib_to_bytes(a->headroom_mib, "budget", "--headroom-mib", true);
-    if (!a->targets.empty()) o.targets = plan::load_targets(a->targets);
-    const auto rep = plan::validate_budget(o);
-    if (a->json)
-      print_json(rep.to_json().dump(2));
-    else
-      std::cout << rep.table();
-    return rep.ok ? 0 : 1;
-  };
-});
+Registrar reg = subcommand<BudgetArgs>(
+    "budget", 45,
+    "Memory budget validation: every model's measured footprint against its target, the device "
+    "budget and the required headroom",
+    [](CLI::App* sub, std::shared_ptr<BudgetArgs> a) -> Runner {
+      a->budget.add(sub, &a->o.device_profile);
+      sub->add_option("--headroom-mib", a->headroom_mib, "Free memory required after all models")
+          ->capture_default_str();
+      sub->add_option("--targets", a->targets,
+                      "JSON file of per-model targets: {\"targets_mib\": {\"dqn\": 150, ...}}");
+      sub->add_option("--serving-batch", a->o.serving_batch,
+                      "Serving batch measured beside batch 1")
+          ->capture_default_str();
+      sub->add_option("--seed", a->o.seed, "Seed of the models and the synthetic batches")
+          ->capture_default_str();
+      sub->add_flag("--json", a->json, "Print JSON only");
+      return [a]() {
+        plan::BudgetOptions o = a->o;
+        const auto budget = a->budget.resolve("budget");  // also checks the profile name
+        if (a->budget.budget_given()) o.budget_bytes = budget.bytes;
+        o.headroom_bytes = mib_to_bytes(a->headroom_mib, "budget", "--headroom-mib", true);
+        if (!a->targets.empty()) o.targets = plan::load_targets(a->targets);
+        const auto rep = plan::validate_budget(o);
+        if (a->json)
+          print_json(rep.to_json().dump(2));
+        else
+          std::cout << rep.table();
+        return rep.ok ? 0 : 1;
+      };
+    });
 
 }  // namespace
 }  // namespace foxhunt::cli

@@ -72,38 +72,38 @@ int run_inspect(const DataArgs& a) {
   return 0;
 }
 
-Registrar reg("data", 30, [](CLI::App& app) -> Runner {
-  auto args = std::make_shared<DataArgs>();
-  auto* sub = app.add_subcommand("data", "Market data: generate synthetic bars, inspect a CSV");
-  sub->require_subcommand(1);
+Registrar reg = subcommand<DataArgs>(
+    "data", 30, "Market data: generate synthetic bars, inspect a CSV",
+    [](CLI::App* sub, std::shared_ptr<DataArgs> args) -> Runner {
+      sub->require_subcommand(1);
 
-  auto* gen = sub->add_subcommand("generate",
-                                  "Write seeded synthetic bars (regimes, jumps, "
-                                  "volatility clustering) to a CSV, atomically");
-  gen->add_option("--bars", args->synth.bars, "Number of bars")
-      ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
-      ->capture_default_str();
-  gen->add_option("--seed", args->synth.seed, "Seed")->capture_default_str();
-  gen->add_option("--start", args->synth.start_timestamp, "Timestamp of the first bar (Unix s)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  gen->add_option("--bar-seconds", args->synth.bar_seconds, "Seconds between bars")
-      ->check(CLI::Range(int64_t{1}, int64_t{86400 * 7}))
-      ->capture_default_str();
-  gen->add_option("--out", args->out, "Output CSV path")->required();
+      auto* gen = sub->add_subcommand("generate",
+                                      "Write seeded synthetic bars (regimes, jumps, "
+                                      "volatility clustering) to a CSV, atomically");
+      gen->add_option("--bars", args->synth.bars, "Number of bars")
+          ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
+          ->capture_default_str();
+      gen->add_option("--seed", args->synth.seed, "Seed")->capture_default_str();
+      gen->add_option("--start", args->synth.start_timestamp, "Timestamp of the first bar (Unix s)")
+          ->check(CLI::NonNegativeNumber)
+          ->capture_default_str();
+      gen->add_option("--bar-seconds", args->synth.bar_seconds, "Seconds between bars")
+          ->check(CLI::Range(int64_t{1}, int64_t{86400 * 7}))
+          ->capture_default_str();
+      gen->add_option("--out", args->out, "Output CSV path")->required();
 
-  auto* ins = sub->add_subcommand(
-      "inspect", "Validate a bar CSV and print a summary (exit 2 with FILE:LINE on bad input)");
-  ins->add_option("file", args->input, "CSV file")->required();
-  ins->add_flag("--json", args->json, "Print JSON only");
+      auto* ins = sub->add_subcommand(
+          "inspect", "Validate a bar CSV and print a summary (exit 2 with FILE:LINE on bad input)");
+      ins->add_option("file", args->input, "CSV file")->required();
+      ins->add_flag("--json", args->json, "Print JSON only");
 
-  return [args, gen, ins]() {
-    if (gen->parsed()) return run_generate(*args);
-    if (ins->parsed()) return run_inspect(*args);
-    std::cerr << "foxhunt: data: expected 'generate' or 'inspect' (see --help)" << std::endl;
-    return static_cast<int>(foxhunt::kExitUsage);
-  };
-});
+      return [args, gen, ins]() {
+        if (gen->parsed()) return run_generate(*args);
+        if (ins->parsed()) return run_inspect(*args);
+        std::cerr << "foxhunt: data: expected 'generate' or 'inspect' (see --help)" << std::endl;
+        return static_cast<int>(foxhunt::kExitUsage);
+      };
+    });
 
 }  // namespace
 }  // namespace foxhunt::cli

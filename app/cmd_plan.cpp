@@ -17,63 +17,64 @@ struct PlanArgs {
   bool json = false;
 };
 
-Registrar reg("plan", 40, [](CLI::App& app) -> Runner {
-  auto a = std::make_shared<PlanArgs>();
-  auto* sub = app.add_subcommand(
-      "plan",
-      "Largest training batch that fits a memory budget: probe steps, a linear fit, then a real "
-      "training step verified under the enforced cap");
-  sub->add_option("model", a->o.model, "Model name (see `foxhunt models`)")->required();
-  a->budget.add(sub);
-  sub->add_option("--optimizer", a->optimizer, "adam, adamw, sgd or sgd-momentum")
-      ->capture_default_str();
-  sub->add_option("--seq-len", a->o.train.seq_len,
-                  "Window length (0 = model default; ignored by models without a time axis)")
-      ->capture_default_str();
-  sub->add_option("--margin", a->o.margin, "Fraction of the budget kept free by the prediction")
-      ->capture_default_str();
-  sub->add_flag("--pow2", a->o.pow2, "Round the batch down to a power of two");
-  sub->add_option("--min-batch", a->o.min_batch, "Smallest batch allowed")->capture_default_str();
-  sub->add_option("--max-batch", a->o.max_batch, "Largest batch allowed (clamp)")
-      ->capture_default_str();
-  sub->add_option("--seed", a->o.train.seed, "Seed of the model and the synthetic batches")
-      ->capture_default_str();
-  sub->add_flag("--no-verify", a->no_verify,
-                "Skip the verification step under the cap (the plan is then a prediction only)");
-  sub->add_flag("--json", a->json, "Print JSON only");
-  return [a]() {
-    plan::PlanOptions o = a->o;
-    o.train.optimizer = plan::parse_optimizer(a->optimizer);
-    o.verify = !a->no_verify;
-    const auto budget = a->budget.resolve("plan");
-    o.budget_bytes = budget.bytes;
-    o.budget_source = budget.source;
-    try {
-      const auto r = plan::plan_batch(o);
-      if (a->json) {
-        auto j = r.to_json();
-        j["ok"] = true;
-        print_json(j.dump(2));
-      } else {
-        std::cout << r.report();
-      }
-      return 0;
-    } catch (const plan::PlanError& e) {
-      if (a->json) {
-        print_json(nlohmann::json{{"ok", false},
-                                  {"model", o.model},
-                                  {"budget_bytes", o.budget_bytes},
-                                  {"error", e.what()},
-                                  {"tag", e.tag()},
-                                  {"tag_bytes", e.tag_bytes()},
-                                  {"needed_bytes", e.requested()}}
-                       .dump(2));
-      }
-      std::cerr << "foxhunt: " << e.what() << std::endl;
-      return 1;
-    }
-  };
-});
+Registrar reg = subcommand<PlanArgs>(
+    "plan", 40,
+    "Largest training batch that fits a memory budget: probe steps, a linear fit, then a real "
+    "training step verified under the enforced cap",
+    [](CLI::App* sub, std::shared_ptr<PlanArgs> a) -> Runner {
+      sub->add_option("model", a->o.model, "Model name (see `foxhunt models`)")->required();
+      a->budget.add(sub);
+      sub->add_option("--optimizer", a->optimizer, "adam, adamw, sgd or sgd-momentum")
+          ->capture_default_str();
+      sub->add_option("--seq-len", a->o.train.seq_len,
+                      "Window length (0 = model default; ignored by models without a time axis)")
+          ->capture_default_str();
+      sub->add_option("--margin", a->o.margin, "Fraction of the budget kept free by the prediction")
+          ->capture_default_str();
+      sub->add_flag("--pow2", a->o.pow2, "Round the batch down to a power of two");
+      sub->add_option("--min-batch", a->o.min_batch, "Smallest batch allowed")
+          ->capture_default_str();
+      sub->add_option("--max-batch", a->o.max_batch, "Largest batch allowed (clamp)")
+          ->capture_default_str();
+      sub->add_option("--seed", a->o.train.seed, "Seed of the model and the synthetic batches")
+          ->capture_default_str();
+      sub->add_flag(
+          "--no-verify", a->no_verify,
+          "Skip the verification step under the cap (the plan is then a prediction only)");
+      sub->add_flag("--json", a->json, "Print JSON only");
+      return [a]() {
+        plan::PlanOptions o = a->o;
+        o.train.optimizer = plan::parse_optimizer(a->optimizer);
+        o.verify = !a->no_verify;
+        const auto budget = a->budget.resolve("plan");
+        o.budget_bytes = budget.bytes;
+        o.budget_source = budget.source;
+        try {
+          const auto r = plan::plan_batch(o);
+          if (a->json) {
+            auto j = r.to_json();
+            j["ok"] = true;
+            print_json(j.dump(2));
+          } else {
+            std::cout << r.report();
+          }
+          return 0;
+        } catch (const plan::PlanError& e) {
+          if (a->json) {
+            print_json(nlohmann::json{{"ok", false},
+                                      {"model", o.model},
+                                      {"budget_bytes", o.budget_bytes},
+                                      {"error", e.what()},
+                                      {"tag", e.tag()},
+                                      {"tag_bytes", e.tag_bytes()},
+                                      {"needed_bytes", e.requested()}}
+                           .dump(2));
+          }
+          std::cerr << "foxhunt: " << e.what() << std::endl;
+          return 1;
+        }
+      };
+    });
 
 }  // namespace
 }  // namespace foxhunt::cli

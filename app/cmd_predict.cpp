@@ -53,112 +53,113 @@ double percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
-Registrar reg("predict", 50, [](CLI::App& app) -> Runner {
-  auto a = std::make_shared<PredictArgs>();
-  auto* sub = app.add_subcommand(
-      "predict",
-      "Stream bars through the four-model ensemble: each model's signal and one target position "
-      "in [-1, 1] per bar");
-  sub->add_option("--bundles", a->bundles,
-                  "Directory with dqn/, ppo/, mamba2/, tft/ bundles (foxhunt train all --out)")
-      ->required();
-  sub->add_option("--data", a->data, "Bars CSV to stream, or - for stdin")->required();
-  sub->add_option("--from", a->from,
-                  "Print bars from this time on (Unix seconds or ISO 8601); earlier bars only "
-                  "warm the state up");
-  sub->add_option(
-      "--rule", a->rule,
-      "Decision rule JSON: {\"weights\": {...}, \"forecast_gain\", \"dead_band\", ...}");
-  sub->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
-  sub->add_flag("--skip-bad-bars", a->skip_bad,
-                "Skip an invalid bar with a warning on stderr instead of stopping (exit 2)");
-  sub->add_flag("--serial", a->serial, "Run the four models one by one instead of concurrently");
-  sub->add_flag("--json", a->json, "One JSON object per bar on stdout (JSON lines)");
-  return [a]() {
-    runtime::DecisionRule rule;
-    if (!a->rule.empty()) rule = runtime::load_decision_rule(a->rule);
-    torch::Device device(torch::kCPU);
-    try {
-      device = torch::Device(a->device);
-    } catch (const c10::Error&) {
-      throw InputError("predict",
-                       "--device: expected cpu, cuda or cuda:N, got '" + a->device + "'");
-    }
-    const int64_t from = a->from.empty() ? INT64_MIN : data::parse_timestamp(a->from);
-    auto ensemble = runtime::Ensemble::load(a->bundles, rule, device);
-    ensemble.set_parallel(!a->serial);
+Registrar reg = subcommand<PredictArgs>(
+    "predict", 50,
+    "Stream bars through the four-model ensemble: each model's signal and one target position "
+    "in [-1, 1] per bar",
+    [](CLI::App* sub, std::shared_ptr<PredictArgs> a) -> Runner {
+      sub->add_option("--bundles", a->bundles,
+                      "Directory with dqn/, ppo/, mamba2/, tft/ bundles (foxhunt train all --out)")
+          ->required();
+      sub->add_option("--data", a->data, "Bars CSV to stream, or - for stdin")->required();
+      sub->add_option("--from", a->from,
+                      "Print bars from this time on (Unix seconds or ISO 8601); earlier bars only "
+                      "warm the state up");
+      sub->add_option(
+          "--rule", a->rule,
+          "Decision rule JSON: {\"weights\": {...}, \"forecast_gain\", \"dead_band\", ...}");
+      sub->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
+      sub->add_flag("--skip-bad-bars", a->skip_bad,
+                    "Skip an invalid bar with a warning on stderr instead of stopping (exit 2)");
+      sub->add_flag("--serial", a->serial,
+                    "Run the four models one by one instead of concurrently");
+      sub->add_flag("--json", a->json, "One JSON object per bar on stdout (JSON lines)");
+      return [a]() {
+        runtime::DecisionRule rule;
+        if (!a->rule.empty()) rule = runtime::load_decision_rule(a->rule);
+        torch::Device device(torch::kCPU);
+        try {
+          device = torch::Device(a->device);
+        } catch (const c10::Error&) {
+          throw InputError("predict",
+                           "--device: expected cpu, cuda or cuda:N, got '" + a->device + "'");
+        }
+        const int64_t from = a->from.empty() ? INT64_MIN : data::parse_timestamp(a->from);
+        auto ensemble = runtime::Ensemble::load(a->bundles, rule, device);
+        ensemble.set_parallel(!a->serial);
 
-    std::ifstream file;
-    std::istream* in = &std::cin;
-    if (a->data != "-") {
-      file.open(a->data);
-      FOXHUNT_CHECK(file.good(), "predict", "--data: cannot open '", a->data, "'");
-      in = &file;
-    }
-    const std::string source = a->data == "-" ? "stdin" : a->data;
-    data::BarCsvReader reader(source);
-    if (!a->json) {
-      std::printf("%-20s %12s", "time", "close");
-      for (const auto& m : ensemble.models()) std::printf(" %8s", m.name().c_str());
-      std::printf(" %9s %10s\n", "decision", "latency_us");
-    }
-    std::vector<double> latencies;
-    int64_t bars = 0, skipped = 0, printed = 0;
-    std::string line;
-    while (std::getline(*in, line)) {
-      std::optional<data::Bar> bar;
-      runtime::BarDecision d;
-      try {
-        bar = reader.read_line(line);
-        if (!bar) continue;
-        if (a->skip_bad) {
-          std::string why;
-          if (!ensemble.try_on_bar(*bar, &d, &why)) {
-            std::fprintf(stderr, "foxhunt: warning: %s:%lld: skipped: %s\n", source.c_str(),
-                         static_cast<long long>(reader.line_number()), why.c_str());
+        std::ifstream file;
+        std::istream* in = &std::cin;
+        if (a->data != "-") {
+          file.open(a->data);
+          FOXHUNT_CHECK(file.good(), "predict", "--data: cannot open '", a->data, "'");
+          in = &file;
+        }
+        const std::string source = a->data == "-" ? "stdin" : a->data;
+        data::BarCsvReader reader(source);
+        if (!a->json) {
+          std::printf("%-20s %12s", "time", "close");
+          for (const auto& m : ensemble.models()) std::printf(" %8s", m.name().c_str());
+          std::printf(" %9s %10s\n", "decision", "latency_us");
+        }
+        std::vector<double> latencies;
+        int64_t bars = 0, skipped = 0, printed = 0;
+        std::string line;
+        while (std::getline(*in, line)) {
+          std::optional<data::Bar> bar;
+          runtime::BarDecision d;
+          try {
+            bar = reader.read_line(line);
+            if (!bar) continue;
+            if (a->skip_bad) {
+              std::string why;
+              if (!ensemble.try_on_bar(*bar, &d, &why)) {
+                std::fprintf(stderr, "foxhunt: warning: %s:%lld: skipped: %s\n", source.c_str(),
+                             static_cast<long long>(reader.line_number()), why.c_str());
+                ++skipped;
+                continue;
+              }
+            } else {
+              d = ensemble.on_bar(*bar);
+            }
+          } catch (const InputError& e) {
+            if (!a->skip_bad) {
+              throw InputError(
+                  "predict", source + ":" + std::to_string(reader.line_number()) + ": " + e.what());
+            }
+            std::fprintf(stderr, "foxhunt: warning: skipped: %s\n", e.what());
             ++skipped;
             continue;
           }
-        } else {
-          d = ensemble.on_bar(*bar);
+          ++bars;
+          latencies.push_back(d.latency_us);
+          if (d.timestamp < from) continue;
+          ++printed;
+          if (a->json) {
+            std::cout << runtime::to_json(d).dump() << '\n';
+          } else {
+            std::printf("%-20s %12.6g", iso_time(d.timestamp).c_str(), bar->close);
+            for (const auto& s : d.signals) {
+              if (s.ready)
+                std::printf(" %+8.3f", s.signal);
+              else
+                std::printf(" %8s", "warmup");
+            }
+            std::printf(" %+9.3f %10.1f\n", d.decision, d.latency_us);
+          }
         }
-      } catch (const InputError& e) {
-        if (!a->skip_bad) {
-          throw InputError("predict",
-                           source + ":" + std::to_string(reader.line_number()) + ": " + e.what());
-        }
-        std::fprintf(stderr, "foxhunt: warning: skipped: %s\n", e.what());
-        ++skipped;
-        continue;
-      }
-      ++bars;
-      latencies.push_back(d.latency_us);
-      if (d.timestamp < from) continue;
-      ++printed;
-      if (a->json) {
-        std::cout << runtime::to_json(d).dump() << '\n';
-      } else {
-        std::printf("%-20s %12.6g", iso_time(d.timestamp).c_str(), bar->close);
-        for (const auto& s : d.signals) {
-          if (s.ready)
-            std::printf(" %+8.3f", s.signal);
-          else
-            std::printf(" %8s", "warmup");
-        }
-        std::printf(" %+9.3f %10.1f\n", d.decision, d.latency_us);
-      }
-    }
-    std::cout.flush();
-    std::fprintf(stderr,
-                 "foxhunt: %lld bars (%lld printed, %lld skipped); latency per bar p50 %.1f us, "
-                 "p99 %.1f us\n",
-                 static_cast<long long>(bars), static_cast<long long>(printed),
-                 static_cast<long long>(skipped), percentile(latencies, 0.5),
-                 percentile(latencies, 0.99));
-    FOXHUNT_CHECK(bars > 0, "predict", "--data ", source, ": no bars");
-    return 0;
-  };
-});
+        std::cout.flush();
+        std::fprintf(
+            stderr,
+            "foxhunt: %lld bars (%lld printed, %lld skipped); latency per bar p50 %.1f us, "
+            "p99 %.1f us\n",
+            static_cast<long long>(bars), static_cast<long long>(printed),
+            static_cast<long long>(skipped), percentile(latencies, 0.5),
+            percentile(latencies, 0.99));
+        FOXHUNT_CHECK(bars > 0, "predict", "--data ", source, ": no bars");
+        return 0;
+      };
+    });
 
 }  // namespace
 }  // namespace foxhunt::cli

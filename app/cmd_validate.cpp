@@ -11,40 +11,42 @@ struct ValidateArgs {
   bool json = false;
 };
 
-Registrar reg("validate", 100, [](CLI::App& app) -> Runner {
-  auto args = std::make_shared<ValidateArgs>();
-  auto* sub = app.add_subcommand(
-      "validate", "The main job: every check of the product on the embedded defaults");
-  sub->add_option("--device", args->options.device, "Device: cpu, cuda, cuda:N")
-      ->capture_default_str();
-  sub->add_option("--seed", args->options.seed, "Seed for every random draw")
-      ->capture_default_str();
-  sub->add_option("--skip", args->options.skip, "Step names to skip (models, plan, budget, train)");
-  sub->add_option("--train-bars", args->options.train_bars, "Synthetic bars for the train step")
-      ->check(CLI::Range(int64_t{1000}, int64_t{10000000}))
-      ->capture_default_str();
-  sub->add_option("--rl-steps", args->options.rl_steps,
-                  "DQN/PPO environment steps in the train step")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  sub->add_option("--epochs", args->options.forecast_epochs, "Mamba-2/TFT epochs in the train step")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  sub->add_option("--out", args->options.out_dir,
-                  "Keep the train step's data and checkpoints in this directory");
-  sub->add_flag("--json", args->json, "Print the report as JSON only (progress goes to stderr)");
-  return [args]() {
-    std::ostream& log = args->json ? std::cerr : std::cout;
-    auto report = runtime::run_validate(args->options, log);
-    if (args->json) {
-      print_json(report.to_json().dump(2));
-    } else {
-      std::cout << (report.ok() ? "validate: PASS" : "validate: FAIL") << " ("
-                << report.steps.size() << " steps)\n";
-    }
-    return report.ok() ? 0 : 1;
-  };
-});
+Registrar reg = subcommand<ValidateArgs>(
+    "validate", 100, "The main job: every check of the product on the embedded defaults",
+    [](CLI::App* sub, std::shared_ptr<ValidateArgs> args) -> Runner {
+      sub->add_option("--device", args->options.device, "Device: cpu, cuda, cuda:N")
+          ->capture_default_str();
+      sub->add_option("--seed", args->options.seed, "Seed for every random draw")
+          ->capture_default_str();
+      sub->add_option("--skip", args->options.skip,
+                      "Step names to skip (models, plan, budget, train)");
+      sub->add_option("--train-bars", args->options.train_bars, "Synthetic bars for the train step")
+          ->check(CLI::Range(int64_t{1000}, int64_t{10000000}))
+          ->capture_default_str();
+      sub->add_option("--rl-steps", args->options.rl_steps,
+                      "DQN/PPO environment steps in the train step")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+      sub->add_option("--epochs", args->options.forecast_epochs,
+                      "Mamba-2/TFT epochs in the train step")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+      sub->add_option("--out", args->options.out_dir,
+                      "Keep the train step's data and checkpoints in this directory");
+      sub->add_flag("--json", args->json,
+                    "Print the report as JSON only (progress goes to stderr)");
+      return [args]() {
+        std::ostream& log = args->json ? std::cerr : std::cout;
+        auto report = runtime::run_validate(args->options, log);
+        if (args->json) {
+          print_json(report.to_json().dump(2));
+        } else {
+          std::cout << (report.ok() ? "validate: PASS" : "validate: FAIL") << " ("
+                    << report.steps.size() << " steps)\n";
+        }
+        return report.ok() ? 0 : 1;
+      };
+    });
 
 }  // namespace
 }  // namespace foxhunt::cli

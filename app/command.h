@@ -8,6 +8,7 @@
 #include "foxhunt/memory/device_profile.h"
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,16 @@ struct Registrar {
     commands().push_back({std::move(name), order, std::move(setup)});
   }
 };
+
+/// Registers subcommand `name` (position `order` in --help) whose flags bind a fresh `Args`:
+/// `setup(sub, args)` adds the flags to the subcommand and returns its runner.
+template <typename Args>
+Registrar subcommand(std::string name, int order, std::string help,
+                     std::function<Runner(CLI::App*, std::shared_ptr<Args>)> setup) {
+  return Registrar(name, order, [name, help, setup](CLI::App& app) -> Runner {
+    return setup(app.add_subcommand(name, help), std::make_shared<Args>());
+  });
+}
 
 /// The budget flags shared by plan and budget: --device-profile NAME, --profiles FILE and
 /// --budget-mib N (which excludes the profile).

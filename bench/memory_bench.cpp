@@ -5,8 +5,9 @@
 #include <torch/torch.h>
 
 #include "foxhunt/memory/ledger.h"
-#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/models/model.h"
+
+#include "bench_main.h"
 
 namespace {
 
@@ -78,10 +79,5 @@ BENCHMARK(BM_DqnTrainStep)->ArgName("accounting")->Arg(0)->Arg(1)->Unit(benchmar
 }  // namespace
 
 int main(int argc, char** argv) {
-  foxhunt::runtime_init();  // installs the ledger before any tensor exists
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return foxhunt::bench::run_benchmarks(argc, argv, [] {});
 }

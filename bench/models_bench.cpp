@@ -3,8 +3,9 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/models/model.h"
+
+#include "bench_main.h"
 
 namespace {
 
@@ -37,11 +38,5 @@ int register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  foxhunt::runtime_init();
-  register_all();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return foxhunt::bench::run_benchmarks(argc, argv, [] { register_all(); });
 }

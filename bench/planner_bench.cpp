@@ -5,9 +5,10 @@
 #include <benchmark/benchmark.h>
 
 #include "foxhunt/memory/device_profile.h"
-#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/plan/planner.h"
+
+#include "bench_main.h"
 
 namespace {
 
@@ -43,11 +44,5 @@ int register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  foxhunt::runtime_init();
-  register_all();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return foxhunt::bench::run_benchmarks(argc, argv, [] { register_all(); });
 }

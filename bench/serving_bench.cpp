@@ -10,9 +10,10 @@
 
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
-#include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/runtime/serving.h"
+
+#include "bench_main.h"
 
 namespace {
 
@@ -62,10 +63,7 @@ void run(benchmark::State& state, const std::vector<std::string>& names, bool pa
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  foxhunt::runtime_init();
+void register_all() {
   benchmark::RegisterBenchmark("ensemble/parallel", run,
                                std::vector<std::string>{"dqn", "ppo", "mamba2", "tft"}, true)
       ->Unit(benchmark::kMicrosecond)
@@ -79,9 +77,10 @@ int main(int argc, char** argv) {
                                  std::vector<std::string>{m}, false)
         ->Unit(benchmark::kMicrosecond)
         ->Iterations(2000);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return foxhunt::bench::run_benchmarks(argc, argv, register_all);
 }

@@ -5,11 +5,7 @@
 namespace foxhunt::models {
 
 // The one field list of DqnOptions: its JSON writer, reader and known keys.
-FOXHUNT_OPTIONS_JSON(DqnOptions, "dqn", state_dim, hidden, actions)
-
-DqnOptions dqn_options_from_json(const nlohmann::json& j) {
-  return options_from_json<DqnOptions>(j);
-}
+FOXHUNT_OPTIONS_JSON(DqnOptions, "dqn", dqn_options_from_json, state_dim, hidden, actions)
 
 int64_t parameter_count(const DqnOptions& o) {
   return mlp_parameter_count(MlpOptions(o.state_dim(), o.hidden(), o.actions()));

@@ -14,14 +14,9 @@ using torch::indexing::Slice;
 // ---- options ------------------------------------------------------------------------------
 
 // The one field list of Mamba2Options: its JSON writer, reader and known keys.
-FOXHUNT_OPTIONS_JSON(Mamba2Options, "mamba2", input_dim, d_model, d_state, n_layers, expand,
-                     headdim, ngroups, d_conv, chunk_size, window, horizon, quantiles)
-
-Mamba2Options mamba2_options_from_json(const nlohmann::json& j) {
-  Mamba2Options o = options_from_json<Mamba2Options>(j);
-  validate(o);
-  return o;
-}
+FOXHUNT_OPTIONS_JSON(Mamba2Options, "mamba2", mamba2_options_from_json, input_dim, d_model, d_state,
+                     n_layers, expand, headdim, ngroups, d_conv, chunk_size, window, horizon,
+                     quantiles)
 
 void validate(const Mamba2Options& o) {
   const std::pair<const char*, int64_t> sizes[] = {

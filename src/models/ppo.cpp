@@ -7,11 +7,8 @@
 namespace foxhunt::models {
 
 // The one field list of PpoOptions: its JSON writer, reader and known keys.
-FOXHUNT_OPTIONS_JSON(PpoOptions, "ppo", state_dim, hidden, actions, orthogonal_init)
-
-PpoOptions ppo_options_from_json(const nlohmann::json& j) {
-  return options_from_json<PpoOptions>(j);
-}
+FOXHUNT_OPTIONS_JSON(PpoOptions, "ppo", ppo_options_from_json, state_dim, hidden, actions,
+                     orthogonal_init)
 
 int64_t parameter_count(const PpoOptions& o) {
   return mlp_parameter_count(MlpOptions(o.state_dim(), o.hidden(), o.actions())) +

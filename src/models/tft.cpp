@@ -71,14 +71,9 @@ torch::Tensor align_context(const torch::Tensor& c, const torch::Tensor& like) {
 // ---- options ----------------------------------------------------------------------------------
 
 // The one field list of TftOptions: its JSON writer, reader and known keys.
-FOXHUNT_OPTIONS_JSON(TftOptions, "tft", past_features, future_features, static_categories, hidden,
-                     heads, lstm_layers, dropout, window, horizon, quantiles, real_embedding)
-
-TftOptions tft_options_from_json(const nlohmann::json& j) {
-  TftOptions o = options_from_json<TftOptions>(j);
-  validate(o);
-  return o;
-}
+FOXHUNT_OPTIONS_JSON(TftOptions, "tft", tft_options_from_json, past_features, future_features,
+                     static_categories, hidden, heads, lstm_layers, dropout, window, horizon,
+                     quantiles, real_embedding)
 
 void validate(const TftOptions& o) {
   auto positive = [](int64_t v, const char* name) {

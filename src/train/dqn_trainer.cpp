@@ -15,15 +15,11 @@ namespace foxhunt::train {
 // ---- options ----------------------------------------------------------------------------------
 
 // The one field list of DqnTrainerOptions: its JSON writer, reader and known keys.
-FOXHUNT_OPTIONS_JSON(DqnTrainerOptions, "dqn_trainer", total_steps, learning_rate, batch_size,
-                     buffer_size, learning_starts, gamma, target_update_interval, tau, train_freq,
-                     gradient_steps, exploration_fraction, exploration_initial_eps,
-                     exploration_final_eps, max_grad_norm, huber_delta, hidden, double_dqn,
-                     eval_interval, eval_episodes, keep_best, seed, device)
-
-DqnTrainerOptions dqn_trainer_options_from_json(const nlohmann::json& j) {
-  return models::options_from_json<DqnTrainerOptions>(j);
-}
+FOXHUNT_OPTIONS_JSON(DqnTrainerOptions, "dqn_trainer", dqn_trainer_options_from_json, total_steps,
+                     learning_rate, batch_size, buffer_size, learning_starts, gamma,
+                     target_update_interval, tau, train_freq, gradient_steps, exploration_fraction,
+                     exploration_initial_eps, exploration_final_eps, max_grad_norm, huber_delta,
+                     hidden, double_dqn, eval_interval, eval_episodes, keep_best, seed, device)
 
 namespace {
 void check_options(const DqnTrainerOptions& o) {

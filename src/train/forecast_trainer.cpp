@@ -91,12 +91,9 @@ models::Batch TensorBatchSource::validation_batch(int64_t index) {
 // ---- options ----------------------------------------------------------------------------------
 
 // The one field list of ForecastTrainerOptions: its JSON writer, reader and known keys.
-FOXHUNT_OPTIONS_JSON(ForecastTrainerOptions, "forecast_trainer", epochs, learning_rate,
-                     weight_decay, max_grad_norm, patience, min_delta, restore_best, seed)
-
-ForecastTrainerOptions forecast_trainer_options_from_json(const nlohmann::json& j) {
-  return models::options_from_json<ForecastTrainerOptions>(j);
-}
+FOXHUNT_OPTIONS_JSON(ForecastTrainerOptions, "forecast_trainer", forecast_trainer_options_from_json,
+                     epochs, learning_rate, weight_decay, max_grad_norm, patience, min_delta,
+                     restore_best, seed)
 
 // ---- trainer ----------------------------------------------------------------------------------
 

@@ -15,14 +15,11 @@ namespace foxhunt::train {
 // ---- options ----------------------------------------------------------------------------------
 
 // The one field list of PpoTrainerOptions: its JSON writer, reader and known keys.
-FOXHUNT_OPTIONS_JSON(PpoTrainerOptions, "ppo_trainer", total_steps, n_envs, n_steps, batch_size,
-                     n_epochs, learning_rate, linear_lr, gamma, gae_lambda, clip_range, linear_clip,
-                     ent_coef, vf_coef, max_grad_norm, normalize_advantage, adam_eps, hidden,
-                     eval_interval, eval_episodes, keep_best, seed, device)
-
-PpoTrainerOptions ppo_trainer_options_from_json(const nlohmann::json& j) {
-  return models::options_from_json<PpoTrainerOptions>(j);
-}
+FOXHUNT_OPTIONS_JSON(PpoTrainerOptions, "ppo_trainer", ppo_trainer_options_from_json, total_steps,
+                     n_envs, n_steps, batch_size, n_epochs, learning_rate, linear_lr, gamma,
+                     gae_lambda, clip_range, linear_clip, ent_coef, vf_coef, max_grad_norm,
+                     normalize_advantage, adam_eps, hidden, eval_interval, eval_episodes, keep_best,
+                     seed, device)
 
 namespace {
 void check_options(const PpoTrainerOptions& o) {

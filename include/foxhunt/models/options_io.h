@@ -7,10 +7,7 @@
 /// as strings ("cpu", "cuda:0").
 ///
 /// Example (in the namespace of DqnOptions):
-///   FOXHUNT_OPTIONS_JSON(DqnOptions, "dqn", state_dim, hidden, actions)
-///   DqnOptions dqn_options_from_json(const nlohmann::json& j) {
-///     return models::options_from_json<DqnOptions>(j);
-///   }
+///   FOXHUNT_OPTIONS_JSON(DqnOptions, "dqn", dqn_options_from_json, state_dim, hidden, actions)
 
 #include <torch/torch.h>
 
@@ -92,6 +89,12 @@ class OptionsSchema {
   std::vector<std::string> keys_;
 };
 
+/// Runs `validate(o)` when T's namespace declares one (found by ADL), else nothing.
+template <typename T>
+void validate_options(const T& o) {
+  if constexpr (requires { validate(o); }) validate(o);
+}
+
 /// `T` read from JSON through the schema FOXHUNT_OPTIONS_JSON declared for it (found by ADL).
 template <typename T>
 T options_from_json(const nlohmann::json& j) {
@@ -117,9 +120,9 @@ T options_from_json(const nlohmann::json& j) {
 #define FOXHUNT_DETAIL_FIELDS_AGAIN() FOXHUNT_DETAIL_FIELDS_STEP
 
 /// Declares, in T's namespace, the one field list of options struct T: its OptionsSchema
-/// (`options_schema(const T*)`) and `nlohmann::json to_json(const T&)`; read it back with
-/// models::options_from_json<T>(j). `component` prefixes errors.
-#define FOXHUNT_OPTIONS_JSON(T, component, ...)                         \
+/// (`options_schema(const T*)`), `nlohmann::json to_json(const T&)` and `T from_json_fn(j)`
+/// (missing keys keep defaults; then `validate(o)` when T has one). `component` prefixes errors.
+#define FOXHUNT_OPTIONS_JSON(T, component, from_json_fn, ...)           \
   const ::foxhunt::models::OptionsSchema<T>& options_schema(const T*) { \
     static const ::foxhunt::models::OptionsSchema<T> schema(            \
         component, {FOXHUNT_DETAIL_FIELDS(T, __VA_ARGS__)});            \
@@ -127,4 +130,9 @@ T options_from_json(const nlohmann::json& j) {
   }                                                                     \
   nlohmann::json to_json(const T& o) {                                  \
     return options_schema(&o).to_json(o);                               \
+  }                                                                     \
+  T from_json_fn(const nlohmann::json& j) {                             \
+    T o = options_schema(static_cast<const T*>(nullptr)).from_json(j);  \
+    ::foxhunt::models::validate_options(o);                             \
+    return o;                                                           \
   }
