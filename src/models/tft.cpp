@@ -306,7 +306,7 @@ torch::Tensor VariableSelectionNetworkImpl::embed(const torch::Tensor& x) const 
 }
 
 torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& xv,
-                                                          const FoldedInput& in) {
+                                                          const VsnFolding& in) {
   const int64_t h = options.hidden();
   // Contiguous operands throughout: elementwise kernels on strided views are several times slower.
   auto hid = torch::elu(torch::addcmul(in.fc2_offset, xv, in.fc2_slope));  // eta2 [V, N, Hi]
@@ -319,26 +319,47 @@ torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& x
   return torch::addcmul(norm_bias.unsqueeze(1), y, norm_weight.unsqueeze(1));  // [V, N, H]
 }
 
+VsnFolding VariableSelectionNetworkImpl::fold() const {
+  const int64_t v = options.variables(), e = options.embedding();
+  const auto we = emb_weight.squeeze(1);  // [V, E]
+  // fc2 and the skip projection of each variable's embedding as affine maps of the raw value
+  // (see the header): fc2(embed(x)) = x (w_e W2) + (b_e W2 + b2), likewise the skip.
+  VsnFolding f;
+  f.fc2_slope = torch::bmm(emb_weight, fc2_weight);  // [V, 1, Hi]
+  f.fc2_offset = torch::baddbmm(fc2_bias.unsqueeze(1), emb_bias.unsqueeze(1), fc2_weight);
+  if (skip_weight.defined()) {
+    f.skip_slope = torch::bmm(emb_weight, skip_weight);  // [V, 1, H]
+    f.skip_offset = torch::baddbmm(skip_bias.unsqueeze(1), emb_bias.unsqueeze(1), skip_weight);
+  } else {  // E == H: the skip is the embedding itself
+    f.skip_slope = emb_weight;
+    f.skip_offset = emb_bias.unsqueeze(1);
+  }
+  if (v == 1) return f;
+  // Selection logits: GRN(flattened embeddings [N, V*E], c). Its fc2 and skip consume the
+  // embeddings linearly, so fold them too: W (x * w_e + b_e) = x A + W b_e, A[v] = W[:, v] w_e[v].
+  const auto fold_flat = [&](const torch::Tensor& weight, const torch::Tensor& bias,
+                             torch::Tensor& a, torch::Tensor& offset) {
+    auto w3 = weight.view({weight.size(0), v, e});               // [out, V, E]
+    a = torch::einsum("ove,ve->vo", {w3, we});                   // [V, out]
+    offset = torch::einsum("ove,ve->o", {w3, emb_bias}) + bias;  // [out]
+  };
+  fold_flat(selection->fc2->weight, selection->fc2->bias, f.sel_fc2, f.sel_fc2_offset);
+  if (selection->has_skip_projection())
+    fold_flat(selection->skip->weight, selection->skip->bias, f.sel_skip, f.sel_skip_offset);
+  return f;
+}
+
 VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const torch::Tensor& c) {
+  return forward(x, c, fold());
+}
+
+VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const torch::Tensor& c,
+                                                const VsnFolding& folded) {
   const int64_t v = options.variables(), e = options.embedding(), h = options.hidden();
   FOXHUNT_CHECK(x.dim() == 3 && x.size(2) == v, "tft", "vsn: expected input [batch, time, ", v,
                 "], got ", shape_str(x.sizes().vec()));
   const int64_t b = x.size(0), t = x.size(1), n = b * t;
   const auto x2 = x.reshape({n, v});
-  const auto we = emb_weight.squeeze(1);  // [V, E]
-
-  // fc2 and the skip projection of each variable's embedding as affine maps of the raw value
-  // (see the header): fc2(embed(x)) = x (w_e W2) + (b_e W2 + b2), likewise the skip.
-  FoldedInput folded;
-  folded.fc2_slope = torch::bmm(emb_weight, fc2_weight);  // [V, 1, Hi]
-  folded.fc2_offset = torch::baddbmm(fc2_bias.unsqueeze(1), emb_bias.unsqueeze(1), fc2_weight);
-  if (skip_weight.defined()) {
-    folded.skip_slope = torch::bmm(emb_weight, skip_weight);  // [V, 1, H]
-    folded.skip_offset = torch::baddbmm(skip_bias.unsqueeze(1), emb_bias.unsqueeze(1), skip_weight);
-  } else {  // E == H: the skip is the embedding itself
-    folded.skip_slope = emb_weight;
-    folded.skip_offset = emb_bias.unsqueeze(1);
-  }
   const auto xv = x2.t().contiguous().unsqueeze(-1);  // [V, N, 1]
 
   VsnOutput out;
@@ -348,18 +369,10 @@ VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const to
     return out;
   }
 
-  // Selection logits: GRN(flattened embeddings [N, V*E], c). Its fc2 and skip consume the
-  // embeddings linearly, so fold them too: W (x * w_e + b_e) = x A + W b_e, A[v] = W[:, v] w_e[v].
   auto& sel = selection;
-  const auto fold_flat = [&](const torch::Tensor& weight, const torch::Tensor& bias) {
-    auto w3 = weight.view({weight.size(0), v, e});                         // [out, V, E]
-    auto a = torch::einsum("ove,ve->vo", {w3, we});                        // [V, out]
-    auto offset_flat = torch::einsum("ove,ve->o", {w3, emb_bias}) + bias;  // [out]
-    return torch::addmm(offset_flat, x2, a).view({b, t, -1});              // [B, T, out]
-  };
-  auto fc2_a = fold_flat(sel->fc2->weight, sel->fc2->bias);
+  auto fc2_a = torch::addmm(folded.sel_fc2_offset, x2, folded.sel_fc2).view({b, t, -1});
   auto sel_skip = sel->has_skip_projection()
-                      ? fold_flat(sel->skip->weight, sel->skip->bias)
+                      ? torch::addmm(folded.sel_skip_offset, x2, folded.sel_skip).view({b, t, -1})
                       : embed(x).reshape({b, t, v * e});  // E == 1: the embeddings themselves
   out.weights = torch::softmax(sel->forward_projected(fc2_a, sel_skip, c), -1);  // [B, T, V]
 
@@ -503,34 +516,49 @@ torch::Tensor TftNetImpl::forward(const torch::Tensor& past, const torch::Tensor
   return forward_with_details(past, future, static_id).prediction;
 }
 
+TftStaticContext TftNetImpl::static_context(const torch::Tensor& static_id) {
+  const auto s = static_variable->forward(static_embedding->forward(static_id));  // [B, H]
+  TftStaticContext ctx;
+  ctx.selection = static_context_selection->forward(s);
+  ctx.hidden = static_context_hidden->forward(s);
+  ctx.cell = static_context_cell->forward(s);
+  ctx.enrichment = static_context_enrichment->forward(s);
+  return ctx;
+}
+
 TftOutput TftNetImpl::forward_with_details(const torch::Tensor& past_in,
                                            const torch::Tensor& future_in,
                                            const torch::Tensor& static_id) {
   validate_inputs(past_in, future_in, static_id);
   const auto dtype = output->weight.scalar_type();
   const auto past = past_in.to(dtype), future = future_in.to(dtype);
-  const int64_t t = past.size(1), k = future.size(1), layers = options.lstm_layers();
 
-  // Static covariate encoders.
-  const auto s = static_variable->forward(static_embedding->forward(static_id));  // [B, H]
-  const auto c_s = static_context_selection->forward(s);
-  const auto c_h = static_context_hidden->forward(s);
-  const auto c_c = static_context_cell->forward(s);
-  const auto c_e = static_context_enrichment->forward(s);
+  // Static covariate encoders, then variable selection.
+  const auto ctx = static_context(static_id);
+  auto past_sel = past_vsn->forward(past, ctx.selection);
+  auto future_sel = future_vsn->forward(future, ctx.selection);
+  TftOutput r = forward_selected(past_sel.output, future_sel.output, ctx);
+  r.past_weights = past_sel.weights;
+  r.future_weights = future_sel.weights;
+  return r;
+}
 
-  // Variable selection, then the LSTM encoder seeded with (c_h, c_c) and the decoder seeded with
-  // the encoder's final state.
-  auto past_sel = past_vsn->forward(past, c_s);
-  auto future_sel = future_vsn->forward(future, c_s);
-  auto state0 = std::make_tuple(c_h.unsqueeze(0).repeat({layers, 1, 1}),
-                                c_c.unsqueeze(0).repeat({layers, 1, 1}));
-  auto [enc_out, enc_state] = encoder->forward(past_sel.output, state0);
-  auto dec_out = std::get<0>(decoder->forward(future_sel.output, enc_state));
+TftOutput TftNetImpl::forward_selected(const torch::Tensor& past_selected,
+                                       const torch::Tensor& future_selected,
+                                       const TftStaticContext& ctx) {
+  const int64_t t = past_selected.size(1), k = future_selected.size(1);
+  const int64_t layers = options.lstm_layers();
+  // The LSTM encoder seeded with (c_h, c_c) and the decoder seeded with the encoder's final
+  // state.
+  auto state0 = std::make_tuple(ctx.hidden.unsqueeze(0).repeat({layers, 1, 1}),
+                                ctx.cell.unsqueeze(0).repeat({layers, 1, 1}));
+  auto [enc_out, enc_state] = encoder->forward(past_selected, state0);
+  auto dec_out = std::get<0>(decoder->forward(future_selected, enc_state));
 
   // Gated skip over the LSTMs, static enrichment.
   const auto phi = lstm_gate->forward(torch::cat({enc_out, dec_out}, 1),
-                                      torch::cat({past_sel.output, future_sel.output}, 1));
-  const auto theta = enrichment->forward(phi, c_e);  // [B, T+K, H]
+                                      torch::cat({past_selected, future_selected}, 1));
+  const auto theta = enrichment->forward(phi, ctx.enrichment);  // [B, T+K, H]
   const auto theta_dec = theta.narrow(1, t, k);
 
   // Decoder steps attend to the whole window and to decoder steps up to and including their own.
@@ -542,9 +570,82 @@ TftOutput TftNetImpl::forward_with_details(const torch::Tensor& past_in,
   TftOutput r;
   r.prediction = output->forward(out);  // [B, K, Q]
   r.attention = att.weights;
-  r.past_weights = past_sel.weights;
-  r.future_weights = future_sel.weights;
   return r;
+}
+
+// ---- per-instrument streaming ----------------------------------------------------------------
+
+TftStream::TftStream(TftNet net, int64_t window) : net_(std::move(net)) {
+  FOXHUNT_CHECK(!net_.is_empty(), "tft", "stream: expected a network, got an empty holder");
+  FOXHUNT_CHECK(window >= 0, "tft", "stream: expected window >= 0 (0 = the options' window), got ",
+                window);
+  window_ = window > 0 ? window : net_->options.window();
+  allocate();
+}
+
+void TftStream::allocate() {
+  c10::InferenceMode guard;
+  const auto& o = net_->options;
+  buf_ = torch::zeros({2 * window_, o.past_features() + o.hidden()},
+                      net_->output->weight.options().requires_grad(false));
+  bars_ = 0;
+  static_id_ = -1;  // forces refresh() on the next push
+}
+
+void TftStream::reset() {
+  allocate();
+}
+
+// Static contexts, VSN foldings and the cached VSN outputs of the window for the current
+// weights and `static_id`.
+void TftStream::refresh(int64_t static_id) {
+  const auto opts = net_->output->weight.options();
+  if (buf_.device() != opts.device() || buf_.scalar_type() != opts.dtype()) {
+    buf_ = buf_.to(opts.device(), opts.dtype().toScalarType());
+  }
+  stamp_ = ParameterStamp(*net_);
+  past_folding_ = net_->past_vsn->fold();
+  future_folding_ = net_->future_vsn->fold();
+  ctx_ = net_->static_context(torch::full({1}, static_id, opts.dtype(torch::kLong)));
+  static_id_ = static_id;
+  const int64_t n = filled(), W = window_, P = net_->options.past_features();
+  if (n == 0) return;
+  const int64_t first = bars_ - n;
+  auto raw = buf_.narrow(0, first % W, n).narrow(1, 0, P).unsqueeze(0);
+  auto sel = net_->past_vsn->forward(raw, ctx_.selection, past_folding_).output.squeeze(0);
+  auto slots = torch::arange(first, bars_, opts.dtype(torch::kLong)) % W;
+  auto both = torch::cat({slots, slots + W});
+  buf_.narrow(1, P, sel.size(1)).index_copy_(0, both, torch::cat({sel, sel}));
+}
+
+torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& future,
+                              int64_t static_id) {
+  FOXHUNT_CHECK(!net_->is_training(), "tft",
+                "stream: expected the network in eval mode (dropout off); call net->eval() first");
+  c10::InferenceMode guard;
+  const auto& o = net_->options;
+  const auto& w = net_->output->weight;
+  check_float_input("tft", "stream past", past_t, {o.past_features()}, w.device());
+  check_float_input("tft", "stream future", future, {o.horizon(), o.future_features()}, w.device());
+  FOXHUNT_CHECK(static_id >= 0 && static_id < o.static_categories(), "tft",
+                "stream static_id: expected a value in [0, ", o.static_categories(), "), got ",
+                static_id);
+  if (static_id != static_id_ || stamp_.changed()) refresh(static_id);
+
+  const int64_t W = window_, P = o.past_features(), H = o.hidden(), slot = bars_ % W;
+  const auto dtype = w.scalar_type();
+  auto raw = past_t.to(dtype).view({1, P});
+  auto sel = net_->past_vsn->forward(raw.view({1, 1, P}), ctx_.selection, past_folding_).output;
+  auto row = torch::cat({raw, sel.view({1, H})}, 1);
+  buf_.view({2, W, P + H}).select(1, slot).copy_(row.expand({2, P + H}));
+  ++bars_;
+
+  const int64_t n = filled();
+  auto past_selected = buf_.narrow(0, (bars_ - n) % W, n).narrow(1, P, H).unsqueeze(0);
+  auto future_selected =
+      net_->future_vsn->forward(future.to(dtype).unsqueeze(0), ctx_.selection, future_folding_)
+          .output;
+  return net_->forward_selected(past_selected, future_selected, ctx_).prediction.squeeze(0);
 }
 
 // ---- registry adapter -------------------------------------------------------------------------
