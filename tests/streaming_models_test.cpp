@@ -114,6 +114,12 @@ TEST_F(Mamba2StreamTest, CustomWindowAndFloat64AreExact) {
     ASSERT_LT(max_abs_diff(stream.push(bars[t]), mamba2_reference(net, bars, t, 20)), 1e-10) << t;
 }
 
+TEST_F(Mamba2StreamTest, WindowShorterThanTheConvolution) {
+  Mamba2Net net(small());
+  net->eval();
+  EXPECT_LT(mamba2_stream_error(net, random_bars(20, 5, 14), 2), 1e-5);
+}
+
 TEST_F(Mamba2StreamTest, StreamsArePerInstrument) {
   Mamba2Net net(small());
   net->eval();
@@ -171,7 +177,7 @@ TEST_F(Mamba2StreamTest, RejectsBadInputs) {
   bad[2] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_NE(input_error([&] { stream.push(bad); }).find("finite"), std::string::npos);
   EXPECT_EQ(stream.bars(), 0);  // rejected bars are not appended
-  EXPECT_NE(input_error([&] { Mamba2Stream(net, 3); }).find("d_conv"), std::string::npos);
+  EXPECT_NE(input_error([&] { Mamba2Stream(net, -1); }).find("window"), std::string::npos);
   net->train();
   EXPECT_NE(input_error([&] { stream.push(torch::randn({5})); }).find("eval"), std::string::npos);
 }
@@ -210,7 +216,7 @@ TftBars random_tft_bars(const TftOptions& o, int64_t T, uint64_t seed,
 
 torch::Tensor tft_reference(TftNet& net, const TftBars& b, int64_t t, int64_t window, int64_t id) {
   const int64_t start = std::max<int64_t>(0, t - window + 1);
-  auto sid = torch::full({1}, id, torch::kLong);
+  auto sid = torch::full({1}, id, torch::TensorOptions(torch::kLong).device(b.past.device()));
   return net
       ->forward(b.past.narrow(0, start, t - start + 1).unsqueeze(0), b.future[t].unsqueeze(0), sid)
       .squeeze(0);
@@ -303,6 +309,26 @@ TEST_F(TftStreamTest, RejectsBadInputsAndTrainMode) {
   EXPECT_EQ(stream.bars(), 0);
   net->train();
   EXPECT_NE(input_error([&] { stream.push(past, future, 0); }).find("eval"), std::string::npos);
+}
+
+// ---- on the GPU: the same contract (run only where one is present, see tests/main.cpp) ---------
+
+TEST_F(Mamba2StreamTest, MatchesWindowForward_CUDA) {
+  Mamba2Net net(small());
+  net->to(torch::kCUDA);
+  net->eval();
+  auto bars = random_bars(40, 5, 31).to(torch::kCUDA);
+  EXPECT_LT(mamba2_stream_error(net, bars), 1e-5);
+}
+
+TEST_F(TftStreamTest, MatchesWindowForward_CUDA) {
+  TftNet net(small());
+  net->to(torch::kCUDA);
+  net->eval();
+  auto b = random_tft_bars(small(), 40, 32);
+  b.past = b.past.to(torch::kCUDA);
+  b.future = b.future.to(torch::kCUDA);
+  EXPECT_LT(tft_stream_error(net, b, 2), 1e-5);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "foxhunt/models/model.h"
-#include "foxhunt/models/param_stamp.h"
+#include "foxhunt/models/streaming.h"
 
 namespace foxhunt::models {
 
@@ -228,33 +228,34 @@ TORCH_MODULE(Mamba2Net);
 /// Streaming forecasts for one instrument: `push` takes one new bar and returns what
 /// `net->forward` computes for the last `window` bars (fewer during warm-up: all bars so far).
 ///
-/// Why the state is rebuilt, not carried: the model is trained on fixed windows that start from
-/// a zero state, with the convolution zero-padded at the window start. A state carried from the
-/// beginning of history (`prefill` + `step`) forecasts with unlimited memory, which is not what
-/// the model computes for the window. The window start moves on every bar, which changes every
-/// state of layer 1 in the window and hence every input of layer 2, so no exact O(1) update
-/// exists; rebuilding with `step` would cost window x layers sequential steps (thousands of tiny
-/// ops, slower than `forward`).
+/// Why the window is rebuilt, not carried: the model is trained on fixed windows that start
+/// from a zero state, with the convolution zero-padded at the window start. A state carried from
+/// the beginning of history (`prefill` + `step`) forecasts with unlimited memory, which is not
+/// what the model computes for the window. The window start moves on every bar, which changes
+/// every scan state of layer 1 in the window and hence every input of layer 2, so no exact O(1)
+/// update exists. Rebuilding with `step` would cost window x layers sequential steps (thousands
+/// of tiny ops, slower than `forward`), so the window is rebuilt with batched ops instead.
 ///
 /// What is cached (exact, because it is position-wise): for each bar of the window its raw input
-/// row and everything layer 1 computes before the recurrence: embedding, in-projection
-/// (SiLU(z), pre-conv xBC, softplus(dt + dt_bias)) and the causal convolution over the bar's
-/// full history. The convolution outputs of the first d_conv - 1 window positions, which the
-/// window start zero-pads, are recomputed from the cached pre-conv rows. Per new bar the stream
-/// then runs one batched pass over the window: layer 1's scan as one masked (quadratic) SSD
-/// block, every middle layer in full, and the last layer only at the last position (its scan
-/// output there is one weighted sum over the window). The result equals `forward` to rounding
-/// (about 1e-6 relative in fp32).
+/// row and everything layer 1 computes before the convolution: the embedding (layer 1's
+/// residual input) and its in-projection (SiLU(z), pre-conv xBC, softplus(dt + dt_bias)). Per
+/// new bar the stream computes that row, then one batched pass over the window: layer 1's
+/// convolution (zero-padded at the window start) and its scan as one masked quadratic SSD block
+/// at every position, every middle layer in full, and the last layer only at the last position
+/// (its scan output there is a single decay-weighted sum over the window). Derived weights
+/// (transposes, -exp(A_log), RMSNorm weights folded into the next projection) are prepared once.
+/// The result equals `forward` to rounding (below 1e-6 absolute in fp32 in the tests).
 ///
-/// The per-bar cache holds values computed with the weights at the time the bar arrived; when
-/// the module's parameters change (optimizer step, checkpoint load, device or dtype move) the
-/// next `push` notices it (`ParameterStamp`) and recomputes the cache from the raw rows.
-/// Each stream owns its buffers, so several streams (instruments) can share one network.
-/// `push` runs under `c10::InferenceMode`; the returned tensor is an inference tensor.
+/// The cache holds values computed with the weights at the time each bar arrived; when the
+/// module's parameters change (optimizer step, checkpoint load, device or dtype move) the next
+/// `push` notices it (`ParameterStamp`) and recomputes the derived weights and the cache from
+/// the raw rows. Each stream owns its buffers, so several streams (instruments) can share one
+/// network. `push` runs under `c10::InferenceMode`; the returned tensor is an inference tensor.
 class Mamba2Stream {
  public:
   /// A stream over `net` (shared, not copied) forecasting from the last `window` bars;
-  /// `window` 0 means `net->options.window()`. Throws InputError unless window >= d_conv.
+  /// `window` 0 means `net->options.window()` (any length >= 1 works: `forward` accepts any).
+  /// Throws InputError for a negative window.
   explicit Mamba2Stream(Mamba2Net net, int64_t window = 0);
   /// Appends bar `x_t` [input_dim] (finite, the module's dtype and device) and returns the
   /// forecast [horizon, Q] equal to `net->forward` over the last min(bars(), window()) bars at
@@ -272,9 +273,20 @@ class Mamba2Stream {
   const Mamba2Net& net() const { return net_; }
 
  private:
+  /// Weights of one layer in the form the stream uses (refreshed when the parameters change).
+  struct LayerWeights {
+    torch::Tensor in_t;               ///< [D, 2 di + C + H] in_proj^T, pre-norm weight folded in
+    std::vector<torch::Tensor> taps;  ///< d_conv x [C] conv taps, oldest first
+    torch::Tensor conv_b;             ///< [C]
+    torch::Tensor dt_bias;            ///< [H]
+    torch::Tensor A;                  ///< [H] -exp(A_log)
+    torch::Tensor D;                  ///< [H, 1]
+    torch::Tensor out_t;              ///< [di, D] out_proj^T, gated-norm weight folded in
+  };
+
   void allocate();
-  void check_bar(const torch::Tensor& x_t) const;
-  torch::Tensor bar_rows(const torch::Tensor& x, const torch::Tensor& prev_pre);
+  void prepare();
+  torch::Tensor bar_rows(const torch::Tensor& x);
   void rebuild_cache();
 
   Mamba2Net net_;
@@ -284,7 +296,10 @@ class Mamba2Stream {
   // [2 * window, width]: bar b lives in rows b % window and b % window + window, so the last n
   // bars are always one contiguous block of rows.
   torch::Tensor buf_;
-  torch::Tensor strict_lower_, upper_, strict_upper_;  // [window, window] masks (bool, bool, dtype)
+  torch::Tensor not_lower_, upper_, strict_upper_;  // [window, window] masks (bool, bool, dtype)
+  std::vector<LayerWeights> layers_;
+  torch::Tensor embed_t_, embed_b_;  // [input_dim, D], [D]
+  torch::Tensor head_t_, head_b_;    // [D, horizon * Q] (final norm weight folded in), [h * Q]
   ParameterStamp stamp_;
 };
 

@@ -21,11 +21,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "foxhunt/models/model.h"
-#include "foxhunt/models/param_stamp.h"
+#include "foxhunt/models/streaming.h"
 
 namespace foxhunt::models {
 
@@ -359,9 +360,13 @@ TORCH_MODULE(TftNet);
 /// computed once, when the bar arrives, and kept in a ring buffer with the bar's raw row. The
 /// VSN's input-independent folded weights (`VsnFolding`) are computed once too. Per new bar the
 /// stream runs the VSN on that bar and on the horizon's known-future rows, then the stages that
-/// depend on the window start (`TftNetImpl::forward_selected`: encoder LSTM from (c_h, c_c) at
-/// the window start, decoder, gated skip, enrichment, attention over the window, output layers).
-/// The result equals `forward` to rounding (about 1e-6 in fp32).
+/// depend on the window start (those of `TftNetImpl::forward_selected`: encoder LSTM from
+/// (c_h, c_c) at the window start, decoder, gated skip, enrichment, attention over the window,
+/// output layers), written for batch 1 as 2-D ops on pre-transposed weights: the static
+/// contexts' GRN terms are folded into biases per static id, the attention scale into the
+/// query weights, and the head average is taken over the weights before the shared value
+/// projection (exact: the value projection is shared by all heads). The result equals `forward`
+/// to rounding (below 1e-6 absolute in fp32 in the tests).
 ///
 /// The cache is recomputed from the raw rows when static_id changes or when the module's
 /// parameters change (`ParameterStamp`: optimizer steps, checkpoint loads, device or dtype
@@ -401,6 +406,8 @@ class TftStream {
   torch::Tensor buf_;
   TftStaticContext ctx_;
   VsnFolding past_folding_, future_folding_;
+  struct Prepared;  // transposed weights, per-id biases, masks (tft.cpp)
+  std::shared_ptr<Prepared> prepared_;
   ParameterStamp stamp_;
 };
 

@@ -1,10 +1,13 @@
 #pragma once
-/// \file param_stamp.h
-/// A cheap fingerprint of a module's weights, for caches that hold values computed from them.
+/// \file streaming.h
+/// Support shared by the per-instrument streams (Mamba2Stream, TftStream): a cheap fingerprint
+/// of a module's weights for caches that hold values computed from them, and a per-bar input
+/// check without the tensor-op overhead of the batch validation.
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace foxhunt::models {
@@ -28,5 +31,13 @@ class ParameterStamp {
   std::vector<const void*> data_;       // data pointer of each at stamp time
   std::vector<int64_t> versions_;       // version counter of each at stamp time
 };
+
+/// Throws InputError unless `t` is defined, has `expected_sizes` (-1 = any), lies on `device`,
+/// has a floating dtype and only finite values: the same contract and messages as
+/// `check_float_input`, with the finite scan done in place for contiguous CPU tensors (one bar's
+/// row is checked without launching tensor ops).
+void check_stream_input(const std::string& component, const std::string& name,
+                        const torch::Tensor& t, const std::vector<int64_t>& expected_sizes,
+                        const torch::Device& device);
 
 }  // namespace foxhunt::models
