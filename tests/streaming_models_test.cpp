@@ -238,6 +238,29 @@ double tft_stream_error(TftNet& net, const TftBars& b, int64_t id, int64_t windo
   return worst;
 }
 
+TEST_F(TftStreamTest, VsnForwardRowsMatchesForward) {
+  // The stream's batch-1 VSN: many variables with a skip projection, E == H (identity skip),
+  // E == 1 (the selection skip is the flattened embedding), a single variable, with and without
+  // a context.
+  struct Case {
+    int64_t v, e, h, ctx;
+  };
+  for (const auto& c : {Case{7, 3, 8, 8}, Case{5, 8, 8, 8}, Case{4, 1, 6, 0}, Case{1, 3, 8, 8}}) {
+    VariableSelectionNetwork vsn(VariableSelectionNetworkOptions(c.v, c.e, c.h).context(c.ctx));
+    vsn->eval();
+    torch::NoGradGuard ng;
+    auto x = torch::randn({1, 6, c.v});
+    auto ctx = c.ctx > 0 ? torch::randn({1, c.ctx}) : torch::Tensor();
+    auto ref = vsn->forward(x, ctx).output.squeeze(0);
+    auto f = vsn->fold();
+    auto bias = vsn->selection_bias(f, ctx);
+    EXPECT_LT(max_abs_diff(vsn->forward_rows(x[0], bias, f), ref), 1e-6) << c.v << " " << c.e;
+    EXPECT_LT(max_abs_diff(vsn->forward_rows(x[0].narrow(0, 2, 1), bias, f), ref.narrow(0, 2, 1)),
+              1e-6)
+        << c.v << " " << c.e;
+  }
+}
+
 TEST_F(TftStreamTest, MatchesWindowForwardSmall) {
   TftNet net(small());
   net->eval();

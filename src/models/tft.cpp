@@ -346,7 +346,38 @@ VsnFolding VariableSelectionNetworkImpl::fold() const {
   fold_flat(selection->fc2->weight, selection->fc2->bias, f.sel_fc2, f.sel_fc2_offset);
   if (selection->has_skip_projection())
     fold_flat(selection->skip->weight, selection->skip->bias, f.sel_skip, f.sel_skip_offset);
+  f.sel_fc1_t = selection->fc1->weight.t().contiguous();
+  f.sel_glu_t = selection->gate_norm->glu->fc->weight.t().contiguous();
   return f;
+}
+
+torch::Tensor VariableSelectionNetworkImpl::selection_bias(const VsnFolding& f,
+                                                           const torch::Tensor& c) const {
+  if (options.variables() == 1) return {};
+  if (!c.defined() || selection->context.is_empty()) return f.sel_fc2_offset;
+  return torch::addmm(f.sel_fc2_offset, c, selection->context->weight.t()).squeeze(0);
+}
+
+torch::Tensor VariableSelectionNetworkImpl::forward_rows(const torch::Tensor& x,
+                                                         const torch::Tensor& sel_bias,
+                                                         const VsnFolding& f) {
+  const int64_t n = x.size(0), v = options.variables(), h = options.hidden();
+  const auto xv = n == 1 ? x.reshape({v, 1, 1}) : x.t().contiguous().unsqueeze(-1);  // [V, N, 1]
+  const auto y = variable_grns(xv, f);                                               // [V, N, H]
+  if (v == 1) return y.squeeze(0);
+  // Selection weights: the GRN of forward_projected on rows, context folded into the bias.
+  const auto& sel = *selection;
+  const auto& glu = *sel.gate_norm->glu;
+  const auto& ln = *sel.gate_norm->norm;
+  auto hid = torch::elu(torch::addmm(sel_bias, x, f.sel_fc2));
+  hid = torch::addmm(sel.fc1->bias, hid, f.sel_fc1_t);
+  auto g = torch::addmm(glu.fc->bias, hid, f.sel_glu_t);  // [N, 2V]
+  auto skip = f.sel_skip.defined() ? torch::addmm(f.sel_skip_offset, x, f.sel_skip)
+                                   : embed(x).reshape({n, v * options.embedding()});
+  auto s = torch::addcmul(skip, g.narrow(1, 0, v), torch::sigmoid(g.narrow(1, v, v)));
+  auto w = torch::softmax(torch::layer_norm(s, {v}, ln.weight, ln.bias, ln.options.eps()), -1);
+  if (n == 1) return torch::mm(w, y.view({v, h}));                  // [1, H]
+  return torch::bmm(w.unsqueeze(1), y.transpose(0, 1)).squeeze(1);  // [N, H]
 }
 
 VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const torch::Tensor& c) {
@@ -638,9 +669,10 @@ torch::Tensor apply(const Grn& g, const torch::Tensor& a, const torch::Tensor& f
 struct TftStream::Prepared {
   Gan lstm_gate, attention_gate, output_gate;
   Grn enrichment, positionwise;
-  Lin query, key, value, out, output;  // query (weights and bias) scaled by 1 / sqrt(d_k)
+  Lin query, key, value, out, output;  // query scaled by 1 / sqrt(d_k), value by 1 / heads
   // Per static id:
-  torch::Tensor enrichment_bias;                // fc2 bias + W3 c_e
+  torch::Tensor past_selection_bias, future_selection_bias;  // VSN selection fc2 bias + W3 c_s
+  torch::Tensor enrichment_bias;                             // fc2 bias + W3 c_e
   std::tuple<torch::Tensor, torch::Tensor> h0;  // (c_h, c_c) repeated over the LSTM layers
   torch::Tensor mask;                           // [horizon, window + horizon] causal mask
 };
@@ -689,9 +721,11 @@ void TftStream::refresh(int64_t static_id) {
   const auto& att = net_->attention;
   p->query = lin_of(att->query, 1.0 / std::sqrt(static_cast<double>(att->d_k)));
   p->key = lin_of(att->key);
-  p->value = lin_of(att->value);
+  p->value = lin_of(att->value, 1.0 / static_cast<double>(att->heads));  // the head average
   p->out = lin_of(att->out);
   p->output = lin_of(net_->output);
+  p->past_selection_bias = net_->past_vsn->selection_bias(past_folding_, ctx_.selection);
+  p->future_selection_bias = net_->future_vsn->selection_bias(future_folding_, ctx_.selection);
   p->enrichment_bias =
       torch::addmm(p->enrichment.fc2.b, ctx_.enrichment, p->enrichment.context_wt).squeeze(0);
   const int64_t layers = o.lstm_layers();
@@ -703,8 +737,8 @@ void TftStream::refresh(int64_t static_id) {
   const int64_t n = filled(), W = window_, P = o.past_features();
   if (n == 0) return;
   const int64_t first = bars_ - n;
-  auto raw = buf_.narrow(0, first % W, n).narrow(1, 0, P).unsqueeze(0);
-  auto sel = net_->past_vsn->forward(raw, ctx_.selection, past_folding_).output.squeeze(0);
+  auto raw = buf_.narrow(0, first % W, n).narrow(1, 0, P);
+  auto sel = net_->past_vsn->forward_rows(raw, prepared_->past_selection_bias, past_folding_);
   auto slots = torch::arange(first, bars_, opts.dtype(torch::kLong)) % W;
   auto both = torch::cat({slots, slots + W});
   buf_.narrow(1, P, sel.size(1)).index_copy_(0, both, torch::cat({sel, sel}));
@@ -729,23 +763,20 @@ torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& 
   const int64_t W = window_, P = o.past_features(), H = o.hidden(), K = o.horizon();
   const int64_t slot = bars_ % W;
   const auto dtype = w.scalar_type();
-  auto raw = past_t.to(dtype).view({1, P});
-  auto sel = net_->past_vsn->forward(raw.view({1, 1, P}), ctx_.selection, past_folding_).output;
-  buf_.view({2, W, P + H})
-      .select(1, slot)
-      .copy_(torch::cat({raw, sel.view({1, H})}, 1).expand({2, P + H}));
+  auto raw = past_t.to(dtype).reshape({1, P});
+  auto sel = net_->past_vsn->forward_rows(raw, p.past_selection_bias, past_folding_);  // [1, H]
+  buf_.view({2, W, P + H}).select(1, slot).copy_(torch::cat({raw, sel}, 1).expand({2, P + H}));
   ++bars_;
 
   // The window-dependent stages of forward_selected at batch 1, on rows [positions, H].
   const int64_t n = filled(), L = n + K;
   auto past_sel = buf_.narrow(0, (bars_ - n) % W, n).narrow(1, P, H);
   auto future_sel =
-      net_->future_vsn->forward(future.to(dtype).unsqueeze(0), ctx_.selection, future_folding_)
-          .output;
+      net_->future_vsn->forward_rows(future.to(dtype), p.future_selection_bias, future_folding_);
   auto [enc_out, enc_state] = net_->encoder->forward(past_sel.unsqueeze(0), p.h0);
-  auto dec_out = std::get<0>(net_->decoder->forward(future_sel, enc_state));
+  auto dec_out = std::get<0>(net_->decoder->forward(future_sel.unsqueeze(0), enc_state));
   auto phi = apply(p.lstm_gate, torch::cat({enc_out.squeeze(0), dec_out.squeeze(0)}, 0),
-                   torch::cat({past_sel, future_sel.squeeze(0)}, 0));  // [L, H]
+                   torch::cat({past_sel, future_sel}, 0));  // [L, H]
   auto theta = apply(p.enrichment, phi, p.enrichment_bias);
   auto theta_dec = theta.narrow(0, n, K);
 
@@ -756,7 +787,8 @@ torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& 
   auto scores = torch::bmm(q, k);                                           // [h, K, L]
   scores.masked_fill_(n == W ? p.mask : tft_causal_mask(n, K, scores.device()),
                       -std::numeric_limits<double>::infinity());
-  auto att = torch::mm(torch::softmax(scores, -1).mean(0), apply(p.value, theta));  // [K, dk]
+  // mean over heads of w_h v = (sum_h w_h) (v / heads); the 1 / heads is in p.value.
+  auto att = torch::mm(torch::softmax(scores, -1).sum(0), apply(p.value, theta));  // [K, dk]
   auto delta = apply(p.attention_gate, apply(p.out, att), theta_dec);
   auto psi = apply(p.positionwise, delta, p.positionwise.fc2.b);
   return apply(p.output, apply(p.output_gate, psi, phi.narrow(0, n, K)));  // [K, Q]

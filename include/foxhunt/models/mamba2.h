@@ -6,7 +6,9 @@
 /// blocks, applies a final RMSNorm and a quantile head at the last position:
 /// x [batch, seq_len, input_dim] -> [batch, horizon, Q].
 /// The state-space scan is the chunked SSD algorithm (`ssd_chunked`); `ssd_sequential` is the
-/// plain recurrence it must match. A streaming path (`prefill` + `step`) advances one bar in O(1).
+/// plain recurrence it must match. A streaming path (`prefill` + `step`) advances one bar in O(1)
+/// with a state carried over the whole history; `Mamba2Stream` gives per bar exactly what
+/// `forward` computes on that bar's window.
 /// The math follows docs/MODELS.md ("Mamba-2").
 
 #include <torch/torch.h>

@@ -188,6 +188,7 @@ struct VsnFolding {
   torch::Tensor skip_slope, skip_offset;    ///< [V, 1, H] per-variable GRN skip of the embedding
   torch::Tensor sel_fc2, sel_fc2_offset;    ///< [V, H], [H] selection GRN fc2 (undefined if V == 1)
   torch::Tensor sel_skip, sel_skip_offset;  ///< [V, V], [V] selection GRN skip (if projected)
+  torch::Tensor sel_fc1_t, sel_glu_t;  ///< selection GRN fc1 and GLU weights transposed, for addmm
 };
 
 /// Variable selection network for V real-valued variables. Each variable v is embedded with its
@@ -215,6 +216,14 @@ class VariableSelectionNetworkImpl : public torch::nn::Cloneable<VariableSelecti
                     const VsnFolding& folding);
   /// The folded embedding layers of the current weights (what `forward` computes first).
   VsnFolding fold() const;
+  /// The selection GRN's fc2 bias with its context term for one sample's context `c`
+  /// [1, context] (or undefined: none) added: [hidden]. For `forward_rows`.
+  torch::Tensor selection_bias(const VsnFolding& folding, const torch::Tensor& c) const;
+  /// Inference on the rows of one sample, no dropout and no selection weights returned (the
+  /// streaming path): `x` [N, V] -> output [N, hidden], equal to `forward(x[None], c).output[0]`
+  /// when `selection_bias` comes from `selection_bias(folding, c)`. No input validation.
+  torch::Tensor forward_rows(const torch::Tensor& x, const torch::Tensor& selection_bias,
+                             const VsnFolding& folding);
   /// The per-variable embeddings [batch, time, V, E] (what the selection GRN sees, flattened).
   torch::Tensor embed(const torch::Tensor& x) const;
   /// Inner width of each per-variable GRN: min(E, H).
@@ -364,9 +373,9 @@ TORCH_MODULE(TftNet);
 /// (c_h, c_c) at the window start, decoder, gated skip, enrichment, attention over the window,
 /// output layers), written for batch 1 as 2-D ops on pre-transposed weights: the static
 /// contexts' GRN terms are folded into biases per static id, the attention scale into the
-/// query weights, and the head average is taken over the weights before the shared value
-/// projection (exact: the value projection is shared by all heads). The result equals `forward`
-/// to rounding (below 1e-6 absolute in fp32 in the tests).
+/// query weights, and the head average is taken over the attention weights before the shared
+/// value projection (exact algebra: the value projection is shared by all heads). The result equals
+/// `forward` to rounding (below 1e-6 absolute in fp32 in the tests).
 ///
 /// The cache is recomputed from the raw rows when static_id changes or when the module's
 /// parameters change (`ParameterStamp`: optimizer steps, checkpoint loads, device or dtype
