@@ -68,6 +68,7 @@ double mamba2_stream_error(Mamba2Net& net, const torch::Tensor& bars, int64_t wi
     auto y = stream.push(bars[t]);
     auto ref = mamba2_reference(net, bars, t, stream.window());
     EXPECT_EQ(y.sizes().vec(), ref.sizes().vec());
+    EXPECT_TRUE(y.is_inference());  // push runs under InferenceMode
     const double e = max_abs_diff(y, ref);
     EXPECT_LT(e, 1e-5) << "bar " << t;
     worst = std::max(worst, e);
@@ -230,6 +231,7 @@ double tft_stream_error(TftNet& net, const TftBars& b, int64_t id, int64_t windo
     auto y = stream.push(b.past[t], b.future[t], id);
     auto ref = tft_reference(net, b, t, stream.window(), id);
     EXPECT_EQ(y.sizes().vec(), ref.sizes().vec());
+    EXPECT_TRUE(y.is_inference());  // push runs under InferenceMode
     const double e = max_abs_diff(y, ref);
     EXPECT_LT(e, 1e-5) << "bar " << t;
     worst = std::max(worst, e);
