@@ -1,9 +1,12 @@
 // Forward latency of each registered model at batch 1 and batch 64 under inference mode (CPU,
-// default thread count). Run: ./build/models_bench [--benchmark_filter=tft]
+// default thread count), and the per-bar cost of the streaming sequence models against the
+// full-window forward they reproduce. Run: ./build/models_bench [--benchmark_filter=stream]
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/tft.h"
 
 #include "bench_main.h"
 
@@ -24,6 +27,97 @@ void BM_Forward(benchmark::State& state, const std::string& name) {
   state.counters["threads"] = torch::get_num_threads();
 }
 
+// ---- streaming: one new bar vs the full window (batch 1, default options) ---------------------
+
+namespace fm = foxhunt::models;
+
+// Rows of random bars, split up front so the timed loop does no indexing.
+std::vector<torch::Tensor> bar_rows(int64_t n, int64_t dim) {
+  return torch::randn({n, dim}).unbind(0);
+}
+
+// Mamba2Stream::push on a warmed-up window (the cost of one new bar).
+void BM_Mamba2StreamPush(benchmark::State& state) {
+  fm::Mamba2Net net(fm::Mamba2Options{});
+  net->eval();
+  fm::Mamba2Stream stream(net);
+  const auto rows = bar_rows(256, net->options.input_dim());
+  size_t t = 0;
+  for (; t < 2 * static_cast<size_t>(stream.window()); ++t) stream.push(rows[t % rows.size()]);
+  for (auto _ : state) {
+    auto y = stream.push(rows[t++ % rows.size()]);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.counters["window"] = static_cast<double>(stream.window());
+  state.counters["threads"] = torch::get_num_threads();
+}
+
+// What the stream replaces: forward over the bar's whole window.
+void BM_Mamba2WindowForward(benchmark::State& state) {
+  fm::Mamba2Net net(fm::Mamba2Options{});
+  net->eval();
+  auto x = torch::randn({1, net->options.window(), net->options.input_dim()});
+  c10::InferenceMode guard;
+  for (int i = 0; i < 3; ++i) net->forward(x);
+  for (auto _ : state) {
+    auto y = net->forward(x);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.counters["threads"] = torch::get_num_threads();
+}
+
+// For scale: the O(1) recurrent step with a state carried from the start of history (not equal
+// to the window forward; see Mamba2Stream).
+void BM_Mamba2CarriedStep(benchmark::State& state) {
+  fm::Mamba2Net net(fm::Mamba2Options{});
+  net->eval();
+  c10::InferenceMode guard;
+  auto st = net->zero_state(1);
+  const auto rows = bar_rows(256, net->options.input_dim());
+  size_t t = 0;
+  for (; t < 8; ++t) net->step(st, rows[t].unsqueeze(0));
+  for (auto _ : state) {
+    auto y = net->step(st, rows[t++ % rows.size()].unsqueeze(0));
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+}
+
+// TftStream::push on a warmed-up window: one bar's past VSN, the horizon's future VSN, and the
+// window-dependent stages (LSTMs, attention, output layers).
+void BM_TftStreamPush(benchmark::State& state) {
+  const fm::TftOptions o;
+  fm::TftNet net(o);
+  net->eval();
+  fm::TftStream stream(net);
+  const auto rows = bar_rows(256, o.past_features());
+  const auto future = torch::randn({o.horizon(), o.future_features()});
+  size_t t = 0;
+  for (; t < 2 * static_cast<size_t>(stream.window()); ++t)
+    stream.push(rows[t % rows.size()], future, 3);
+  for (auto _ : state) {
+    auto y = stream.push(rows[t++ % rows.size()], future, 3);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.counters["window"] = static_cast<double>(stream.window());
+  state.counters["threads"] = torch::get_num_threads();
+}
+
+void BM_TftWindowForward(benchmark::State& state) {
+  const fm::TftOptions o;
+  fm::TftNet net(o);
+  net->eval();
+  auto past = torch::randn({1, o.window(), o.past_features()});
+  auto future = torch::randn({1, o.horizon(), o.future_features()});
+  auto id = torch::full({1}, 3, torch::kLong);
+  c10::InferenceMode guard;
+  for (int i = 0; i < 3; ++i) net->forward(past, future, id);
+  for (auto _ : state) {
+    auto y = net->forward(past, future, id);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.counters["threads"] = torch::get_num_threads();
+}
+
 // Forward without input validation cost isolated: the same path, validation is part of serving.
 int register_all() {
   for (const auto& name : foxhunt::models::model_names()) {
@@ -32,6 +126,15 @@ int register_all() {
         ->Arg(64)
         ->Unit(benchmark::kMicrosecond);
   }
+  benchmark::RegisterBenchmark("stream/mamba2/push", BM_Mamba2StreamPush)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("stream/mamba2/window_forward", BM_Mamba2WindowForward)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("stream/mamba2/carried_step", BM_Mamba2CarriedStep)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("stream/tft/push", BM_TftStreamPush)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("stream/tft/window_forward", BM_TftWindowForward)
+      ->Unit(benchmark::kMicrosecond);
   return 0;
 }
 

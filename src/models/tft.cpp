@@ -286,7 +286,7 @@ torch::Tensor VariableSelectionNetworkImpl::embed(const torch::Tensor& x) const 
 }
 
 torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& xv,
-                                                          const FoldedInput& in) {
+                                                          const VsnFolding& in) {
   const int64_t h = options.hidden();
   // Contiguous operands throughout: elementwise kernels on strided views are several times slower.
   auto hid = torch::elu(torch::addcmul(in.fc2_offset, xv, in.fc2_slope));  // eta2 [V, N, Hi]
@@ -299,26 +299,78 @@ torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& x
   return torch::addcmul(norm_bias.unsqueeze(1), y, norm_weight.unsqueeze(1));  // [V, N, H]
 }
 
+VsnFolding VariableSelectionNetworkImpl::fold() const {
+  const int64_t v = options.variables(), e = options.embedding();
+  const auto we = emb_weight.squeeze(1);  // [V, E]
+  // fc2 and the skip projection of each variable's embedding as affine maps of the raw value
+  // (see the header): fc2(embed(x)) = x (w_e W2) + (b_e W2 + b2), likewise the skip.
+  VsnFolding f;
+  f.fc2_slope = torch::bmm(emb_weight, fc2_weight);  // [V, 1, Hi]
+  f.fc2_offset = torch::baddbmm(fc2_bias.unsqueeze(1), emb_bias.unsqueeze(1), fc2_weight);
+  if (skip_weight.defined()) {
+    f.skip_slope = torch::bmm(emb_weight, skip_weight);  // [V, 1, H]
+    f.skip_offset = torch::baddbmm(skip_bias.unsqueeze(1), emb_bias.unsqueeze(1), skip_weight);
+  } else {  // E == H: the skip is the embedding itself
+    f.skip_slope = emb_weight;
+    f.skip_offset = emb_bias.unsqueeze(1);
+  }
+  if (v == 1) return f;
+  // Selection logits: GRN(flattened embeddings [N, V*E], c). Its fc2 and skip consume the
+  // embeddings linearly, so fold them too: W (x * w_e + b_e) = x A + W b_e, A[v] = W[:, v] w_e[v].
+  const auto fold_flat = [&](const torch::Tensor& weight, const torch::Tensor& bias,
+                             torch::Tensor& a, torch::Tensor& offset) {
+    auto w3 = weight.view({weight.size(0), v, e});               // [out, V, E]
+    a = torch::einsum("ove,ve->vo", {w3, we});                   // [V, out]
+    offset = torch::einsum("ove,ve->o", {w3, emb_bias}) + bias;  // [out]
+  };
+  fold_flat(selection->fc2->weight, selection->fc2->bias, f.sel_fc2, f.sel_fc2_offset);
+  if (selection->has_skip_projection())
+    fold_flat(selection->skip->weight, selection->skip->bias, f.sel_skip, f.sel_skip_offset);
+  f.sel_fc1_t = selection->fc1->weight.t().contiguous();
+  f.sel_glu_t = selection->gate_norm->glu->fc->weight.t().contiguous();
+  return f;
+}
+
+torch::Tensor VariableSelectionNetworkImpl::selection_bias(const VsnFolding& f,
+                                                           const torch::Tensor& c) const {
+  if (options.variables() == 1) return {};
+  if (!c.defined() || selection->context.is_empty()) return f.sel_fc2_offset;
+  return torch::addmm(f.sel_fc2_offset, c, selection->context->weight.t()).squeeze(0);
+}
+
+torch::Tensor VariableSelectionNetworkImpl::forward_rows(const torch::Tensor& x,
+                                                         const torch::Tensor& sel_bias,
+                                                         const VsnFolding& f) {
+  const int64_t n = x.size(0), v = options.variables(), h = options.hidden();
+  const auto xv = n == 1 ? x.reshape({v, 1, 1}) : x.t().contiguous().unsqueeze(-1);  // [V, N, 1]
+  const auto y = variable_grns(xv, f);                                               // [V, N, H]
+  if (v == 1) return y.squeeze(0);
+  // Selection weights: the GRN of forward_projected on rows, context folded into the bias.
+  const auto& sel = *selection;
+  const auto& glu = *sel.gate_norm->glu;
+  const auto& ln = *sel.gate_norm->norm;
+  auto hid = torch::elu(torch::addmm(sel_bias, x, f.sel_fc2));
+  hid = torch::addmm(sel.fc1->bias, hid, f.sel_fc1_t);
+  auto g = torch::addmm(glu.fc->bias, hid, f.sel_glu_t);  // [N, 2V]
+  auto skip = f.sel_skip.defined() ? torch::addmm(f.sel_skip_offset, x, f.sel_skip)
+                                   : embed(x).reshape({n, v * options.embedding()});
+  auto s = torch::addcmul(skip, g.narrow(1, 0, v), torch::sigmoid(g.narrow(1, v, v)));
+  auto w = torch::softmax(torch::layer_norm(s, {v}, ln.weight, ln.bias, ln.options.eps()), -1);
+  if (n == 1) return torch::mm(w, y.view({v, h}));                  // [1, H]
+  return torch::bmm(w.unsqueeze(1), y.transpose(0, 1)).squeeze(1);  // [N, H]
+}
+
 VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const torch::Tensor& c) {
+  return forward(x, c, fold());
+}
+
+VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const torch::Tensor& c,
+                                                const VsnFolding& folded) {
   const int64_t v = options.variables(), e = options.embedding(), h = options.hidden();
   FOXHUNT_CHECK(x.dim() == 3 && x.size(2) == v, "tft", "vsn: expected input [batch, time, ", v,
                 "], got ", shape_str(x.sizes().vec()));
   const int64_t b = x.size(0), t = x.size(1), n = b * t;
   const auto x2 = x.reshape({n, v});
-  const auto we = emb_weight.squeeze(1);  // [V, E]
-
-  // fc2 and the skip projection of each variable's embedding as affine maps of the raw value
-  // (see the header): fc2(embed(x)) = x (w_e W2) + (b_e W2 + b2), likewise the skip.
-  FoldedInput folded;
-  folded.fc2_slope = torch::bmm(emb_weight, fc2_weight);  // [V, 1, Hi]
-  folded.fc2_offset = torch::baddbmm(fc2_bias.unsqueeze(1), emb_bias.unsqueeze(1), fc2_weight);
-  if (skip_weight.defined()) {
-    folded.skip_slope = torch::bmm(emb_weight, skip_weight);  // [V, 1, H]
-    folded.skip_offset = torch::baddbmm(skip_bias.unsqueeze(1), emb_bias.unsqueeze(1), skip_weight);
-  } else {  // E == H: the skip is the embedding itself
-    folded.skip_slope = emb_weight;
-    folded.skip_offset = emb_bias.unsqueeze(1);
-  }
   const auto xv = x2.t().contiguous().unsqueeze(-1);  // [V, N, 1]
 
   VsnOutput out;
@@ -328,18 +380,10 @@ VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const to
     return out;
   }
 
-  // Selection logits: GRN(flattened embeddings [N, V*E], c). Its fc2 and skip consume the
-  // embeddings linearly, so fold them too: W (x * w_e + b_e) = x A + W b_e, A[v] = W[:, v] w_e[v].
   auto& sel = selection;
-  const auto fold_flat = [&](const torch::Tensor& weight, const torch::Tensor& bias) {
-    auto w3 = weight.view({weight.size(0), v, e});                         // [out, V, E]
-    auto a = torch::einsum("ove,ve->vo", {w3, we});                        // [V, out]
-    auto offset_flat = torch::einsum("ove,ve->o", {w3, emb_bias}) + bias;  // [out]
-    return torch::addmm(offset_flat, x2, a).view({b, t, -1});              // [B, T, out]
-  };
-  auto fc2_a = fold_flat(sel->fc2->weight, sel->fc2->bias);
+  auto fc2_a = torch::addmm(folded.sel_fc2_offset, x2, folded.sel_fc2).view({b, t, -1});
   auto sel_skip = sel->has_skip_projection()
-                      ? fold_flat(sel->skip->weight, sel->skip->bias)
+                      ? torch::addmm(folded.sel_skip_offset, x2, folded.sel_skip).view({b, t, -1})
                       : embed(x).reshape({b, t, v * e});  // E == 1: the embeddings themselves
   out.weights = torch::softmax(sel->forward_projected(fc2_a, sel_skip, c), -1);  // [B, T, V]
 
@@ -483,34 +527,49 @@ torch::Tensor TftNetImpl::forward(const torch::Tensor& past, const torch::Tensor
   return forward_with_details(past, future, static_id).prediction;
 }
 
+TftStaticContext TftNetImpl::static_context(const torch::Tensor& static_id) {
+  const auto s = static_variable->forward(static_embedding->forward(static_id));  // [B, H]
+  TftStaticContext ctx;
+  ctx.selection = static_context_selection->forward(s);
+  ctx.hidden = static_context_hidden->forward(s);
+  ctx.cell = static_context_cell->forward(s);
+  ctx.enrichment = static_context_enrichment->forward(s);
+  return ctx;
+}
+
 TftOutput TftNetImpl::forward_with_details(const torch::Tensor& past_in,
                                            const torch::Tensor& future_in,
                                            const torch::Tensor& static_id) {
   validate_inputs(past_in, future_in, static_id);
   const auto dtype = output->weight.scalar_type();
   const auto past = past_in.to(dtype), future = future_in.to(dtype);
-  const int64_t t = past.size(1), k = future.size(1), layers = options.lstm_layers();
 
-  // Static covariate encoders.
-  const auto s = static_variable->forward(static_embedding->forward(static_id));  // [B, H]
-  const auto c_s = static_context_selection->forward(s);
-  const auto c_h = static_context_hidden->forward(s);
-  const auto c_c = static_context_cell->forward(s);
-  const auto c_e = static_context_enrichment->forward(s);
+  // Static covariate encoders, then variable selection.
+  const auto ctx = static_context(static_id);
+  auto past_sel = past_vsn->forward(past, ctx.selection);
+  auto future_sel = future_vsn->forward(future, ctx.selection);
+  TftOutput r = forward_selected(past_sel.output, future_sel.output, ctx);
+  r.past_weights = past_sel.weights;
+  r.future_weights = future_sel.weights;
+  return r;
+}
 
-  // Variable selection, then the LSTM encoder seeded with (c_h, c_c) and the decoder seeded with
-  // the encoder's final state.
-  auto past_sel = past_vsn->forward(past, c_s);
-  auto future_sel = future_vsn->forward(future, c_s);
-  auto state0 = std::make_tuple(c_h.unsqueeze(0).repeat({layers, 1, 1}),
-                                c_c.unsqueeze(0).repeat({layers, 1, 1}));
-  auto [enc_out, enc_state] = encoder->forward(past_sel.output, state0);
-  auto dec_out = std::get<0>(decoder->forward(future_sel.output, enc_state));
+TftOutput TftNetImpl::forward_selected(const torch::Tensor& past_selected,
+                                       const torch::Tensor& future_selected,
+                                       const TftStaticContext& ctx) {
+  const int64_t t = past_selected.size(1), k = future_selected.size(1);
+  const int64_t layers = options.lstm_layers();
+  // The LSTM encoder seeded with (c_h, c_c) and the decoder seeded with the encoder's final
+  // state.
+  auto state0 = std::make_tuple(ctx.hidden.unsqueeze(0).repeat({layers, 1, 1}),
+                                ctx.cell.unsqueeze(0).repeat({layers, 1, 1}));
+  auto [enc_out, enc_state] = encoder->forward(past_selected, state0);
+  auto dec_out = std::get<0>(decoder->forward(future_selected, enc_state));
 
   // Gated skip over the LSTMs, static enrichment.
   const auto phi = lstm_gate->forward(torch::cat({enc_out, dec_out}, 1),
-                                      torch::cat({past_sel.output, future_sel.output}, 1));
-  const auto theta = enrichment->forward(phi, c_e);  // [B, T+K, H]
+                                      torch::cat({past_selected, future_selected}, 1));
+  const auto theta = enrichment->forward(phi, ctx.enrichment);  // [B, T+K, H]
   const auto theta_dec = theta.narrow(1, t, k);
 
   // Decoder steps attend to the whole window and to decoder steps up to and including their own.
@@ -522,9 +581,197 @@ TftOutput TftNetImpl::forward_with_details(const torch::Tensor& past_in,
   TftOutput r;
   r.prediction = output->forward(out);  // [B, K, Q]
   r.attention = att.weights;
-  r.past_weights = past_sel.weights;
-  r.future_weights = future_sel.weights;
   return r;
+}
+
+// ---- per-instrument streaming ----------------------------------------------------------------
+
+namespace {
+
+// Batch-1 forms of the building blocks on 2-D rows [rows, features], for the stream.
+struct Lin {
+  torch::Tensor wt, b;  // [in, out] contiguous, [out] (undefined: no bias)
+};
+
+Lin lin_of(const torch::nn::Linear& l, double scale = 1.0) {
+  Lin r;
+  r.wt = (scale == 1.0 ? l->weight : l->weight * scale).t().contiguous();
+  if (l->bias.defined()) r.b = scale == 1.0 ? l->bias : l->bias * scale;
+  return r;
+}
+
+torch::Tensor apply(const Lin& l, const torch::Tensor& x) {
+  return l.b.defined() ? torch::addmm(l.b, x, l.wt) : torch::mm(x, l.wt);
+}
+
+struct Gan {  // GateAddNorm
+  Lin glu;
+  int64_t out = 0;
+  torch::Tensor ln_w, ln_b;
+  double eps = 1e-5;
+};
+
+Gan gan_of(const GateAddNorm& g) {
+  return {lin_of(g->glu->fc), g->out, g->norm->weight, g->norm->bias, g->norm->options.eps()};
+}
+
+// LayerNorm(value * sigmoid(gate) + skip).
+torch::Tensor apply(const Gan& g, const torch::Tensor& x, const torch::Tensor& skip) {
+  auto y = apply(g.glu, x);
+  auto s = torch::addcmul(skip, y.narrow(1, 0, g.out), torch::sigmoid(y.narrow(1, g.out, g.out)));
+  return torch::layer_norm(s, {g.out}, g.ln_w, g.ln_b, g.eps);
+}
+
+struct Grn {
+  Lin fc2, fc1, skip;  // skip.wt undefined: identity
+  Gan gan;
+  torch::Tensor context_wt;  // [context, hidden] (undefined: no context)
+};
+
+Grn grn_of(const GatedResidualNetwork& g) {
+  Grn r;
+  r.fc2 = lin_of(g->fc2);
+  r.fc1 = lin_of(g->fc1);
+  if (g->has_skip_projection()) r.skip = lin_of(g->skip);
+  r.gan = gan_of(g->gate_norm);
+  if (!g->context.is_empty()) r.context_wt = g->context->weight.t().contiguous();
+  return r;
+}
+
+// GRN(a) with fc2's bias replaced by `fc2_bias` (fc2 bias + W3 c when there is a context).
+torch::Tensor apply(const Grn& g, const torch::Tensor& a, const torch::Tensor& fc2_bias) {
+  auto h = apply(g.fc1, torch::elu(torch::addmm(fc2_bias, a, g.fc2.wt)));
+  return apply(g.gan, h, g.skip.wt.defined() ? apply(g.skip, a) : a);
+}
+
+}  // namespace
+
+struct TftStream::Prepared {
+  Gan lstm_gate, attention_gate, output_gate;
+  Grn enrichment, positionwise;
+  Lin query, key, value, out, output;  // query scaled by 1 / sqrt(d_k), value by 1 / heads
+  // Per static id:
+  torch::Tensor past_selection_bias, future_selection_bias;  // VSN selection fc2 bias + W3 c_s
+  torch::Tensor enrichment_bias;                             // fc2 bias + W3 c_e
+  std::tuple<torch::Tensor, torch::Tensor> h0;  // (c_h, c_c) repeated over the LSTM layers
+  torch::Tensor mask;                           // [horizon, window + horizon] causal mask
+};
+
+TftStream::TftStream(TftNet net, int64_t window) : net_(std::move(net)) {
+  FOXHUNT_CHECK(!net_.is_empty(), "tft", "stream: expected a network, got an empty holder");
+  FOXHUNT_CHECK(window >= 0, "tft", "stream: expected window >= 0 (0 = the options' window), got ",
+                window);
+  window_ = window > 0 ? window : net_->options.window();
+  allocate();
+}
+
+void TftStream::allocate() {
+  c10::InferenceMode guard;
+  const auto& o = net_->options;
+  buf_ = torch::zeros({2 * window_, o.past_features() + o.hidden()},
+                      net_->output->weight.options().requires_grad(false));
+  bars_ = 0;
+  static_id_ = -1;  // forces refresh() on the next push
+}
+
+void TftStream::reset() {
+  allocate();
+}
+
+// Derived weights, static contexts, VSN foldings and the cached VSN outputs of the window for
+// the current weights and `static_id`.
+void TftStream::refresh(int64_t static_id) {
+  const auto opts = net_->output->weight.options();
+  if (buf_.device() != opts.device() || buf_.scalar_type() != opts.dtype()) {
+    buf_ = buf_.to(opts.device(), opts.dtype().toScalarType());
+  }
+  stamp_ = ParameterStamp(*net_);
+  past_folding_ = net_->past_vsn->fold();
+  future_folding_ = net_->future_vsn->fold();
+  ctx_ = net_->static_context(torch::full({1}, static_id, opts.dtype(torch::kLong)));
+  static_id_ = static_id;
+
+  const auto& o = net_->options;
+  auto p = std::make_shared<Prepared>();
+  p->lstm_gate = gan_of(net_->lstm_gate);
+  p->attention_gate = gan_of(net_->attention_gate);
+  p->output_gate = gan_of(net_->output_gate);
+  p->enrichment = grn_of(net_->enrichment);
+  p->positionwise = grn_of(net_->positionwise);
+  const auto& att = net_->attention;
+  p->query = lin_of(att->query, 1.0 / std::sqrt(static_cast<double>(att->d_k)));
+  p->key = lin_of(att->key);
+  p->value = lin_of(att->value, 1.0 / static_cast<double>(att->heads));  // the head average
+  p->out = lin_of(att->out);
+  p->output = lin_of(net_->output);
+  p->past_selection_bias = net_->past_vsn->selection_bias(past_folding_, ctx_.selection);
+  p->future_selection_bias = net_->future_vsn->selection_bias(future_folding_, ctx_.selection);
+  p->enrichment_bias =
+      torch::addmm(p->enrichment.fc2.b, ctx_.enrichment, p->enrichment.context_wt).squeeze(0);
+  const int64_t layers = o.lstm_layers();
+  p->h0 = std::make_tuple(ctx_.hidden.unsqueeze(0).repeat({layers, 1, 1}),
+                          ctx_.cell.unsqueeze(0).repeat({layers, 1, 1}));
+  p->mask = tft_causal_mask(window_, o.horizon(), opts.device());
+  prepared_ = std::move(p);
+
+  const int64_t n = filled(), W = window_, P = o.past_features();
+  if (n == 0) return;
+  const int64_t first = bars_ - n;
+  auto raw = buf_.narrow(0, first % W, n).narrow(1, 0, P);
+  auto sel = net_->past_vsn->forward_rows(raw, prepared_->past_selection_bias, past_folding_);
+  auto slots = torch::arange(first, bars_, opts.dtype(torch::kLong)) % W;
+  auto both = torch::cat({slots, slots + W});
+  buf_.narrow(1, P, sel.size(1)).index_copy_(0, both, torch::cat({sel, sel}));
+}
+
+torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& future,
+                              int64_t static_id) {
+  FOXHUNT_CHECK(!net_->is_training(), "tft",
+                "stream: expected the network in eval mode (dropout off); call net->eval() first");
+  c10::InferenceMode guard;
+  const auto& o = net_->options;
+  const auto& w = net_->output->weight;
+  check_stream_input("tft", "stream past", past_t, {o.past_features()}, w.device());
+  check_stream_input("tft", "stream future", future, {o.horizon(), o.future_features()},
+                     w.device());
+  FOXHUNT_CHECK(static_id >= 0 && static_id < o.static_categories(), "tft",
+                "stream static_id: expected a value in [0, ", o.static_categories(), "), got ",
+                static_id);
+  if (static_id != static_id_ || stamp_.changed()) refresh(static_id);
+  const auto& p = *prepared_;
+
+  const int64_t W = window_, P = o.past_features(), H = o.hidden(), K = o.horizon();
+  const int64_t slot = bars_ % W;
+  const auto dtype = w.scalar_type();
+  auto raw = past_t.to(dtype).reshape({1, P});
+  auto sel = net_->past_vsn->forward_rows(raw, p.past_selection_bias, past_folding_);  // [1, H]
+  buf_.view({2, W, P + H}).select(1, slot).copy_(torch::cat({raw, sel}, 1).expand({2, P + H}));
+  ++bars_;
+
+  // The window-dependent stages of forward_selected at batch 1, on rows [positions, H].
+  const int64_t n = filled(), L = n + K;
+  auto past_sel = buf_.narrow(0, (bars_ - n) % W, n).narrow(1, P, H);
+  auto future_sel =
+      net_->future_vsn->forward_rows(future.to(dtype), p.future_selection_bias, future_folding_);
+  auto [enc_out, enc_state] = net_->encoder->forward(past_sel.unsqueeze(0), p.h0);
+  auto dec_out = std::get<0>(net_->decoder->forward(future_sel.unsqueeze(0), enc_state));
+  auto phi = apply(p.lstm_gate, torch::cat({enc_out.squeeze(0), dec_out.squeeze(0)}, 0),
+                   torch::cat({past_sel, future_sel}, 0));  // [L, H]
+  auto theta = apply(p.enrichment, phi, p.enrichment_bias);
+  auto theta_dec = theta.narrow(0, n, K);
+
+  // Interpretable attention: per-head scores, head-averaged weights, one shared value.
+  const int64_t heads = net_->attention->heads, dk = net_->attention->d_k;
+  auto q = apply(p.query, theta_dec).view({K, heads, dk}).transpose(0, 1);  // [h, K, dk]
+  auto k = apply(p.key, theta).view({L, heads, dk}).permute({1, 2, 0});     // [h, dk, L]
+  auto scores = torch::bmm(q, k);                                           // [h, K, L]
+  scores.masked_fill_(n == W ? p.mask : tft_causal_mask(n, K, scores.device()),
+                      -std::numeric_limits<double>::infinity());
+  // mean over heads of w_h v = (sum_h w_h) (v / heads); the 1 / heads is in p.value.
+  auto att = torch::mm(torch::softmax(scores, -1).sum(0), apply(p.value, theta));  // [K, dk]
+  auto delta = apply(p.attention_gate, apply(p.out, att), theta_dec);
+  auto psi = apply(p.positionwise, delta, p.positionwise.fc2.b);
+  return apply(p.output, apply(p.output_gate, psi, phi.narrow(0, n, K)));  // [K, Q]
 }
 
 // ---- registry adapter -------------------------------------------------------------------------

@@ -21,10 +21,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/streaming.h"
 
 namespace foxhunt::models {
 
@@ -177,6 +179,18 @@ struct VsnOutput {
   torch::Tensor weights;  ///< [batch, time, variables]: softmax selection weights (sum to 1)
 };
 
+/// The input-independent part of a VSN pass: every layer that consumes the embeddings linearly,
+/// folded with the embedding into an affine map of the raw values (see
+/// VariableSelectionNetworkImpl). A function of the weights only, so it can be computed once and
+/// reused for many inputs (streaming) while the weights stay unchanged.
+struct VsnFolding {
+  torch::Tensor fc2_slope, fc2_offset;      ///< [V, 1, Hi] per-variable GRN fc2 of the embedding
+  torch::Tensor skip_slope, skip_offset;    ///< [V, 1, H] per-variable GRN skip of the embedding
+  torch::Tensor sel_fc2, sel_fc2_offset;    ///< [V, H], [H] selection GRN fc2 (undefined if V == 1)
+  torch::Tensor sel_skip, sel_skip_offset;  ///< [V, V], [V] selection GRN skip (if projected)
+  torch::Tensor sel_fc1_t, sel_glu_t;  ///< selection GRN fc1 and GLU weights transposed, for addmm
+};
+
 /// Variable selection network for V real-valued variables. Each variable v is embedded with its
 /// own Linear(1 -> E) and transformed by its own GRN(E -> H) whose inner width is min(E, H) (as
 /// in pytorch-forecasting: the GRN of an 8-wide embedding does not need 32-wide inner layers, and
@@ -197,6 +211,19 @@ class VariableSelectionNetworkImpl : public torch::nn::Cloneable<VariableSelecti
   void reset() override;
   /// `x` [batch, time, V] float; `context` [batch, context] or undefined.
   VsnOutput forward(const torch::Tensor& x, const torch::Tensor& context = {});
+  /// The same pass with the input-independent folding precomputed by `fold()` (on these weights).
+  VsnOutput forward(const torch::Tensor& x, const torch::Tensor& context,
+                    const VsnFolding& folding);
+  /// The folded embedding layers of the current weights (what `forward` computes first).
+  VsnFolding fold() const;
+  /// The selection GRN's fc2 bias with its context term for one sample's context `c`
+  /// [1, context] (or undefined: none) added: [hidden]. For `forward_rows`.
+  torch::Tensor selection_bias(const VsnFolding& folding, const torch::Tensor& c) const;
+  /// Inference on the rows of one sample, no dropout and no selection weights returned (the
+  /// streaming path): `x` [N, V] -> output [N, hidden], equal to `forward(x[None], c).output[0]`
+  /// when `selection_bias` comes from `selection_bias(folding, c)`. No input validation.
+  torch::Tensor forward_rows(const torch::Tensor& x, const torch::Tensor& selection_bias,
+                             const VsnFolding& folding);
   /// The per-variable embeddings [batch, time, V, E] (what the selection GRN sees, flattened).
   torch::Tensor embed(const torch::Tensor& x) const;
   /// Inner width of each per-variable GRN: min(E, H).
@@ -220,13 +247,8 @@ class VariableSelectionNetworkImpl : public torch::nn::Cloneable<VariableSelecti
   GatedResidualNetwork selection{nullptr};
 
  private:
-  /// fc2 and the skip path of every variable as affine maps of the raw value x: slope * x + offset.
-  struct FoldedInput {
-    torch::Tensor fc2_slope, fc2_offset;    ///< [V, 1, Hi]
-    torch::Tensor skip_slope, skip_offset;  ///< [V, 1, H]
-  };
   /// The V per-variable GRNs on `xv` [V, N, 1]. Returns [V, N, H].
-  torch::Tensor variable_grns(const torch::Tensor& xv, const FoldedInput& in);
+  torch::Tensor variable_grns(const torch::Tensor& xv, const VsnFolding& in);
 };
 TORCH_MODULE(VariableSelectionNetwork);
 
@@ -274,6 +296,14 @@ struct TftOutput {
   torch::Tensor future_weights;  ///< [batch, horizon, future_features] future VSN weights
 };
 
+/// The four static contexts of a batch (each [batch, hidden]); functions of static_id only.
+struct TftStaticContext {
+  torch::Tensor selection;   ///< c_s: context of both variable selection networks
+  torch::Tensor hidden;      ///< c_h: initial LSTM hidden state (every layer)
+  torch::Tensor cell;        ///< c_c: initial LSTM cell state (every layer)
+  torch::Tensor enrichment;  ///< c_e: context of the static enrichment GRN
+};
+
 /// The Temporal Fusion Transformer network.
 class TftNetImpl : public torch::nn::Cloneable<TftNetImpl> {
  public:
@@ -289,6 +319,16 @@ class TftNetImpl : public torch::nn::Cloneable<TftNetImpl> {
   /// Same as forward, plus attention and variable-selection weights.
   TftOutput forward_with_details(const torch::Tensor& past, const torch::Tensor& future,
                                  const torch::Tensor& static_id);
+
+  /// The static covariate encoders on `static_id` [batch] int64 (no validation; `forward`
+  /// validates). The first stage of `forward`.
+  TftStaticContext static_context(const torch::Tensor& static_id);
+  /// Everything after the variable selection networks (LSTMs, gated skip, enrichment, attention,
+  /// output layers) on their outputs `past_selected` [batch, window, hidden] and
+  /// `future_selected` [batch, horizon, hidden]: the last stage of `forward`, without input
+  /// validation. Fills `prediction` and `attention` of the result.
+  TftOutput forward_selected(const torch::Tensor& past_selected,
+                             const torch::Tensor& future_selected, const TftStaticContext& ctx);
 
   TftOptions options;                              ///< the configuration
   torch::nn::Embedding static_embedding{nullptr};  ///< static_categories -> hidden
@@ -314,6 +354,71 @@ class TftNetImpl : public torch::nn::Cloneable<TftNetImpl> {
                        const torch::Tensor& static_id);
 };
 TORCH_MODULE(TftNet);
+
+// ---- per-instrument streaming ----------------------------------------------------------------
+
+/// Streaming forecasts for one instrument: `push` takes one new bar of past features (plus the
+/// known-future rows of the horizon and the static id) and returns what `net->forward` computes
+/// for the last `window` bars. During warm-up (fewer than `window` bars) the forecast uses all
+/// bars so far: the TFT accepts any encoder length, so this equals `forward` on that shorter
+/// window rather than refusing.
+///
+/// What is cached, and why it is exact: the static contexts depend only on static_id, and the
+/// past variable selection network (per-variable GRNs and selection weights, most of the
+/// model's compute) is position-wise given the static context, so each bar's VSN output is
+/// computed once, when the bar arrives, and kept in a ring buffer with the bar's raw row. The
+/// VSN's input-independent folded weights (`VsnFolding`) are computed once too. Per new bar the
+/// stream runs the VSN on that bar and on the horizon's known-future rows, then the stages that
+/// depend on the window start (those of `TftNetImpl::forward_selected`: encoder LSTM from
+/// (c_h, c_c) at the window start, decoder, gated skip, enrichment, attention over the window,
+/// output layers), written for batch 1 as 2-D ops on pre-transposed weights: the static
+/// contexts' GRN terms are folded into biases per static id, the attention scale into the
+/// query weights, and the head average is taken over the attention weights before the shared
+/// value projection (exact algebra: the value projection is shared by all heads). The result equals
+/// `forward` to rounding (below 1e-6 absolute in fp32 in the tests).
+///
+/// The cache is recomputed from the raw rows when static_id changes or when the module's
+/// parameters change (`ParameterStamp`: optimizer steps, checkpoint loads, device or dtype
+/// moves). Each stream owns its buffers, so several streams can share one network.
+/// `push` runs under `c10::InferenceMode` and requires the network in eval mode (dropout off).
+class TftStream {
+ public:
+  /// A stream over `net` (shared, not copied) with encoder length `window` (0 = the options'
+  /// window).
+  explicit TftStream(TftNet net, int64_t window = 0);
+  /// Appends bar `past_t` [past_features] and returns the forecast [horizon, Q] equal to
+  /// `net->forward` at batch 1 on the last min(bars(), window()) past rows, `future`
+  /// [horizon, future_features] and `static_id` in [0, static_categories). Inputs are floating,
+  /// finite and on the module's device; they are converted to the module's dtype like `forward`.
+  torch::Tensor push(const torch::Tensor& past_t, const torch::Tensor& future, int64_t static_id);
+  /// Forgets every bar.
+  void reset();
+  /// Encoder length each forecast uses once warmed up.
+  int64_t window() const { return window_; }
+  /// Bars pushed since construction or the last `reset`.
+  int64_t bars() const { return bars_; }
+  /// Bars the next forecast's window holds: min(bars(), window()).
+  int64_t filled() const { return std::min(bars_, window_); }
+  /// The network the stream runs.
+  const TftNet& net() const { return net_; }
+
+ private:
+  void allocate();
+  void refresh(int64_t static_id);
+
+  TftNet net_;
+  int64_t window_ = 0;
+  int64_t bars_ = 0;
+  int64_t static_id_ = -1;  // id of ctx_ (-1: none yet)
+  // [2 * window, past_features + hidden]: [raw row | past VSN output]; bar b in rows b % window
+  // and b % window + window, so the window is one contiguous block of rows.
+  torch::Tensor buf_;
+  TftStaticContext ctx_;
+  VsnFolding past_folding_, future_folding_;
+  struct Prepared;  // transposed weights, per-id biases, masks (tft.cpp)
+  std::shared_ptr<Prepared> prepared_;
+  ParameterStamp stamp_;
+};
 
 /// Registry adapter: name "tft", inputs {past, future, static_id}, output {[batch, horizon, Q]},
 /// loss = quantile (pinball) loss against a [batch, horizon] target.

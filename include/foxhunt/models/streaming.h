@@ -1,0 +1,43 @@
+#pragma once
+/// \file streaming.h
+/// Support shared by the per-instrument streams (Mamba2Stream, TftStream): a cheap fingerprint
+/// of a module's weights for caches that hold values computed from them, and a per-bar input
+/// check without the tensor-op overhead of the batch validation.
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace foxhunt::models {
+
+/// A fingerprint of a module's parameters and buffers: for each tensor, its data pointer and
+/// version counter. In-place updates (optimizer steps, checkpoint loads) bump the version and
+/// device or dtype moves replace the storage, so `changed()` reports both. Streaming caches use
+/// it to notice that the weights behind their cached per-bar values moved.
+class ParameterStamp {
+ public:
+  /// An empty stamp (`changed()` is false).
+  ParameterStamp() = default;
+  /// Records the current state of every parameter and buffer of `m` (recursively).
+  explicit ParameterStamp(const torch::nn::Module& m);
+  /// True when any recorded tensor was modified in place or re-allocated since the stamp was
+  /// taken. Cheap: no allocation, no tensor operation.
+  bool changed() const;
+
+ private:
+  std::vector<torch::Tensor> tensors_;  // the recorded tensors (shared handles)
+  std::vector<const void*> data_;       // data pointer of each at stamp time
+  std::vector<int64_t> versions_;       // version counter of each at stamp time
+};
+
+/// Throws InputError unless `t` is defined, has `expected_sizes` (-1 = any), lies on `device`,
+/// has a floating dtype and only finite values: the same contract and messages as
+/// `check_float_input`, with the finite scan done in place for contiguous CPU tensors (one bar's
+/// row is checked without launching tensor ops).
+void check_stream_input(const std::string& component, const std::string& name,
+                        const torch::Tensor& t, const std::vector<int64_t>& expected_sizes,
+                        const torch::Device& device);
+
+}  // namespace foxhunt::models
