@@ -232,6 +232,55 @@ TEST_F(ServingTest, ConcurrentEnsembleEqualsSerialBitForBit) {
   EXPECT_EQ(ready, 380 - (256 + 60 - 1));
 }
 
+TEST_F(ServingTest, StreamedForecastsEqualTheFullWindowForward) {
+  // The Mamba-2 and TFT streams inside the runtime against the models' own full-window forward
+  // on the same normalised rows and calendar.
+  const data::MarketDataset ds(bars(700));
+  auto bundles = fresh_bundles(ds);
+  std::vector<Bundle> forecasters = {bundles[2], bundles[3]};
+  Ensemble e(forecasters);
+  e.set_parallel(false);
+  const auto series = bars(400, 19);
+  data::StreamingFeatures f;
+  std::vector<std::vector<float>> rows;
+  int checked = 0;
+  for (size_t i = 0; i < series.bars.size(); ++i) {
+    const auto d = e.on_bar(series.bars[i]);
+    f.update(series.bars[i]);
+    if (!f.ready()) continue;
+    std::vector<float> row;
+    f.normalized_row(ds.normalizer(), row);
+    rows.push_back(row);
+    if (i % 17 != 0 || !d.signals[1].ready) continue;
+    c10::InferenceMode guard;
+    // Mamba-2: its 32 columns over the last 32 rows.
+    const auto& cols = data::feature_set("mamba2").columns;
+    auto x = torch::empty({1, 32, 32});
+    for (int64_t t = 0; t < 32; ++t)
+      for (int64_t j = 0; j < 32; ++j)
+        x[0][t][j] = rows[rows.size() - 32 + t][static_cast<size_t>(cols[j])];
+    auto m = bundles[2].model->forward({{x}, {}})[0][0][0];
+    for (int64_t q = 0; q < 3; ++q)
+      EXPECT_NEAR(d.signals[0].raw[q], m[q].item<float>(), 1e-5) << "mamba2 bar " << i;
+    // TFT: 225 columns over the last 60 rows; the calendar of the next 5 expected bars.
+    auto past = torch::empty({1, 60, 225});
+    for (int64_t t = 0; t < 60; ++t)
+      for (int64_t j = 0; j < 225; ++j) past[0][t][j] = rows[rows.size() - 60 + t][j];
+    auto future = torch::empty({1, 5, 4});
+    const int64_t step = series.bars[i].timestamp - series.bars[i - 1].timestamp;
+    for (int64_t k = 0; k < 5; ++k) {
+      const auto cal = data::calendar_features(series.bars[i].timestamp + (k + 1) * step);
+      for (int64_t c = 0; c < 4; ++c) future[0][k][c] = cal[c];
+    }
+    auto t =
+        bundles[3].model->forward({{past, future, torch::zeros({1}, torch::kLong)}, {}})[0][0][0];
+    for (int64_t q = 0; q < 3; ++q)
+      EXPECT_NEAR(d.signals[1].raw[q], t[q].item<float>(), 1e-5) << "tft bar " << i;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 5);  // bars 323, 340, 357, 374, 391: after every warm-up
+}
+
 TEST_F(ServingTest, RejectedBarLeavesTheStateUnchanged) {
   const data::MarketDataset ds(bars(700));
   Ensemble clean(fresh_bundles(ds));

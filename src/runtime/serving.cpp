@@ -13,6 +13,8 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/trading_env.h"
+#include "foxhunt/models/mamba2.h"
+#include "foxhunt/models/tft.h"
 
 namespace foxhunt::runtime {
 
@@ -145,7 +147,12 @@ struct ThreadPool::State {
   std::exception_ptr error;
   std::vector<std::thread> workers;
 
+  int intra_op_threads = 1;
+
   void worker() {
+    // OpenMP's thread count is per thread: a new thread would start with one team member per
+    // core and four models would oversubscribe the cores. Use the caller's setting.
+    at::set_num_threads(intra_op_threads);
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
       work_cv.wait(lock, [&] { return stop || (tasks != nullptr && next < tasks->size()); });
@@ -167,6 +174,7 @@ struct ThreadPool::State {
 
 ThreadPool::ThreadPool(int threads) : state_(std::make_unique<State>()) {
   FOXHUNT_CHECK(threads >= 1, kComponent, "thread pool: expected >= 1 thread, got ", threads);
+  state_->intra_op_threads = at::get_num_threads();
   for (int i = 0; i < threads; ++i)
     state_->workers.emplace_back([s = state_.get()] { s->worker(); });
 }
@@ -202,6 +210,11 @@ struct ServedModel::History {
   std::vector<const data::FeatureSet*> sets;
   std::vector<float> normalized;  // scratch: the normalised bank row
   size_t q10 = 0, q50 = 0, q90 = 0;
+  // The O(window)-per-bar streams equal to the full-window forward (models/mamba2.h, tft.h);
+  // models without one run the full window from `past`.
+  std::unique_ptr<models::Mamba2Stream> mamba2;
+  std::unique_ptr<models::TftStream> tft;
+  int64_t streamed = 0;  // bars pushed into the stream
 };
 
 ServedModel::ServedModel(Bundle bundle) : bundle_(std::move(bundle)), history_(new History) {
@@ -217,6 +230,11 @@ ServedModel::ServedModel(Bundle bundle) : bundle_(std::move(bundle)), history_(n
                   " values, the model expects ", in.features);
     h.past.emplace_back();
   }
+  auto module = bundle_.model->module_ptr();
+  if (auto m = std::dynamic_pointer_cast<models::Mamba2NetImpl>(module))
+    h.mamba2 = std::make_unique<models::Mamba2Stream>(models::Mamba2Net(m), h.spec.window);
+  if (auto t = std::dynamic_pointer_cast<models::TftNetImpl>(module))
+    h.tft = std::make_unique<models::TftStream>(models::TftNet(t), h.spec.window);
   if (h.spec.is_forecaster()) {
     FOXHUNT_CHECK(!h.spec.quantiles.empty(), kComponent, "model '", name(),
                   "': a forecaster without quantile levels cannot be served");
@@ -253,10 +271,40 @@ ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double 
     h.past[k].push_back(std::move(row));
     if (static_cast<int64_t>(h.past[k].size()) > h.spec.window) h.past[k].pop_front();
   }
+  c10::InferenceMode guard;
+  if (h.mamba2 || h.tft) {
+    // Streams keep their own history: push every post-warm-up bar, report once the window is
+    // full (before that the forecast would cover fewer bars than training did).
+    const auto& row = h.past.at(0).back();
+    const auto device = models::module_device(bundle_.model->module());
+    auto x = torch::from_blob(const_cast<float*>(row.data()), {static_cast<int64_t>(row.size())},
+                              torch::kFloat32)
+                 .to(device, /*non_blocking=*/false, /*copy=*/true);
+    torch::Tensor forecast;
+    if (h.mamba2) {
+      forecast = h.mamba2->push(x);
+    } else {
+      const auto& fut = h.spec.input("future");
+      auto future = torch::empty({fut.steps, fut.features}, torch::kFloat32);
+      float* p = future.data_ptr<float>();
+      for (int64_t k = 0; k < fut.steps; ++k) {
+        const auto cal = data::calendar_features(next_timestamps.at(static_cast<size_t>(k)));
+        p = std::copy(cal.begin(), cal.end(), p);
+      }
+      forecast = h.tft->push(x, future.to(device), bundle_.instrument_id);
+    }
+    if (++h.streamed < h.spec.window) return out;
+    const auto f = forecast.to(torch::kCPU, torch::kFloat32).contiguous();
+    const float* v = f.data_ptr<float>();
+    out.raw.assign(v, v + h.spec.quantiles.size());
+    out.signal = forecast_signal(v[h.q10], v[h.q50], v[h.q90], rule.forecast_gain);
+    out.ready = true;
+    out.latency_us = micros_since(t0);
+    return out;
+  }
   for (const auto& p : h.past)
     if (static_cast<int64_t>(p.size()) < h.spec.window) return out;
 
-  c10::InferenceMode guard;
   models::Batch batch;
   size_t past_index = 0;
   for (const auto& in : h.spec.inputs) {
