@@ -90,11 +90,14 @@ nlohmann::json rl_options(nlohmann::json base, const TrainJob& job) {
   return base;
 }
 
-Container resume_container(const std::string& path, const char* algo) {
-  auto c = read_trainer_checkpoint(path, algo);
-  FOXHUNT_CHECK(c.header["trainer"].contains("options"), "checkpoint", "'", path,
+// The --resume checkpoint (read once per job) checked as a trainer checkpoint of `algo`.
+const Container& resumed_checkpoint(const std::optional<Container>& resumed, const TrainJob& job,
+                                    const char* algo) {
+  FOXHUNT_INTERNAL_ASSERT(resumed.has_value(), "no --resume checkpoint");
+  check_trainer_container(*resumed, job.resume, algo);
+  FOXHUNT_CHECK(resumed->header["trainer"].contains("options"), "checkpoint", "'", job.resume,
                 "': trainer options missing");
-  return c;
+  return *resumed;
 }
 
 struct Paths {
@@ -152,9 +155,9 @@ struct Market {
 // that training-split returns have unit variance (pinball losses of ~1e-4 train poorly).
 // The bars CSV of a run: --data, else (on resume) the file the checkpoint was trained on, else
 // "" for the embedded synthetic series.
-std::string data_path(const TrainJob& job) {
-  if (!job.data.empty() || job.resume.empty()) return job.data;
-  const auto h = read_container(job.resume).header;
+std::string data_path(const TrainJob& job, const std::optional<Container>& resumed) {
+  if (!job.data.empty() || !resumed) return job.data;
+  const auto& h = resumed->header;
   const auto source = h["trainer"]
                           .value("extra", nlohmann::json::object())
                           .value("data", nlohmann::json::object())
@@ -162,8 +165,9 @@ std::string data_path(const TrainJob& job) {
   return source.rfind("synthetic", 0) == 0 ? std::string() : source;
 }
 
-Market load_market(const TrainJob& job, bool scale_targets) {
-  const std::string path = data_path(job);
+Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
+                   bool scale_targets) {
+  const std::string path = data_path(job, resumed);
   data::BarSeries series =
       path.empty() ? data::generate_synthetic(data::SyntheticOptions{}) : data::load_bars_csv(path);
   data::DatasetOptions options;
@@ -234,6 +238,7 @@ struct RlContext {
   std::string env_name;
   std::shared_ptr<const data::MarketDataset> dataset;  // trading env only (then a bundle)
   nlohmann::json data_info;
+  const Container* resumed = nullptr;  // the --resume checkpoint, read once
 };
 
 struct RlOutcome {
@@ -259,7 +264,7 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
                                  out.batch_plan));
   }
   Trainer trainer(o, ctx.factory);
-  if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+  if (ctx.resumed) trainer.load_checkpoint(*ctx.resumed, job.resume);
   if (!ctx.data_info.is_null()) trainer.set_checkpoint_extra({{"data", ctx.data_info}});
   out.paths = output_paths(job);
   out.result = trainer.train(run_config(job, *out.paths, log_interval));
@@ -276,7 +281,7 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
   return out;
 }
 
-nlohmann::json run_rl(const TrainJob& job) {
+nlohmann::json run_rl(const TrainJob& job, const std::optional<Container>& resumed) {
   const std::string env_name = job.env.empty() ? "cartpole" : job.env;
   FOXHUNT_CHECK(job.epochs == 0, kComponent, "--epochs applies to mamba2/tft; ", job.model,
                 " trains for --steps");
@@ -302,7 +307,7 @@ nlohmann::json run_rl(const TrainJob& job) {
     make_eval_env = [factory] { return factory(kEvalEnvIndex); };
   } else {
     // DESIGN.md's reference trading configuration: 256-d state, hidden [128, 64], DQN lr 1e-4.
-    market = load_market(job, false);
+    market = load_market(job, resumed, false);
     data_info = market->info;
     factory = trading_env_factory(market->dataset, data::Split::kTrain);
     make_eval_env = [factory] { return factory(kEvalEnvIndex); };
@@ -321,20 +326,24 @@ nlohmann::json run_rl(const TrainJob& job) {
         to_json(PpoTrainerOptions().hidden({128, 64}).eval_interval(16384).eval_episodes(periodic));
   }
 
-  RlContext ctx{
-      factory,  make_eval_env, eval_episodes, env_name, market ? market->dataset : nullptr,
-      data_info};
+  RlContext ctx{factory,
+                make_eval_env,
+                eval_episodes,
+                env_name,
+                market ? market->dataset : nullptr,
+                data_info,
+                resumed ? &*resumed : nullptr};
   RlOutcome r;
   if (job.model == "dqn") {
     auto base = job.resume.empty()
                     ? dqn_defaults
-                    : resume_container(job.resume, "dqn").header["trainer"]["options"];
+                    : resumed_checkpoint(resumed, job, "dqn").header["trainer"]["options"];
     const auto o = dqn_trainer_options_from_json(rl_options(base, job));
     r = train_rl<DqnTrainer, models::DqnOptions>(job, ctx, o, o.buffer_size(), 1000);
   } else {
     auto base = job.resume.empty()
                     ? ppo_defaults
-                    : resume_container(job.resume, "ppo").header["trainer"]["options"];
+                    : resumed_checkpoint(resumed, job, "ppo").header["trainer"]["options"];
     const auto o = ppo_trainer_options_from_json(rl_options(base, job));
     // A minibatch larger than one rollout is pointless: clamp to n_envs * n_steps.
     r = train_rl<PpoTrainer, models::PpoOptions>(job, ctx, o, o.n_envs() * o.n_steps(), 4096);
@@ -379,7 +388,7 @@ double unconditional_baseline(const data::MarketDataset& ds, const data::WindowS
   return n > 0 ? sum / static_cast<double>(n) : NAN;
 }
 
-nlohmann::json run_forecast(const TrainJob& job) {
+nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>& resumed) {
   FOXHUNT_CHECK(job.steps == 0, kComponent, "--steps applies to dqn/ppo; ", job.model,
                 " trains for --epochs");
   FOXHUNT_CHECK(job.env.empty(), kComponent, "--env applies to dqn/ppo; ", job.model,
@@ -393,8 +402,7 @@ nlohmann::json run_forecast(const TrainJob& job) {
     FOXHUNT_CHECK(job.model_options.empty(), kComponent,
                   "--resume continues with the checkpoint's model; drop --model-options");
 
-  std::optional<Container> resumed;
-  if (!job.resume.empty()) resumed = resume_container(job.resume, "forecast");
+  if (resumed) resumed_checkpoint(resumed, job, "forecast");
   FOXHUNT_CHECK(!resumed || resumed->header.value("model", "") == job.model, kComponent,
                 "--resume: '", job.resume, "' holds a '",
                 resumed ? resumed->header.value("model", "?") : "", "' model, not '", job.model,
@@ -425,7 +433,7 @@ nlohmann::json run_forecast(const TrainJob& job) {
   auto model =
       models::make_model(job.model, resumed ? resumed->header["options"] : job.model_options);
   model->to(device);
-  Market market = load_market(job, true);
+  Market market = load_market(job, resumed, true);
   nlohmann::json batch_plan;
   if (batch == 0) {
     // More than one epoch's windows in a batch is pointless: clamp to the training windows.
@@ -436,7 +444,7 @@ nlohmann::json run_forecast(const TrainJob& job) {
   }
   MarketBatchSource source(market.dataset, *model, batch, o.seed(), device);
   ForecastTrainer trainer(*model, source, o);
-  if (!job.resume.empty()) trainer.load_checkpoint(job.resume);
+  if (resumed) trainer.load_checkpoint(*resumed, job.resume);
   trainer.set_checkpoint_extra({{"data", market.info}, {"batch_size", batch}});
   const Paths paths = output_paths(job);
   auto result = trainer.train(run_config(job, paths, 50));
@@ -486,8 +494,11 @@ nlohmann::json run_train_job(const TrainJob& job) {
     FOXHUNT_CHECK(job.options.empty() && job.batch.empty() && !job.seed, kComponent,
                   "--resume continues with the checkpoint's options; only --steps/--epochs may "
                   "change (drop --options, --batch and --seed)");
+  // The checkpoint is read (and CRC-checked) once; options, data path and state come from it.
+  std::optional<Container> resumed;
+  if (!job.resume.empty()) resumed = read_container(job.resume);
   nlohmann::json summary =
-      job.model == "dqn" || job.model == "ppo" ? run_rl(job) : run_forecast(job);
+      job.model == "dqn" || job.model == "ppo" ? run_rl(job, resumed) : run_forecast(job, resumed);
   const auto dir = std::filesystem::path(summary["metrics_file"].get<std::string>()).parent_path();
   write_file_atomic((dir / "summary.json").string(), summary.dump(2) + "\n");
   return summary;

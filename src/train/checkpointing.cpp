@@ -65,6 +65,11 @@ Container trainer_container(models::Model& model, const std::string& algo,
 
 Container read_trainer_checkpoint(const std::string& path, const std::string& algo) {
   Container c = read_container(path);
+  check_trainer_container(c, path, algo);
+  return c;
+}
+
+void check_trainer_container(const Container& c, const std::string& path, const std::string& algo) {
   const auto& h = c.header;
   FOXHUNT_CHECK(h.value("kind", "") == "trainer" && h.contains("trainer"), "checkpoint", "'", path,
                 "': expected a trainer checkpoint (kind \"trainer\"), got kind \"",
@@ -75,7 +80,6 @@ Container read_trainer_checkpoint(const std::string& path, const std::string& al
                 t.value("version", -1));
   FOXHUNT_CHECK(t.value("algo", "") == algo, "checkpoint", "'", path, "': expected a '", algo,
                 "' trainer checkpoint, got '", t.value("algo", "?"), "'");
-  return c;
 }
 
 const std::string& require_blob(const Container& c, const std::string& name,

@@ -407,7 +407,11 @@ void DqnTrainer::save_checkpoint(const std::string& path) {
 }
 
 void DqnTrainer::load_checkpoint(const std::string& path) {
-  Container c = read_trainer_checkpoint(path, "dqn");
+  load_checkpoint(read_trainer_checkpoint(path, "dqn"), path);
+}
+
+void DqnTrainer::load_checkpoint(const Container& c, const std::string& path) {
+  check_trainer_container(c, path, "dqn");
   const auto& t = c.header["trainer"];
   try {
     FOXHUNT_CHECK(t.at("env").get<std::string>() == env_->name() &&

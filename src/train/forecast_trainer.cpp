@@ -288,7 +288,11 @@ void ForecastTrainer::save_checkpoint(const std::string& path) {
 }
 
 void ForecastTrainer::load_checkpoint(const std::string& path) {
-  Container c = read_trainer_checkpoint(path, "forecast");
+  load_checkpoint(read_trainer_checkpoint(path, "forecast"), path);
+}
+
+void ForecastTrainer::load_checkpoint(const Container& c, const std::string& path) {
+  check_trainer_container(c, path, "forecast");
   const auto& h = c.header;
   FOXHUNT_CHECK(h.value("model", "") == model_.name(), "checkpoint", "'", path, "': expected a '",
                 model_.name(), "' checkpoint, got '", h.value("model", "?"), "'");

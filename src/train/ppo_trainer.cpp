@@ -390,7 +390,11 @@ void PpoTrainer::save_checkpoint(const std::string& path) {
 }
 
 void PpoTrainer::load_checkpoint(const std::string& path) {
-  Container c = read_trainer_checkpoint(path, "ppo");
+  load_checkpoint(read_trainer_checkpoint(path, "ppo"), path);
+}
+
+void PpoTrainer::load_checkpoint(const Container& c, const std::string& path) {
+  check_trainer_container(c, path, "ppo");
   const auto& t = c.header["trainer"];
   try {
     FOXHUNT_CHECK(t.at("env").get<std::string>() == envs_[0]->name() &&

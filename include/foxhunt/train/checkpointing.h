@@ -41,6 +41,10 @@ Container trainer_container(models::Model& model, const std::string& algo,
 /// Reads a trainer checkpoint and checks its kind, version and algorithm.
 /// Throws InputError("[checkpoint] ...") for anything else (including plain model checkpoints).
 Container read_trainer_checkpoint(const std::string& path, const std::string& algo);
+/// Checks a container read elsewhere as read_trainer_checkpoint does (kind, version, algo);
+/// `source` names it in errors.
+void check_trainer_container(const Container& c, const std::string& source,
+                             const std::string& algo);
 /// The blob `name` of `c`; throws InputError naming `source` when it is missing.
 const std::string& require_blob(const Container& c, const std::string& name,
                                 const std::string& source);

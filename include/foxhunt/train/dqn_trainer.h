@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/container.h"
 #include "foxhunt/models/dqn.h"
 #include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/env.h"
@@ -141,6 +142,9 @@ class DqnTrainer final : public RlTrainerBase {
   /// Restores a checkpoint written by a trainer with the same network and environment; training
   /// then continues exactly (bit-for-bit on the same device and thread count).
   void load_checkpoint(const std::string& path);
+  /// The same from a trainer checkpoint already read (e.g. by a job that also needs its
+  /// options); `source` names it in errors.
+  void load_checkpoint(const Container& c, const std::string& source);
 
   /// Greedy action (argmax Q) for one observation.
   int64_t greedy_action(const std::vector<float>& obs) override;

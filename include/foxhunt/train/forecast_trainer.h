@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/container.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/train/infra.h"
 
@@ -111,6 +112,9 @@ class ForecastTrainer {
   void save_checkpoint(const std::string& path);
   /// Restores a checkpoint of the same model (name and options) and continues exactly.
   void load_checkpoint(const std::string& path);
+  /// The same from a trainer checkpoint already read (e.g. by a job that also needs its
+  /// options); `source` names it in errors.
+  void load_checkpoint(const Container& c, const std::string& source);
 
   /// Extra JSON stored in checkpoints under header["trainer"]["extra"] (e.g. the data source and
   /// target scaling a forecast needs to be interpreted).

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/container.h"
 #include "foxhunt/models/ppo.h"
 #include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/env.h"
@@ -112,6 +113,9 @@ class PpoTrainer final : public RlTrainerBase {
   void save_checkpoint(const std::string& path);
   /// Restores a checkpoint of a trainer with the same network, environments and n_envs.
   void load_checkpoint(const std::string& path);
+  /// The same from a trainer checkpoint already read (e.g. by a job that also needs its
+  /// options); `source` names it in errors.
+  void load_checkpoint(const Container& c, const std::string& source);
 
   /// Most probable action for one observation.
   int64_t greedy_action(const std::vector<float>& obs) override;
