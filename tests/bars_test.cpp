@@ -36,6 +36,15 @@ class BarsTest : public ::testing::Test {
   static constexpr const char* kHeader = "timestamp,open,high,low,close,volume\n";
 };
 
+void expect_bar(const Bar& b, int64_t t, double o, double h, double l, double c, double v) {
+  EXPECT_EQ(b.timestamp, t);
+  EXPECT_DOUBLE_EQ(b.open, o);
+  EXPECT_DOUBLE_EQ(b.high, h);
+  EXPECT_DOUBLE_EQ(b.low, l);
+  EXPECT_DOUBLE_EQ(b.close, c);
+  EXPECT_DOUBLE_EQ(b.volume, v);
+}
+
 bool same_bars(const BarSeries& a, const BarSeries& b) {
   if (a.bars.size() != b.bars.size() || a.close_only != b.close_only) return false;
   for (size_t i = 0; i < a.bars.size(); ++i) {
@@ -57,12 +66,7 @@ TEST_F(BarsTest, ParsesHeaderAndSixColumns) {
   ASSERT_EQ(s.size(), 2);
   EXPECT_FALSE(s.close_only);
   EXPECT_EQ(s.source, "a.csv");
-  EXPECT_EQ(s.bars[1].timestamp, 120);
-  EXPECT_DOUBLE_EQ(s.bars[1].open, 10.5);
-  EXPECT_DOUBLE_EQ(s.bars[1].high, 12);
-  EXPECT_DOUBLE_EQ(s.bars[1].low, 10);
-  EXPECT_DOUBLE_EQ(s.bars[1].close, 11.5);
-  EXPECT_DOUBLE_EQ(s.bars[1].volume, 250.5);
+  expect_bar(s.bars[1], 120, 10.5, 12, 10, 11.5, 250.5);
 }
 
 TEST_F(BarsTest, ParsesWithoutHeaderAndIgnoresBlankLinesAndCrlf) {
@@ -75,12 +79,7 @@ TEST_F(BarsTest, ParsesWithoutHeaderAndIgnoresBlankLinesAndCrlf) {
 TEST_F(BarsTest, HeaderColumnsInAnyOrderAndCase) {
   const auto s = parse_bars_csv("Close,VOLUME,low,high,open,timestamp\n10.5,100,9,11,10,60\n", "a");
   ASSERT_EQ(s.size(), 1);
-  EXPECT_EQ(s.bars[0].timestamp, 60);
-  EXPECT_DOUBLE_EQ(s.bars[0].open, 10);
-  EXPECT_DOUBLE_EQ(s.bars[0].high, 11);
-  EXPECT_DOUBLE_EQ(s.bars[0].low, 9);
-  EXPECT_DOUBLE_EQ(s.bars[0].close, 10.5);
-  EXPECT_DOUBLE_EQ(s.bars[0].volume, 100);
+  expect_bar(s.bars[0], 60, 10, 11, 9, 10.5, 100);
 }
 
 TEST_F(BarsTest, CloseOnlyTwoColumnsDerivesOhlAndZeroVolume) {

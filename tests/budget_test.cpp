@@ -118,9 +118,7 @@ TEST(BudgetCliTest, DefaultProfileExits0WithJsonOnly) {
 }
 
 TEST(BudgetCliTest, TinyBudgetExits1AndMarksModels) {
-  auto r = testing::run_cli("budget --budget-mib 0.1 --json");
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  const auto j = nlohmann::json::parse(r.out);
+  const auto j = testing::run_cli_json("budget --budget-mib 0.1 --json", 1);
   EXPECT_FALSE(j["ok"].get<bool>());
   EXPECT_FALSE(j["total_within_budget"].get<bool>());
   int failing = 0;
@@ -162,11 +160,11 @@ TEST(BudgetCliTest, BadInputExits2) {
   r = testing::run_cli("budget --targets " + unknown);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("gpt"), std::string::npos) << r.err;
-  EXPECT_EQ(testing::run_cli("budget --targets " + dir.file("missing.json")).exit_code, 2);
-  EXPECT_EQ(testing::run_cli("budget --budget-mib -5").exit_code, 2);
-  EXPECT_EQ(testing::run_cli("budget --headroom-mib -1").exit_code, 2);
-  EXPECT_EQ(testing::run_cli("budget --device-profile nosuchcard").exit_code, 2);
-  EXPECT_EQ(testing::run_cli("budget --serving-batch 0").exit_code, 2);
+  for (const std::string args :
+       {"--targets " + dir.file("missing.json"), std::string("--budget-mib -5"),
+        std::string("--headroom-mib -1"), std::string("--device-profile nosuchcard"),
+        std::string("--serving-batch 0")})
+    EXPECT_EQ(testing::run_cli("budget " + args).exit_code, 2) << args;
 }
 
 }  // namespace

@@ -31,6 +31,14 @@ models::Batch tft_batch(const MarketDataset& ds, const std::vector<int64_t>& anc
   return train::market_batch(ds, tft_spec(), anchors);
 }
 
+// The first `n` window anchors of `split` (at least n must exist).
+std::vector<int64_t> first_anchors(const MarketDataset& ds, Split split, const WindowSpec& spec,
+                                   size_t n) {
+  const auto anchors = ds.anchors(split, spec);
+  EXPECT_GE(anchors.size(), n);
+  return {anchors.begin(), anchors.begin() + static_cast<std::ptrdiff_t>(std::min(n, anchors.size()))};
+}
+
 class DatasetTest : public foxhunt::testing::SeededTest {
  protected:
   static BarSeries series(int64_t bars = 1500, uint64_t seed = 21) {
@@ -66,9 +74,7 @@ TEST_F(DatasetTest, TooShortSeriesIsInputError) {
 
 TEST_F(DatasetTest, Mamba2BatchShapesAndContents) {
   const MarketDataset ds(series());
-  const auto anchors = ds.anchors(Split::kTrain, kMamba2Window);
-  ASSERT_GE(anchors.size(), 8u);
-  const std::vector<int64_t> pick(anchors.begin(), anchors.begin() + 8);
+  const auto pick = first_anchors(ds, Split::kTrain, kMamba2Window, 8);
   const auto b = mamba2_batch(ds, pick);
   ASSERT_EQ(b.inputs.size(), 1u);
   EXPECT_EQ(b.inputs[0].sizes(), (std::vector<int64_t>{8, 32, 32}));
@@ -87,9 +93,7 @@ TEST_F(DatasetTest, TftBatchShapesDtypesAndContents) {
   DatasetOptions opt;
   opt.instrument_id = 3;
   const MarketDataset ds(series(), opt);
-  const auto anchors = ds.anchors(Split::kValidation, kTftWindow);
-  ASSERT_GE(anchors.size(), 5u);
-  const std::vector<int64_t> pick(anchors.begin(), anchors.begin() + 5);
+  const auto pick = first_anchors(ds, Split::kValidation, kTftWindow, 5);
   const auto b = tft_batch(ds, pick);
   ASSERT_EQ(b.inputs.size(), 3u);
   EXPECT_EQ(b.inputs[0].sizes(), (std::vector<int64_t>{5, 60, 225}));

@@ -1,5 +1,6 @@
 // Device probes: the nvidia-smi CSV parser on real-format samples and junk, NVML via dlopen,
 // and clean "no driver" reports on machines without a GPU.
+#include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_probe.h"
 
 #include <gtest/gtest.h>
@@ -16,7 +17,7 @@ namespace {
 
 using foxhunt::testing::TempDir;
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
+using foxhunt::kMiB;
 
 std::string error_of(std::string_view text) {
   try {
@@ -27,6 +28,15 @@ std::string error_of(std::string_view text) {
   return "";
 }
 
+// One parsed row: index, name, and used / total MiB.
+void expect_gpu(const GpuMemoryInfo& g, int index, const std::string& name, uint64_t used_mib,
+                uint64_t total_mib) {
+  EXPECT_EQ(g.index, index);
+  EXPECT_EQ(g.name, name);
+  EXPECT_EQ(g.used_bytes, used_mib * kMiB);
+  EXPECT_EQ(g.total_bytes, total_mib * kMiB);
+}
+
 bool nvml_present() {
   return probe_nvml().ok;
 }
@@ -35,11 +45,8 @@ TEST(DeviceProbeTest, ParsesOneGpu) {
   // nvidia-smi --query-gpu=name,memory.used,memory.free,memory.total --format=csv,noheader,nounits
   const auto gpus = parse_nvidia_smi_csv("NVIDIA GeForce RTX 3050 Ti Laptop GPU, 5, 3787, 4096\n");
   ASSERT_EQ(gpus.size(), 1u);
-  EXPECT_EQ(gpus[0].index, 0);
-  EXPECT_EQ(gpus[0].name, "NVIDIA GeForce RTX 3050 Ti Laptop GPU");
-  EXPECT_EQ(gpus[0].used_bytes, 5 * kMiB);
+  expect_gpu(gpus[0], 0, "NVIDIA GeForce RTX 3050 Ti Laptop GPU", 5, 4096);
   EXPECT_EQ(gpus[0].free_bytes, 3787 * kMiB);
-  EXPECT_EQ(gpus[0].total_bytes, 4096 * kMiB);
 }
 
 TEST(DeviceProbeTest, ParsesSeveralGpusWithCrLfAndBlankLines) {
@@ -49,12 +56,8 @@ TEST(DeviceProbeTest, ParsesSeveralGpusWithCrLfAndBlankLines) {
       "NVIDIA A100-SXM4-80GB, 0, 81167, 81920\r\n"
       "NVIDIA H100 80GB HBM3, 72000, 9559, 81559\n");
   ASSERT_EQ(gpus.size(), 3u);
-  EXPECT_EQ(gpus[1].index, 1);
-  EXPECT_EQ(gpus[1].used_bytes, 0u);
-  EXPECT_EQ(gpus[2].index, 2);
-  EXPECT_EQ(gpus[2].name, "NVIDIA H100 80GB HBM3");
-  EXPECT_EQ(gpus[2].used_bytes, 72000 * kMiB);
-  EXPECT_EQ(gpus[2].total_bytes, 81559 * kMiB);
+  expect_gpu(gpus[1], 1, "NVIDIA A100-SXM4-80GB", 0, 81920);
+  expect_gpu(gpus[2], 2, "NVIDIA H100 80GB HBM3", 72000, 81559);
 }
 
 TEST(DeviceProbeTest, NotAvailableFieldsAreEmpty) {

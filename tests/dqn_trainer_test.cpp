@@ -152,15 +152,5 @@ TEST_F(DqnTrainerTest, PeriodicEvaluationKeepsTheBestWeights) {
                    last.evaluations().last());
 }
 
-// The option defaults (RL Zoo's CartPole-v1 values, lr 1e-3): 5e4 steps, with a greedy
-// evaluation every 5000 steps keeping the best weights (SB3's EvalCallback). The bar is checked
-// on 20 fresh episodes, not the ones used for selection.
-TEST_F(DqnTrainerTest, SolvesCartPole_SLOW) {
-  foxhunt::testing::OneThread one;  // small MLPs: a second thread only adds synchronisation
-  DqnTrainer trainer(DqnTrainerOptions().eval_interval(5000).seed(1), env_factory("cartpole"));
-  const double mean = foxhunt::testing::solve_cartpole(trainer, "dqn", 5000);
-  EXPECT_GE(mean, 475.0);
-}
-
 }  // namespace
 }  // namespace foxhunt::train

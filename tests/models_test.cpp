@@ -241,5 +241,33 @@ TEST(ModelsSummaryTest, HumanBytes) {
   EXPECT_EQ(human_bytes(3.0 * 1024 * 1024 * 1024), "3.00 GiB");
 }
 
+TEST(HostValidatedInputsTest, CpuTensorsAreAlwaysScanned) {
+  auto dqn = make_model("dqn");
+  auto x = torch::zeros({1, 256});
+  x[0][3] = std::nanf("");
+  EXPECT_FALSE(HostValidatedInputs::active());
+  {
+    HostValidatedInputs scope;
+    EXPECT_TRUE(HostValidatedInputs::active());
+    EXPECT_THROW(dqn->forward({{x}, {}}), InputError);  // a CPU tensor: still scanned
+    { HostValidatedInputs nested; }
+    EXPECT_TRUE(HostValidatedInputs::active());  // restored by the nested scope
+  }
+  EXPECT_FALSE(HostValidatedInputs::active());
+  EXPECT_THROW(dqn->forward({{x}, {}}), InputError);
+}
+
+TEST(HostValidatedInputsTest, DeviceTensorsSkipTheScanInsideTheScope_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  auto dqn = make_model("dqn");
+  dqn->to(torch::kCUDA);
+  auto x = torch::zeros({1, 256});
+  x[0][3] = std::nanf("");
+  x = x.to(torch::kCUDA);
+  EXPECT_THROW(dqn->forward({{x}, {}}), InputError);  // scanned on the device
+  HostValidatedInputs scope;
+  EXPECT_NO_THROW(dqn->forward({{x}, {}}));  // no device scan, no sync
+}
+
 }  // namespace
 }  // namespace foxhunt::models

@@ -230,9 +230,8 @@ TEST(PlannerCliTest, TinyBudgetExits1NamingTheTag) {
 }
 
 TEST(PlannerCliTest, JsonPlanOnSmallBudget) {
-  auto r = testing::run_cli("plan ppo --budget-mib 8 --optimizer sgd-momentum --pow2 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = nlohmann::json::parse(r.out);
+  const auto j =
+      testing::run_cli_json("plan ppo --budget-mib 8 --optimizer sgd-momentum --pow2 --json", 0);
   EXPECT_TRUE(j["ok"].get<bool>());
   EXPECT_TRUE(j["verified"].get<bool>());
   EXPECT_EQ(j["optimizer"], "sgd-momentum");
@@ -256,12 +255,10 @@ TEST(PlannerCliTest, DefaultProfileSaysTheClampStopsDqn) {
 }
 
 TEST(PlannerCliTest, BadArgumentsExit2) {
-  EXPECT_EQ(testing::run_cli("plan nosuchmodel --budget-mib 4").exit_code, 2);
-  EXPECT_EQ(testing::run_cli("plan dqn --optimizer rmsprop").exit_code, 2);
-  EXPECT_EQ(testing::run_cli("plan dqn --budget-mib -1").exit_code, 2);
-  EXPECT_EQ(testing::run_cli("plan dqn --budget-mib 4 --device-profile t4-16gb").exit_code, 2);
-  EXPECT_EQ(testing::run_cli("plan dqn --device-profile nosuchcard").exit_code, 2);
-  EXPECT_EQ(testing::run_cli("plan dqn --margin 1.5 --budget-mib 4").exit_code, 2);
+  for (const char* args : {"nosuchmodel --budget-mib 4", "dqn --optimizer rmsprop",
+                           "dqn --budget-mib -1", "dqn --budget-mib 4 --device-profile t4-16gb",
+                           "dqn --device-profile nosuchcard", "dqn --margin 1.5 --budget-mib 4"})
+    EXPECT_EQ(testing::run_cli(std::string("plan ") + args).exit_code, 2) << args;
 }
 
 }  // namespace

@@ -16,16 +16,7 @@ namespace {
 using foxhunt::testing::max_abs_diff;
 using foxhunt::testing::SeededTest;
 
-/// Runs `f` and returns the InputError message ("" when nothing was thrown).
-template <typename Fn>
-std::string input_error(Fn&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using foxhunt::testing::input_error;
 
 // ---- Mamba-2 ----------------------------------------------------------------------------------
 
@@ -187,18 +178,7 @@ TEST_F(Mamba2StreamTest, RejectsBadInputs) {
 
 class TftStreamTest : public SeededTest {
  protected:
-  // Small but with every path: multi-variable VSNs with skip projections, 2 LSTM layers.
-  static TftOptions small() {
-    return TftOptions()
-        .past_features(6)
-        .future_features(3)
-        .static_categories(5)
-        .hidden(8)
-        .heads(2)
-        .window(7)
-        .horizon(4)
-        .real_embedding(3);
-  }
+  static TftOptions small() { return foxhunt::testing::small_tft_options(); }
 };
 
 struct TftBars {

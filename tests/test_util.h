@@ -6,7 +6,11 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/models/tft.h"
 
 namespace foxhunt::testing {
 
@@ -48,6 +52,13 @@ inline CliResult run_cli(const std::string& args) {
   return r;
 }
 
+/// Runs the CLI with `args`, expects `exit_code`, and returns stdout parsed as JSON.
+inline nlohmann::json run_cli_json(const std::string& args, int exit_code) {
+  const auto r = run_cli(args);
+  EXPECT_EQ(r.exit_code, exit_code) << args << ": " << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
 /// A fresh temporary directory removed at the end of the scope.
 class TempDir {
  public:
@@ -70,6 +81,30 @@ class TempDir {
   }
   std::filesystem::path path_;
 };
+
+/// Runs `f` and returns the InputError message ("" when nothing was thrown).
+template <typename Fn>
+std::string input_error(Fn&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// A small TFT: fast, but every path (multi-variable VSNs with skip projections, 2 LSTM layers).
+inline models::TftOptions small_tft_options() {
+  return models::TftOptions()
+      .past_features(6)
+      .future_features(3)
+      .static_categories(5)
+      .hidden(8)
+      .heads(2)
+      .window(7)
+      .horizon(4)
+      .real_embedding(3);
+}
 
 /// Max absolute difference of two tensors (as double).
 inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {

@@ -15,17 +15,8 @@ namespace {
 using foxhunt::testing::max_abs_diff;
 using foxhunt::testing::SeededTest;
 
-/// A small model: fast, but every path (multi-variable VSNs, skip projections, 2 LSTM layers).
 TftOptions small_options() {
-  return TftOptions()
-      .past_features(6)
-      .future_features(3)
-      .static_categories(5)
-      .hidden(8)
-      .heads(2)
-      .window(7)
-      .horizon(4)
-      .real_embedding(3);
+  return foxhunt::testing::small_tft_options();
 }
 
 struct Inputs {
@@ -45,16 +36,7 @@ int64_t live_count(torch::nn::Module& m) {
   return n;
 }
 
-/// Runs `f` and returns the InputError message ("" when nothing was thrown).
-template <typename Fn>
-std::string input_error(Fn&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using foxhunt::testing::input_error;
 
 // ---- GLU / GateAddNorm / GRN ------------------------------------------------------------------
 

@@ -127,13 +127,33 @@ void check_common(const std::string& component, const std::string& name, const t
 
 }  // namespace
 
+namespace {
+thread_local bool t_host_validated = false;
+
+// The finite scan syncs with a CUDA device: skipped for device tensors a caller scanned on the
+// host (HostValidatedInputs).
+bool scan_values(const torch::Tensor& t) {
+  return t.numel() > 0 && (t.device().is_cpu() || !t_host_validated);
+}
+}  // namespace
+
+HostValidatedInputs::HostValidatedInputs() : previous_(t_host_validated) {
+  t_host_validated = true;
+}
+HostValidatedInputs::~HostValidatedInputs() {
+  t_host_validated = previous_;
+}
+bool HostValidatedInputs::active() {
+  return t_host_validated;
+}
+
 void check_input(const std::string& component, const std::string& name, const torch::Tensor& t,
                  const std::vector<int64_t>& expected, torch::ScalarType dtype,
                  const torch::Device& device) {
   check_common(component, name, t, expected, device);
   FOXHUNT_CHECK(t.scalar_type() == dtype, component, name, ": expected dtype ",
                 c10::toString(dtype), ", got ", c10::toString(t.scalar_type()));
-  if (t.is_floating_point() && t.numel() > 0) {
+  if (t.is_floating_point() && scan_values(t)) {
     FOXHUNT_CHECK(torch::isfinite(t).all().item<bool>(), component, name,
                   ": expected finite values, got NaN or Inf (",
                   (~torch::isfinite(t)).sum().item<int64_t>(), " of ", t.numel(), " values)");
@@ -147,7 +167,7 @@ void check_float_input(const std::string& component, const std::string& name,
   FOXHUNT_CHECK(t.is_floating_point(), component, name,
                 ": expected a floating dtype (float32 or float64), got ",
                 c10::toString(t.scalar_type()));
-  if (t.numel() > 0) {
+  if (scan_values(t)) {
     FOXHUNT_CHECK(torch::isfinite(t).all().item<bool>(), component, name,
                   ": expected finite values, got NaN or Inf (",
                   (~torch::isfinite(t)).sum().item<int64_t>(), " of ", t.numel(), " values)");

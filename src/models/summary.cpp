@@ -5,6 +5,10 @@
 
 namespace foxhunt::models {
 
+// The JSON keys are the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ModelSummary, name, parameters, parameter_bytes, buffers,
+                                   buffer_bytes, seq_len, inputs, options)
+
 std::vector<ModelSummary> describe_models() {
   std::vector<ModelSummary> out;
   for (const auto& name : model_names()) {
@@ -24,14 +28,7 @@ std::vector<ModelSummary> describe_models() {
 }
 
 nlohmann::json to_json(const ModelSummary& s) {
-  return {{"name", s.name},
-          {"parameters", s.parameters},
-          {"parameter_bytes", s.parameter_bytes},
-          {"buffers", s.buffers},
-          {"buffer_bytes", s.buffer_bytes},
-          {"seq_len", s.seq_len},
-          {"inputs", s.inputs},
-          {"options", s.options}};
+  return nlohmann::json(s);
 }
 
 }  // namespace foxhunt::models

@@ -43,21 +43,8 @@ DataFingerprint fingerprint(const data::BarSeries& series) {
   return f;
 }
 
-void to_json(nlohmann::json& j, const DataFingerprint& f) {
-  j = {{"source", f.source},
-       {"rows", f.rows},
-       {"first_timestamp", f.first_timestamp},
-       {"last_timestamp", f.last_timestamp},
-       {"hash", f.hash}};
-}
-
-void from_json(const nlohmann::json& j, DataFingerprint& f) {
-  f.source = j.at("source").get<std::string>();
-  f.rows = j.at("rows").get<int64_t>();
-  f.first_timestamp = j.at("first_timestamp").get<int64_t>();
-  f.last_timestamp = j.at("last_timestamp").get<int64_t>();
-  f.hash = j.at("hash").get<std::string>();
-}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DataFingerprint, source, rows, first_timestamp, last_timestamp,
+                                   hash)
 
 nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup) {
   nlohmann::json sets = nlohmann::json::object();

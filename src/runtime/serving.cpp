@@ -8,6 +8,7 @@
 #include <exception>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "foxhunt/core/error.h"
@@ -352,8 +353,16 @@ ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double 
     }
   }
   const auto device = models::module_device(bundle_.model->module());
-  if (device != torch::kCPU)
+  std::optional<models::HostValidatedInputs> host_checked;
+  if (device != torch::kCPU) {
+    // Scan on the host (cheap), then copy: the model's own check would wait for the device.
+    for (const auto& t : batch.inputs)
+      if (t.is_floating_point())
+        FOXHUNT_CHECK(t.isfinite().all().item<bool>(), kComponent, "model '", name(),
+                      "': non-finite input values");
     for (auto& t : batch.inputs) t = t.to(device);
+    host_checked.emplace();
+  }
   const auto outputs = bundle_.model->forward(batch);
   const auto first = outputs.at(0).to(torch::kCPU).contiguous();
   const float* v = first.data_ptr<float>();

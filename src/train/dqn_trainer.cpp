@@ -372,64 +372,30 @@ TrainResult DqnTrainer::train(const RunConfig& run) {
 // The resumable state, listed once: the checkpoint writes and reads exactly these fields.
 template <typename F>
 void DqnTrainer::visit_state(F&& f) {
-  f("step", step_);
-  f("episodes", episodes_);
-  f("updates", updates_);
-  f("started", started_);
-  f("obs", obs_);
-  f("episode_return", episode_return_);
-  f("episode_length", episode_length_);
-  f("returns", returns_);
-  f("lengths", lengths_);
-  f("loss_sum", loss_sum_);
-  f("loss_count", loss_count_);
-  f("last_loss", last_loss_);
-  f("rng", rng_);
+  visit_fields(f, "step", step_, "episodes", episodes_, "updates", updates_, "started", started_,
+               "obs", obs_, "episode_return", episode_return_, "episode_length", episode_length_,
+               "returns", returns_, "lengths", lengths_, "loss_sum", loss_sum_, "loss_count",
+               loss_count_, "last_loss", last_loss_, "rng", rng_);
 }
 
 void DqnTrainer::save_checkpoint(const std::string& path) {
-  nlohmann::json t = {{"options", to_json(o_)},
-                      {"env", env_->name()},
-                      {"obs_size", env_->observation_size()},
-                      {"actions", env_->action_count()},
-                      {"best_policy", best_.to_json()},
-                      {"extra", extra_}};
+  nlohmann::json t = checkpoint_header(to_json(o_), *env_);
   visit_state(StateWriter(t));
   auto env_state = env_->save_state();
   t["env_state"] = env_state ? nlohmann::json(*env_state) : nlohmann::json(nullptr);
-  Container c = trainer_container(*model_, "dqn", t);
+  Container c = checkpoint_container(t, *optimizer_);
   c.blobs["target"] = models::module_to_bytes(*target_);
-  c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
   c.blobs["replay"] = buffer_.to_bytes();
-  c.blobs["torch_rng"] = torch_rng_state();
-  if (!best_.weights().empty()) c.blobs["best_module"] = best_.weights();
   write_container(path, c);
 }
 
-void DqnTrainer::load_checkpoint(const std::string& path) {
-  load_checkpoint(read_trainer_checkpoint(path, "dqn"), path);
-}
-
 void DqnTrainer::load_checkpoint(const Container& c, const std::string& path) {
-  check_trainer_container(c, path, "dqn");
-  const auto& t = c.header["trainer"];
   try {
-    FOXHUNT_CHECK(t.at("env").get<std::string>() == env_->name() &&
-                      t.at("obs_size").get<int64_t>() == env_->observation_size() &&
-                      t.at("actions").get<int64_t>() == env_->action_count(),
-                  "checkpoint", "'", path, "': trained on env '", t.at("env").get<std::string>(),
-                  "' (obs ", t.at("obs_size"), ", actions ", t.at("actions"),
-                  "), this trainer runs '", env_->name(), "' (obs ", env_->observation_size(),
-                  ", actions ", env_->action_count(), ")");
+    const auto& t = restore_common(c, path, *env_, *optimizer_);
     models::module_from_bytes(*online_, require_blob(c, "module", path), path);
     models::module_from_bytes(*target_, require_blob(c, "target", path), path);
-    optimizer_from_bytes(*optimizer_, require_blob(c, "optimizer", path), path);
     buffer_.from_bytes(require_blob(c, "replay", path), path);
-    set_torch_rng_state(require_blob(c, "torch_rng", path), path);
     visit_state(StateReader(t));
-    extra_ = t.value("extra", nlohmann::json::object());
-    auto best = c.blobs.find("best_module");
-    best_.load(t.at("best_policy"), best == c.blobs.end() ? std::string() : best->second);
     if (started_ && !t.at("env_state").is_null()) {
       env_->load_state(t.at("env_state").get<std::string>());
     } else if (started_) {

@@ -261,19 +261,11 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
 // The resumable state, listed once: the checkpoint writes and reads exactly these fields.
 template <typename F>
 void ForecastTrainer::visit_state(F&& f) {
-  f("step", step_);
-  f("epoch", epoch_);
-  f("batch", batch_);
-  f("epoch_loss_sum", epoch_loss_sum_);
-  f("epoch_loss_count", epoch_loss_count_);
-  f("window_loss_sum", window_loss_sum_);
-  f("window_loss_count", window_loss_count_);
-  f("samples", samples_);
-  f("best_val", best_val_);
-  f("best_epoch", best_epoch_);
-  f("bad_epochs", bad_epochs_);
-  f("stopped_early", stopped_early_);
-  f("val_history", val_history_);
+  visit_fields(f, "step", step_, "epoch", epoch_, "batch", batch_, "epoch_loss_sum",
+               epoch_loss_sum_, "epoch_loss_count", epoch_loss_count_, "window_loss_sum",
+               window_loss_sum_, "window_loss_count", window_loss_count_, "samples", samples_,
+               "best_val", best_val_, "best_epoch", best_epoch_, "bad_epochs", bad_epochs_,
+               "stopped_early", stopped_early_, "val_history", val_history_);
 }
 
 void ForecastTrainer::save_checkpoint(const std::string& path) {

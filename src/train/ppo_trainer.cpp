@@ -355,17 +355,9 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
 // The resumable state, listed once: the checkpoint writes and reads exactly these fields.
 template <typename F>
 void PpoTrainer::visit_state(F&& f) {
-  f("step", step_);
-  f("episodes", episodes_);
-  f("updates", updates_);
-  f("started", started_);
-  f("obs", obs_);
-  f("episode_return", episode_return_);
-  f("episode_length", episode_length_);
-  f("returns", returns_);
-  f("lengths", lengths_);
-  f("last_stats", last_stats_);
-  f("rng", rng_);
+  visit_fields(f, "step", step_, "episodes", episodes_, "updates", updates_, "started", started_,
+               "obs", obs_, "episode_return", episode_return_, "episode_length", episode_length_,
+               "returns", returns_, "lengths", lengths_, "last_stats", last_stats_, "rng", rng_);
 }
 
 void PpoTrainer::save_checkpoint(const std::string& path) {
@@ -374,46 +366,20 @@ void PpoTrainer::save_checkpoint(const std::string& path) {
     auto s = e->save_state();
     env_states.push_back(s ? nlohmann::json(*s) : nlohmann::json(nullptr));
   }
-  nlohmann::json t = {{"options", to_json(o_)},
-                      {"env", envs_[0]->name()},
-                      {"obs_size", envs_[0]->observation_size()},
-                      {"actions", envs_[0]->action_count()},
-                      {"env_states", env_states},
-                      {"best_policy", best_.to_json()},
-                      {"extra", extra_}};
+  nlohmann::json t = checkpoint_header(to_json(o_), *envs_[0]);
+  t["env_states"] = env_states;
   visit_state(StateWriter(t));
-  Container c = trainer_container(*model_, "ppo", t);
-  c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
-  c.blobs["torch_rng"] = torch_rng_state();
-  if (!best_.weights().empty()) c.blobs["best_module"] = best_.weights();
-  write_container(path, c);
-}
-
-void PpoTrainer::load_checkpoint(const std::string& path) {
-  load_checkpoint(read_trainer_checkpoint(path, "ppo"), path);
+  write_container(path, checkpoint_container(t, *optimizer_));
 }
 
 void PpoTrainer::load_checkpoint(const Container& c, const std::string& path) {
-  check_trainer_container(c, path, "ppo");
-  const auto& t = c.header["trainer"];
   try {
-    FOXHUNT_CHECK(t.at("env").get<std::string>() == envs_[0]->name() &&
-                      t.at("obs_size").get<int64_t>() == envs_[0]->observation_size() &&
-                      t.at("actions").get<int64_t>() == envs_[0]->action_count(),
-                  "checkpoint", "'", path, "': trained on env '", t.at("env").get<std::string>(),
-                  "' (obs ", t.at("obs_size"), ", actions ", t.at("actions"),
-                  "), this trainer runs '", envs_[0]->name(), "' (obs ",
-                  envs_[0]->observation_size(), ", actions ", envs_[0]->action_count(), ")");
+    const auto& t = restore_common(c, path, *envs_[0], *optimizer_);
     const auto n_envs = t.at("options").at("n_envs").get<int64_t>();
     FOXHUNT_CHECK(n_envs == o_.n_envs(), "checkpoint", "'", path, "': trained with n_envs ", n_envs,
                   ", this trainer has ", o_.n_envs());
     models::module_from_bytes(*net_, require_blob(c, "module", path), path);
-    optimizer_from_bytes(*optimizer_, require_blob(c, "optimizer", path), path);
-    set_torch_rng_state(require_blob(c, "torch_rng", path), path);
     visit_state(StateReader(t));
-    extra_ = t.value("extra", nlohmann::json::object());
-    auto best = c.blobs.find("best_module");
-    best_.load(t.at("best_policy"), best == c.blobs.end() ? std::string() : best->second);
     const auto& env_states = t.at("env_states");
     for (size_t i = 0; i < envs_.size() && started_; ++i) {
       if (!env_states.at(i).is_null()) {

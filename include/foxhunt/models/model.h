@@ -134,6 +134,22 @@ void check_input(const std::string& component, const std::string& tensor_name,
                  const torch::Tensor& t, const std::vector<int64_t>& expected_sizes,
                  torch::ScalarType dtype, const torch::Device& device);
 
+/// While alive on this thread, the input checks skip the finite-value scan of tensors that are
+/// not on the CPU, because the caller scanned the values on the host before copying them (the
+/// serving runtime does): serving on CUDA then never waits for the device in an input check.
+/// Rank, sizes, dtype and device are still checked, and CPU tensors are always scanned.
+class HostValidatedInputs {
+ public:
+  HostValidatedInputs();
+  ~HostValidatedInputs();
+  HostValidatedInputs(const HostValidatedInputs&) = delete;  // a scope, not a value
+  /// True while a scope is alive on this thread.
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 /// Same as check_input, but the dtype may be any floating type.
 void check_float_input(const std::string& component, const std::string& tensor_name,
                        const torch::Tensor& t, const std::vector<int64_t>& expected_sizes,

@@ -38,7 +38,7 @@ struct DataFingerprint {
 DataFingerprint fingerprint(const data::BarSeries& series);
 /// JSON form {source, rows, first_timestamp, last_timestamp, hash}.
 void to_json(nlohmann::json& j, const DataFingerprint& f);
-/// Reads the JSON form; throws nlohmann::json::exception on missing keys.
+/// Reads the JSON form; throws nlohmann::json::exception on a missing key.
 void from_json(const nlohmann::json& j, DataFingerprint& f);
 
 /// Everything serving needs for one model.

@@ -139,12 +139,9 @@ class DqnTrainer final : public RlTrainerBase {
 
   /// Writes a checkpoint (atomically).
   void save_checkpoint(const std::string& path);
-  /// Restores a checkpoint written by a trainer with the same network and environment; training
-  /// then continues exactly (bit-for-bit on the same device and thread count).
-  void load_checkpoint(const std::string& path);
-  /// The same from a trainer checkpoint already read (e.g. by a job that also needs its
-  /// options); `source` names it in errors.
-  void load_checkpoint(const Container& c, const std::string& source);
+  using RlTrainerBase::load_checkpoint;
+  void load_checkpoint(const Container& c, const std::string& source) override;
+  const char* algo() const override { return "dqn"; }
 
   /// Greedy action (argmax Q) for one observation.
   int64_t greedy_action(const std::vector<float>& obs) override;

@@ -111,11 +111,9 @@ class PpoTrainer final : public RlTrainerBase {
 
   /// Writes a checkpoint (atomically).
   void save_checkpoint(const std::string& path);
-  /// Restores a checkpoint of a trainer with the same network, environments and n_envs.
-  void load_checkpoint(const std::string& path);
-  /// The same from a trainer checkpoint already read (e.g. by a job that also needs its
-  /// options); `source` names it in errors.
-  void load_checkpoint(const Container& c, const std::string& source);
+  using RlTrainerBase::load_checkpoint;
+  void load_checkpoint(const Container& c, const std::string& source) override;
+  const char* algo() const override { return "ppo"; }
 
   /// Most probable action for one observation.
   int64_t greedy_action(const std::vector<float>& obs) override;

@@ -4,11 +4,14 @@
 /// periodic evaluations that keep the best weights, the checkpoint's extra JSON and the greedy
 /// policy. Each trainer adds its step, its state (train/state_io.h) and its checkpoint blobs.
 
+#include <torch/torch.h>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
+#include "foxhunt/core/container.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/env.h"
@@ -20,6 +23,14 @@ namespace foxhunt::train {
 class RlTrainerBase {
  public:
   virtual ~RlTrainerBase() = default;
+
+  /// "dqn" or "ppo": the algorithm its checkpoints are written for.
+  virtual const char* algo() const = 0;
+  /// Restores a checkpoint written by a trainer with the same network and environment; training
+  /// then continues exactly (bit-for-bit on the same device and thread count).
+  void load_checkpoint(const std::string& path);
+  /// The same from a trainer checkpoint already read; `source` names it in errors.
+  virtual void load_checkpoint(const Container& c, const std::string& source) = 0;
 
   /// Greedy action for one observation (argmax Q, or the most probable action).
   virtual int64_t greedy_action(const std::vector<float>& obs) = 0;
@@ -43,6 +54,19 @@ class RlTrainerBase {
   models::Model& model() { return *model_; }
 
  protected:
+  /// The trainer header every RL checkpoint has: options, the environment's identity (name,
+  /// observation size, actions), the best-policy record and the extra JSON.
+  nlohmann::json checkpoint_header(nlohmann::json options, const Env& env) const;
+  /// The container of an RL checkpoint: the model, `header`, and the blobs every RL trainer has
+  /// (optimizer, LibTorch RNG, best weights).
+  Container checkpoint_container(const nlohmann::json& header,
+                                 torch::optim::Optimizer& optimizer) const;
+  /// Checks (kind, version, algo, environment identity) and restores what checkpoint_container
+  /// wrote besides the model: optimizer, LibTorch RNG, extra JSON and the best policy. Returns
+  /// the trainer header. Throws InputError naming `path` on any mismatch.
+  const nlohmann::json& restore_common(const Container& c, const std::string& path, const Env& env,
+                                       torch::optim::Optimizer& optimizer);
+
   /// Adds eval_return, best_eval_return and best_eval_step to a metrics line once a periodic
   /// evaluation ran.
   void add_evaluation_metrics(nlohmann::json& line) const {

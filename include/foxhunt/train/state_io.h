@@ -61,4 +61,11 @@ class StateReader {
   const nlohmann::json& in_;
 };
 
+/// Calls f(key, field) for each (key, field) pair: `visit_fields(f, "step", step_, "rng", rng_)`.
+template <typename F, typename T, typename... Rest>
+void visit_fields(F& f, const char* key, T& field, Rest&... rest) {
+  f(key, field);
+  if constexpr (sizeof...(Rest) > 0) visit_fields(f, rest...);
+}
+
 }  // namespace foxhunt::train

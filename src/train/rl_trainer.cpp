@@ -1,0 +1,47 @@
+#include "foxhunt/train/rl_trainer.h"
+
+#include "foxhunt/models/checkpoint.h"
+#include "foxhunt/train/checkpointing.h"
+
+namespace foxhunt::train {
+
+void RlTrainerBase::load_checkpoint(const std::string& path) {
+  load_checkpoint(read_trainer_checkpoint(path, algo()), path);
+}
+
+nlohmann::json RlTrainerBase::checkpoint_header(nlohmann::json options, const Env& env) const {
+  return {{"options", std::move(options)},      {"env", env.name()},
+          {"obs_size", env.observation_size()}, {"actions", env.action_count()},
+          {"best_policy", best_.to_json()},     {"extra", extra_}};
+}
+
+Container RlTrainerBase::checkpoint_container(const nlohmann::json& header,
+                                              torch::optim::Optimizer& optimizer) const {
+  Container c = trainer_container(*model_, algo(), header);
+  c.blobs["optimizer"] = optimizer_to_bytes(optimizer);
+  c.blobs["torch_rng"] = torch_rng_state();
+  if (!best_.weights().empty()) c.blobs["best_module"] = best_.weights();
+  return c;
+}
+
+const nlohmann::json& RlTrainerBase::restore_common(const Container& c, const std::string& path,
+                                                    const Env& env,
+                                                    torch::optim::Optimizer& optimizer) {
+  check_trainer_container(c, path, algo());
+  const auto& t = c.header["trainer"];
+  FOXHUNT_CHECK(t.at("env").get<std::string>() == env.name() &&
+                    t.at("obs_size").get<int64_t>() == env.observation_size() &&
+                    t.at("actions").get<int64_t>() == env.action_count(),
+                "checkpoint", "'", path, "': trained on env '", t.at("env").get<std::string>(),
+                "' (obs ", t.at("obs_size"), ", actions ", t.at("actions"),
+                "), this trainer runs '", env.name(), "' (obs ", env.observation_size(),
+                ", actions ", env.action_count(), ")");
+  optimizer_from_bytes(optimizer, require_blob(c, "optimizer", path), path);
+  set_torch_rng_state(require_blob(c, "torch_rng", path), path);
+  extra_ = t.value("extra", nlohmann::json::object());
+  auto best = c.blobs.find("best_module");
+  best_.load(t.at("best_policy"), best == c.blobs.end() ? std::string() : best->second);
+  return t;
+}
+
+}  // namespace foxhunt::train
