@@ -126,7 +126,10 @@ void expect_rejected(const std::string& path, const std::string& part) {
 
 // A valid one-tensor file at `path`, then `mutate` applied to its bytes.
 void write_tampered(const std::string& path, const std::function<void(std::string&)>& mutate) {
-  write_tampered(path, [](std::string& bytes) { mutate(bytes); });
+  save_safetensors(path, {{"a", torch::ones({2})}});
+  auto bytes = read_file(path);
+  mutate(bytes);
+  write_file_atomic(path, bytes);
 }
 
 TEST_F(SafetensorsTest, RoundTripsEveryDtypeAndShapeBitExact) {
