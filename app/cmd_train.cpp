@@ -1,4 +1,4 @@
-// foxhunt train MODEL: train one model and write a checkpoint (library: train/job.h).
+// foxhunt train MODEL: train one model and write a checkpoint (library: runtime/train_job.h).
 #include <ATen/Parallel.h>
 
 #include <iostream>

@@ -1,7 +1,7 @@
 #pragma once
 /// \file features.h
 /// The feature pipeline from bars to model inputs. Torch-free: matrices are row-major
-/// std::vector<float> (data/tensors.h converts them to tensors).
+/// std::vector<float> (train/batches.h converts them to tensors).
 ///
 /// One bank of kObservedFeatures (250) past-observed market features is computed per bar.
 /// Every column is strictly causal: row t depends on bars 0..t only (rolling windows end at t,

@@ -1,7 +1,7 @@
 #pragma once
 /// \file trading_env.h
 /// A single-instrument trading environment for DQN and PPO. Torch-free (observations are
-/// std::vector<float>; data/tensors.h stacks them).
+/// std::vector<float>; train/batches.h stacks them).
 ///
 /// Mechanics, per step at bar t (the agent sees bar t's close and features):
 /// - action 0 / 1 / 2 = sell / hold / buy sets the target position -1 / 0 / +1 (hold = flat);

@@ -48,7 +48,7 @@ const std::vector<std::string>& trainable_models();
 /// the held-out test split beside the unconditional-quantile baseline. Market data comes from
 /// `data` (a bars CSV) or the embedded synthetic series; forecasting targets are scaled to unit
 /// variance on the training split (the scale is stored in the checkpoint). Throws InputError
-/// for bad input. With batch "auto" the memory planner (memory/planner.h) picks the largest
+/// for bad input. With batch "auto" the memory planner (plan/planner.h) picks the largest
 /// batch whose training step fits the budget, verified under the enforced cap, clamped to what
 /// the trainer can use (replay buffer, rollout, training windows); the plan is in "batch_plan".
 /// Honours request_stop() (the CLI wires Ctrl-C to it): the trainer checkpoints and the summary

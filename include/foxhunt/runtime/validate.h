@@ -65,13 +65,13 @@ ValidateReport run_validate(const ValidateOptions& options, std::ostream& log);
 /// inference mode, checks shapes and finiteness; details hold the models table.
 void validate_models_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
 
-/// Step "plan": the batch planner (memory/planner.h) for every model on the rtx3050ti-4gb
+/// Step "plan": the batch planner (plan/planner.h) for every model on the rtx3050ti-4gb
 /// profile with Adam and default windows, each plan verified by a real training step under the
 /// enforced cap. Passes when every plan is verified and its fitted prediction is within 10% of
 /// the verified peak; details hold each plan's JSON.
 void validate_plan_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
 
-/// Step "budget": the budget validator (memory/budget.h) on the rtx3050ti-4gb profile with the
+/// Step "budget": the budget validator (plan/budget.h) on the rtx3050ti-4gb profile with the
 /// reference targets and 500 MiB headroom; details hold its JSON report.
 void validate_budget_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
 
