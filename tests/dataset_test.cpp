@@ -36,7 +36,8 @@ std::vector<int64_t> first_anchors(const MarketDataset& ds, Split split, const W
                                    size_t n) {
   const auto anchors = ds.anchors(split, spec);
   EXPECT_GE(anchors.size(), n);
-  return {anchors.begin(), anchors.begin() + static_cast<std::ptrdiff_t>(std::min(n, anchors.size()))};
+  return {anchors.begin(),
+          anchors.begin() + static_cast<std::ptrdiff_t>(std::min(n, anchors.size()))};
 }
 
 class DatasetTest : public foxhunt::testing::SeededTest {

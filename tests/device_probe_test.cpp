@@ -1,7 +1,7 @@
 // Device probes: the nvidia-smi CSV parser on real-format samples and junk, NVML via dlopen,
 // and clean "no driver" reports on machines without a GPU.
-#include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_probe.h"
+#include "foxhunt/core/units.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
