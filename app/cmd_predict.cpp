@@ -38,7 +38,7 @@ std::string iso_time(int64_t t) {
   const int64_t d = doy - (153 * mp + 2) / 5 + 1;
   const int64_t m = mp < 10 ? mp + 3 : mp - 9;
   const int64_t y = yoe + era * 400 + (m <= 2);
-  char buf[32];
+  char buf[96];  // room for any int64 fields (the compiler checks the worst case)
   std::snprintf(buf, sizeof(buf), "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ",
                 static_cast<long long>(y), static_cast<long long>(m), static_cast<long long>(d),
                 static_cast<long long>(secs / 3600), static_cast<long long>(secs % 3600 / 60),
