@@ -1,0 +1,126 @@
+#pragma once
+/// \file backtest.h
+/// Backtest arithmetic for a single instrument: positions in, returns, equity and the usual
+/// performance metrics out. Torch-free.
+///
+/// Conventions (n bars, t = 0..n-1):
+/// - Inputs are closes c_0..c_{n-1} and target positions p_0..p_{n-1} in [-1, 1] (-1 fully short,
+///   0 flat, 1 fully long). p_t is decided at the close of bar t, using information up to and
+///   including bar t, and is held over bar t+1. There is no look-ahead as long as the caller
+///   computes p_t from data up to t only.
+/// - The strategy's simple return over bar t+1 (t = 0..n-2) is
+///       r_{t+1} = p_t * (c_{t+1} / c_t - 1) - cost_bps / 1e4 * |p_t - p_{t-1}|,   p_{-1} = 0,
+///   so entering the first position costs, and every change of position is charged on the bar
+///   that it is held over.
+/// - The last position p_{n-1} has no next bar: it earns nothing, costs nothing and does not
+///   count in turnover, exposure or hit rate (it is the "current" signal, not a traded one).
+/// - The equity curve starts at E_0 = 1 and compounds: E_{t+1} = E_t * (1 + r_{t+1}). A bar
+///   return <= -1 (a short losing more than everything) ruins the account: equity becomes 0 and
+///   stays 0 (ruin is absorbing, the curve never turns negative).
+/// - N = n - 1 is the number of bar returns; "per year" figures scale by periods_per_year / N.
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <vector>
+
+#include "foxhunt/data/bars.h"
+
+namespace foxhunt::data {
+
+/// Settings of run_backtest.
+struct BacktestOptions {
+  /// Cost per unit of position change, in basis points of notional (1 bp = 1e-4); >= 0.
+  double cost_bps = 1.0;
+  /// Bars per year, used to annualise (252 for daily business bars; see infer_periods_per_year).
+  double periods_per_year = 252;
+};
+
+/// Per-bar series and metrics of one backtest (see the file comment for the conventions).
+struct BacktestResult {
+  /// Strategy bar returns r_1..r_{n-1} (n-1 values), net of costs.
+  std::vector<double> returns;
+  /// Equity E_0..E_{n-1} (n values), E_0 = 1.
+  std::vector<double> equity;
+  /// Drawdown E_t / max_{s<=t} E_s - 1 (n values, each <= 0).
+  std::vector<double> drawdown;
+
+  /// E_{n-1} - 1.
+  double total_return = 0.0;
+  /// Geometric annualised return E_{n-1}^(periods_per_year / N) - 1 (-1 after ruin).
+  double annualized_return = 0.0;
+  /// Sample standard deviation of the bar returns times sqrt(periods_per_year) (0 when N < 2).
+  double volatility = 0.0;
+  /// mean(r) / stdev(r) * sqrt(periods_per_year), risk-free rate 0; 0 when stdev is 0 or N < 2.
+  double sharpe = 0.0;
+  /// mean(r) / sqrt(mean(min(r, 0)^2)) * sqrt(periods_per_year); 0 when no bar return is
+  /// negative (the downside deviation is 0), as sharpe is 0 without variation.
+  double sortino = 0.0;
+  /// Minimum of `drawdown` (<= 0; -0.2 is a 20% fall from a previous peak).
+  double max_drawdown = 0.0;
+  /// Longest run of consecutive bars with equity below its previous peak (a run still open at
+  /// the end counts up to the last bar).
+  int64_t max_drawdown_duration_bars = 0;
+  /// Sum of |p_t - p_{t-1}| for t = 0..n-2, including the first entry from p_{-1} = 0.
+  double turnover = 0.0;
+  /// turnover / N * periods_per_year.
+  double turnover_per_year = 0.0;
+  /// Among the bars held with a non-zero position, the fraction whose net return is > 0;
+  /// 0 when no bar holds a position.
+  double hit_rate = 0.0;
+  /// Fraction of the N held bars with p_t != 0.
+  double exposure = 0.0;
+  /// Sum of the per-bar cost deductions cost_bps / 1e4 * |p_t - p_{t-1}| (in return units, not
+  /// compounded).
+  double total_cost = 0.0;
+  /// Number of bars n (closes given).
+  int64_t bars = 0;
+  /// The cost used, in basis points.
+  double cost_bps = 0.0;
+  /// The annualisation factor used.
+  double periods_per_year = 0.0;
+};
+
+/// Runs the backtest of `positions` on `closes`. Throws InputError "[backtest] ..." when the sizes
+/// differ, n < 2, a close is not finite and > 0, a position is NaN or outside [-1, 1], the cost
+/// is negative or not finite, or periods_per_year is not finite and > 0; messages name the index.
+BacktestResult run_backtest(const std::vector<double>& closes, const std::vector<double>& positions,
+                            const BacktestOptions& options = {});
+
+/// The metrics as JSON (snake_case keys: total_return, annualized_return, volatility, sharpe,
+/// sortino, max_drawdown, max_drawdown_duration_bars, turnover, turnover_per_year, hit_rate,
+/// exposure, total_cost, bars, cost_bps, periods_per_year); with `include_series` also the arrays
+/// returns, equity and drawdown.
+nlohmann::json to_json(const BacktestResult& result, bool include_series = false);
+
+/// Annualised Sharpe ratio of bar returns (sample stdev, risk-free 0); 0 when fewer than two
+/// returns or zero stdev.
+double sharpe_ratio(const std::vector<double>& returns, double periods_per_year);
+
+/// Annualised Sortino ratio: mean / sqrt(mean(min(r, 0)^2)) * sqrt(periods_per_year); 0 when no
+/// return is negative or `returns` is empty.
+double sortino_ratio(const std::vector<double>& returns, double periods_per_year);
+
+/// n positions of 1 (always fully long).
+std::vector<double> buy_and_hold_positions(size_t n);
+
+/// n positions of 0 (never in the market).
+std::vector<double> flat_positions(size_t n);
+
+/// n positions drawn uniformly from {-1, 0, 1} with foxhunt::Rng(seed) (same seed, same list).
+std::vector<double> random_positions(size_t n, uint64_t seed);
+
+/// Bars per year of a series from its timestamps (Unix milliseconds, strictly increasing, at
+/// least two). The rule, simple and deterministic:
+/// - span = last - first; when span >= 30 days: (number of bars - 1) / (span in years of 365.25
+///   days). This measures the calendar from the data: weekends, holidays and session hours
+///   that have no bars are accounted for (an exchange calendar with ~9 holidays gives ~252, a
+///   pure Monday-Friday calendar ~261, 24/7 hourly bars 8766).
+/// - otherwise (too short to see the calendar): 365.25 days / median spacing.
+/// Throws InputError for fewer than two timestamps or a timestamp not above the previous one.
+double infer_periods_per_year(const std::vector<int64_t>& timestamps_ms);
+
+/// infer_periods_per_year of a bar series (whose timestamps are Unix seconds).
+double infer_periods_per_year(const BarSeries& series);
+
+}  // namespace foxhunt::data
