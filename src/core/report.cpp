@@ -1,0 +1,861 @@
+#include "foxhunt/core/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
+
+namespace foxhunt {
+
+namespace {
+
+constexpr const char* kComponent = "report";
+
+/// The common ten-colour categorical palette, used in order when a series has no colour.
+constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+constexpr size_t kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
+
+/// Estimated advance of one character of the 11-12 px sans-serif labels; only used for layout
+/// (margins, legend wrapping), where a few pixels of error are harmless.
+constexpr double kCharWidth = 6.6;
+
+/// Values beyond this are clamped so that hi - lo of any axis stays finite.
+constexpr double kMaxAbs = 1e307;
+
+/// An SVG coordinate with one decimal; never "nan" or "inf" whatever comes in.
+std::string num(double v) {
+  if (!std::isfinite(v)) v = 0.0;
+  v = std::clamp(v, -1e6, 1e6);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+/// Drops trailing zeros after a decimal point ("1.50" -> "1.5", "2.00" -> "2"), and "-0" -> "0".
+std::string trim_zeros(std::string s) {
+  if (s.find('.') != std::string::npos && s.find('e') == std::string::npos) {
+    while (!s.empty() && s.back() == '0') s.pop_back();
+    if (!s.empty() && s.back() == '.') s.pop_back();
+  }
+  if (s == "-0") s = "0";
+  return s;
+}
+
+/// How an axis or a value is scaled for display: divide by `factor`, then append `suffix`.
+struct UnitScale {
+  double factor = 1.0;
+  std::string suffix;       // complete text after the number, e.g. " KiB", "k", "k us", " us"
+  std::string zero_suffix;  // after a zero, which needs no prefix: "0 B", "0 us", "0" (not "0k")
+};
+
+UnitScale unit_scale(double magnitude, const std::string& unit) {
+  UnitScale s;
+  int k = 0;
+  if (unit == "B") {
+    static const char* const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    while (k < 5 && magnitude >= s.factor * 1024.0) {
+      s.factor *= 1024.0;
+      ++k;
+    }
+    s.suffix = std::string(" ") + names[k];
+    s.zero_suffix = " B";
+    return s;
+  }
+  static const char* const prefixes[] = {"", "k", "M", "G", "T", "P"};
+  // Below 10^4 plain numbers read better than "1.2k".
+  if (magnitude >= 1e4) {
+    while (k < 5 && magnitude >= s.factor * 1000.0) {
+      s.factor *= 1000.0;
+      ++k;
+    }
+  }
+  s.zero_suffix = unit.empty() ? "" : " " + unit;
+  s.suffix = prefixes[k] + s.zero_suffix;
+  return s;
+}
+
+/// A finished axis: its drawn range, tick positions and tick labels.
+struct Axis {
+  double lo = 0.0;
+  double hi = 1.0;
+  std::vector<double> ticks;
+  std::vector<std::string> labels;
+};
+
+/// Labels for ticks spaced `step` apart, all with the decimals the step needs.
+std::vector<std::string> tick_labels(const std::vector<double>& ticks, double step,
+                                     const UnitScale& sc) {
+  std::vector<std::string> out;
+  const double s = step / sc.factor;
+  int decimals = 0;
+  if (s > 0.0 && s < 1.0) decimals = static_cast<int>(std::ceil(-std::log10(s) - 1e-9));
+  for (double t : ticks) {
+    char buf[64];
+    const double v = t / sc.factor;
+    if (decimals > 6 || std::fabs(v) >= 1e15) {
+      std::snprintf(buf, sizeof buf, "%.3g", v);  // extreme scales: short scientific labels
+    } else {
+      std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    }
+    std::string text = buf;
+    if (text == "-0" ||
+        (text.size() > 1 && text[0] == '-' && text.find_first_not_of("-0.") == std::string::npos)) {
+      text = text.substr(1);  // "-0.0" from rounding a tiny negative tick
+    }
+    out.push_back(text + (t == 0.0 ? sc.zero_suffix : sc.suffix));
+  }
+  return out;
+}
+
+/// Builds an axis for data in [lo, hi] (`have_data` false: a placeholder [0, 1]). With `extend`
+/// the range grows to the outer ticks (y axes: the data never touches the frame); without, it
+/// stays on the data and only the ticks inside it are kept (x axes).
+Axis make_axis(double lo, double hi, bool have_data, const std::string& unit, bool extend) {
+  if (!have_data) {
+    lo = 0.0;
+    hi = 1.0;
+  }
+  lo = std::clamp(lo, -kMaxAbs, kMaxAbs);
+  hi = std::clamp(hi, -kMaxAbs, kMaxAbs);
+  if (lo == hi) {
+    const double d = lo == 0.0 ? 1.0 : std::fabs(lo) * 0.1;
+    lo -= d;
+    hi += d;
+  }
+  const UnitScale sc = unit_scale(std::max(std::fabs(lo), std::fabs(hi)), unit);
+  // Ticks are nice in display units, so byte axes step by 256 KiB rather than by 200000 B.
+  std::vector<double> t = nice_ticks(lo / sc.factor, hi / sc.factor, 5);
+  for (double& v : t) v *= sc.factor;
+  Axis a;
+  a.lo = lo;
+  a.hi = hi;
+  if (t.empty()) return a;
+  const double step = t.size() >= 2 ? t[1] - t[0] : (hi - lo);
+  if (extend) {
+    a.lo = std::min(lo, t.front());
+    a.hi = std::max(hi, t.back());
+    a.ticks = t;
+  } else {
+    const double eps = step * 1e-6;
+    for (double v : t) {
+      if (v >= lo - eps && v <= hi + eps) a.ticks.push_back(v);
+    }
+  }
+  a.labels = tick_labels(a.ticks, step, sc);
+  return a;
+}
+
+/// One legend entry.
+struct LegendItem {
+  std::string name;
+  std::string color;
+  bool dashed = false;
+  bool band = false;  // a filled swatch instead of a line
+};
+
+/// Legend entries placed in rows that fit the chart width.
+struct LegendLayout {
+  struct Placed {
+    LegendItem item;
+    double x = 0.0;
+    int row = 0;
+  };
+  std::vector<Placed> placed;
+  int rows = 0;
+};
+
+LegendLayout layout_legend(const std::vector<LegendItem>& items, double width) {
+  LegendLayout out;
+  const double x0 = 12.0;
+  double x = x0;
+  int row = 0;
+  for (const LegendItem& it : items) {
+    const double w = 22.0 + kCharWidth * static_cast<double>(it.name.size()) + 16.0;
+    if (x > x0 && x + w > width - 8.0) {
+      x = x0;
+      ++row;
+    }
+    out.placed.push_back({it, x, row});
+    x += w;
+  }
+  out.rows = items.empty() ? 0 : row + 1;
+  return out;
+}
+
+/// The pixel frame of a chart: size, plot area and the two axes.
+struct Frame {
+  double width = 0.0, height = 0.0;
+  double left = 0.0, top = 0.0, pw = 0.0, ph = 0.0;
+  double legend_top = 0.0;
+  Axis xa, ya;
+  LegendLayout legend;
+
+  // Clamped like the axes so that x - lo cannot overflow for values near the double limit.
+  double px(double x) const {
+    return left + (std::clamp(x, -kMaxAbs, kMaxAbs) - xa.lo) / (xa.hi - xa.lo) * pw;
+  }
+  double py(double y) const {
+    return top + ph - (std::clamp(y, -kMaxAbs, kMaxAbs) - ya.lo) / (ya.hi - ya.lo) * ph;
+  }
+};
+
+void check_size(const ChartOptions& o) {
+  FOXHUNT_CHECK(o.width >= 200 && o.width <= 8000, kComponent, "chart '", o.title,
+                "': expected a width in [200, 8000] px, got ", o.width);
+  FOXHUNT_CHECK(o.height >= 120 && o.height <= 8000, kComponent, "chart '", o.title,
+                "': expected a height in [120, 8000] px, got ", o.height);
+}
+
+size_t max_label_chars(const std::vector<std::string>& labels) {
+  size_t n = 0;
+  for (const auto& l : labels) n = std::max(n, l.size());
+  return n;
+}
+
+Frame make_frame(const ChartOptions& o, Axis xa, Axis ya, const std::vector<LegendItem>& legend) {
+  Frame f;
+  f.width = o.width;
+  f.height = o.height;
+  f.xa = std::move(xa);
+  f.ya = std::move(ya);
+  f.legend = layout_legend(legend, f.width);
+  f.legend_top = 8.0 + (o.title.empty() ? 0.0 : 22.0);
+  f.top = f.legend_top + 18.0 * f.legend.rows + 10.0;
+  const double bottom = 8.0 + 18.0 + (o.x_label.empty() ? 0.0 : 18.0);
+  f.left = 10.0 + (o.y_label.empty() ? 0.0 : 18.0) +
+           kCharWidth * static_cast<double>(max_label_chars(f.ya.labels)) + 8.0;
+  const double last_x_label =
+      f.xa.labels.empty() ? 0.0 : kCharWidth * static_cast<double>(f.xa.labels.back().size());
+  const double right = std::max(16.0, last_x_label / 2.0 + 6.0);
+  f.pw = f.width - f.left - right;
+  f.ph = f.height - f.top - bottom;
+  FOXHUNT_CHECK(f.pw >= 40.0 && f.ph >= 30.0, kComponent, "chart '", o.title, "': expected room ",
+                "for a plot area of at least 40x30 px, got ", f.pw, "x", f.ph, " px in a ", o.width,
+                "x", o.height, " px chart (enlarge it or shorten the labels)");
+  return f;
+}
+
+/// The opening tag, title, background, frame title, grid, axes, labels and legend.
+std::string svg_head(const Frame& f, const ChartOptions& o) {
+  std::ostringstream s;
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << o.width << "\" height=\"" << o.height
+    << "\" viewBox=\"0 0 " << o.width << " " << o.height
+    << "\" role=\"img\" font-family=\"system-ui, -apple-system, 'Segoe UI', Roboto, Arial, "
+       "sans-serif\" font-size=\"11\">\n";
+  s << "<title>" << html_escape(o.title) << "</title>\n";
+  s << "<rect x=\"0\" y=\"0\" width=\"" << o.width << "\" height=\"" << o.height
+    << "\" fill=\"#ffffff\"/>\n";
+  if (!o.title.empty()) {
+    s << "<text x=\"" << num(f.width / 2.0) << "\" y=\"22\" text-anchor=\"middle\" "
+      << "font-size=\"14\" font-weight=\"600\" fill=\"#1d232a\">" << html_escape(o.title)
+      << "</text>\n";
+  }
+  // Horizontal grid and y labels.
+  for (size_t i = 0; i < f.ya.ticks.size(); ++i) {
+    const double y = f.py(f.ya.ticks[i]);
+    s << "<line x1=\"" << num(f.left) << "\" y1=\"" << num(y) << "\" x2=\"" << num(f.left + f.pw)
+      << "\" y2=\"" << num(y) << "\" stroke=\"#e6e9ed\" stroke-width=\"1\"/>\n";
+    s << "<text x=\"" << num(f.left - 6.0) << "\" y=\"" << num(y + 4.0)
+      << "\" text-anchor=\"end\" fill=\"#555\">" << html_escape(f.ya.labels[i]) << "</text>\n";
+  }
+  // x tick marks and labels.
+  const double bottom_y = f.top + f.ph;
+  for (size_t i = 0; i < f.xa.ticks.size(); ++i) {
+    const double x = f.px(f.xa.ticks[i]);
+    s << "<line x1=\"" << num(x) << "\" y1=\"" << num(bottom_y) << "\" x2=\"" << num(x)
+      << "\" y2=\"" << num(bottom_y + 5.0) << "\" stroke=\"#888\" stroke-width=\"1\"/>\n";
+    s << "<text x=\"" << num(x) << "\" y=\"" << num(bottom_y + 17.0)
+      << "\" text-anchor=\"middle\" fill=\"#555\">" << html_escape(f.xa.labels[i]) << "</text>\n";
+  }
+  // Axis lines (left and bottom).
+  s << "<path d=\"M" << num(f.left) << " " << num(f.top) << " V" << num(bottom_y) << " H"
+    << num(f.left + f.pw) << "\" fill=\"none\" stroke=\"#888\" stroke-width=\"1\"/>\n";
+  if (!o.x_label.empty()) {
+    s << "<text x=\"" << num(f.left + f.pw / 2.0) << "\" y=\"" << num(f.height - 8.0)
+      << "\" text-anchor=\"middle\" font-size=\"12\" fill=\"#333\">" << html_escape(o.x_label)
+      << "</text>\n";
+  }
+  if (!o.y_label.empty()) {
+    const double cy = f.top + f.ph / 2.0;
+    s << "<text x=\"16\" y=\"" << num(cy) << "\" transform=\"rotate(-90 16 " << num(cy)
+      << ")\" text-anchor=\"middle\" font-size=\"12\" fill=\"#333\">" << html_escape(o.y_label)
+      << "</text>\n";
+  }
+  for (const auto& p : f.legend.placed) {
+    const double y = f.legend_top + 18.0 * p.row + 9.0;
+    const std::string color = html_escape(p.item.color);
+    if (p.item.band) {
+      s << "<rect x=\"" << num(p.x) << "\" y=\"" << num(y - 5.0)
+        << "\" width=\"18\" height=\"10\" fill=\"" << color << "\" fill-opacity=\"0.25\"/>\n";
+    } else {
+      s << "<line x1=\"" << num(p.x) << "\" y1=\"" << num(y) << "\" x2=\"" << num(p.x + 18.0)
+        << "\" y2=\"" << num(y) << "\" stroke=\"" << color << "\" stroke-width=\"2\""
+        << (p.item.dashed ? " stroke-dasharray=\"5 3\"" : "") << "/>\n";
+    }
+    s << "<text x=\"" << num(p.x + 22.0) << "\" y=\"" << num(y + 4.0) << "\" fill=\"#333\">"
+      << html_escape(p.item.name) << "</text>\n";
+  }
+  return s.str();
+}
+
+std::string no_data_text(const Frame& f) {
+  return "<text x=\"" + num(f.left + f.pw / 2.0) + "\" y=\"" + num(f.top + f.ph / 2.0) +
+         "\" text-anchor=\"middle\" font-size=\"13\" fill=\"#888\">no data</text>\n";
+}
+
+/// Running [min, max] of finite values.
+struct Range {
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -std::numeric_limits<double>::infinity();
+  bool any() const { return lo <= hi; }
+  void add(double v) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+};
+
+bool finite2(double a, double b) {
+  return std::isfinite(a) && std::isfinite(b);
+}
+
+void check_series(const Series& s, size_t i) {
+  FOXHUNT_CHECK(s.x.size() == s.y.size(), kComponent, "series ", i, " '", s.name,
+                "': expected x and y of one size, got ", s.x.size(), " x and ", s.y.size(), " y");
+}
+
+std::string series_color(const Series& s, size_t i) {
+  return s.color.empty() ? kPalette[i % kPaletteSize] : s.color;
+}
+
+std::vector<LegendItem> series_legend(const std::vector<Series>& series, size_t palette_offset) {
+  std::vector<LegendItem> items;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    if (s.name.empty()) continue;
+    bool any = false;
+    for (size_t j = 0; j < s.x.size() && !any; ++j) any = finite2(s.x[j], s.y[j]);
+    items.push_back({any ? s.name : s.name + " (no data)", series_color(s, i + palette_offset),
+                     s.dashed, false});
+  }
+  return items;
+}
+
+void add_series_range(const std::vector<Series>& series, Range& xr, Range& yr) {
+  for (const Series& s : series) {
+    for (size_t j = 0; j < s.x.size(); ++j) {
+      if (!finite2(s.x[j], s.y[j])) continue;
+      xr.add(s.x[j]);
+      yr.add(s.y[j]);
+    }
+  }
+}
+
+/// Buckets for downsampling: one per pixel column, at most 1000 (so at most ~2000 points).
+size_t plot_buckets(const Frame& f) {
+  return std::clamp<size_t>(static_cast<size_t>(f.pw), 1, 1000);
+}
+
+std::string series_markup(const std::vector<Series>& series, const Frame& f,
+                          size_t palette_offset) {
+  std::ostringstream s;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& ser = series[i];
+    const std::vector<size_t> idx = downsample_min_max(ser.x, ser.y, plot_buckets(f));
+    if (idx.empty()) continue;
+    const std::string color = html_escape(series_color(ser, i + palette_offset));
+    s << "<polyline fill=\"none\" stroke=\"" << color
+      << "\" stroke-width=\"1.5\" stroke-linejoin=\"round\" stroke-linecap=\"round\""
+      << (ser.dashed ? " stroke-dasharray=\"6 4\"" : "") << " points=\"";
+    for (size_t k = 0; k < idx.size(); ++k) {
+      s << (k ? " " : "") << num(f.px(ser.x[idx[k]])) << "," << num(f.py(ser.y[idx[k]]));
+    }
+    s << "\"/>\n";
+    if (idx.size() == 1) {
+      // A one-point polyline draws nothing; the dot makes the point visible.
+      s << "<circle cx=\"" << num(f.px(ser.x[idx[0]])) << "\" cy=\"" << num(f.py(ser.y[idx[0]]))
+        << "\" r=\"3\" fill=\"" << color << "\"/>\n";
+    }
+  }
+  return s.str();
+}
+
+Axis y_axis_for(Range yr, const ChartOptions& o) {
+  if (o.y_from_zero && yr.any()) yr.add(0.0);
+  return make_axis(yr.lo, yr.hi, yr.any(), o.y_unit, true);
+}
+
+std::string html_unescape(const std::string& s) {
+  static const std::pair<const char*, char> entities[] = {
+      {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&#39;", '\''}};
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    bool matched = false;
+    if (s[i] == '&') {
+      for (const auto& [name, ch] : entities) {
+        const size_t len = std::char_traits<char>::length(name);
+        if (s.compare(i, len, name) == 0) {
+          out += ch;
+          i += len;
+          matched = true;
+          break;
+        }
+      }
+    }
+    if (!matched) out += s[i++];
+  }
+  return out;
+}
+
+/// A Markdown table cell: pipes escaped, line breaks folded (a pipe table row is one line).
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+constexpr const char* kStyle = R"(
+body { margin: 0; background: #ffffff; color: #1d232a;
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
+main { max-width: 980px; margin: 0 auto; padding: 24px 28px 48px; }
+h1 { font-size: 26px; margin: 0 0 16px; padding-bottom: 8px; border-bottom: 2px solid #e3e7ec; }
+h2 { font-size: 20px; margin: 28px 0 10px; }
+h3, h4, h5, h6 { font-size: 16px; margin: 20px 0 8px; }
+p { margin: 8px 0; }
+table { border-collapse: collapse; margin: 12px 0; font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #d8dee4; padding: 4px 10px; text-align: left; vertical-align: top; }
+th { background: #f3f5f7; font-weight: 600; }
+tbody tr:nth-child(even) td { background: #fafbfc; }
+pre { background: #f6f8fa; border: 1px solid #e3e7ec; border-radius: 4px; padding: 10px 12px;
+  overflow-x: auto; font: 13px/1.45 ui-monospace, Menlo, Consolas, monospace; }
+figure.plot { margin: 16px 0; }
+figure.plot svg { display: block; max-width: 100%; height: auto; border: 1px solid #eef0f3; }
+)";
+
+}  // namespace
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 8);
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::vector<double> nice_ticks(double lo, double hi, int target) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return {};
+  if (hi < lo) std::swap(lo, hi);
+  if (lo == hi) {
+    const double d = lo == 0.0 ? 1.0 : std::fabs(lo) * 0.1;
+    lo -= d;
+    hi += d;
+  }
+  lo = std::clamp(lo, -kMaxAbs, kMaxAbs);
+  hi = std::clamp(hi, -kMaxAbs, kMaxAbs);
+  const double raw = (hi - lo) / static_cast<double>(std::max(target, 2) - 1);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / mag;
+  const double nice = f < 1.5 ? 1.0 : f < 3.0 ? 2.0 : f < 7.0 ? 5.0 : 10.0;
+  const double step = nice * mag;
+  // The tolerance keeps 0.6 / 0.2 = 2.9999999999999996 from adding a tick below the range.
+  const double k0 = std::floor(lo / step + 1e-9);
+  const double k1 = std::ceil(hi / step - 1e-9);
+  // Huge offsets against a tiny span (1e15 + 0.1) cannot be split; show the ends only.
+  if (!(k1 - k0 <= 1000.0) || k0 * step == (k0 + 1.0) * step) return {lo, hi};
+  std::vector<double> out;
+  for (double k = k0; k <= k1; k += 1.0) {
+    double v = k * step;  // multiples, not a running sum, so errors do not accumulate
+    if (std::fabs(v) < step * 1e-9) v = 0.0;
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::string format_value(double value, const std::string& unit) {
+  if (!std::isfinite(value)) return "n/a";
+  const UnitScale sc = unit_scale(std::fabs(value), unit);
+  const double s = value / sc.factor;
+  const double a = std::fabs(s);
+  char buf[64];
+  if (a == 0.0) return "0" + sc.zero_suffix;
+  if (a >= 1e15) {
+    std::snprintf(buf, sizeof buf, "%.3g", s);
+  } else if (a >= 100.0) {
+    std::snprintf(buf, sizeof buf, "%.0f", s);
+  } else if (a >= 10.0) {
+    std::snprintf(buf, sizeof buf, "%.1f", s);
+  } else if (a >= 1.0) {
+    std::snprintf(buf, sizeof buf, "%.2f", s);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g", s);
+  }
+  return trim_zeros(buf) + sc.suffix;
+}
+
+std::vector<size_t> downsample_min_max(const std::vector<double>& x, const std::vector<double>& y,
+                                       size_t buckets) {
+  FOXHUNT_CHECK(x.size() == y.size(), kComponent, "downsample_min_max: expected x and y of one ",
+                "size, got ", x.size(), " x and ", y.size(), " y");
+  FOXHUNT_CHECK(buckets > 0, kComponent, "downsample_min_max: expected buckets > 0, got 0");
+  std::vector<size_t> finite;
+  finite.reserve(x.size());
+  Range xr;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!finite2(x[i], y[i])) continue;
+    finite.push_back(i);
+    xr.add(x[i]);
+  }
+  if (finite.size() <= 2 * buckets) return finite;
+  const double lo = std::clamp(xr.lo, -kMaxAbs, kMaxAbs);
+  const double span = std::clamp(xr.hi, -kMaxAbs, kMaxAbs) - lo;
+  constexpr size_t kNone = static_cast<size_t>(-1);
+  std::vector<size_t> min_i(buckets, kNone), max_i(buckets, kNone);
+  for (size_t i : finite) {
+    size_t b = 0;
+    if (span > 0.0) {
+      const double pos = (std::clamp(x[i], -kMaxAbs, kMaxAbs) - lo) / span;
+      b = std::min(static_cast<size_t>(pos * static_cast<double>(buckets)), buckets - 1);
+    }
+    if (min_i[b] == kNone || y[i] < y[min_i[b]]) min_i[b] = i;
+    if (max_i[b] == kNone || y[i] > y[max_i[b]]) max_i[b] = i;
+  }
+  std::vector<size_t> out;
+  out.reserve(2 * buckets);
+  for (size_t b = 0; b < buckets; ++b) {
+    if (min_i[b] == kNone) continue;
+    const size_t a = std::min(min_i[b], max_i[b]), c = std::max(min_i[b], max_i[b]);
+    out.push_back(a);
+    if (c != a) out.push_back(c);
+  }
+  return out;
+}
+
+std::string line_chart_svg(const std::vector<Series>& series, const ChartOptions& opts) {
+  check_size(opts);
+  for (size_t i = 0; i < series.size(); ++i) check_series(series[i], i);
+  Range xr, yr;
+  add_series_range(series, xr, yr);
+  const Frame f = make_frame(opts, make_axis(xr.lo, xr.hi, xr.any(), opts.x_unit, false),
+                             y_axis_for(yr, opts), series_legend(series, 0));
+  std::string out = svg_head(f, opts);
+  if (!xr.any()) out += no_data_text(f);
+  out += series_markup(series, f, 0);
+  out += "</svg>\n";
+  return out;
+}
+
+std::string band_chart_svg(const std::vector<double>& x, const std::vector<double>& lower,
+                           const std::vector<double>& upper, const std::vector<Series>& lines,
+                           const ChartOptions& opts, const std::string& band_label) {
+  check_size(opts);
+  FOXHUNT_CHECK(x.size() == lower.size() && x.size() == upper.size(), kComponent, "band chart '",
+                opts.title, "': expected x, lower and upper of one size, got ", x.size(), ", ",
+                lower.size(), " and ", upper.size());
+  for (size_t i = 0; i < lines.size(); ++i) check_series(lines[i], i);
+  Range xr, yr;
+  std::vector<size_t> band;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!finite2(x[i], lower[i]) || !std::isfinite(upper[i])) continue;
+    band.push_back(i);
+    xr.add(x[i]);
+    yr.add(lower[i]);
+    yr.add(upper[i]);
+  }
+  add_series_range(lines, xr, yr);
+  // The band takes the first palette colour; the lines continue from the second.
+  const std::string band_color = kPalette[0];
+  std::vector<LegendItem> legend;
+  if (!band_label.empty()) legend.push_back({band_label, band_color, false, true});
+  for (auto& item : series_legend(lines, 1)) legend.push_back(std::move(item));
+  const Frame f = make_frame(opts, make_axis(xr.lo, xr.hi, xr.any(), opts.x_unit, false),
+                             y_axis_for(yr, opts), legend);
+  std::string out = svg_head(f, opts);
+  if (!xr.any()) out += no_data_text(f);
+  if (band.size() >= 2) {
+    // Upper edge left to right, lower edge back; per bucket the widest extent survives.
+    std::vector<std::pair<double, double>> top, bottom;
+    const size_t buckets = plot_buckets(f);
+    if (band.size() <= 2 * buckets) {
+      for (size_t i : band) {
+        top.emplace_back(x[i], upper[i]);
+        bottom.emplace_back(x[i], lower[i]);
+      }
+    } else {
+      std::vector<double> bx, bu, bl;
+      for (size_t i : band) {
+        bx.push_back(x[i]);
+        bu.push_back(upper[i]);
+        bl.push_back(-lower[i]);  // the minimum of lower is the maximum of -lower
+      }
+      for (size_t k : downsample_min_max(bx, bu, buckets)) top.emplace_back(bx[k], bu[k]);
+      for (size_t k : downsample_min_max(bx, bl, buckets)) bottom.emplace_back(bx[k], -bl[k]);
+    }
+    out += "<polygon fill=\"" + band_color + "\" fill-opacity=\"0.25\" stroke=\"none\" points=\"";
+    bool first = true;
+    auto emit = [&](double px, double py) {
+      out += (first ? "" : " ") + num(f.px(px)) + "," + num(f.py(py));
+      first = false;
+    };
+    for (const auto& [px, py] : top) emit(px, py);
+    for (auto it = bottom.rbegin(); it != bottom.rend(); ++it) emit(it->first, it->second);
+    out += "\"/>\n";
+  }
+  out += series_markup(lines, f, 1);
+  out += "</svg>\n";
+  return out;
+}
+
+std::string histogram_svg(const Histogram& h, const ChartOptions& opts) {
+  check_size(opts);
+  const bool empty = h.edges.empty() && h.counts.empty();
+  FOXHUNT_CHECK(empty || h.edges.size() == h.counts.size() + 1, kComponent, "histogram chart '",
+                opts.title, "': expected counts.size() + 1 edges, got ", h.edges.size(),
+                " edges for ", h.counts.size(), " counts");
+  for (size_t i = 0; i < h.edges.size(); ++i) {
+    FOXHUNT_CHECK(std::isfinite(h.edges[i]) && (!h.log_scale || h.edges[i] > 0.0), kComponent,
+                  "histogram chart '", opts.title, "': expected finite",
+                  h.log_scale ? " positive" : "", " edges, got ", h.edges[i], " at index ", i);
+    FOXHUNT_CHECK(i == 0 || h.edges[i] > h.edges[i - 1], kComponent, "histogram chart '",
+                  opts.title, "': expected increasing edges, got ", h.edges[i - 1], " then ",
+                  h.edges[i], " at index ", i);
+  }
+  const bool have = !h.counts.empty();
+  uint64_t max_count = 0;
+  for (uint64_t c : h.counts) max_count = std::max(max_count, c);
+
+  // The x axis works in log10 units when the bins are logarithmic.
+  auto xpos = [&](double e) { return h.log_scale ? std::log10(e) : e; };
+  Axis xa;
+  if (have && h.log_scale) {
+    const double llo = xpos(h.edges.front()), lhi = xpos(h.edges.back());
+    xa.lo = llo;
+    xa.hi = lhi;
+    const double first = std::ceil(llo - 1e-9), last = std::floor(lhi + 1e-9);
+    if (last - first >= 1.0) {
+      // Two or more whole decades: ticks on powers of ten, at most about 7.
+      const double stride = std::max(1.0, std::ceil((last - first + 1.0) / 7.0));
+      for (double d = first; d <= last; d += stride) xa.ticks.push_back(d);
+    } else {
+      for (double t : nice_ticks(llo, lhi, 5)) {
+        if (t >= llo - 1e-9 && t <= lhi + 1e-9) xa.ticks.push_back(t);
+      }
+    }
+    for (double t : xa.ticks) xa.labels.push_back(format_value(std::pow(10.0, t), opts.x_unit));
+  } else if (have) {
+    xa = make_axis(h.edges.front(), h.edges.back(), true, opts.x_unit, false);
+  } else {
+    xa = make_axis(0.0, 1.0, false, opts.x_unit, false);
+  }
+  // At least 0..4 so small counts keep whole-number ticks.
+  Axis ya = make_axis(0.0, std::max<double>(static_cast<double>(max_count), 4.0), true, "", true);
+  const Frame f = make_frame(opts, xa, ya, {});
+  std::string out = svg_head(f, opts);
+  if (!have) {
+    out += no_data_text(f);
+    out += "</svg>\n";
+    return out;
+  }
+  const size_t nb = h.counts.size();
+  std::ostringstream s;
+  auto bar = [&](double x0, double x1, uint64_t count) {
+    if (count == 0) return;
+    const double y = f.py(static_cast<double>(count));
+    s << "<rect x=\"" << num(x0) << "\" y=\"" << num(y) << "\" width=\""
+      << num(std::max(x1 - x0, 0.5)) << "\" height=\"" << num(f.top + f.ph - y)
+      << "\" fill=\"#4e79a7\"/>\n";
+  };
+  if (static_cast<double>(nb) <= f.pw) {
+    for (size_t i = 0; i < nb; ++i) {
+      const double x0 = f.px(xpos(h.edges[i])), x1 = f.px(xpos(h.edges[i + 1]));
+      const double gap = x1 - x0 > 4.0 ? 1.0 : 0.0;  // separates wide bars, not hairlines
+      bar(x0 + gap / 2.0, x1 - gap / 2.0, h.counts[i]);
+    }
+  } else {
+    // More bins than pixels: one bar per pixel column showing its tallest bin.
+    long col = -1;
+    uint64_t col_max = 0;
+    for (size_t i = 0; i < nb; ++i) {
+      const double mid = (f.px(xpos(h.edges[i])) + f.px(xpos(h.edges[i + 1]))) / 2.0;
+      const long c = static_cast<long>(std::floor(mid - f.left));
+      if (c != col) {
+        if (col >= 0) bar(f.left + col, f.left + col + 1.0, col_max);
+        col = c;
+        col_max = 0;
+      }
+      col_max = std::max(col_max, h.counts[i]);
+    }
+    if (col >= 0) bar(f.left + col, f.left + col + 1.0, col_max);
+  }
+  out += s.str();
+  out += "</svg>\n";
+  return out;
+}
+
+HtmlReport::HtmlReport(std::string title) : title_(std::move(title)) {}
+
+void HtmlReport::heading(std::string text, int level) {
+  FOXHUNT_CHECK(level >= 1 && level <= 6, kComponent, "report '", title_, "': heading '", text,
+                "': expected a level in [1, 6], got ", level);
+  Block b{Kind::kHeading, std::move(text)};
+  b.level = level;
+  blocks_.push_back(std::move(b));
+}
+
+void HtmlReport::paragraph(std::string text) {
+  blocks_.push_back(Block{Kind::kParagraph, std::move(text)});
+}
+
+void HtmlReport::table(const std::vector<std::string>& header,
+                       const std::vector<std::vector<std::string>>& rows) {
+  FOXHUNT_CHECK(!header.empty(), kComponent, "report '", title_,
+                "': table: expected at least one header cell, got none");
+  for (size_t r = 0; r < rows.size(); ++r) {
+    FOXHUNT_CHECK(rows[r].size() == header.size(), kComponent, "report '", title_,
+                  "': table: ", "expected ", header.size(), " cells per row (the header's), got ",
+                  rows[r].size(), " in row ", r);
+  }
+  Block b{Kind::kTable, ""};
+  b.header = header;
+  b.rows = rows;
+  blocks_.push_back(std::move(b));
+}
+
+void HtmlReport::svg(std::string svg_markup, std::string title) {
+  if (title.empty()) {
+    const size_t open = svg_markup.find("<title>");
+    const size_t close = open == std::string::npos ? open : svg_markup.find("</title>", open);
+    if (close != std::string::npos) {
+      title = html_unescape(svg_markup.substr(open + 7, close - open - 7));
+    }
+  }
+  Block b{Kind::kSvg, std::move(svg_markup)};
+  b.title = title.empty() ? "untitled" : std::move(title);
+  blocks_.push_back(std::move(b));
+}
+
+void HtmlReport::preformatted(std::string text) {
+  blocks_.push_back(Block{Kind::kPreformatted, std::move(text)});
+}
+
+std::string HtmlReport::html() const {
+  std::ostringstream s;
+  s << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    << "<title>" << html_escape(title_) << "</title>\n<style>" << kStyle << "</style>\n"
+    << "</head>\n<body>\n<main>\n<h1>" << html_escape(title_) << "</h1>\n";
+  for (const Block& b : blocks_) {
+    switch (b.kind) {
+      case Kind::kHeading:
+        s << "<h" << b.level << ">" << html_escape(b.text) << "</h" << b.level << ">\n";
+        break;
+      case Kind::kParagraph:
+        s << "<p>" << html_escape(b.text) << "</p>\n";
+        break;
+      case Kind::kTable:
+        s << "<table>\n<thead><tr>";
+        for (const auto& h : b.header) s << "<th>" << html_escape(h) << "</th>";
+        s << "</tr></thead>\n<tbody>\n";
+        for (const auto& row : b.rows) {
+          s << "<tr>";
+          for (const auto& c : row) s << "<td>" << html_escape(c) << "</td>";
+          s << "</tr>\n";
+        }
+        s << "</tbody>\n</table>\n";
+        break;
+      case Kind::kSvg:
+        s << "<figure class=\"plot\">\n" << b.text << "</figure>\n";
+        break;
+      case Kind::kPreformatted:
+        s << "<pre>" << html_escape(b.text) << "</pre>\n";
+        break;
+    }
+  }
+  s << "</main>\n</body>\n</html>\n";
+  return s.str();
+}
+
+std::string HtmlReport::markdown() const {
+  std::ostringstream s;
+  s << "# " << title_ << "\n";
+  for (const Block& b : blocks_) {
+    s << "\n";
+    switch (b.kind) {
+      case Kind::kHeading:
+        s << std::string(static_cast<size_t>(b.level), '#') << " " << b.text << "\n";
+        break;
+      case Kind::kParagraph:
+        s << b.text << "\n";
+        break;
+      case Kind::kTable:
+        s << "|";
+        for (const auto& h : b.header) s << " " << md_cell(h) << " |";
+        s << "\n|";
+        for (size_t i = 0; i < b.header.size(); ++i) s << " --- |";
+        s << "\n";
+        for (const auto& row : b.rows) {
+          s << "|";
+          for (const auto& c : row) s << " " << md_cell(c) << " |";
+          s << "\n";
+        }
+        break;
+      case Kind::kSvg:
+        s << "(plot: " << b.title << ")\n";
+        break;
+      case Kind::kPreformatted: {
+        // A fence longer than any backtick run inside, so the text cannot close it early.
+        size_t longest = 0, run = 0;
+        for (char c : b.text) {
+          run = c == '`' ? run + 1 : 0;
+          longest = std::max(longest, run);
+        }
+        const std::string fence(std::max<size_t>(3, longest + 1), '`');
+        s << fence << "\n"
+          << b.text << (b.text.empty() || b.text.back() != '\n' ? "\n" : "") << fence << "\n";
+        break;
+      }
+    }
+  }
+  return s.str();
+}
+
+void HtmlReport::write(const std::string& path) const {
+  write_file_atomic(path, html());
+}
+
+void HtmlReport::write_markdown(const std::string& path) const {
+  write_file_atomic(path, markdown());
+}
+
+}  // namespace foxhunt
