@@ -14,6 +14,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/trading_env.h"
+#include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/tft.h"
 
@@ -251,6 +252,14 @@ ServedModel::ServedModel(Bundle bundle) : bundle_(std::move(bundle)), history_(n
 ServedModel::~ServedModel() = default;
 ServedModel::ServedModel(ServedModel&&) noexcept = default;
 
+std::vector<double> ServedModel::forecast_returns(const std::vector<float>& raw,
+                                                  const data::StreamingFeatures& features) const {
+  std::vector<double> out(raw.size());
+  for (size_t k = 0; k < raw.size(); ++k) out[k] = raw[k] / bundle_.target_scale;
+  (void)features;
+  return out;
+}
+
 int64_t ServedModel::window() const {
   return history_->spec.window;
 }
@@ -298,6 +307,7 @@ ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double 
     const auto f = forecast.to(torch::kCPU, torch::kFloat32).contiguous();
     const float* v = f.data_ptr<float>();
     out.raw.assign(v, v + h.spec.quantiles.size());
+    out.forecast = forecast_returns(out.raw, features);
     out.signal = forecast_signal(v[h.q10], v[h.q50], v[h.q90], rule.forecast_gain);
     out.ready = true;
     out.latency_us = micros_since(t0);
@@ -370,6 +380,7 @@ ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double 
     // [1, horizon, Q]: the next bar's quantiles.
     const auto q = static_cast<int64_t>(h.spec.quantiles.size());
     out.raw.assign(v, v + q);
+    out.forecast = forecast_returns(out.raw, features);
     out.signal = forecast_signal(v[h.q10], v[h.q50], v[h.q90], rule.forecast_gain);
   } else {
     const bool q_values = !h.spec.outputs.empty() && h.spec.outputs[0] == "q";
@@ -471,6 +482,8 @@ BarDecision Ensemble::on_bar(const data::Bar& bar) {
   std::vector<std::function<void()>> tasks;
   for (size_t i = 0; i < models_.size(); ++i)
     tasks.emplace_back([this, i, &d, upnl, &next] {
+      std::optional<memory::MemoryScope> scope;
+      if (memory_scopes_) scope.emplace(models_[i].name());
       d.signals[i] = models_[i].on_bar(features_, position_, upnl, next, rule_);
     });
   if (parallel_ && tasks.size() > 1) {

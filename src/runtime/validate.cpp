@@ -19,6 +19,8 @@
 #include "foxhunt/models/summary.h"
 #include "foxhunt/plan/budget.h"
 #include "foxhunt/plan/planner.h"
+#include "foxhunt/runtime/bundle.h"
+#include "foxhunt/runtime/stress.h"
 #include "foxhunt/runtime/train_job.h"
 #include "foxhunt/train/infra.h"
 
@@ -249,14 +251,66 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
       (all_ok ? "completed with finite metrics and loadable checkpoints" : "FAILED (see details)");
 }
 
-std::vector<std::pair<std::string, ValidateStep>> validate_steps() {
-  return {{"models", &validate_models_step},
-          {"plan", &validate_plan_step},
-          {"budget", &validate_budget_step},
-          {"train", &validate_train_step}};
+void validate_stress_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
+  namespace fs = std::filesystem;
+  StressOptions o;
+  o.device = options.device;
+  o.seed = options.seed;
+  o.iterations = options.stress_iterations;
+  o.soak = options.stress_soak;
+  o.switch_cycles = options.stress_cycles;
+  // The bundles the train step wrote, when it ran; fresh default models otherwise.
+  bool trained = !options.out_dir.empty();
+  for (const char* m : {"dqn", "ppo", "mamba2", "tft"})
+    trained = trained && fs::exists(fs::path(options.out_dir) / m / kBundleFile);
+  if (trained) o.bundles = options.out_dir;
+  const auto report = run_stress(o, {"concurrent", "switch", "soak"}, log);
+  result.ok = report.ok();
+  result.details = report.to_json();
+  std::string summary;
+  for (const auto& s : report.scenarios) {
+    char buf[160];
+    const auto& d = s.details;
+    if (s.name == "concurrent" && s.error.empty())
+      std::snprintf(buf, sizeof(buf), "concurrent %.0f inferences/s, outputs %s serial",
+                    d.value("throughput_per_s", 0.0),
+                    d.value("outputs_match_serial", false) ? "==" : "!=");
+    else if (s.name == "soak" && s.error.empty())
+      std::snprintf(buf, sizeof(buf), "soak %lld bars %s (slope %.1f B/1k)",
+                    static_cast<long long>(o.soak), d.value("leak_detected", true) ? "LEAK" : "no leak",
+                    d.value("slope_bytes_per_1k", 0.0));
+    else if (s.name == "switch" && s.error.empty())
+      std::snprintf(buf, sizeof(buf), "switch %lld cycles %s", static_cast<long long>(o.switch_cycles),
+                    s.ok ? "at baseline" : "OFF baseline");
+    else
+      std::snprintf(buf, sizeof(buf), "%s FAILED: %s", s.name.c_str(), s.error.c_str());
+    summary += (summary.empty() ? "" : "; ") + std::string(buf);
+  }
+  result.summary = (trained ? "trained bundles: " : "fresh models: ") + summary;
 }
 
-ValidateReport run_validate(const ValidateOptions& options, std::ostream& log) {
+std::vector<std::pair<std::string, ValidateStep>> validate_steps() {
+  return {{"models", &validate_models_step}, {"train", &validate_train_step},
+          {"plan", &validate_plan_step},     {"budget", &validate_budget_step},
+          {"stress", &validate_stress_step}};
+}
+
+ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {
+  namespace fs = std::filesystem;
+  // One work directory for the whole run: later steps serve what the train step wrote.
+  ValidateOptions options = given;
+  const bool temporary = options.out_dir.empty();
+  if (temporary)
+    options.out_dir =
+        (fs::temp_directory_path() / ("foxhunt-validate-" + std::to_string(::getpid()))).string();
+  struct Cleanup {
+    fs::path dir;
+    bool active;
+    ~Cleanup() {
+      std::error_code ec;
+      if (active) fs::remove_all(dir, ec);
+    }
+  } cleanup{options.out_dir, temporary};
   ValidateReport report;
   for (const auto& [name, step] : validate_steps()) {
     bool skipped = false;

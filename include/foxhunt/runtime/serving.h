@@ -67,6 +67,10 @@ struct ModelSignal {
   bool ready = false;       ///< false during warm-up (signal 0, no output)
   double signal = 0.0;      ///< in [-1, 1]: > 0 long, < 0 short
   std::vector<float> raw;   ///< q-values (dqn), action probabilities (ppo) or next-bar quantiles
+                            ///< in the model's (scaled) target units
+  /// Forecasters: the next bar's log-return quantiles (raw converted back from the target
+  /// scaling the bundle records); empty for policies.
+  std::vector<double> forecast;
   double latency_us = 0.0;  ///< time of this model's step
 };
 
@@ -126,6 +130,10 @@ class ServedModel {
                      double unrealized_pnl, const std::vector<int64_t>& next_timestamps,
                      const DecisionRule& rule);
 
+  /// A forecaster's raw quantiles (target units) as next-bar log-return quantiles.
+  std::vector<double> forecast_returns(const std::vector<float>& raw,
+                                       const data::StreamingFeatures& features) const;
+
  private:
   struct History;
   Bundle bundle_;
@@ -152,6 +160,9 @@ class Ensemble {
   bool try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why);
   /// Runs the models one by one (false) or concurrently (true, the default).
   void set_parallel(bool parallel) { parallel_ = parallel; }
+  /// Runs each model's step under the ledger scope named after the model (memory/ledger.h), so
+  /// that per-model serving bytes are exact; off by default (a scope costs a lock per step).
+  void set_memory_scopes(bool on) { memory_scopes_ = on; }
   /// The served models in order.
   const std::vector<ServedModel>& models() const { return models_; }
   /// The decision rule.
@@ -169,6 +180,7 @@ class Ensemble {
   data::StreamingFeatures features_;
   std::unique_ptr<ThreadPool> pool_;
   bool parallel_ = true;
+  bool memory_scopes_ = false;
   double position_ = 0.0;
   double entry_close_ = 0.0;
   int64_t prev_timestamp_ = 0;

@@ -30,9 +30,13 @@ struct ValidateOptions {
   int64_t rl_steps = 4096;
   /// Epochs of the Mamba-2 and TFT runs.
   int64_t forecast_epochs = 2;
-  /// Where the "train" step writes its data and checkpoints ("" = a temporary directory that is
-  /// removed afterwards).
+  /// Where the "train" step writes its data, checkpoints and bundles, which the later steps
+  /// serve ("" = a temporary directory that is removed afterwards).
   std::string out_dir;
+  /// Short stress (runtime/stress.h): concurrent bars, soak bars and load/unload cycles.
+  int64_t stress_iterations = 200;
+  int64_t stress_soak = 10000;
+  int64_t stress_cycles = 10;
 };
 
 /// The result of one validation step.
@@ -80,5 +84,9 @@ void validate_budget_step(const ValidateOptions& options, StepResult& result, st
 /// run completes with finite losses, writes a loadable checkpoint, and reports an evaluation
 /// (greedy trading returns; test quantile loss beside the unconditional baseline).
 void validate_train_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
+
+/// Step "stress": a short stress run (concurrent, switch, soak) on the bundles the train step
+/// wrote (fresh default models when it did not run); fails on a leak or an output mismatch.
+void validate_stress_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
 
 }  // namespace foxhunt::runtime

@@ -1,0 +1,66 @@
+// foxhunt backtest: the ensemble and each model alone over held-out bars, against buy-and-hold
+// (library: runtime/backtest.h, runtime/reports.h).
+#include <iostream>
+
+#include "command.h"
+#include "foxhunt/core/report.h"
+#include "foxhunt/runtime/backtest.h"
+#include "foxhunt/runtime/reports.h"
+
+namespace foxhunt::cli {
+namespace {
+
+// The flags bind the library's BacktestJob directly: each default is declared once, there.
+struct BacktestArgs {
+  runtime::BacktestJob job;
+  std::string rule;
+  std::string report;
+  bool json = false;
+};
+
+Registrar reg = subcommand<BacktestArgs>(
+    "backtest", 55,
+    "Backtest the ensemble and each model alone on bars after the training data, with costs, "
+    "against buy-and-hold, flat and random; forecasts scored against naive baselines",
+    [](CLI::App* sub, std::shared_ptr<BacktestArgs> a) -> Runner {
+      sub->add_option("--bundles", a->job.bundles,
+                      "Directory with dqn/, ppo/, mamba2/, tft/ bundles (foxhunt train all --out)")
+          ->required();
+      sub->add_option("--data", a->job.data,
+                      "Bars CSV; bars up to the end of the training data only warm up")
+          ->required();
+      sub->add_option("--cost-bps", a->job.cost_bps,
+                      "Cost per unit of position change, basis points of notional")
+          ->capture_default_str();
+      sub->add_option("--from", a->job.from,
+                      "First scored bar (Unix seconds or ISO 8601); must be after the training data");
+      sub->add_option("--to", a->job.to, "Last bar (Unix seconds or ISO 8601)");
+      sub->add_option("--rule", a->rule, "Decision rule JSON (see foxhunt predict)");
+      sub->add_option("--device", a->job.device, "cpu, cuda or cuda:N")->capture_default_str();
+      sub->add_option("--seed", a->job.seed, "Seed of the random policy and the bootstrap")
+          ->capture_default_str();
+      sub->add_option("--report", a->report,
+                      "Write DIR/report.html (plots), DIR/report.md and DIR/backtest.json");
+      sub->add_flag("--json", a->json, "Print every metric as JSON only");
+      return [a]() {
+        runtime::BacktestJob job = a->job;
+        if (!a->rule.empty()) job.rule = runtime::load_decision_rule(a->rule);
+        const auto run = runtime::run_backtest_job(job, std::cerr);
+        auto j = run.to_json();
+        if (!a->report.empty()) {
+          HtmlReport page("foxhunt backtest");
+          runtime::add_backtest_sections(page, run);
+          j["report"] = runtime::write_report(page, a->report, j, "backtest.json");
+        }
+        if (a->json) {
+          print_json(j.dump(2));
+        } else {
+          std::cout << run.table();
+          if (j.contains("report")) std::cout << "report: " << j["report"].get<std::string>() << "\n";
+        }
+        return 0;
+      };
+    });
+
+}  // namespace
+}  // namespace foxhunt::cli

@@ -1,0 +1,97 @@
+// foxhunt stress: the serving runtime under load with exact leak verdicts (library:
+// runtime/stress.h).
+#include <iostream>
+#include <sstream>
+
+#include "command.h"
+#include "foxhunt/core/error.h"
+#include "foxhunt/memory/device_profile.h"
+#include "foxhunt/runtime/stress.h"
+
+namespace foxhunt::cli {
+namespace {
+
+// The flags bind the library's StressOptions directly: each default is declared once, there.
+struct StressArgs {
+  runtime::StressOptions o;
+  std::string scenario = "all";
+  std::string models;
+  std::string profiles_file;
+  std::string report;
+  bool long_soak = false;
+  bool json = false;
+};
+
+Registrar reg = subcommand<StressArgs>(
+    "stress",
+    65,
+    "Stress the serving runtime: concurrent four-model inference, sequential training, "
+    "load/unload cycles, a leak soak and Poisson server load, with exact memory verdicts",
+    [](CLI::App* sub, std::shared_ptr<StressArgs> a) -> Runner {
+      sub->add_option("--scenario", a->scenario,
+                      "all, or a comma-separated list of concurrent, train, switch, soak, server")
+          ->capture_default_str();
+      sub->add_option("--bundles", a->o.bundles,
+                      "Directory with dqn/ ppo/ mamba2/ tft/ bundles (default: fresh default "
+                      "models)");
+      sub->add_option("--models", a->models,
+                      "Serve only these models, comma-separated (default: all four)");
+      sub->add_option("--device", a->o.device, "cpu, cuda or cuda:N")->capture_default_str();
+      sub->add_option("--device-profile", a->o.device_profile,
+                      "Enforce this card's usable bytes for the whole run (ledger cap on CPU, "
+                      "allocator memory fraction on CUDA); default: no cap");
+      sub->add_option("--budget-mib", a->o.budget_mib, "Enforce this cap in MiB instead");
+      sub->add_option("--profiles", a->profiles_file, "JSON file with custom device profiles");
+      sub->add_option("--iterations", a->o.iterations, "concurrent: bars")->capture_default_str();
+      sub->add_option("--soak", a->o.soak, "soak: bars of the whole ensemble")
+          ->capture_default_str();
+      sub->add_flag("--long", a->long_soak, "soak: 1,000,000 bars");
+      sub->add_option("--cycles", a->o.switch_cycles, "switch: load/unload cycles")
+          ->capture_default_str();
+      sub->add_option("--rate", a->o.rate, "server: Poisson arrivals per second")
+          ->capture_default_str();
+      sub->add_option("--duration", a->o.duration_s, "server: seconds of arrivals")
+          ->capture_default_str();
+      sub->add_option("--p99-ms", a->o.p99_ms, "server: the p99 bound of a valid run")
+          ->capture_default_str();
+      sub->add_option("--min-queries", a->o.min_queries, "server: queries a valid run needs")
+          ->capture_default_str();
+      sub->add_option("--train-steps", a->o.train_steps, "train: RL environment steps")
+          ->capture_default_str();
+      sub->add_option("--train-epochs", a->o.train_epochs, "train: forecaster epochs")
+          ->capture_default_str();
+      sub->add_option("--leak-threshold", a->o.leak_threshold_bytes_per_1k,
+                      "Leak threshold on the memory slope, bytes per 1,000 inferences")
+          ->capture_default_str();
+      sub->add_option("--seed", a->o.seed, "Seed of the bars and the fresh models")
+          ->capture_default_str();
+      sub->add_option("--report", a->report,
+                      "Write DIR/report.html (plots), DIR/report.md and DIR/stress.json");
+      sub->add_flag("--json", a->json, "Print the JSON report only (progress goes to stderr)");
+      return [a]() {
+        if (!a->profiles_file.empty())
+          memory::register_profiles(memory::load_profiles(a->profiles_file));
+        runtime::StressOptions o = a->o;
+        if (a->long_soak) o.soak = 1000000;
+        std::stringstream ss(a->models);
+        for (std::string m; std::getline(ss, m, ',');)
+          if (!m.empty()) o.models.push_back(m);
+        const auto scenarios = runtime::parse_scenarios(a->scenario);
+        const auto report = runtime::run_stress(o, scenarios, std::cerr);
+        std::string html;
+        if (!a->report.empty()) html = runtime::write_stress_report(report, a->report);
+        if (a->json) {
+          auto j = report.to_json();
+          if (!html.empty()) j["report"] = html;
+          print_json(j.dump(2));
+        } else {
+          std::cout << report.table();
+          if (!html.empty()) std::cout << "report: " << html << "\n";
+          std::cout << (report.ok() ? "PASS" : "FAIL") << std::endl;
+        }
+        return report.ok() ? 0 : 1;
+      };
+    });
+
+}  // namespace
+}  // namespace foxhunt::cli

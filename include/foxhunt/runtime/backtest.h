@@ -1,0 +1,87 @@
+#pragma once
+/// \file backtest.h
+/// `foxhunt backtest`: the ensemble, and each model alone, run bar by bar through the serving
+/// runtime (runtime/serving.h) over bars after the training data, then scored with the
+/// backtest arithmetic (data/backtest.h) against buy-and-hold, flat and a seeded random policy,
+/// and each forecaster's next-bar quantiles scored against naive baselines
+/// (data/forecast_eval.h).
+///
+/// Which bars count: the bundles' data fingerprints say where training ended (the latest
+/// last_timestamp of the four). Bars up to that time only warm the streaming state up and are
+/// never scored (the run says how many it skipped); a --from inside the training range is
+/// refused. Scoring also waits until every model is ready (feature warm-up plus its window).
+/// No look-ahead: the decision at bar t is the serving runtime's output after bar t, which has
+/// seen bars up to t only; it is held over bar t+1.
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "foxhunt/data/backtest.h"
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/forecast_eval.h"
+#include "foxhunt/runtime/serving.h"
+
+namespace foxhunt::runtime {
+
+/// What to backtest.
+struct BacktestJob {
+  std::string bundles;          ///< directory with dqn/ ppo/ mamba2/ tft/ bundles
+  std::string data;             ///< bars CSV
+  double cost_bps = 1.0;        ///< cost per unit of position change, basis points
+  std::string from;             ///< first scored bar (Unix seconds or ISO 8601; "" = first after training)
+  std::string to;               ///< last bar (inclusive; "" = the end of the data)
+  std::string device = "cpu";   ///< "cpu", "cuda", "cuda:N"
+  DecisionRule rule;            ///< the ensemble's decision rule
+  uint64_t seed = 42;           ///< seed of the random policy and the bootstrap
+};
+
+/// Per-forecaster next-bar forecasts over the scored bars (log returns).
+struct ForecastPath {
+  std::vector<double> taus;                    ///< quantile levels
+  std::vector<std::vector<double>> quantiles;  ///< [bar][tau], forecast at bar t for r_{t+1}
+  std::vector<double> realized;                ///< r_{t+1} = log(c_{t+1} / c_t)
+  data::ForecastEvaluation evaluation;         ///< scores, baselines, skill, calibration
+};
+
+/// The result of a backtest.
+struct BacktestRun {
+  std::string data;                  ///< the CSV
+  int64_t bars_in_file = 0;          ///< bars read
+  int64_t training_end = 0;          ///< last training bar's time (Unix seconds)
+  int64_t skipped_training_bars = 0; ///< bars at or before training_end (warm-up only)
+  int64_t warmup_bars = 0;           ///< bars fed before the first scored bar
+  int64_t first_timestamp = 0;       ///< first scored bar
+  int64_t last_timestamp = 0;        ///< last scored bar
+  double periods_per_year = 0;       ///< inferred from the timestamps
+  std::vector<int64_t> timestamps;   ///< scored bars
+  std::vector<double> closes;        ///< scored bars' closes
+  /// Positions per strategy: "ensemble", each model name, "buy_and_hold", "flat", "random".
+  std::map<std::string, std::vector<double>> positions;
+  /// Backtest of each strategy.
+  std::map<std::string, data::BacktestResult> results;
+  /// Forecasters' next-bar forecasts and their evaluation.
+  std::map<std::string, ForecastPath> forecasts;
+  /// The strategies in display order.
+  std::vector<std::string> order;
+
+  /// Every metric: {data, bars, training_end, ..., strategies: {name: metrics}, forecasters:
+  /// {name: evaluation + skill + coverage_p10_p90}}.
+  nlohmann::json to_json() const;
+  /// Terminal tables.
+  std::string table() const;
+};
+
+/// Runs the job. Throws InputError for bad input (missing bundles, unreadable data, --from
+/// inside the training range, no bars after training).
+BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log);
+
+/// The ensemble and every strategy on an already loaded series and bundles (what
+/// run_backtest_job does after reading its inputs).
+BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarSeries& series,
+                            const BacktestJob& job, std::ostream& log);
+
+}  // namespace foxhunt::runtime

@@ -1,0 +1,30 @@
+#pragma once
+/// \file reports.h
+/// The sections of the product's reports (core/report.h pages: self-contained HTML with inline
+/// SVG, and the same content as Markdown): stress runs and backtests, alone (`foxhunt stress
+/// --report`, `foxhunt backtest --report`) or together (`foxhunt validate`).
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "foxhunt/core/report.h"
+#include "foxhunt/runtime/backtest.h"
+#include "foxhunt/runtime/stress.h"
+
+namespace foxhunt::runtime {
+
+/// A summary table, then per scenario its verdict, memory timeline per model, RSS, latency
+/// histogram, throughput over time and figures.
+void add_stress_sections(HtmlReport& page, const StressReport& report);
+
+/// Metrics tables (every strategy, every forecaster against its naive baselines), equity curves
+/// against buy-and-hold, drawdowns, a forecast fan chart (P10/P50/P90 against the realised
+/// returns) and a calibration plot (nominal vs observed) per forecaster.
+void add_backtest_sections(HtmlReport& page, const BacktestRun& run);
+
+/// Writes DIR/report.html, DIR/report.md and `json` as DIR/`json_name`, each atomically (DIR is
+/// created); returns the HTML path.
+std::string write_report(const HtmlReport& page, const std::string& dir, const nlohmann::json& json,
+                         const std::string& json_name);
+
+}  // namespace foxhunt::runtime

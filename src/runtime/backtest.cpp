@@ -1,0 +1,228 @@
+#include "foxhunt/runtime/backtest.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/runtime/bundle.h"
+
+namespace foxhunt::runtime {
+namespace {
+
+constexpr const char* kComponent = "backtest";
+
+torch::Device parse_device(const std::string& s) {
+  try {
+    return torch::Device(s);
+  } catch (const c10::Error&) {
+    throw InputError(kComponent, "--device: expected cpu, cuda or cuda:N, got '" + s + "'");
+  }
+}
+
+std::vector<Bundle> load_four(const std::string& dir, const torch::Device& device) {
+  std::vector<Bundle> out;
+  std::string problems;
+  for (const char* name : {"dqn", "ppo", "mamba2", "tft"}) {
+    const auto path = (std::filesystem::path(dir) / name / kBundleFile).string();
+    try {
+      FOXHUNT_CHECK(std::filesystem::exists(path), "bundle", "'", path, "' does not exist");
+      out.push_back(load_bundle(path, device, name));
+    } catch (const InputError& e) {
+      problems += std::string(problems.empty() ? "" : "; ") + e.what();
+    }
+  }
+  FOXHUNT_CHECK(problems.empty(), kComponent, "--bundles ", dir,
+                ": expected the four bundles dqn, ppo, mamba2, tft (foxhunt train all --out ",
+                dir, "): ", problems);
+  return out;
+}
+
+}  // namespace
+
+BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarSeries& series,
+                            const BacktestJob& job, std::ostream& log) {
+  FOXHUNT_CHECK(!bundles.empty(), kComponent, "expected at least one bundle");
+  FOXHUNT_CHECK(job.cost_bps >= 0 && std::isfinite(job.cost_bps), kComponent,
+                "--cost-bps: expected a cost >= 0 basis points, got ", job.cost_bps);
+  const auto& bars = series.bars;
+  BacktestRun run;
+  run.data = job.data;
+  run.bars_in_file = static_cast<int64_t>(bars.size());
+  for (const auto& b : bundles) run.training_end = std::max(run.training_end, b.data.last_timestamp);
+  const int64_t from = job.from.empty() ? std::numeric_limits<int64_t>::min()
+                                        : data::parse_timestamp(job.from);
+  const int64_t to = job.to.empty() ? std::numeric_limits<int64_t>::max()
+                                    : data::parse_timestamp(job.to);
+  FOXHUNT_CHECK(job.from.empty() || from > run.training_end, kComponent, "--from ", job.from,
+                ": inside the training data, which ends at ", run.training_end,
+                " (Unix s; the bundles' data fingerprint); a backtest scores held-out bars only");
+  FOXHUNT_CHECK(from <= to, kComponent, "--from ", job.from, " is after --to ", job.to);
+
+  // One ensemble of the four and one ensemble per model alone: the RL state carries the
+  // position each strategy holds, so "a model alone" is its own run, not a reweighting.
+  std::vector<Ensemble> runs;
+  std::vector<std::string> names;
+  runs.emplace_back(bundles, job.rule);
+  names.push_back("ensemble");
+  for (const auto& b : bundles) {
+    DecisionRule alone = job.rule;
+    for (auto& [m, w] : alone.weights) w = m == b.name() ? 1.0 : 0.0;
+    runs.emplace_back(std::vector<Bundle>{b}, alone);
+    names.push_back(b.name());
+  }
+  for (auto& e : runs) e.set_parallel(false);
+
+  std::map<std::string, std::vector<double>> positions;
+  std::map<std::string, ForecastPath> forecasts;
+  std::vector<double> past_returns;  // log returns of the warm-up bars (known at scoring time)
+  std::vector<size_t> scored;        // bar indices scored
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const auto& bar = bars[i];
+    if (bar.timestamp > to) break;
+    std::vector<BarDecision> d;
+    d.reserve(runs.size());
+    for (auto& e : runs) d.push_back(e.on_bar(bar));
+    bool all_ready = true;
+    for (const auto& s : d[0].signals) all_ready = all_ready && s.ready;
+    const bool held_out = bar.timestamp > run.training_end && bar.timestamp >= from;
+    if (!(held_out && all_ready)) {
+      if (bar.timestamp <= run.training_end) ++run.skipped_training_bars;
+      if (i > 0) past_returns.push_back(std::log(bar.close / bars[i - 1].close));
+      ++run.warmup_bars;
+      continue;
+    }
+    scored.push_back(i);
+    for (size_t k = 0; k < runs.size(); ++k) positions[names[k]].push_back(d[k].decision);
+    for (const auto& s : d[0].signals) {
+      if (s.forecast.empty()) continue;
+      auto& f = forecasts[s.model];
+      f.quantiles.push_back(s.forecast);
+    }
+  }
+  FOXHUNT_CHECK(scored.size() >= 3, kComponent, "'", job.data, "': expected bars after the ",
+                "training data (which ends at Unix ", run.training_end, ") and after the warm-up",
+                " of ", run.warmup_bars, " bars; got ", scored.size(), " scored bars of ",
+                bars.size(), " (", run.skipped_training_bars, " inside the training range)");
+  if (run.skipped_training_bars > 0)
+    log << "backtest: warning: " << run.skipped_training_bars
+        << " bars at or before the end of the training data only warmed the state up\n";
+
+  for (size_t i : scored) {
+    run.timestamps.push_back(bars[i].timestamp);
+    run.closes.push_back(bars[i].close);
+  }
+  run.first_timestamp = run.timestamps.front();
+  run.last_timestamp = run.timestamps.back();
+  std::vector<int64_t> ms;
+  for (auto t : run.timestamps) ms.push_back(t * 1000);
+  run.periods_per_year = data::infer_periods_per_year(ms);
+  const size_t n = run.closes.size();
+  positions["buy_and_hold"] = data::buy_and_hold_positions(n);
+  positions["flat"] = data::flat_positions(n);
+  positions["random"] = data::random_positions(n, job.seed);
+  run.order = names;
+  for (const char* s : {"buy_and_hold", "flat", "random"}) run.order.push_back(s);
+  data::BacktestOptions bo;
+  bo.cost_bps = job.cost_bps;
+  bo.periods_per_year = run.periods_per_year;
+  for (const auto& name : run.order)
+    run.results[name] = data::run_backtest(run.closes, positions[name], bo);
+  run.positions = std::move(positions);
+
+  // Forecasts at bar t are for r_{t+1}: the last scored bar has no outcome yet.
+  for (auto& [name, f] : forecasts) {
+    for (const auto& b : bundles)
+      if (b.name() == name) {
+        const auto& q = b.model->spec().quantiles;
+        f.taus.assign(q.begin(), q.end());
+      }
+    f.quantiles.pop_back();
+    for (size_t k = 0; k + 1 < n; ++k) f.realized.push_back(std::log(run.closes[k + 1] / run.closes[k]));
+    FOXHUNT_CHECK(past_returns.size() >= 2, kComponent,
+                  "expected at least 2 bars before the first scored bar for the baselines");
+    f.evaluation = data::evaluate_forecast(past_returns, f.realized, f.quantiles, f.taus, job.seed);
+  }
+  run.forecasts = std::move(forecasts);
+  return run;
+}
+
+BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log) {
+  FOXHUNT_CHECK(!job.bundles.empty(), kComponent, "--bundles: expected a directory");
+  FOXHUNT_CHECK(!job.data.empty(), kComponent, "--data: expected a bars CSV");
+  const auto device = parse_device(job.device);
+  auto bundles = load_four(job.bundles, device);
+  const auto series = data::load_bars_csv(job.data);
+  auto run = run_backtest_on(bundles, series, job, log);
+  run.data = job.data;
+  return run;
+}
+
+nlohmann::json BacktestRun::to_json() const {
+  nlohmann::json j;
+  j["data"] = data;
+  j["bars_in_file"] = bars_in_file;
+  j["training_end"] = training_end;
+  j["skipped_training_bars"] = skipped_training_bars;
+  j["warmup_bars"] = warmup_bars;
+  j["scored_bars"] = closes.size();
+  j["first_timestamp"] = first_timestamp;
+  j["last_timestamp"] = last_timestamp;
+  j["periods_per_year"] = periods_per_year;
+  j["strategies"] = nlohmann::json::object();
+  for (const auto& name : order) j["strategies"][name] = data::to_json(results.at(name));
+  j["forecasters"] = nlohmann::json::object();
+  for (const auto& [name, f] : forecasts) {
+    auto e = data::to_json(f.evaluation);
+    e["taus"] = f.taus;
+    e["points"] = f.realized.size();
+    j["forecasters"][name] = e;
+  }
+  const auto& ens = results.at("ensemble");
+  const auto& bh = results.at("buy_and_hold");
+  j["ensemble_minus_buy_and_hold"] = {{"total_return", ens.total_return - bh.total_return},
+                                      {"sharpe", ens.sharpe - bh.sharpe}};
+  return j;
+}
+
+std::string BacktestRun::table() const {
+  std::ostringstream os;
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "backtest: %zu scored bars (%lld warm-up, %lld inside the training range "
+                "skipped), %.0f bars/year\n",
+                closes.size(), static_cast<long long>(warmup_bars),
+                static_cast<long long>(skipped_training_bars), periods_per_year);
+  os << line;
+  std::snprintf(line, sizeof(line), "%-13s %9s %9s %8s %8s %8s %8s %9s %7s %8s\n", "strategy",
+                "return", "ann.ret", "vol", "sharpe", "sortino", "max dd", "turnover", "hit",
+                "exposure");
+  os << line;
+  for (const auto& name : order) {
+    const auto& r = results.at(name);
+    std::snprintf(line, sizeof(line),
+                  "%-13s %+8.2f%% %+8.2f%% %7.2f%% %8.2f %8.2f %7.2f%% %9.1f %6.1f%% %7.1f%%\n",
+                  name.c_str(), 100 * r.total_return, 100 * r.annualized_return,
+                  100 * r.volatility, r.sharpe, r.sortino, 100 * r.max_drawdown, r.turnover,
+                  100 * r.hit_rate, 100 * r.exposure);
+    os << line;
+  }
+  for (const auto& [name, f] : forecasts) {
+    const auto& e = f.evaluation;
+    std::snprintf(line, sizeof(line),
+                  "%-8s pinball %.3g vs best naive %s: skill %+.1f%% [%+.1f%%, %+.1f%%], P10-P90 "
+                  "coverage %.1f%%\n",
+                  name.c_str(), e.model.mean_pinball, e.best_baseline.c_str(),
+                  100 * e.skill_vs_best, 100 * e.skill_vs_best_lo, 100 * e.skill_vs_best_hi,
+                  100 * e.coverage_p10_p90.value_or(NAN));
+    os << line;
+  }
+  return os.str();
+}
+
+}  // namespace foxhunt::runtime

@@ -1,0 +1,192 @@
+#include "foxhunt/runtime/reports.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
+#include "foxhunt/core/stats.h"
+
+namespace foxhunt::runtime {
+namespace {
+
+std::string num(double v, const char* f) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+std::string pct(double v) {
+  return std::isfinite(v) ? num(100 * v, "%+.2f%%") : "n/a";
+}
+
+void scenario_section(HtmlReport& page, const ScenarioResult& s) {
+  page.heading(s.name + (s.ok ? ": PASS" : ": FAIL"), 2);
+  page.paragraph(s.error.empty() ? s.summary : s.error_type + ": " + s.error);
+  if (!s.memory_x.empty()) {
+    std::vector<Series> series;
+    series.push_back({"total ledger live", s.memory_x, s.live_bytes, "", false});
+    for (const auto& [name, ys] : s.model_live_bytes) series.push_back({name, s.memory_x, ys, "", false});
+    ChartOptions o;
+    o.title = s.name + ": ledger live bytes, total and per model";
+    o.x_label = s.memory_x_label;
+    o.y_label = "bytes";
+    o.y_unit = "B";
+    o.y_from_zero = true;
+    page.svg(line_chart_svg(series, o));
+    ChartOptions rss = o;
+    rss.title = s.name + ": process RSS";
+    rss.y_from_zero = false;
+    page.svg(line_chart_svg({{"RSS", s.memory_x, s.rss_bytes, "", false}}, rss));
+  }
+  if (s.latencies_us.size() >= 2) {
+    bool positive = true;
+    for (double v : s.latencies_us) positive = positive && v > 0;
+    ChartOptions o;
+    o.title = s.name + ": latency histogram";
+    o.x_label = positive ? "microseconds (log scale)" : "microseconds";
+    o.y_label = "count";
+    page.svg(histogram_svg(histogram(s.latencies_us, 40, positive), o));
+  }
+  if (s.throughput_t.size() >= 2) {
+    ChartOptions o;
+    o.title = s.name + ": throughput over time";
+    o.x_label = "seconds";
+    o.y_label = "inferences/s";
+    o.y_from_zero = true;
+    page.svg(line_chart_svg({{"throughput", s.throughput_t, s.throughput_per_s, "", false}}, o));
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [k, v] : s.details.items())
+    if (!v.is_array() || v.size() <= 8) rows.push_back({k, v.dump()});
+  if (!rows.empty()) page.table({"figure", "value"}, rows);
+}
+
+}  // namespace
+
+void add_stress_sections(HtmlReport& page, const StressReport& r) {
+  page.heading(std::string("Stress: ") + (r.ok() ? "PASS" : "FAIL"), 2);
+  std::vector<std::vector<std::string>> env;
+  for (const auto& [k, v] : r.environment.items()) env.push_back({k, v.dump()});
+  page.table({"environment", "value"}, env);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : r.scenarios)
+    rows.push_back({s.name, s.ok ? "PASS" : "FAIL", num(s.seconds, "%.1f"),
+                    s.error.empty() ? s.summary : s.error_type + ": " + s.error});
+  page.table({"scenario", "verdict", "seconds", "summary"}, rows);
+  for (const auto& s : r.scenarios) scenario_section(page, s);
+}
+
+void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
+  page.heading("Backtest", 2);
+  page.paragraph(std::to_string(run.closes.size()) + " held-out bars scored after " +
+                 std::to_string(run.warmup_bars) + " warm-up bars (" +
+                 std::to_string(run.skipped_training_bars) +
+                 " of them inside the training range, never scored); " +
+                 num(run.periods_per_year, "%.0f") + " bars per year inferred from the timestamps.");
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& name : run.order) {
+    const auto& r = run.results.at(name);
+    rows.push_back({name, pct(r.total_return), pct(r.annualized_return), pct(r.volatility),
+                    num(r.sharpe, "%.2f"), num(r.sortino, "%.2f"), pct(r.max_drawdown),
+                    std::to_string(r.max_drawdown_duration_bars), num(r.turnover, "%.1f"),
+                    pct(r.hit_rate), pct(r.exposure)});
+  }
+  page.table({"strategy", "total return", "annualised", "volatility", "Sharpe", "Sortino",
+              "max drawdown", "dd bars", "turnover", "hit rate", "exposure"},
+             rows);
+  std::vector<double> x(run.closes.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i);
+  std::vector<Series> equity, drawdown;
+  for (const auto& name : run.order) {
+    if (name == "flat") continue;
+    const auto& r = run.results.at(name);
+    const bool bh = name == "buy_and_hold";
+    equity.push_back({name, x, r.equity, bh ? "#444444" : "", bh});
+    drawdown.push_back({name, x, r.drawdown, bh ? "#444444" : "", bh});
+  }
+  ChartOptions eo;
+  eo.title = "Equity curves against buy-and-hold";
+  eo.x_label = "scored bar";
+  eo.y_label = "equity (start = 1)";
+  page.svg(line_chart_svg(equity, eo));
+  ChartOptions dd = eo;
+  dd.title = "Drawdown";
+  dd.y_label = "drawdown";
+  page.svg(line_chart_svg(drawdown, dd));
+
+  if (run.forecasts.empty()) return;
+  page.heading("Forecasts against naive baselines", 2);
+  std::vector<std::vector<std::string>> frows;
+  for (const auto& [name, f] : run.forecasts) {
+    const auto& e = f.evaluation;
+    frows.push_back({name, num(e.model.mean_pinball, "%.4g"), e.best_baseline,
+                     pct(e.skill_vs_best), "[" + pct(e.skill_vs_best_lo) + ", " +
+                     pct(e.skill_vs_best_hi) + "]",
+                     e.coverage_p10_p90 ? pct(*e.coverage_p10_p90) : "n/a",
+                     e.beats_best_baseline ? "yes" : "NO"});
+  }
+  page.table({"forecaster", "mean pinball", "best naive baseline", "skill", "95% interval",
+              "P10-P90 coverage", "no worse than naive"},
+             frows);
+  for (const auto& [name, f] : run.forecasts) {
+    std::vector<std::vector<std::string>> brows;
+    brows.push_back({name + " (model)", num(f.evaluation.model.mean_pinball, "%.4g"),
+                     pct(f.evaluation.model.coverage)});
+    for (const auto& [b, sc] : f.evaluation.baselines)
+      brows.push_back({b, num(sc.mean_pinball, "%.4g"), pct(sc.coverage)});
+    page.table({name + ": forecast", "mean pinball", "central coverage"}, brows);
+    // Fan chart of the last 200 scored bars: the band between the outer quantiles.
+    const size_t n = f.realized.size();
+    const size_t from = n > 200 ? n - 200 : 0;
+    const size_t k_lo = 0, k_hi = f.taus.size() - 1;
+    size_t k_mid = 0;
+    for (size_t k = 0; k < f.taus.size(); ++k)
+      if (std::abs(f.taus[k] - 0.5) < std::abs(f.taus[k_mid] - 0.5)) k_mid = k;
+    std::vector<double> fx, lo, hi, mid, real;
+    for (size_t i = from; i < n; ++i) {
+      fx.push_back(static_cast<double>(i));
+      lo.push_back(f.quantiles[i][k_lo]);
+      hi.push_back(f.quantiles[i][k_hi]);
+      mid.push_back(f.quantiles[i][k_mid]);
+      real.push_back(f.realized[i]);
+    }
+    ChartOptions fo;
+    fo.title = name + ": next-bar forecast fan (P" + num(100 * f.taus[k_lo], "%.0f") + "-P" +
+               num(100 * f.taus[k_hi], "%.0f") + ") against realised log returns";
+    fo.x_label = "scored bar";
+    fo.y_label = "log return";
+    page.svg(band_chart_svg(fx, lo, hi,
+                            {{"median forecast", fx, mid, "#d62728", false},
+                             {"realised", fx, real, "#222222", false}},
+                            fo));
+    std::vector<double> nominal, observed;
+    for (const auto& [tau, below] : f.evaluation.calibration) {
+      nominal.push_back(tau);
+      observed.push_back(below);
+    }
+    ChartOptions co;
+    co.title = name + ": calibration (fraction of outcomes below each quantile)";
+    co.x_label = "nominal quantile level";
+    co.y_label = "observed fraction below";
+    co.y_from_zero = true;
+    page.svg(line_chart_svg({{"ideal", {0.0, 1.0}, {0.0, 1.0}, "#888888", true},
+                             {name, nominal, observed, "", false}},
+                            co));
+  }
+}
+
+std::string write_report(const HtmlReport& page, const std::string& dir, const nlohmann::json& json,
+                         const std::string& json_name) {
+  namespace fs = std::filesystem;
+  FOXHUNT_CHECK(!dir.empty(), "report", "--report: expected a directory, got ''");
+  fs::create_directories(dir);
+  write_file_atomic((fs::path(dir) / json_name).string(), json.dump(2) + "\n");
+  const auto html = (fs::path(dir) / "report.html").string();
+  page.write(html);
+  page.write_markdown((fs::path(dir) / "report.md").string());
+  return html;
+}
+
+}  // namespace foxhunt::runtime

@@ -1,0 +1,750 @@
+#include "foxhunt/runtime/stress.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
+#include "foxhunt/core/report.h"
+#include "foxhunt/core/stats.h"
+#include "foxhunt/core/units.h"
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/dataset.h"
+#include "foxhunt/memory/cuda_memory.h"
+#include "foxhunt/memory/device_profile.h"
+#include "foxhunt/memory/ledger.h"
+#include "foxhunt/memory/profiler.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/runtime/bundle.h"
+#include "foxhunt/runtime/reports.h"
+#include "foxhunt/runtime/serving.h"
+#include "foxhunt/runtime/train_job.h"
+
+namespace foxhunt::runtime {
+namespace {
+
+constexpr const char* kComponent = "stress";
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// An endless bar stream: a seeded synthetic series replayed lap after lap, each lap shifted in
+// time and rescaled in price so that time keeps increasing and the price path stays continuous.
+class BarFeed {
+ public:
+  BarFeed(uint64_t seed, int64_t bars) {
+    data::SyntheticOptions o;
+    o.seed = seed;
+    o.bars = std::clamp<int64_t>(bars, 1024, 20000);
+    base_ = data::generate_synthetic(o).bars;
+    step_ = base_.size() > 1 ? base_[1].timestamp - base_[0].timestamp : 60;
+  }
+  data::Bar next() {
+    if (i_ == base_.size()) {
+      factor_ *= base_.back().close / base_.front().open;
+      offset_ += base_.back().timestamp - base_.front().timestamp + step_;
+      i_ = 0;
+    }
+    data::Bar b = base_[i_++];
+    b.timestamp += offset_;
+    b.open *= factor_;
+    b.high *= factor_;
+    b.low *= factor_;
+    b.close *= factor_;
+    return b;
+  }
+
+ private:
+  std::vector<data::Bar> base_;
+  size_t i_ = 0;
+  double factor_ = 1.0;
+  int64_t offset_ = 0;
+  int64_t step_ = 60;
+};
+
+// Where the bundles come from: a directory, or fresh default models built once (their bundles
+// are also saved to a temporary directory so that `switch` loads real files).
+struct BundleSource {
+  std::vector<std::string> names;
+  std::string dir;
+  fs::path temp;
+  ~BundleSource() {
+    std::error_code ec;
+    if (!temp.empty()) fs::remove_all(temp, ec);
+  }
+  std::string path(const std::string& name) const {
+    return (fs::path(dir) / name / kBundleFile).string();
+  }
+};
+
+std::vector<std::string> served_models(const StressOptions& o) {
+  const auto all = models::model_names();
+  if (o.models.empty()) return all;
+  for (const auto& m : o.models)
+    FOXHUNT_CHECK(std::find(all.begin(), all.end(), m) != all.end(), kComponent,
+                  "--models: expected some of dqn, ppo, mamba2, tft, got '", m, "'");
+  return o.models;
+}
+
+void make_default_bundles(const StressOptions& o, BundleSource& src) {
+  src.temp = fs::temp_directory_path() /
+             ("foxhunt-stress-" + std::to_string(::getpid()) + "-" + std::to_string(o.seed));
+  src.dir = src.temp.string();
+  data::SyntheticOptions synth;
+  synth.seed = o.seed;
+  synth.bars = 2000;
+  data::MarketDataset ds(data::generate_synthetic(synth));
+  torch::manual_seed(o.seed);
+  for (const auto& name : src.names) {
+    Bundle b;
+    b.model = std::shared_ptr<models::Model>(models::make_model(name));
+    b.normalizer = ds.normalizer();
+    b.warmup = ds.options().warmup;
+    b.data = fingerprint(ds.series());
+    b.data.source = "synthetic(seed=" + std::to_string(o.seed) + ")";
+    b.training = {{"note", "untrained default model (foxhunt stress without --bundles)"}};
+    fs::create_directories(fs::path(src.dir) / name);
+    save_bundle(b, src.path(name));
+  }
+}
+
+// Loads every served bundle, each under the ledger scope named after its model.
+std::vector<Bundle> load_bundles(const BundleSource& src, const torch::Device& device) {
+  std::vector<Bundle> out;
+  for (const auto& name : src.names) {
+    memory::MemoryScope scope(name);
+    out.push_back(load_bundle(src.path(name), device, name));
+  }
+  return out;
+}
+
+// Bars until every model is ready, plus a few so first-call allocations are done.
+int64_t warmup_bars(const Ensemble& e) {
+  int64_t w = 0;
+  for (const auto& m : e.models()) w = std::max(w, m.bundle().warmup + m.window());
+  return w + 8;
+}
+
+void warm(Ensemble& e, BarFeed& feed, int64_t bars) {
+  for (int64_t i = 0; i < bars; ++i) e.on_bar(feed.next());
+}
+
+void sample_memory(ScenarioResult& r, double x, const std::vector<std::string>& names) {
+  r.memory_x.push_back(x);
+  r.live_bytes.push_back(static_cast<double>(memory::live_bytes()));
+  r.rss_bytes.push_back(static_cast<double>(memory::process_rss_bytes()));
+  for (const auto& n : names)
+    r.model_live_bytes[n].push_back(static_cast<double>(memory::scope_stats(n).live_bytes));
+}
+
+nlohmann::json model_bytes_json(const std::vector<std::string>& names) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& n : names) {
+    const auto s = memory::scope_stats(n);
+    j[n] = {{"live_bytes", s.live_bytes}, {"peak_bytes", s.peak_bytes}};
+  }
+  return j;
+}
+
+// Throughput windows over a run: every `chunk` steps, (elapsed seconds, inferences/s in it).
+struct ThroughputWindows {
+  int64_t chunk;
+  int64_t per_step;
+  Clock::time_point t0 = Clock::now(), last = Clock::now();
+  int64_t steps = 0;
+  void tick(ScenarioResult& r) {
+    if (++steps % chunk) return;
+    const auto now = Clock::now();
+    const double dt = std::chrono::duration<double>(now - last).count();
+    last = now;
+    r.throughput_t.push_back(std::chrono::duration<double>(now - t0).count());
+    r.throughput_per_s.push_back(dt > 0 ? static_cast<double>(chunk * per_step) / dt : 0.0);
+  }
+};
+
+struct Context {
+  const StressOptions& o;
+  torch::Device device;
+  BundleSource& src;
+  std::ostream& log;
+  uint64_t cap_bytes = 0;
+};
+
+void add_device_memory(const Context& c, ScenarioResult& r) {
+  if (!c.device.is_cuda()) return;
+  const auto s = memory::cuda_memory_stats(c.device.index() < 0 ? 0 : c.device.index());
+  r.details["cuda"] = {{"allocated_bytes", s.allocated_bytes}, {"allocated_peak", s.allocated_peak},
+                       {"reserved_bytes", s.reserved_bytes},   {"reserved_peak", s.reserved_peak},
+                       {"limit_bytes", s.limit_bytes},         {"num_ooms", s.num_ooms}};
+}
+
+void set_leak(ScenarioResult& r, const LeakVerdict& v) {
+  r.details["leak"] = to_json(v);
+  r.details["leak_detected"] = v.leak_detected;
+  r.details["slope_bytes_per_1k"] = v.slope_bytes_per_1k;
+}
+
+// ---- scenarios ----------------------------------------------------------------------------
+
+void run_concurrent(Context& c, ScenarioResult& r) {
+  const auto names = c.src.names;
+  auto bundles = load_bundles(c.src, c.device);
+  nlohmann::json resident = model_bytes_json(names);
+  // Two ensembles over the same (shared, read-only) models: one concurrent, one serial.
+  Ensemble par(bundles), ser(bundles);
+  par.set_parallel(true);
+  par.set_memory_scopes(true);
+  ser.set_parallel(false);
+  ser.set_memory_scopes(true);
+  BarFeed feed(c.o.seed, c.o.iterations + 1024);
+  const int64_t w = warmup_bars(par);
+  for (int64_t i = 0; i < w; ++i) {
+    const auto bar = feed.next();
+    par.on_bar(bar);
+    ser.on_bar(bar);
+  }
+  const auto baseline = static_cast<int64_t>(memory::live_bytes());
+  sample_memory(r, 0, names);
+  const int64_t every = std::max<int64_t>(1, c.o.iterations / 200);
+  int64_t mismatches = 0;
+  std::string first_mismatch;
+  double par_us = 0, ser_us = 0;
+  ThroughputWindows tw{every, static_cast<int64_t>(names.size())};
+  for (int64_t i = 0; i < c.o.iterations; ++i) {
+    const auto bar = feed.next();
+    const auto a = par.on_bar(bar);
+    const auto b = ser.on_bar(bar);
+    par_us += a.latency_us;
+    ser_us += b.latency_us;
+    r.latencies_us.push_back(a.latency_us);
+    bool same = a.decision == b.decision && a.signals.size() == b.signals.size();
+    for (size_t k = 0; same && k < a.signals.size(); ++k)
+      same = a.signals[k].raw == b.signals[k].raw && a.signals[k].signal == b.signals[k].signal;
+    if (!same && mismatches++ == 0) first_mismatch = "bar " + std::to_string(i);
+    tw.tick(r);
+    if ((i + 1) % every == 0) sample_memory(r, static_cast<double>(i + 1), names);
+  }
+  const auto final_bytes = static_cast<int64_t>(memory::live_bytes());
+  const double inferences = static_cast<double>(c.o.iterations * names.size());
+  const double throughput = par_us > 0 ? inferences / (par_us * 1e-6) : 0.0;
+  const double serial_throughput = ser_us > 0 ? inferences / (ser_us * 1e-6) : 0.0;
+  const auto v = leak_verdict(r.memory_x, r.live_bytes, baseline, final_bytes,
+                              c.o.leak_threshold_bytes_per_1k);
+  set_leak(r, v);
+  const auto lat = summarize_latencies(r.latencies_us);
+  r.details["iterations"] = c.o.iterations;
+  r.details["models"] = names;
+  r.details["throughput_per_s"] = throughput;
+  r.details["serial_throughput_per_s"] = serial_throughput;
+  r.details["speedup_vs_serial"] = par_us > 0 ? ser_us / par_us : 0.0;
+  r.details["outputs_match_serial"] = mismatches == 0;
+  r.details["mismatched_bars"] = mismatches;
+  r.details["latency_us"] = to_json(lat);
+  r.details["resident_bytes"] = resident;
+  r.details["baseline_live_bytes"] = baseline;
+  r.details["final_live_bytes"] = final_bytes;
+  add_device_memory(c, r);
+  r.ok = mismatches == 0 && !v.leak_detected;
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "%lld bars x %zu models: %.0f inferences/s (serial %.0f/s), bar p50 %.0f us p99 "
+                "%.0f us, outputs %s serial; %s",
+                static_cast<long long>(c.o.iterations), names.size(), throughput,
+                serial_throughput, lat.p50, lat.p99, mismatches == 0 ? "==" : "!=",
+                v.verdict.c_str());
+  r.summary = buf;
+  if (mismatches) r.summary += " (first mismatch at " + first_mismatch + ")";
+}
+
+void run_soak(Context& c, ScenarioResult& r) {
+  const auto names = c.src.names;
+  auto bundles = load_bundles(c.src, c.device);
+  nlohmann::json resident = model_bytes_json(names);
+  Ensemble e(std::move(bundles));
+  e.set_memory_scopes(true);
+  BarFeed feed(c.o.seed + 1, c.o.soak + 1024);
+  warm(e, feed, warmup_bars(e));
+  const auto baseline = static_cast<int64_t>(memory::live_bytes());
+  memory::reset_peak();
+  sample_memory(r, 0, names);
+  std::vector<torch::Tensor> planted;  // the test-only leak
+  const int64_t every = std::max<int64_t>(1, c.o.sample_every);
+  ThroughputWindows tw{std::max<int64_t>(1, c.o.soak / 200), static_cast<int64_t>(names.size())};
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < c.o.soak; ++i) {
+    const auto d = e.on_bar(feed.next());
+    r.latencies_us.push_back(d.latency_us);
+    if (c.o.plant_leak_every > 0 && i % c.o.plant_leak_every == 0)
+      planted.push_back(torch::empty({1024}, torch::kFloat32));
+    tw.tick(r);
+    if ((i + 1) % every == 0) sample_memory(r, static_cast<double>(i + 1), names);
+    if (c.o.soak >= 100000 && (i + 1) % (c.o.soak / 10) == 0)
+      c.log << "  soak: " << (i + 1) << " / " << c.o.soak << " bars\n" << std::flush;
+  }
+  const double wall = seconds_since(t0);
+  const auto final_bytes = static_cast<int64_t>(memory::live_bytes());
+  const auto v = leak_verdict(r.memory_x, r.live_bytes, baseline, final_bytes,
+                              c.o.leak_threshold_bytes_per_1k);
+  set_leak(r, v);
+  const auto lat = summarize_latencies(r.latencies_us);
+  const double throughput = wall > 0 ? static_cast<double>(c.o.soak * names.size()) / wall : 0.0;
+  r.details["bars"] = c.o.soak;
+  r.details["models"] = names;
+  r.details["throughput_per_s"] = throughput;
+  r.details["latency_us"] = to_json(lat);
+  r.details["resident_bytes"] = resident;
+  r.details["baseline_live_bytes"] = baseline;
+  r.details["final_live_bytes"] = final_bytes;
+  r.details["peak_live_bytes"] = memory::peak_bytes();
+  r.details["serving_bytes"] = model_bytes_json(names);
+  r.details["rss_first_bytes"] = r.rss_bytes.front();
+  r.details["rss_last_bytes"] = r.rss_bytes.back();
+  r.details["planted_leak_every"] = c.o.plant_leak_every;
+  add_device_memory(c, r);
+  r.ok = !v.leak_detected;
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%lld bars: %.0f inferences/s, p50 %.0f us p99 %.0f us; %s",
+                static_cast<long long>(c.o.soak), throughput, lat.p50, lat.p99,
+                v.verdict.c_str());
+  r.summary = buf;
+  planted.clear();
+}
+
+void run_switch(Context& c, ScenarioResult& r) {
+  const auto names = c.src.names;
+  r.memory_x_label = "cycle";
+  BarFeed feed(c.o.seed + 2, 4096);
+  const auto baseline = static_cast<int64_t>(memory::live_bytes());
+  sample_memory(r, 0, names);
+  int64_t off_baseline = 0;
+  int64_t worst_residual = 0;
+  std::vector<double> load_ms;
+  for (int64_t cycle = 0; cycle < c.o.switch_cycles; ++cycle) {
+    const auto t0 = Clock::now();
+    {
+      Ensemble e(load_bundles(c.src, c.device));
+      load_ms.push_back(seconds_since(t0) * 1e3);
+      e.set_memory_scopes(true);
+      warm(e, feed, warmup_bars(e) - 8 + c.o.switch_bars);
+    }
+    r.latencies_us.push_back(seconds_since(t0) * 1e6);
+    const auto now = static_cast<int64_t>(memory::live_bytes());
+    if (now != baseline) {
+      ++off_baseline;
+      if (std::abs(now - baseline) > std::abs(worst_residual)) worst_residual = now - baseline;
+    }
+    sample_memory(r, static_cast<double>(cycle + 1), names);
+  }
+  const double rss_growth = r.rss_bytes.back() - r.rss_bytes.front();
+  // Bounded RSS: after the first cycles warm the allocator, further cycles must not keep growing.
+  const std::vector<double> cycles(r.memory_x.begin() + 1, r.memory_x.end());
+  const std::vector<double> rss(r.rss_bytes.begin() + 1, r.rss_bytes.end());
+  double rss_slope = 0;
+  if (cycles.size() >= 3) rss_slope = least_squares(cycles, rss).slope;
+  const double rss_bound = 64.0 * kMiB;
+  const bool rss_ok = rss_growth <= rss_bound;
+  r.details["cycles"] = c.o.switch_cycles;
+  r.details["models"] = names;
+  r.details["cycles_off_baseline"] = off_baseline;
+  r.details["worst_residual_bytes"] = worst_residual;
+  r.details["baseline_live_bytes"] = baseline;
+  r.details["rss_growth_bytes"] = rss_growth;
+  r.details["rss_growth_bound_bytes"] = rss_bound;
+  r.details["rss_slope_bytes_per_cycle"] = rss_slope;
+  r.details["load_ms"] = to_json(summarize_latencies(load_ms));
+  r.details["cycle_ms"] = to_json(summarize_latencies(r.latencies_us)) ;
+  r.details["leak_detected"] = off_baseline > 0 || !rss_ok;
+  r.details["slope_bytes_per_1k"] = nullptr;
+  r.details["throughput_per_s"] = nullptr;
+  add_device_memory(c, r);
+  r.ok = off_baseline == 0 && rss_ok;
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "%lld load/serve/unload cycles: ledger %s baseline after every cycle, RSS %+.1f MiB "
+                "(bound %.0f MiB), load p50 %.1f ms",
+                static_cast<long long>(c.o.switch_cycles), off_baseline == 0 ? "at" : "OFF",
+                rss_growth / kMiB, rss_bound / kMiB, summarize_latencies(load_ms).p50);
+  r.summary = buf;
+  if (off_baseline)
+    r.summary += " (" + std::to_string(off_baseline) + " cycles off, worst " +
+                 std::to_string(worst_residual) + " B)";
+}
+
+void run_train(Context& c, ScenarioResult& r) {
+  const auto root = fs::temp_directory_path() / ("foxhunt-stress-train-" +
+                                                 std::to_string(::getpid()));
+  fs::create_directories(root);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{root};
+  data::SyntheticOptions synth;
+  synth.bars = c.o.train_bars;
+  synth.seed = c.o.seed;
+  const std::string csv = (root / "bars.csv").string();
+  data::write_bars_csv(csv, data::generate_synthetic(synth));
+  r.memory_x_label = "run";
+  const std::vector<std::string> all = trainable_models();
+  sample_memory(r, 0, all);
+  nlohmann::json runs = nlohmann::json::array();
+  bool all_ok = true;
+  std::string summary;
+  for (size_t k = 0; k < all.size(); ++k) {
+    const auto& model = all[k];
+    const auto before = static_cast<int64_t>(memory::live_bytes());
+    memory::reset_peak();
+    TrainJob job;
+    job.model = model;
+    job.data = csv;
+    job.seed = c.o.seed;
+    job.device = c.o.device;
+    job.out_dir = (root / model).string();
+    job.progress = train::ProgressMode::kOff;
+    if (model == "dqn" || model == "ppo") {
+      job.env = "trading";
+      job.steps = c.o.train_steps;
+      job.eval_episodes = 0;
+    } else {
+      job.epochs = c.o.train_epochs;
+    }
+    const auto t0 = Clock::now();
+    nlohmann::json s;
+    {
+      memory::MemoryScope scope("train/" + model);
+      s = run_train_job(job);
+    }
+    const double secs = seconds_since(t0);
+    const auto after = static_cast<int64_t>(memory::live_bytes());
+    const bool ok = s.value("completed", false) && after == before;
+    all_ok = all_ok && ok;
+    r.latencies_us.push_back(secs * 1e6);
+    runs.push_back({{"model", model},
+                    {"ok", ok},
+                    {"completed", s.value("completed", false)},
+                    {"seconds", secs},
+                    {"before_live_bytes", before},
+                    {"after_live_bytes", after},
+                    {"residual_bytes", after - before},
+                    {"peak_live_bytes", memory::peak_bytes()}});
+    sample_memory(r, static_cast<double>(k + 1), all);
+    summary += (summary.empty() ? "" : ", ") + model + " " +
+               (after == before ? "at baseline" : std::to_string(after - before) + " B left") +
+               " (peak " + human_bytes(double(memory::peak_bytes())) + ")";
+    c.log << "  train " << model << ": " << secs << " s, residual " << (after - before)
+          << " B\n"
+          << std::flush;
+  }
+  r.details["runs"] = runs;
+  r.details["leak_detected"] = !all_ok;
+  r.details["slope_bytes_per_1k"] = nullptr;
+  r.details["throughput_per_s"] = nullptr;
+  add_device_memory(c, r);
+  r.ok = all_ok;
+  r.summary = "trained back to back: " + summary;
+}
+
+void run_server(Context& c, ScenarioResult& r) {
+  const auto names = c.src.names;
+  FOXHUNT_CHECK(c.o.rate > 0 && std::isfinite(c.o.rate), kComponent,
+                "--rate: expected arrivals per second > 0, got ", c.o.rate);
+  FOXHUNT_CHECK(c.o.duration_s > 0, kComponent, "--duration: expected seconds > 0, got ",
+                c.o.duration_s);
+  auto bundles = load_bundles(c.src, c.device);
+  Ensemble e(std::move(bundles));
+  e.set_memory_scopes(true);
+  const auto schedule = poisson_arrivals(c.o.rate, c.o.duration_s, c.o.seed + 3);
+  BarFeed feed(c.o.seed + 4, static_cast<int64_t>(schedule.size()) + 1024);
+  warm(e, feed, warmup_bars(e));
+  const auto baseline = static_cast<int64_t>(memory::live_bytes());
+  sample_memory(r, 0, names);
+  // Bars are prepared before the clock starts: the server measures serving, not the generator.
+  std::vector<data::Bar> bars(schedule.size());
+  for (auto& b : bars) b = feed.next();
+  const auto t0 = Clock::now();
+  ThroughputWindows tw{std::max<int64_t>(1, static_cast<int64_t>(schedule.size()) / 100),
+                       static_cast<int64_t>(names.size())};
+  tw.t0 = tw.last = t0;
+  const int64_t every = std::max<int64_t>(1, static_cast<int64_t>(schedule.size()) / 200);
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    const auto due = t0 + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(schedule[i]));
+    // Sleep most of the wait, spin the last stretch: sleeping alone overshoots by ~60 us.
+    const auto spin_from = due - std::chrono::microseconds(200);
+    if (Clock::now() < spin_from) std::this_thread::sleep_until(spin_from);
+    while (Clock::now() < due) {
+    }
+    e.on_bar(bars[i]);
+    r.latencies_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - due).count());
+    tw.tick(r);
+    if ((i + 1) % every == 0) sample_memory(r, static_cast<double>(i + 1), names);
+  }
+  const double wall = seconds_since(t0);
+  const auto lat = summarize_latencies(r.latencies_us);
+  const auto final_bytes = static_cast<int64_t>(memory::live_bytes());
+  const auto v = leak_verdict(r.memory_x, r.live_bytes, baseline, final_bytes,
+                              c.o.leak_threshold_bytes_per_1k);
+  set_leak(r, v);
+  const auto completed = static_cast<int64_t>(schedule.size());
+  const bool latency_ok = lat.p99 <= c.o.p99_ms * 1e3;
+  const bool enough = completed >= c.o.min_queries;
+  const bool valid = latency_ok && enough;
+  const double achieved = wall > 0 ? static_cast<double>(completed) / wall : 0.0;
+  r.details["requested_rate_per_s"] = c.o.rate;
+  r.details["achieved_rate_per_s"] = achieved;
+  r.details["duration_s"] = c.o.duration_s;
+  r.details["wall_s"] = wall;
+  r.details["queries"] = completed;
+  r.details["min_queries"] = c.o.min_queries;
+  r.details["p99_bound_ms"] = c.o.p99_ms;
+  r.details["latency_us"] = to_json(lat);
+  r.details["valid"] = valid;
+  r.details["invalid_because"] =
+      valid ? ""
+            : std::string(latency_ok ? "" : "p99 over the bound") +
+                  (latency_ok || enough ? "" : "; ") + (enough ? "" : "too few queries");
+  r.details["throughput_per_s"] = achieved * static_cast<double>(names.size());
+  r.details["models"] = names;
+  add_device_memory(c, r);
+  // The scenario itself passes when it ran without a leak; validity is a separate verdict.
+  r.ok = !v.leak_detected;
+  char buf[320];
+  std::snprintf(buf, sizeof(buf),
+                "Poisson %.0f/s for %.1f s: %lld queries at %.0f/s, latency from arrival p50 %.0f "
+                "us p99 %.0f us p99.9 %.0f us: %s (p99 <= %.2f ms, >= %lld queries); %s",
+                c.o.rate, c.o.duration_s, static_cast<long long>(completed), achieved, lat.p50,
+                lat.p99, lat.p999, valid ? "VALID" : "INVALID", c.o.p99_ms,
+                static_cast<long long>(c.o.min_queries), v.verdict.c_str());
+  r.summary = buf;
+}
+
+using ScenarioFn = void (*)(Context&, ScenarioResult&);
+
+ScenarioFn scenario_fn(const std::string& name) {
+  if (name == "concurrent") return &run_concurrent;
+  if (name == "train") return &run_train;
+  if (name == "switch") return &run_switch;
+  if (name == "soak") return &run_soak;
+  if (name == "server") return &run_server;
+  throw InputError(kComponent, "unknown scenario '" + name + "'");
+}
+
+std::string fmt_num(double v, const char* f = "%.0f") {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+}  // namespace
+
+const std::vector<std::string>& stress_scenarios() {
+  static const std::vector<std::string> names = {"concurrent", "train", "switch", "soak",
+                                                 "server"};
+  return names;
+}
+
+std::vector<std::string> parse_scenarios(const std::string& spec) {
+  if (spec == "all") return stress_scenarios();
+  std::vector<std::string> out;
+  std::stringstream ss(spec);
+  for (std::string s; std::getline(ss, s, ',');) {
+    const auto& known = stress_scenarios();
+    FOXHUNT_CHECK(std::find(known.begin(), known.end(), s) != known.end(), kComponent,
+                  "--scenario: expected all or a comma-separated list of concurrent, train, "
+                  "switch, soak, server; got '",
+                  s, "'");
+    out.push_back(s);
+  }
+  FOXHUNT_CHECK(!out.empty(), kComponent, "--scenario: expected at least one scenario, got '",
+                spec, "'");
+  return out;
+}
+
+bool StressReport::ok() const {
+  if (scenarios.empty()) return false;
+  for (const auto& s : scenarios)
+    if (!s.ok) return false;
+  return true;
+}
+
+nlohmann::json StressReport::to_json() const {
+  nlohmann::json j;
+  j["ok"] = ok();
+  j["environment"] = environment;
+  j["scenarios"] = nlohmann::json::object();
+  for (const auto& s : scenarios) {
+    nlohmann::json e = s.details;
+    e["ok"] = s.ok;
+    e["summary"] = s.summary;
+    e["seconds"] = s.seconds;
+    if (!s.error.empty()) {
+      e["error"] = s.error;
+      e["error_type"] = s.error_type;
+    }
+    for (const char* key : {"throughput_per_s", "leak_detected", "slope_bytes_per_1k"})
+      if (!e.contains(key)) e[key] = nullptr;
+    if (!e.contains("outputs_match_serial")) e["outputs_match_serial"] = nullptr;
+    j["scenarios"][s.name] = e;
+  }
+  return j;
+}
+
+std::string StressReport::table() const {
+  std::ostringstream os;
+  char line[512];
+  std::snprintf(line, sizeof(line), "%-11s %-5s %8s  %s\n", "scenario", "ok", "seconds",
+                "summary");
+  os << line;
+  for (const auto& s : scenarios) {
+    std::snprintf(line, sizeof(line), "%-11s %-5s %8.1f  %s\n", s.name.c_str(),
+                  s.ok ? "PASS" : "FAIL", s.seconds,
+                  (s.error.empty() ? s.summary : s.error_type + ": " + s.error).c_str());
+    os << line;
+  }
+  return os.str();
+}
+
+std::string StressReport::html() const {
+  HtmlReport page("foxhunt stress: " + std::string(ok() ? "PASS" : "FAIL"));
+  add_stress_sections(page, *this);
+  return page.html();
+}
+
+std::string StressReport::markdown() const {
+  HtmlReport page("foxhunt stress: " + std::string(ok() ? "PASS" : "FAIL"));
+  add_stress_sections(page, *this);
+  return page.markdown();
+}
+
+std::string write_stress_report(const StressReport& report, const std::string& dir) {
+  HtmlReport page("foxhunt stress: " + std::string(report.ok() ? "PASS" : "FAIL"));
+  add_stress_sections(page, report);
+  return write_report(page, dir, report.to_json(), "stress.json");
+}
+
+StressReport run_stress(const StressOptions& o, const std::vector<std::string>& scenarios,
+                        std::ostream& log) {
+  FOXHUNT_CHECK(!scenarios.empty(), kComponent, "expected at least one scenario");
+  for (const auto& s : scenarios) scenario_fn(s);  // unknown names fail before any work
+  FOXHUNT_CHECK(o.iterations > 0 && o.soak > 0 && o.switch_cycles > 0 && o.sample_every > 0,
+                kComponent,
+                "expected positive --iterations, --soak, --cycles and sample interval, got ",
+                o.iterations, ", ", o.soak, ", ", o.switch_cycles, ", ", o.sample_every);
+  torch::Device device(torch::kCPU);
+  try {
+    device = torch::Device(o.device);
+  } catch (const c10::Error&) {
+    throw InputError(kComponent, "--device: expected cpu, cuda or cuda:N, got '" + o.device + "'");
+  }
+  FOXHUNT_CHECK(!device.is_cuda() || memory::cuda_memory_available(), kComponent,
+                "--device ", o.device, ": no CUDA device is available (",
+                memory::cuda_stats_backend(), ")");
+  memory::install_ledger();
+
+  // The cap, resolved before anything is loaded so that loading counts against it too.
+  uint64_t cap = 0;
+  std::string cap_source = "none";
+  if (o.budget_mib > 0) {
+    cap = mib_to_bytes(o.budget_mib, kComponent, "--budget-mib", false);
+    cap_source = "--budget-mib";
+  } else if (!o.device_profile.empty()) {
+    const auto p = memory::find_profile(o.device_profile);
+    cap = p.usable_bytes();
+    cap_source = p.name + " usable";
+  }
+
+  BundleSource src;
+  src.names = served_models(o);
+  if (o.bundles.empty()) {
+    make_default_bundles(o, src);  // before the cap: building them is not what is stressed
+  } else {
+    src.dir = o.bundles;
+    for (const auto& n : src.names)
+      FOXHUNT_CHECK(fs::exists(src.path(n)), kComponent, "--bundles ", o.bundles, ": '",
+                    src.path(n), "' does not exist (foxhunt train all --out ", o.bundles,
+                    " writes it)");
+  }
+
+  StressReport report;
+  report.environment = {{"device", device.str()},
+                        {"bundles", o.bundles.empty() ? "fresh default models" : o.bundles},
+                        {"models", src.names},
+                        {"enforced_cap_bytes", cap},
+                        {"cap_source", cap_source},
+                        {"cap_mechanism", cap == 0 ? "none"
+                                          : device.is_cuda()
+                                              ? "CUDA caching-allocator memory fraction"
+                                              : "CPU ledger hard cap"},
+                        {"intra_op_threads", at::get_num_threads()},
+                        {"hardware_threads", std::thread::hardware_concurrency()},
+                        {"seed", o.seed}};
+
+  std::optional<memory::LimitGuard> cpu_cap;
+  std::optional<memory::CudaLimitGuard> cuda_cap;
+  if (cap > 0) {
+    if (device.is_cuda())
+      cuda_cap.emplace(cap, device.index() < 0 ? 0 : device.index());
+    else
+      cpu_cap.emplace(cap);
+  }
+  Context ctx{o, device, src, log, cap};
+  for (const auto& name : scenarios) {
+    ScenarioResult r;
+    r.name = name;
+    log << "== " << name << "\n" << std::flush;
+    const auto t0 = Clock::now();
+    try {
+      try {
+        scenario_fn(name)(ctx, r);
+      } catch (const OutOfMemoryError&) {
+        throw;
+      } catch (...) {
+        memory::rethrow_if_oom(std::current_exception());
+        throw;
+      }
+    } catch (const OutOfMemoryError& e) {
+      r.ok = false;
+      r.error = e.what();
+      r.error_type = "out_of_memory";
+      r.details["requested_bytes"] = e.requested();
+      r.details["live_bytes"] = e.live();
+      r.details["limit_bytes"] = e.limit();
+    } catch (const InputError& e) {
+      r.ok = false;
+      r.error = e.what();
+      r.error_type = "input";
+    } catch (const CheckFailure& e) {
+      r.ok = false;
+      r.error = e.what();
+      r.error_type = "check";
+    } catch (const std::exception& e) {
+      r.ok = false;
+      r.error = e.what();
+      r.error_type = "error";
+    }
+    r.seconds = seconds_since(t0);
+    log << (r.ok ? "   PASS " : "   FAIL ")
+        << (r.error.empty() ? r.summary : r.error_type + ": " + r.error) << " ("
+        << fmt_num(r.seconds, "%.1f") << " s)\n"
+        << std::flush;
+    report.scenarios.push_back(std::move(r));
+  }
+  return report;
+}
+
+}  // namespace foxhunt::runtime
