@@ -32,8 +32,9 @@ Registrar reg = subcommand<BacktestArgs>(
       sub->add_option("--cost-bps", a->job.cost_bps,
                       "Cost per unit of position change, basis points of notional")
           ->capture_default_str();
-      sub->add_option("--from", a->job.from,
-                      "First scored bar (Unix seconds or ISO 8601); must be after the training data");
+      sub->add_option(
+          "--from", a->job.from,
+          "First scored bar (Unix seconds or ISO 8601); must be after the training data");
       sub->add_option("--to", a->job.to, "Last bar (Unix seconds or ISO 8601)");
       sub->add_option("--rule", a->rule, "Decision rule JSON (see foxhunt predict)");
       sub->add_option("--device", a->job.device, "cpu, cuda or cuda:N")->capture_default_str();
@@ -56,7 +57,8 @@ Registrar reg = subcommand<BacktestArgs>(
           print_json(j.dump(2));
         } else {
           std::cout << run.table();
-          if (j.contains("report")) std::cout << "report: " << j["report"].get<std::string>() << "\n";
+          if (j.contains("report"))
+            std::cout << "report: " << j["report"].get<std::string>() << "\n";
         }
         return 0;
       };

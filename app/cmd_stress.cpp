@@ -23,8 +23,7 @@ struct StressArgs {
 };
 
 Registrar reg = subcommand<StressArgs>(
-    "stress",
-    65,
+    "stress", 65,
     "Stress the serving runtime: concurrent four-model inference, sequential training, "
     "load/unload cycles, a leak soak and Poisson server load, with exact memory verdicts",
     [](CLI::App* sub, std::shared_ptr<StressArgs> a) -> Runner {

@@ -19,7 +19,7 @@ Registrar reg = subcommand<ValidateArgs>(
       sub->add_option("--seed", args->options.seed, "Seed for every random draw")
           ->capture_default_str();
       sub->add_option("--skip", args->options.skip,
-                      "Step names to skip (models, train, plan, budget, stress)");
+                      "Step names to skip (models, train, plan, budget, stress, backtest)");
       sub->add_option("--train-bars", args->options.train_bars, "Synthetic bars for the train step")
           ->check(CLI::Range(int64_t{1000}, int64_t{10000000}))
           ->capture_default_str();
@@ -33,6 +33,17 @@ Registrar reg = subcommand<ValidateArgs>(
           ->capture_default_str();
       sub->add_option("--out", args->options.out_dir,
                       "Keep the train step's data and checkpoints in this directory");
+      sub->add_option("--report", args->options.report_dir,
+                      "Directory of the report (report.html, report.md, validate.json); '' = none")
+          ->capture_default_str();
+      sub->add_option("--backtest-bars", args->options.backtest_bars,
+                      "Held-out synthetic bars after the training bars, for the backtest step")
+          ->check(CLI::Range(int64_t{50}, int64_t{10000000}))
+          ->capture_default_str();
+      sub->add_option("--stress-soak", args->options.stress_soak,
+                      "Bars of the stress step's leak soak")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
       sub->add_flag("--json", args->json,
                     "Print the report as JSON only (progress goes to stderr)");
       return [args]() {

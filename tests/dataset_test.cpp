@@ -112,6 +112,33 @@ TEST_F(DatasetTest, TftBatchShapesDtypesAndContents) {
   for (int k = 0; k < 4; ++k) EXPECT_EQ(b.inputs[1][2][2][k].item<float>(), f[k]);
 }
 
+TEST_F(DatasetTest, VolatilityScaledTargetsDivideByTheAnchorsRealisedVolatility) {
+  DatasetOptions opt;
+  opt.target_vol_feature = "rv_20";
+  opt.target_scale = 3;
+  const MarketDataset ds(series(), opt);
+  const auto c = ds.series().closes();
+  const int64_t col = bank_column("rv_20", "test");
+  const auto anchors = ds.anchors(Split::kValidation, kMamba2Window);
+  for (int64_t a : {anchors.front(), anchors.back()}) {
+    // rv_20 = sqrt(mean of the last 20 squared returns up to the anchor): known at the anchor.
+    double sq = 0;
+    for (int64_t i = a - 19; i <= a; ++i) sq += std::pow(std::log(c[i] / c[i - 1]), 2);
+    const double rv = std::sqrt(sq / 20);
+    EXPECT_NEAR(ds.raw_features().row(a)[col], rv, 1e-6 * rv);
+    EXPECT_NEAR(ds.target_divisor(a), ds.raw_features().row(a)[col], 1e-12);
+    float t = 0;
+    ds.fill_target(a, {1, 1}, &t);
+    EXPECT_NEAR(t, 3 * std::log(c[a + 1] / c[a]) / ds.target_divisor(a), 1e-5);
+  }
+  DatasetOptions bad;
+  bad.target_vol_feature = "no_such_column";
+  EXPECT_NE(
+      foxhunt::testing::input_error([&] { MarketDataset(series(), bad); }).find("no_such_column"),
+      std::string::npos);
+  EXPECT_EQ(MarketDataset(series(), DatasetOptions{}).target_divisor(anchors.front()), 1.0);
+}
+
 TEST_F(DatasetTest, TargetsEqualActualFutureLogReturns) {
   DatasetOptions opt;
   const MarketDataset ds(series(), opt);

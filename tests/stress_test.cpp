@@ -177,8 +177,8 @@ TEST(Stress, ScenarioNamesAreChecked) {
 }
 
 TEST(Stress, CliJsonCarriesTheVerdictKeys) {
-  const auto j = run_cli_json(
-      "stress --scenario concurrent,soak --iterations 20 --soak 200 --json", 0);
+  const auto j =
+      run_cli_json("stress --scenario concurrent,soak --iterations 20 --soak 200 --json", 0);
   EXPECT_TRUE(j.at("ok").get<bool>());
   for (const char* s : {"concurrent", "soak"}) {
     const auto& e = j.at("scenarios").at(s);

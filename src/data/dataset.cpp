@@ -70,6 +70,23 @@ MarketDataset::MarketDataset(BarSeries series, DatasetOptions options)
   // Statistics from training rows only: later bars must not shape the inputs of earlier ones.
   normalizer_ = Normalizer::fit(raw_, splits_.train.begin, splits_.train.end, options_.clip);
   normalized_ = normalizer_.apply(raw_);
+  if (!options_.target_vol_feature.empty())
+    target_vol_column_ = bank_column(options_.target_vol_feature, "target_vol_feature");
+}
+
+int64_t bank_column(const std::string& name, const std::string& what) {
+  const auto& names = observed_feature_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  FOXHUNT_CHECK(it != names.end(), kComponent, what, ": expected a column of the feature bank (",
+                "e.g. rv_20), got '", name, "'");
+  return static_cast<int64_t>(it - names.begin());
+}
+
+double MarketDataset::target_divisor(int64_t anchor) const {
+  if (target_vol_column_ < 0) return 1.0;
+  FOXHUNT_CHECK(anchor >= 0 && anchor < size(), kComponent, "anchor ", anchor, " outside [0, ",
+                size(), ")");
+  return std::max(static_cast<double>(raw_.row(anchor)[target_vol_column_]), kMinTargetVol);
 }
 
 double MarketDataset::log_return(int64_t bar) const {
@@ -124,8 +141,9 @@ void MarketDataset::fill_future_calendar(int64_t anchor, const WindowSpec& spec,
 
 void MarketDataset::fill_target(int64_t anchor, const WindowSpec& spec, float* out) const {
   check_window(anchor, spec);
+  const double scale = options_.target_scale / target_divisor(anchor);
   for (int64_t k = 0; k < spec.horizon; ++k)
-    out[k] = static_cast<float>(log_return(anchor + 1 + k) * options_.target_scale);
+    out[k] = static_cast<float>(log_return(anchor + 1 + k) * scale);
 }
 
 void MarketDataset::fill_rl_market(int64_t bar, float* out) const {

@@ -38,8 +38,8 @@ std::vector<Bundle> load_four(const std::string& dir, const torch::Device& devic
     }
   }
   FOXHUNT_CHECK(problems.empty(), kComponent, "--bundles ", dir,
-                ": expected the four bundles dqn, ppo, mamba2, tft (foxhunt train all --out ",
-                dir, "): ", problems);
+                ": expected the four bundles dqn, ppo, mamba2, tft (foxhunt train all --out ", dir,
+                "): ", problems);
   return out;
 }
 
@@ -54,11 +54,12 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
   BacktestRun run;
   run.data = job.data;
   run.bars_in_file = static_cast<int64_t>(bars.size());
-  for (const auto& b : bundles) run.training_end = std::max(run.training_end, b.data.last_timestamp);
-  const int64_t from = job.from.empty() ? std::numeric_limits<int64_t>::min()
-                                        : data::parse_timestamp(job.from);
-  const int64_t to = job.to.empty() ? std::numeric_limits<int64_t>::max()
-                                    : data::parse_timestamp(job.to);
+  for (const auto& b : bundles)
+    run.training_end = std::max(run.training_end, b.data.last_timestamp);
+  const int64_t from =
+      job.from.empty() ? std::numeric_limits<int64_t>::min() : data::parse_timestamp(job.from);
+  const int64_t to =
+      job.to.empty() ? std::numeric_limits<int64_t>::max() : data::parse_timestamp(job.to);
   FOXHUNT_CHECK(job.from.empty() || from > run.training_end, kComponent, "--from ", job.from,
                 ": inside the training data, which ends at ", run.training_end,
                 " (Unix s; the bundles' data fingerprint); a backtest scores held-out bars only");
@@ -143,7 +144,8 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
         f.taus.assign(q.begin(), q.end());
       }
     f.quantiles.pop_back();
-    for (size_t k = 0; k + 1 < n; ++k) f.realized.push_back(std::log(run.closes[k + 1] / run.closes[k]));
+    for (size_t k = 0; k + 1 < n; ++k)
+      f.realized.push_back(std::log(run.closes[k + 1] / run.closes[k]));
     FOXHUNT_CHECK(past_returns.size() >= 2, kComponent,
                   "expected at least 2 bars before the first scored bar for the baselines");
     f.evaluation = data::evaluate_forecast(past_returns, f.realized, f.quantiles, f.taus, job.seed);
@@ -207,9 +209,9 @@ std::string BacktestRun::table() const {
     const auto& r = results.at(name);
     std::snprintf(line, sizeof(line),
                   "%-13s %+8.2f%% %+8.2f%% %7.2f%% %8.2f %8.2f %7.2f%% %9.1f %6.1f%% %7.1f%%\n",
-                  name.c_str(), 100 * r.total_return, 100 * r.annualized_return,
-                  100 * r.volatility, r.sharpe, r.sortino, 100 * r.max_drawdown, r.turnover,
-                  100 * r.hit_rate, 100 * r.exposure);
+                  name.c_str(), 100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility,
+                  r.sharpe, r.sortino, 100 * r.max_drawdown, r.turnover, 100 * r.hit_rate,
+                  100 * r.exposure);
     os << line;
   }
   for (const auto& [name, f] : forecasts) {

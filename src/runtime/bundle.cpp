@@ -1,5 +1,7 @@
 #include "foxhunt/runtime/bundle.h"
 
+#include "foxhunt/data/dataset.h"
+
 #include <cstdio>
 #include <cstring>
 
@@ -74,6 +76,7 @@ void save_bundle(const Bundle& b, const std::string& path) {
               {"features", feature_spec(spec, b.warmup)},
               {"normalizer", normalizer},
               {"target_scale", b.target_scale},
+              {"target_vol_feature", b.target_vol_feature},
               {"instrument_id", b.instrument_id},
               {"data", b.data},
               {"training", b.training}};
@@ -122,6 +125,9 @@ Bundle load_bundle(const std::string& path, const torch::Device& device,
     b.target_scale = h.at("target_scale").get<double>();
     FOXHUNT_CHECK(b.target_scale > 0 && std::isfinite(b.target_scale), kComponent, "'", path,
                   "': target_scale must be > 0, got ", b.target_scale);
+    // Bundles written before volatility-scaled targets have none.
+    b.target_vol_feature = h.value("target_vol_feature", std::string());
+    if (!b.target_vol_feature.empty()) data::bank_column(b.target_vol_feature, "'" + path + "'");
     b.instrument_id = h.at("instrument_id").get<int64_t>();
     b.data = h.at("data").get<DataFingerprint>();
     b.training = h.at("training");

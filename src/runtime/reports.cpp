@@ -27,7 +27,8 @@ void scenario_section(HtmlReport& page, const ScenarioResult& s) {
   if (!s.memory_x.empty()) {
     std::vector<Series> series;
     series.push_back({"total ledger live", s.memory_x, s.live_bytes, "", false});
-    for (const auto& [name, ys] : s.model_live_bytes) series.push_back({name, s.memory_x, ys, "", false});
+    for (const auto& [name, ys] : s.model_live_bytes)
+      series.push_back({name, s.memory_x, ys, "", false});
     ChartOptions o;
     o.title = s.name + ": ledger live bytes, total and per model";
     o.x_label = s.memory_x_label;
@@ -84,7 +85,8 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
                  std::to_string(run.warmup_bars) + " warm-up bars (" +
                  std::to_string(run.skipped_training_bars) +
                  " of them inside the training range, never scored); " +
-                 num(run.periods_per_year, "%.0f") + " bars per year inferred from the timestamps.");
+                 num(run.periods_per_year, "%.0f") +
+                 " bars per year inferred from the timestamps.");
   std::vector<std::vector<std::string>> rows;
   for (const auto& name : run.order) {
     const auto& r = run.results.at(name);
@@ -121,9 +123,8 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
   std::vector<std::vector<std::string>> frows;
   for (const auto& [name, f] : run.forecasts) {
     const auto& e = f.evaluation;
-    frows.push_back({name, num(e.model.mean_pinball, "%.4g"), e.best_baseline,
-                     pct(e.skill_vs_best), "[" + pct(e.skill_vs_best_lo) + ", " +
-                     pct(e.skill_vs_best_hi) + "]",
+    frows.push_back({name, num(e.model.mean_pinball, "%.4g"), e.best_baseline, pct(e.skill_vs_best),
+                     "[" + pct(e.skill_vs_best_lo) + ", " + pct(e.skill_vs_best_hi) + "]",
                      e.coverage_p10_p90 ? pct(*e.coverage_p10_p90) : "n/a",
                      e.beats_best_baseline ? "yes" : "NO"});
   }
@@ -157,10 +158,10 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
                num(100 * f.taus[k_hi], "%.0f") + ") against realised log returns";
     fo.x_label = "scored bar";
     fo.y_label = "log return";
-    page.svg(band_chart_svg(fx, lo, hi,
-                            {{"median forecast", fx, mid, "#d62728", false},
-                             {"realised", fx, real, "#222222", false}},
-                            fo));
+    page.svg(band_chart_svg(
+        fx, lo, hi,
+        {{"median forecast", fx, mid, "#d62728", false}, {"realised", fx, real, "#222222", false}},
+        fo));
     std::vector<double> nominal, observed;
     for (const auto& [tau, below] : f.evaluation.calibration) {
       nominal.push_back(tau);
@@ -171,9 +172,9 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
     co.x_label = "nominal quantile level";
     co.y_label = "observed fraction below";
     co.y_from_zero = true;
-    page.svg(line_chart_svg({{"ideal", {0.0, 1.0}, {0.0, 1.0}, "#888888", true},
-                             {name, nominal, observed, "", false}},
-                            co));
+    page.svg(line_chart_svg(
+        {{"ideal", {0.0, 1.0}, {0.0, 1.0}, "#888888", true}, {name, nominal, observed, "", false}},
+        co));
   }
 }
 

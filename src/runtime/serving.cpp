@@ -13,6 +13,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/data/dataset.h"
 #include "foxhunt/data/trading_env.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/mamba2.h"
@@ -222,6 +223,8 @@ struct ServedModel::History {
 ServedModel::ServedModel(Bundle bundle) : bundle_(std::move(bundle)), history_(new History) {
   FOXHUNT_CHECK(bundle_.model != nullptr, kComponent, "served model: the bundle has no model");
   bundle_.model->module().eval();
+  if (!bundle_.target_vol_feature.empty())
+    vol_column_ = data::bank_column(bundle_.target_vol_feature, "bundle target_vol_feature");
   auto& h = *history_;
   h.spec = bundle_.model->spec();
   for (const auto& in : h.spec.inputs) {
@@ -254,9 +257,12 @@ ServedModel::ServedModel(ServedModel&&) noexcept = default;
 
 std::vector<double> ServedModel::forecast_returns(const std::vector<float>& raw,
                                                   const data::StreamingFeatures& features) const {
+  double scale = 1.0 / bundle_.target_scale;
+  if (vol_column_ >= 0)
+    scale *= std::max(static_cast<double>(features.row()[static_cast<size_t>(vol_column_)]),
+                      data::kMinTargetVol);
   std::vector<double> out(raw.size());
-  for (size_t k = 0; k < raw.size(); ++k) out[k] = raw[k] / bundle_.target_scale;
-  (void)features;
+  for (size_t k = 0; k < raw.size(); ++k) out[k] = raw[k] * scale;
   return out;
 }
 

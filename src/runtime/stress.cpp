@@ -262,9 +262,8 @@ void run_concurrent(Context& c, ScenarioResult& r) {
   std::snprintf(buf, sizeof(buf),
                 "%lld bars x %zu models: %.0f inferences/s (serial %.0f/s), bar p50 %.0f us p99 "
                 "%.0f us, outputs %s serial; %s",
-                static_cast<long long>(c.o.iterations), names.size(), throughput,
-                serial_throughput, lat.p50, lat.p99, mismatches == 0 ? "==" : "!=",
-                v.verdict.c_str());
+                static_cast<long long>(c.o.iterations), names.size(), throughput, serial_throughput,
+                lat.p50, lat.p99, mismatches == 0 ? "==" : "!=", v.verdict.c_str());
   r.summary = buf;
   if (mismatches) r.summary += " (first mismatch at " + first_mismatch + ")";
 }
@@ -317,8 +316,7 @@ void run_soak(Context& c, ScenarioResult& r) {
   r.ok = !v.leak_detected;
   char buf[256];
   std::snprintf(buf, sizeof(buf), "%lld bars: %.0f inferences/s, p50 %.0f us p99 %.0f us; %s",
-                static_cast<long long>(c.o.soak), throughput, lat.p50, lat.p99,
-                v.verdict.c_str());
+                static_cast<long long>(c.o.soak), throughput, lat.p50, lat.p99, v.verdict.c_str());
   r.summary = buf;
   planted.clear();
 }
@@ -365,18 +363,19 @@ void run_switch(Context& c, ScenarioResult& r) {
   r.details["rss_growth_bound_bytes"] = rss_bound;
   r.details["rss_slope_bytes_per_cycle"] = rss_slope;
   r.details["load_ms"] = to_json(summarize_latencies(load_ms));
-  r.details["cycle_ms"] = to_json(summarize_latencies(r.latencies_us)) ;
+  r.details["cycle_ms"] = to_json(summarize_latencies(r.latencies_us));
   r.details["leak_detected"] = off_baseline > 0 || !rss_ok;
   r.details["slope_bytes_per_1k"] = nullptr;
   r.details["throughput_per_s"] = nullptr;
   add_device_memory(c, r);
   r.ok = off_baseline == 0 && rss_ok;
   char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "%lld load/serve/unload cycles: ledger %s baseline after every cycle, RSS %+.1f MiB "
-                "(bound %.0f MiB), load p50 %.1f ms",
-                static_cast<long long>(c.o.switch_cycles), off_baseline == 0 ? "at" : "OFF",
-                rss_growth / kMiB, rss_bound / kMiB, summarize_latencies(load_ms).p50);
+  std::snprintf(
+      buf, sizeof(buf),
+      "%lld load/serve/unload cycles: ledger %s baseline after every cycle, RSS %+.1f MiB "
+      "(bound %.0f MiB), load p50 %.1f ms",
+      static_cast<long long>(c.o.switch_cycles), off_baseline == 0 ? "at" : "OFF",
+      rss_growth / kMiB, rss_bound / kMiB, summarize_latencies(load_ms).p50);
   r.summary = buf;
   if (off_baseline)
     r.summary += " (" + std::to_string(off_baseline) + " cycles off, worst " +
@@ -384,8 +383,8 @@ void run_switch(Context& c, ScenarioResult& r) {
 }
 
 void run_train(Context& c, ScenarioResult& r) {
-  const auto root = fs::temp_directory_path() / ("foxhunt-stress-train-" +
-                                                 std::to_string(::getpid()));
+  const auto root =
+      fs::temp_directory_path() / ("foxhunt-stress-train-" + std::to_string(::getpid()));
   fs::create_directories(root);
   struct Cleanup {
     fs::path dir;
@@ -446,8 +445,7 @@ void run_train(Context& c, ScenarioResult& r) {
     summary += (summary.empty() ? "" : ", ") + model + " " +
                (after == before ? "at baseline" : std::to_string(after - before) + " B left") +
                " (peak " + human_bytes(double(memory::peak_bytes())) + ")";
-    c.log << "  train " << model << ": " << secs << " s, residual " << (after - before)
-          << " B\n"
+    c.log << "  train " << model << ": " << secs << " s, residual " << (after - before) << " B\n"
           << std::flush;
   }
   r.details["runs"] = runs;
@@ -514,10 +512,10 @@ void run_server(Context& c, ScenarioResult& r) {
   r.details["p99_bound_ms"] = c.o.p99_ms;
   r.details["latency_us"] = to_json(lat);
   r.details["valid"] = valid;
-  r.details["invalid_because"] =
-      valid ? ""
-            : std::string(latency_ok ? "" : "p99 over the bound") +
-                  (latency_ok || enough ? "" : "; ") + (enough ? "" : "too few queries");
+  r.details["invalid_because"] = valid ? ""
+                                       : std::string(latency_ok ? "" : "p99 over the bound") +
+                                             (latency_ok || enough ? "" : "; ") +
+                                             (enough ? "" : "too few queries");
   r.details["throughput_per_s"] = achieved * static_cast<double>(names.size());
   r.details["models"] = names;
   add_device_memory(c, r);
@@ -553,8 +551,7 @@ std::string fmt_num(double v, const char* f = "%.0f") {
 }  // namespace
 
 const std::vector<std::string>& stress_scenarios() {
-  static const std::vector<std::string> names = {"concurrent", "train", "switch", "soak",
-                                                 "server"};
+  static const std::vector<std::string> names = {"concurrent", "train", "switch", "soak", "server"};
   return names;
 }
 
@@ -570,8 +567,8 @@ std::vector<std::string> parse_scenarios(const std::string& spec) {
                   s, "'");
     out.push_back(s);
   }
-  FOXHUNT_CHECK(!out.empty(), kComponent, "--scenario: expected at least one scenario, got '",
-                spec, "'");
+  FOXHUNT_CHECK(!out.empty(), kComponent, "--scenario: expected at least one scenario, got '", spec,
+                "'");
   return out;
 }
 
@@ -607,8 +604,7 @@ nlohmann::json StressReport::to_json() const {
 std::string StressReport::table() const {
   std::ostringstream os;
   char line[512];
-  std::snprintf(line, sizeof(line), "%-11s %-5s %8s  %s\n", "scenario", "ok", "seconds",
-                "summary");
+  std::snprintf(line, sizeof(line), "%-11s %-5s %8s  %s\n", "scenario", "ok", "seconds", "summary");
   os << line;
   for (const auto& s : scenarios) {
     std::snprintf(line, sizeof(line), "%-11s %-5s %8.1f  %s\n", s.name.c_str(),
@@ -651,9 +647,8 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
   } catch (const c10::Error&) {
     throw InputError(kComponent, "--device: expected cpu, cuda or cuda:N, got '" + o.device + "'");
   }
-  FOXHUNT_CHECK(!device.is_cuda() || memory::cuda_memory_available(), kComponent,
-                "--device ", o.device, ": no CUDA device is available (",
-                memory::cuda_stats_backend(), ")");
+  FOXHUNT_CHECK(!device.is_cuda() || memory::cuda_memory_available(), kComponent, "--device ",
+                o.device, ": no CUDA device is available (", memory::cuda_stats_backend(), ")");
   memory::install_ledger();
 
   // The cap, resolved before anything is loaded so that loading counts against it too.
@@ -681,18 +676,18 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
   }
 
   StressReport report;
-  report.environment = {{"device", device.str()},
-                        {"bundles", o.bundles.empty() ? "fresh default models" : o.bundles},
-                        {"models", src.names},
-                        {"enforced_cap_bytes", cap},
-                        {"cap_source", cap_source},
-                        {"cap_mechanism", cap == 0 ? "none"
-                                          : device.is_cuda()
-                                              ? "CUDA caching-allocator memory fraction"
-                                              : "CPU ledger hard cap"},
-                        {"intra_op_threads", at::get_num_threads()},
-                        {"hardware_threads", std::thread::hardware_concurrency()},
-                        {"seed", o.seed}};
+  report.environment = {
+      {"device", device.str()},
+      {"bundles", o.bundles.empty() ? "fresh default models" : o.bundles},
+      {"models", src.names},
+      {"enforced_cap_bytes", cap},
+      {"cap_source", cap_source},
+      {"cap_mechanism", cap == 0           ? "none"
+                        : device.is_cuda() ? "CUDA caching-allocator memory fraction"
+                                           : "CPU ledger hard cap"},
+      {"intra_op_threads", at::get_num_threads()},
+      {"hardware_threads", std::thread::hardware_concurrency()},
+      {"seed", o.seed}};
 
   std::optional<memory::LimitGuard> cpu_cap;
   std::optional<memory::CudaLimitGuard> cuda_cap;

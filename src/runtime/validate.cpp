@@ -19,7 +19,9 @@
 #include "foxhunt/models/summary.h"
 #include "foxhunt/plan/budget.h"
 #include "foxhunt/plan/planner.h"
+#include "foxhunt/runtime/backtest.h"
 #include "foxhunt/runtime/bundle.h"
+#include "foxhunt/runtime/reports.h"
 #include "foxhunt/runtime/stress.h"
 #include "foxhunt/runtime/train_job.h"
 #include "foxhunt/train/infra.h"
@@ -35,6 +37,7 @@ bool ValidateReport::ok() const {
 nlohmann::json ValidateReport::to_json() const {
   nlohmann::json j;
   j["ok"] = ok();
+  j["report"] = report_path;
   j["steps"] = nlohmann::json::array();
   for (const auto& s : steps)
     j["steps"].push_back({{"name", s.name},
@@ -177,8 +180,14 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
   synth.bars = options.train_bars;
   synth.seed = options.seed;
   const std::string csv = (root / "bars.csv").string();
-  data::write_bars_csv(csv, data::generate_synthetic(synth));
-  log << "  data: " << options.train_bars << " synthetic bars (seed " << options.seed << ")\n";
+  // One series: the first train_bars train the models, the rest is held out for the backtest.
+  synth.bars = options.train_bars + options.backtest_bars;
+  auto all = data::generate_synthetic(synth);
+  data::write_bars_csv((root / "all_bars.csv").string(), all);
+  all.bars.resize(static_cast<size_t>(options.train_bars));
+  data::write_bars_csv(csv, all);
+  log << "  data: " << options.train_bars << " synthetic bars for training, "
+      << options.backtest_bars << " held out (seed " << options.seed << ")\n";
 
   bool all_ok = true;
   nlohmann::json rows = nlohmann::json::array();
@@ -224,8 +233,19 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
                               ? eval["baseline_loss"].get<double>()
                               : NAN;
       finite = std::isfinite(loss) && std::isfinite(base);
-      std::snprintf(line, sizeof(line), "test quantile loss %.4f vs unconditional %.4f (%+.1f%%)",
-                    loss, base, 100.0 * (loss / base - 1.0));
+      const auto& nb =
+          eval.is_object() ? eval.value("next_bar", nlohmann::json()) : nlohmann::json();
+      const double skill =
+          nb.is_object() && nb["skill"].is_number() ? nb["skill"].get<double>() : NAN;
+      const double cover = nb.is_object() && nb["coverage_p10_p90"].is_number()
+                               ? nb["coverage_p10_p90"].get<double>()
+                               : NAN;
+      std::snprintf(line, sizeof(line),
+                    "test quantile loss %.4f vs unconditional %.4f (%+.1f%%); next bar: skill "
+                    "%+.1f%% vs %s, P10-P90 coverage %.1f%%",
+                    loss, base, 100.0 * (loss / base - 1.0), 100.0 * skill,
+                    nb.is_object() ? nb.value("best_baseline", std::string("?")).c_str() : "?",
+                    100.0 * cover);
     }
     verdict = line;
     const bool ok = completed && checkpoint_ok && finite;
@@ -251,6 +271,45 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
       (all_ok ? "completed with finite metrics and loadable checkpoints" : "FAILED (see details)");
 }
 
+void validate_backtest_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
+  namespace fs = std::filesystem;
+  FOXHUNT_CHECK(!options.out_dir.empty() && fs::exists(fs::path(options.out_dir) / "all_bars.csv"),
+                "validate", "backtest: needs the train step's bundles and held-out bars in ",
+                options.out_dir.empty() ? "(no directory)" : options.out_dir);
+  BacktestJob job;
+  job.bundles = options.out_dir;
+  job.data = (fs::path(options.out_dir) / "all_bars.csv").string();
+  job.device = options.device;
+  job.seed = options.seed;
+  auto run = std::make_shared<BacktestRun>(run_backtest_job(job, log));
+  std::istringstream table(run->table());
+  for (std::string l; std::getline(table, l);) log << "  " << l << "\n";
+  result.details = run->to_json();
+  bool forecasters_ok = true;
+  std::string worse;
+  for (const auto& [name, f] : run->forecasts) {
+    if (!f.evaluation.beats_best_baseline) {
+      forecasters_ok = false;
+      worse += (worse.empty() ? "" : ", ") + name + " (skill " +
+               std::to_string(100 * f.evaluation.skill_vs_best).substr(0, 5) + "% vs " +
+               f.evaluation.best_baseline + ")";
+    }
+  }
+  result.ok = forecasters_ok && !run->forecasts.empty();
+  const auto& ens = run->results.at("ensemble");
+  const auto& bh = run->results.at("buy_and_hold");
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "%zu held-out bars: ensemble return %+.2f%% (Sharpe %.2f) vs buy-and-hold %+.2f%% "
+                "(Sharpe %.2f); ",
+                run->closes.size(), 100 * ens.total_return, ens.sharpe, 100 * bh.total_return,
+                bh.sharpe);
+  result.summary = buf;
+  result.summary += forecasters_ok ? "forecasters no worse than their best naive baselines"
+                                   : "WORSE than the best naive baseline: " + worse;
+  result.backtest = std::move(run);
+}
+
 void validate_stress_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
   namespace fs = std::filesystem;
   StressOptions o;
@@ -264,7 +323,10 @@ void validate_stress_step(const ValidateOptions& options, StepResult& result, st
   for (const char* m : {"dqn", "ppo", "mamba2", "tft"})
     trained = trained && fs::exists(fs::path(options.out_dir) / m / kBundleFile);
   if (trained) o.bundles = options.out_dir;
-  const auto report = run_stress(o, {"concurrent", "switch", "soak"}, log);
+  auto shared =
+      std::make_shared<StressReport>(run_stress(o, {"concurrent", "switch", "soak"}, log));
+  const auto& report = *shared;
+  result.stress = shared;
   result.ok = report.ok();
   result.details = report.to_json();
   std::string summary;
@@ -276,12 +338,12 @@ void validate_stress_step(const ValidateOptions& options, StepResult& result, st
                     d.value("throughput_per_s", 0.0),
                     d.value("outputs_match_serial", false) ? "==" : "!=");
     else if (s.name == "soak" && s.error.empty())
-      std::snprintf(buf, sizeof(buf), "soak %lld bars %s (slope %.1f B/1k)",
-                    static_cast<long long>(o.soak), d.value("leak_detected", true) ? "LEAK" : "no leak",
-                    d.value("slope_bytes_per_1k", 0.0));
+      std::snprintf(
+          buf, sizeof(buf), "soak %lld bars %s (slope %.1f B/1k)", static_cast<long long>(o.soak),
+          d.value("leak_detected", true) ? "LEAK" : "no leak", d.value("slope_bytes_per_1k", 0.0));
     else if (s.name == "switch" && s.error.empty())
-      std::snprintf(buf, sizeof(buf), "switch %lld cycles %s", static_cast<long long>(o.switch_cycles),
-                    s.ok ? "at baseline" : "OFF baseline");
+      std::snprintf(buf, sizeof(buf), "switch %lld cycles %s",
+                    static_cast<long long>(o.switch_cycles), s.ok ? "at baseline" : "OFF baseline");
     else
       std::snprintf(buf, sizeof(buf), "%s FAILED: %s", s.name.c_str(), s.error.c_str());
     summary += (summary.empty() ? "" : "; ") + std::string(buf);
@@ -292,7 +354,7 @@ void validate_stress_step(const ValidateOptions& options, StepResult& result, st
 std::vector<std::pair<std::string, ValidateStep>> validate_steps() {
   return {{"models", &validate_models_step}, {"train", &validate_train_step},
           {"plan", &validate_plan_step},     {"budget", &validate_budget_step},
-          {"stress", &validate_stress_step}};
+          {"stress", &validate_stress_step}, {"backtest", &validate_backtest_step}};
 }
 
 ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {
@@ -332,6 +394,27 @@ ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {
     log << (r.ok ? "   PASS " : "   FAIL ") << r.summary << buf << "\n";
     log.flush();
     report.steps.push_back(std::move(r));
+  }
+  if (!options.report_dir.empty()) {
+    try {
+      HtmlReport page(std::string("foxhunt validate: ") + (report.ok() ? "PASS" : "FAIL"));
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& st : report.steps) {
+        char secs[32];
+        std::snprintf(secs, sizeof(secs), "%.1f", st.seconds);
+        rows.push_back({st.name, st.ok ? "PASS" : "FAIL", secs, st.summary});
+      }
+      page.table({"step", "verdict", "seconds", "summary"}, rows);
+      for (const auto& st : report.steps) {
+        if (st.backtest) add_backtest_sections(page, *st.backtest);
+        if (st.stress) add_stress_sections(page, *st.stress);
+      }
+      report.report_path =
+          write_report(page, options.report_dir, report.to_json(), "validate.json");
+      log << "report: " << report.report_path << "\n";
+    } catch (const std::exception& e) {
+      log << "report: not written: " << e.what() << "\n";
+    }
   }
   return report;
 }

@@ -81,7 +81,17 @@ struct DatasetOptions {
   int64_t instrument_id = 0;
   /// Targets are log returns times this (1 = raw log returns).
   double target_scale = 1.0;
+  /// When set, targets are divided by this raw bank column at the anchor (e.g. "rv_20", the
+  /// realised volatility of the last 20 bars): returns in units of the volatility known when the
+  /// forecast is made, so that a constant forecast is already volatility-aware. "" = off.
+  std::string target_vol_feature;
 };
+
+/// Smallest divisor of volatility-scaled targets (keeps a flat stretch from dividing by 0).
+inline constexpr double kMinTargetVol = 1e-8;
+
+/// Index of bank column `name` in the observed features; InputError naming `what` otherwise.
+int64_t bank_column(const std::string& name, const std::string& what);
 
 /// A series with its features, normaliser (fitted on the training split) and splits.
 class MarketDataset {
@@ -123,7 +133,12 @@ class MarketDataset {
   /// anchor+1..anchor+horizon.
   void fill_future_calendar(int64_t anchor, const WindowSpec& spec, float* out) const;
 
-  /// Targets of one window: `out` gets [spec.horizon] scaled returns r_{anchor+1..anchor+horizon}.
+  /// What the returns of the window anchored at `anchor` are divided by: the target volatility
+  /// column's raw value there (floored at kMinTargetVol), or 1 without one.
+  double target_divisor(int64_t anchor) const;
+
+  /// Targets of one window: `out` gets [spec.horizon] scaled returns r_{anchor+1..anchor+horizon}
+  /// / target_divisor(anchor) * target_scale.
   void fill_target(int64_t anchor, const WindowSpec& spec, float* out) const;
 
   /// RL market features of one bar: normalised bank (250) then calendar (4) = 254 values.
@@ -142,6 +157,7 @@ class MarketDataset {
   Matrix normalized_;
   Matrix calendar_;
   Normalizer normalizer_;
+  int64_t target_vol_column_ = -1;
 };
 
 /// Groups `anchors` into batches of `batch_size` (the last one may be smaller unless

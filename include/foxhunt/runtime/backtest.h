@@ -29,14 +29,14 @@ namespace foxhunt::runtime {
 
 /// What to backtest.
 struct BacktestJob {
-  std::string bundles;          ///< directory with dqn/ ppo/ mamba2/ tft/ bundles
-  std::string data;             ///< bars CSV
-  double cost_bps = 1.0;        ///< cost per unit of position change, basis points
-  std::string from;             ///< first scored bar (Unix seconds or ISO 8601; "" = first after training)
-  std::string to;               ///< last bar (inclusive; "" = the end of the data)
-  std::string device = "cpu";   ///< "cpu", "cuda", "cuda:N"
-  DecisionRule rule;            ///< the ensemble's decision rule
-  uint64_t seed = 42;           ///< seed of the random policy and the bootstrap
+  std::string bundles;    ///< directory with dqn/ ppo/ mamba2/ tft/ bundles
+  std::string data;       ///< bars CSV
+  double cost_bps = 1.0;  ///< cost per unit of position change, basis points
+  std::string from;  ///< first scored bar (Unix seconds or ISO 8601; "" = first after training)
+  std::string to;    ///< last bar (inclusive; "" = the end of the data)
+  std::string device = "cpu";  ///< "cpu", "cuda", "cuda:N"
+  DecisionRule rule;           ///< the ensemble's decision rule
+  uint64_t seed = 42;          ///< seed of the random policy and the bootstrap
 };
 
 /// Per-forecaster next-bar forecasts over the scored bars (log returns).
@@ -49,16 +49,16 @@ struct ForecastPath {
 
 /// The result of a backtest.
 struct BacktestRun {
-  std::string data;                  ///< the CSV
-  int64_t bars_in_file = 0;          ///< bars read
-  int64_t training_end = 0;          ///< last training bar's time (Unix seconds)
-  int64_t skipped_training_bars = 0; ///< bars at or before training_end (warm-up only)
-  int64_t warmup_bars = 0;           ///< bars fed before the first scored bar
-  int64_t first_timestamp = 0;       ///< first scored bar
-  int64_t last_timestamp = 0;        ///< last scored bar
-  double periods_per_year = 0;       ///< inferred from the timestamps
-  std::vector<int64_t> timestamps;   ///< scored bars
-  std::vector<double> closes;        ///< scored bars' closes
+  std::string data;                   ///< the CSV
+  int64_t bars_in_file = 0;           ///< bars read
+  int64_t training_end = 0;           ///< last training bar's time (Unix seconds)
+  int64_t skipped_training_bars = 0;  ///< bars at or before training_end (warm-up only)
+  int64_t warmup_bars = 0;            ///< bars fed before the first scored bar
+  int64_t first_timestamp = 0;        ///< first scored bar
+  int64_t last_timestamp = 0;         ///< last scored bar
+  double periods_per_year = 0;        ///< inferred from the timestamps
+  std::vector<int64_t> timestamps;    ///< scored bars
+  std::vector<double> closes;         ///< scored bars' closes
   /// Positions per strategy: "ensemble", each model name, "buy_and_hold", "flat", "random".
   std::map<std::string, std::vector<double>> positions;
   /// Backtest of each strategy.

@@ -46,7 +46,10 @@ struct Bundle {
   std::shared_ptr<models::Model> model;  ///< built from the stored options, weights loaded
   data::Normalizer normalizer;           ///< bank normaliser fitted on the training split
   double target_scale = 1.0;  ///< forecasts are scaled returns: divide by this for log returns
-  int64_t instrument_id = 0;  ///< static id fed to the TFT
+  /// When set, targets were also divided by this raw bank column at the anchor (e.g. "rv_20"):
+  /// multiply forecasts by its value at the forecast bar (data/dataset.h).
+  std::string target_vol_feature;
+  int64_t instrument_id = 0;              ///< static id fed to the TFT
   int64_t warmup = data::kFeatureWarmup;  ///< bars before the features are fully defined
   DataFingerprint data;                   ///< what it was trained on
   nlohmann::json training = nlohmann::json::object();  ///< the training summary

@@ -63,11 +63,11 @@ DecisionRule load_decision_rule(const std::string& path);
 
 /// One model's view of one bar.
 struct ModelSignal {
-  std::string model;        ///< registry name
-  bool ready = false;       ///< false during warm-up (signal 0, no output)
-  double signal = 0.0;      ///< in [-1, 1]: > 0 long, < 0 short
-  std::vector<float> raw;   ///< q-values (dqn), action probabilities (ppo) or next-bar quantiles
-                            ///< in the model's (scaled) target units
+  std::string model;       ///< registry name
+  bool ready = false;      ///< false during warm-up (signal 0, no output)
+  double signal = 0.0;     ///< in [-1, 1]: > 0 long, < 0 short
+  std::vector<float> raw;  ///< q-values (dqn), action probabilities (ppo) or next-bar quantiles
+                           ///< in the model's (scaled) target units
   /// Forecasters: the next bar's log-return quantiles (raw converted back from the target
   /// scaling the bundle records); empty for policies.
   std::vector<double> forecast;
@@ -137,6 +137,7 @@ class ServedModel {
  private:
   struct History;
   Bundle bundle_;
+  int64_t vol_column_ = -1;  ///< bank column of the target volatility (-1 = none)
   std::unique_ptr<History> history_;
 };
 

@@ -7,12 +7,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
 
 namespace foxhunt::runtime {
+
+struct StressReport;
+struct BacktestRun;
 
 /// What `foxhunt validate` runs on.
 struct ValidateOptions {
@@ -33,6 +37,10 @@ struct ValidateOptions {
   /// Where the "train" step writes its data, checkpoints and bundles, which the later steps
   /// serve ("" = a temporary directory that is removed afterwards).
   std::string out_dir;
+  /// Held-out synthetic bars after the training bars, scored by the "backtest" step.
+  int64_t backtest_bars = 1000;
+  /// Where the report (report.html, report.md, validate.json) is written.
+  std::string report_dir = "out/validate";
   /// Short stress (runtime/stress.h): concurrent bars, soak bars and load/unload cycles.
   int64_t stress_iterations = 200;
   int64_t stress_soak = 10000;
@@ -46,11 +54,16 @@ struct StepResult {
   std::string summary;  ///< one line for the terminal
   nlohmann::json details = nlohmann::json::object();
   double seconds = 0.0;
+  /// What the stress and backtest steps measured, for the report's plots.
+  std::shared_ptr<const StressReport> stress;
+  std::shared_ptr<const BacktestRun> backtest;
 };
 
 /// The whole validation run.
 struct ValidateReport {
   std::vector<StepResult> steps;
+  /// Path of the HTML report ("" when it could not be written).
+  std::string report_path;
   bool ok() const;
   nlohmann::json to_json() const;
 };
@@ -84,6 +97,11 @@ void validate_budget_step(const ValidateOptions& options, StepResult& result, st
 /// run completes with finite losses, writes a loadable checkpoint, and reports an evaluation
 /// (greedy trading returns; test quantile loss beside the unconditional baseline).
 void validate_train_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
+
+/// Step "backtest": the four trained bundles over the held-out bars after the training data
+/// (runtime/backtest.h); fails when a forecaster is worse than its best naive baseline
+/// (skill < 0 on the next-bar pinball loss). Needs the train step's bundles.
+void validate_backtest_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
 
 /// Step "stress": a short stress run (concurrent, switch, soak) on the bundles the train step
 /// wrote (fresh default models when it did not run); fails on a leak or an output mismatch.

@@ -1,0 +1,190 @@
+// foxhunt backtest (runtime/backtest.h): held-out bars only, no look-ahead, every strategy and
+// forecaster scored, the report, the CLI's refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "foxhunt/core/file_io.h"
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/dataset.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/runtime/backtest.h"
+#include "foxhunt/runtime/bundle.h"
+#include "foxhunt/runtime/reports.h"
+#include "foxhunt/runtime/validate.h"
+#include "test_util.h"
+
+namespace foxhunt::runtime {
+namespace {
+
+using foxhunt::testing::input_error;
+using foxhunt::testing::TempDir;
+
+constexpr int64_t kTrainBars = 400;
+
+data::BarSeries series(int64_t bars) {
+  data::SyntheticOptions o;
+  o.bars = bars;
+  o.seed = 7;
+  return data::generate_synthetic(o);
+}
+
+// Four untrained default models whose fingerprint says they were trained on the first
+// kTrainBars bars of `s`.
+std::vector<Bundle> bundles_for(const data::BarSeries& s) {
+  data::BarSeries train = s;
+  train.bars.resize(kTrainBars);
+  data::MarketDataset ds(train);
+  torch::manual_seed(3);
+  std::vector<Bundle> out;
+  for (const auto& name : models::model_names()) {
+    Bundle b;
+    b.model = std::shared_ptr<models::Model>(models::make_model(name));
+    b.normalizer = ds.normalizer();
+    b.data = fingerprint(train);
+    out.push_back(b);
+  }
+  return out;
+}
+
+TEST(BacktestRun, ScoresOnlyBarsAfterTheTrainingData) {
+  const auto s = series(800);
+  std::ostringstream log;
+  BacktestJob job;
+  const auto run = run_backtest_on(bundles_for(s), s, job, log);
+  EXPECT_EQ(run.skipped_training_bars, kTrainBars);
+  EXPECT_EQ(run.warmup_bars, kTrainBars);  // every model is ready long before bar 400
+  EXPECT_EQ(static_cast<int64_t>(run.closes.size()), 800 - kTrainBars);
+  EXPECT_GT(run.first_timestamp, run.training_end);
+  EXPECT_EQ(run.training_end, s.bars[kTrainBars - 1].timestamp);
+  EXPECT_NE(log.str().find("warmed the state up"), std::string::npos);
+  // Buy-and-hold is the price ratio less the entry cost (1 bp on the first bar).
+  const auto& bh = run.results.at("buy_and_hold");
+  const auto& c = run.closes;
+  EXPECT_NEAR(bh.total_return, (c[1] / c[0] - 1e-4) * (c.back() / c[1]) - 1.0, 1e-12);
+  const auto j = run.to_json();
+  for (const char* strategy :
+       {"ensemble", "dqn", "ppo", "mamba2", "tft", "buy_and_hold", "flat", "random"})
+    for (const char* key : {"sharpe", "max_drawdown", "sortino", "turnover", "hit_rate"})
+      EXPECT_TRUE(j.at("strategies").at(strategy).contains(key)) << strategy << " " << key;
+  for (const char* f : {"mamba2", "tft"}) {
+    const auto& e = j.at("forecasters").at(f);
+    EXPECT_TRUE(e.at("skill").is_number()) << f;
+    EXPECT_TRUE(e.at("coverage_p10_p90").is_number()) << f;
+    EXPECT_EQ(e.at("points").get<size_t>(), run.closes.size() - 1);
+  }
+  EXPECT_EQ(j.at("strategies").at("flat").at("total_return").get<double>(), 0.0);
+}
+
+TEST(BacktestRun, NoLookAheadChangingLaterBarsChangesNoEarlierDecision) {
+  const auto s = series(700);
+  const auto bundles = bundles_for(s);
+  std::ostringstream log;
+  BacktestJob job;
+  const auto a = run_backtest_on(bundles, s, job, log);
+  auto changed = s;
+  const size_t t = 560;  // bars after t get another path
+  for (size_t i = t + 1; i < changed.bars.size(); ++i) {
+    auto& b = changed.bars[i];
+    const double f = 1.0 + 0.02 * std::sin(0.7 * static_cast<double>(i));
+    b.open *= f;
+    b.high *= f * 1.01;
+    b.low *= f * 0.99;
+    b.close *= f;
+  }
+  const auto b = run_backtest_on(bundles, changed, job, log);
+  ASSERT_EQ(a.timestamps, b.timestamps);
+  const int64_t t_time = s.bars[t].timestamp;
+  bool later_differs = false;
+  for (const auto& name : a.order) {
+    const auto& pa = a.positions.at(name);
+    const auto& pb = b.positions.at(name);
+    for (size_t k = 0; k < pa.size(); ++k) {
+      if (a.timestamps[k] <= t_time)
+        ASSERT_EQ(pa[k], pb[k]) << name << " at scored bar " << k;
+      else if (name != "buy_and_hold" && name != "flat" && name != "random")
+        later_differs = later_differs || pa[k] != pb[k];
+    }
+  }
+  for (const auto& [name, f] : a.forecasts)
+    for (size_t k = 0; k < f.quantiles.size() && a.timestamps[k] <= t_time; ++k)
+      ASSERT_EQ(f.quantiles[k], b.forecasts.at(name).quantiles[k]) << name << " bar " << k;
+  EXPECT_TRUE(later_differs);  // the change did reach the models
+}
+
+TEST(BacktestRun, RefusesBarsInsideTheTrainingRange) {
+  const auto s = series(700);
+  const auto bundles = bundles_for(s);
+  std::ostringstream log;
+  BacktestJob job;
+  job.from = std::to_string(s.bars[100].timestamp);
+  EXPECT_NE(input_error([&] { run_backtest_on(bundles, s, job, log); }).find("inside the training"),
+            std::string::npos);
+  // Data that ends where training ended: nothing to score.
+  auto only_training = s;
+  only_training.bars.resize(kTrainBars);
+  job.from.clear();
+  EXPECT_NE(input_error([&] {
+              run_backtest_on(bundles, only_training, job, log);
+            }).find("after the training data"),
+            std::string::npos);
+  job.cost_bps = -1;
+  EXPECT_NE(input_error([&] { run_backtest_on(bundles, s, job, log); }).find("--cost-bps"),
+            std::string::npos);
+}
+
+TEST(BacktestRun, ReportHoldsEveryPlot) {
+  const auto s = series(650);
+  std::ostringstream log;
+  const auto run = run_backtest_on(bundles_for(s), s, BacktestJob{}, log);
+  HtmlReport page("backtest");
+  add_backtest_sections(page, run);
+  TempDir dir;
+  const auto html = read_file(write_report(page, dir.file("r"), run.to_json(), "backtest.json"));
+  for (const char* plot : {"Equity curves", "Drawdown", "forecast fan", "calibration"})
+    EXPECT_NE(html.find(plot), std::string::npos) << plot;
+  size_t svgs = 0;
+  for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
+  EXPECT_EQ(svgs, 2u + 2u * 2u);  // equity, drawdown, and a fan and a calibration per forecaster
+  EXPECT_NE(read_file(dir.file("r/report.md")).find("| strategy"), std::string::npos);
+}
+
+TEST(BacktestRun, CliRefusesMissingBundles) {
+  TempDir dir;
+  data::write_bars_csv(dir.file("bars.csv"), series(500));
+  const auto r = foxhunt::testing::run_cli("backtest --bundles " + dir.file("none") + " --data " +
+                                           dir.file("bars.csv"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("dqn"), std::string::npos) << r.err;
+}
+
+TEST(BacktestRun, ValidateFailsWhenAForecasterIsWorseThanItsNaiveBaseline) {
+  // Bundles whose forecasters have zeroed weights (every quantile 0): the backtest step of
+  // `foxhunt validate` must fail on them.
+  const auto s = series(700);
+  auto bundles = bundles_for(s);
+  TempDir dir;
+  for (auto& b : bundles) {
+    if (b.name() == "mamba2" || b.name() == "tft") {
+      torch::NoGradGuard no_grad;
+      for (auto& p : b.model->module().parameters()) p.zero_();
+    }
+    std::filesystem::create_directories(dir.path() / b.name());
+    save_bundle(b, (dir.path() / b.name() / kBundleFile).string());
+  }
+  data::write_bars_csv(dir.file("all_bars.csv"), s);
+  ValidateOptions o;
+  o.out_dir = dir.path().string();
+  StepResult r;
+  std::ostringstream log;
+  validate_backtest_step(o, r, log);
+  EXPECT_FALSE(r.ok) << r.summary;
+  EXPECT_NE(r.summary.find("WORSE than the best naive baseline"), std::string::npos) << r.summary;
+  EXPECT_NE(r.summary.find("tft"), std::string::npos) << r.summary;
+  EXPECT_LT(r.details.at("forecasters").at("tft").at("skill").get<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace foxhunt::runtime
