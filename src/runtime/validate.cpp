@@ -248,7 +248,12 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
                     100.0 * cover);
     }
     verdict = line;
-    const bool ok = completed && checkpoint_ok && finite;
+    // A forecaster worse than its best naive baseline on the held-out test split is not "ok".
+    bool skill_ok = true;
+    if (!rl && eval.is_object() && eval.contains("next_bar") && eval["next_bar"].is_object())
+      skill_ok = eval["next_bar"].value("beats_best_baseline", false);
+    if (!skill_ok) verdict += " [WORSE than the naive baseline]";
+    const bool ok = completed && checkpoint_ok && finite && skill_ok;
     all_ok = all_ok && ok;
     const double seconds = summary.value("seconds", 0.0);
     std::snprintf(line, sizeof(line), "  %-7s %-4s %6.1f s  ", model.c_str(), ok ? "ok" : "FAIL",
@@ -268,7 +273,10 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
   result.details["bars"] = options.train_bars;
   result.summary =
       std::to_string(rows.size()) + " short training runs " +
-      (all_ok ? "completed with finite metrics and loadable checkpoints" : "FAILED (see details)");
+      (all_ok ? "completed with finite metrics and loadable checkpoints, forecasters no worse than "
+                "their best naive baselines"
+              : "FAILED: an incomplete run, an unreadable checkpoint, a non-finite metric or a "
+                "forecaster worse than its best naive baseline (see the lines above)");
 }
 
 void validate_backtest_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
