@@ -43,6 +43,7 @@ TEST(CudaMemoryTest, BackendMatchesTheBuildAndNoGpuIsClean) {
 }
 
 TEST(CudaMemoryTest, TensorMovesAllocatedBytesExactly_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
   torch::Device dev(torch::kCUDA, 0);
   torch::cuda::synchronize();
   const auto before = cuda_memory_stats(0);
@@ -59,6 +60,7 @@ TEST(CudaMemoryTest, TensorMovesAllocatedBytesExactly_CUDA) {
 }
 
 TEST(CudaMemoryTest, PeakResets_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
   torch::Device dev(torch::kCUDA, 0);
   cuda_reset_peak(0);
   const auto base = cuda_live_bytes(0);
@@ -70,6 +72,7 @@ TEST(CudaMemoryTest, PeakResets_CUDA) {
 }
 
 TEST(CudaMemoryTest, CapThrowsTheTypedErrorAndRestores_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
   torch::Device dev(torch::kCUDA, 0);
   cuda_empty_cache();
   const auto opts = torch::TensorOptions().dtype(torch::kUInt8).device(dev);
@@ -89,6 +92,7 @@ TEST(CudaMemoryTest, CapThrowsTheTypedErrorAndRestores_CUDA) {
 }
 
 TEST(CudaMemoryTest, ProfilerSamplesTheDevice_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
   ProfilerOptions o;
   o.period_ms = 1;
   Profiler prof(o);

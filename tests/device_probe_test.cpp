@@ -191,6 +191,7 @@ TEST(DeviceProbeTest, InfoReportsLedgerAndProbes) {
 }
 
 TEST(DeviceProbeTest, NvmlListsGpus_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
   const auto p = probe_nvml();
   ASSERT_TRUE(p.ok) << p.message;
   ASSERT_FALSE(p.gpus.empty());

@@ -319,6 +319,7 @@ TEST_F(TftStreamTest, RejectsBadInputsAndTrainMode) {
 // ---- on the GPU: the same contract (run only where one is present, see tests/main.cpp) ---------
 
 TEST_F(Mamba2StreamTest, MatchesWindowForward_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
   Mamba2Net net(small());
   net->to(torch::kCUDA);
   net->eval();
@@ -327,6 +328,7 @@ TEST_F(Mamba2StreamTest, MatchesWindowForward_CUDA) {
 }
 
 TEST_F(TftStreamTest, MatchesWindowForward_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
   TftNet net(small());
   net->to(torch::kCUDA);
   net->eval();

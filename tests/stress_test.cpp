@@ -155,7 +155,11 @@ TEST(Stress, ReportHoldsTheSvgPlots) {
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   size_t svgs = 0;
   for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
-  EXPECT_GE(svgs, 4u);  // memory per model, RSS, latency histogram, throughput
+  EXPECT_GE(svgs, 5u);  // memory per model, RSS, profiler timeline, latency histogram, throughput
+  EXPECT_NE(html.find("memory over time"), std::string::npos);
+  ASSERT_EQ(r.scenarios.size(), 1u);
+  EXPECT_GE(r.scenarios[0].profile_t.size(), 2u);  // the profiler sampled the run
+  EXPECT_TRUE(r.scenarios[0].details.contains("profiler"));
   EXPECT_NE(html.find("<polyline"), std::string::npos);
   EXPECT_NE(html.find("mamba2"), std::string::npos);
   const auto md = read_file(dir.file("rep/report.md"));

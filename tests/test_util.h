@@ -12,6 +12,13 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/tft.h"
 
+/// First line of every *_CUDA test: skips it, visibly (ctest and gtest report it as skipped),
+/// where no CUDA device is available.
+#define FOXHUNT_REQUIRE_CUDA()                                                    \
+  do {                                                                            \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device available"; \
+  } while (0)
+
 namespace foxhunt::testing {
 
 /// Fixture that seeds LibTorch's RNG so every test is reproducible.

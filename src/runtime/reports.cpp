@@ -41,6 +41,19 @@ void scenario_section(HtmlReport& page, const ScenarioResult& s) {
     rss.y_from_zero = false;
     page.svg(line_chart_svg({{"RSS", s.memory_x, s.rss_bytes, "", false}}, rss));
   }
+  if (s.profile_t.size() >= 2) {
+    std::vector<Series> series = {{"ledger live", s.profile_t, s.profile_live, "", false},
+                                  {"RSS", s.profile_t, s.profile_rss, "", false}};
+    if (s.profile_device.size() == s.profile_t.size())
+      series.push_back({"CUDA allocated", s.profile_t, s.profile_device, "", false});
+    ChartOptions o;
+    o.title = s.name + ": memory over time (profiler, every 10 ms)";
+    o.x_label = "seconds";
+    o.y_label = "bytes";
+    o.y_unit = "B";
+    o.y_from_zero = true;
+    page.svg(line_chart_svg(series, o));
+  }
   if (s.latencies_us.size() >= 2) {
     bool positive = true;
     for (double v : s.latencies_us) positive = positive && v > 0;

@@ -142,9 +142,18 @@ void warm(Ensemble& e, BarFeed& feed, int64_t bars) {
   for (int64_t i = 0; i < bars; ++i) e.on_bar(feed.next());
 }
 
+// The device whose bytes the leak checks read: -1 = the CPU ledger, else a CUDA device (the
+// caching allocator's allocated bytes; it has no per-model scopes, so the per-model lines then
+// show only the models' host-side bytes).
+int g_cuda_device = -1;
+
+uint64_t live_now() {
+  return g_cuda_device >= 0 ? memory::cuda_live_bytes(g_cuda_device) : memory::live_bytes();
+}
+
 void sample_memory(ScenarioResult& r, double x, const std::vector<std::string>& names) {
   r.memory_x.push_back(x);
-  r.live_bytes.push_back(static_cast<double>(memory::live_bytes()));
+  r.live_bytes.push_back(static_cast<double>(live_now()));
   r.rss_bytes.push_back(static_cast<double>(memory::process_rss_bytes()));
   for (const auto& n : names)
     r.model_live_bytes[n].push_back(static_cast<double>(memory::scope_stats(n).live_bytes));
@@ -216,7 +225,7 @@ void run_concurrent(Context& c, ScenarioResult& r) {
     par.on_bar(bar);
     ser.on_bar(bar);
   }
-  const auto baseline = static_cast<int64_t>(memory::live_bytes());
+  const auto baseline = static_cast<int64_t>(live_now());
   sample_memory(r, 0, names);
   const int64_t every = std::max<int64_t>(1, c.o.iterations / 200);
   int64_t mismatches = 0;
@@ -237,7 +246,7 @@ void run_concurrent(Context& c, ScenarioResult& r) {
     tw.tick(r);
     if ((i + 1) % every == 0) sample_memory(r, static_cast<double>(i + 1), names);
   }
-  const auto final_bytes = static_cast<int64_t>(memory::live_bytes());
+  const auto final_bytes = static_cast<int64_t>(live_now());
   const double inferences = static_cast<double>(c.o.iterations * names.size());
   const double throughput = par_us > 0 ? inferences / (par_us * 1e-6) : 0.0;
   const double serial_throughput = ser_us > 0 ? inferences / (ser_us * 1e-6) : 0.0;
@@ -276,7 +285,7 @@ void run_soak(Context& c, ScenarioResult& r) {
   e.set_memory_scopes(true);
   BarFeed feed(c.o.seed + 1, c.o.soak + 1024);
   warm(e, feed, warmup_bars(e));
-  const auto baseline = static_cast<int64_t>(memory::live_bytes());
+  const auto baseline = static_cast<int64_t>(live_now());
   memory::reset_peak();
   sample_memory(r, 0, names);
   std::vector<torch::Tensor> planted;  // the test-only leak
@@ -294,7 +303,7 @@ void run_soak(Context& c, ScenarioResult& r) {
       c.log << "  soak: " << (i + 1) << " / " << c.o.soak << " bars\n" << std::flush;
   }
   const double wall = seconds_since(t0);
-  const auto final_bytes = static_cast<int64_t>(memory::live_bytes());
+  const auto final_bytes = static_cast<int64_t>(live_now());
   const auto v = leak_verdict(r.memory_x, r.live_bytes, baseline, final_bytes,
                               c.o.leak_threshold_bytes_per_1k);
   set_leak(r, v);
@@ -325,7 +334,7 @@ void run_switch(Context& c, ScenarioResult& r) {
   const auto names = c.src.names;
   r.memory_x_label = "cycle";
   BarFeed feed(c.o.seed + 2, 4096);
-  const auto baseline = static_cast<int64_t>(memory::live_bytes());
+  const auto baseline = static_cast<int64_t>(live_now());
   sample_memory(r, 0, names);
   int64_t off_baseline = 0;
   int64_t worst_residual = 0;
@@ -339,7 +348,7 @@ void run_switch(Context& c, ScenarioResult& r) {
       warm(e, feed, warmup_bars(e) - 8 + c.o.switch_bars);
     }
     r.latencies_us.push_back(seconds_since(t0) * 1e6);
-    const auto now = static_cast<int64_t>(memory::live_bytes());
+    const auto now = static_cast<int64_t>(live_now());
     if (now != baseline) {
       ++off_baseline;
       if (std::abs(now - baseline) > std::abs(worst_residual)) worst_residual = now - baseline;
@@ -406,7 +415,7 @@ void run_train(Context& c, ScenarioResult& r) {
   std::string summary;
   for (size_t k = 0; k < all.size(); ++k) {
     const auto& model = all[k];
-    const auto before = static_cast<int64_t>(memory::live_bytes());
+    const auto before = static_cast<int64_t>(live_now());
     memory::reset_peak();
     TrainJob job;
     job.model = model;
@@ -429,7 +438,7 @@ void run_train(Context& c, ScenarioResult& r) {
       s = run_train_job(job);
     }
     const double secs = seconds_since(t0);
-    const auto after = static_cast<int64_t>(memory::live_bytes());
+    const auto after = static_cast<int64_t>(live_now());
     const bool ok = s.value("completed", false) && after == before;
     all_ok = all_ok && ok;
     r.latencies_us.push_back(secs * 1e6);
@@ -469,7 +478,7 @@ void run_server(Context& c, ScenarioResult& r) {
   const auto schedule = poisson_arrivals(c.o.rate, c.o.duration_s, c.o.seed + 3);
   BarFeed feed(c.o.seed + 4, static_cast<int64_t>(schedule.size()) + 1024);
   warm(e, feed, warmup_bars(e));
-  const auto baseline = static_cast<int64_t>(memory::live_bytes());
+  const auto baseline = static_cast<int64_t>(live_now());
   sample_memory(r, 0, names);
   // Bars are prepared before the clock starts: the server measures serving, not the generator.
   std::vector<data::Bar> bars(schedule.size());
@@ -494,7 +503,7 @@ void run_server(Context& c, ScenarioResult& r) {
   }
   const double wall = seconds_since(t0);
   const auto lat = summarize_latencies(r.latencies_us);
-  const auto final_bytes = static_cast<int64_t>(memory::live_bytes());
+  const auto final_bytes = static_cast<int64_t>(live_now());
   const auto v = leak_verdict(r.memory_x, r.live_bytes, baseline, final_bytes,
                               c.o.leak_threshold_bytes_per_1k);
   set_leak(r, v);
@@ -698,11 +707,19 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
       cpu_cap.emplace(cap);
   }
   Context ctx{o, device, src, log, cap};
+  g_cuda_device = device.is_cuda() ? (device.index() < 0 ? 0 : device.index()) : -1;
+  report.environment["leak_bytes_source"] =
+      device.is_cuda() ? "CUDA caching allocator (allocated bytes)" : "CPU ledger (live bytes)";
   for (const auto& name : scenarios) {
     ScenarioResult r;
     r.name = name;
     log << "== " << name << "\n" << std::flush;
     const auto t0 = Clock::now();
+    memory::ProfilerOptions po;
+    po.period_ms = 10;
+    po.reset_peak = false;  // scenarios reset the peak where they measure one
+    memory::Profiler profiler(po);
+    profiler.start();
     try {
       try {
         scenario_fn(name)(ctx, r);
@@ -732,6 +749,14 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
       r.error = e.what();
       r.error_type = "error";
     }
+    profiler.stop();
+    for (const auto& p : profiler.samples()) {
+      r.profile_t.push_back(p.t);
+      r.profile_live.push_back(static_cast<double>(p.live_bytes));
+      r.profile_rss.push_back(static_cast<double>(p.rss_bytes));
+      if (p.device_bytes) r.profile_device.push_back(static_cast<double>(*p.device_bytes));
+    }
+    r.details["profiler"] = profiler.to_json(/*include_samples=*/false);
     r.seconds = seconds_since(t0);
     log << (r.ok ? "   PASS " : "   FAIL ")
         << (r.error.empty() ? r.summary : r.error_type + ": " + r.error) << " ("

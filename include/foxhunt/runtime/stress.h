@@ -85,6 +85,9 @@ struct ScenarioResult {
   std::string memory_x_label = "bar";
   std::vector<double> memory_x, live_bytes, rss_bytes;
   std::map<std::string, std::vector<double>> model_live_bytes;
+  /// The profiler's time series (memory/profiler.h, every 10 ms): seconds, ledger live bytes,
+  /// RSS, and CUDA allocated bytes when a GPU is present (empty otherwise).
+  std::vector<double> profile_t, profile_live, profile_rss, profile_device;
   /// Latencies of the measured steps, microseconds.
   std::vector<double> latencies_us;
   /// Throughput over time: window end (seconds since the scenario's start) and rate.

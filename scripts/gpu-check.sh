@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The prepared GPU check: one run on a machine with an NVIDIA GPU and Python torch installed.
+#   scripts/gpu-check.sh [--dry-run] [--out FILE]    (default FILE: gpu-check.json)
+# Steps (each timed; a step that cannot run is recorded as skipped with the reason):
+#   1. detect: nvidia-smi, Python torch (version, CUDA), the GPU
+#   2. build:  configure against that torch (torch.utils.cmake_prefix_path) in build-gpu/, -j nproc
+#   3. tests:  every *_CUDA GoogleTest (JSON results: passed, failed, skipped)
+#   4. stress: foxhunt stress --device cuda --device-profile rtx3050ti-4gb (concurrent, switch,
+#              soak), the 4 GB card emulated on the big GPU by the allocator's memory fraction
+#   5. budget, plan: foxhunt budget / plan --device-profile rtx3050ti-4gb (these measure with the
+#              CPU ledger: they have no --device yet, which the JSON says)
+# Writes one JSON file with every figure. --dry-run detects and prints the plan, runs nothing.
+# Budget: under 10 minutes on an H200-class machine (the build is most of it).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+OUT="gpu-check.json"
+DRY=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) DRY=1 ;;
+    --out) OUT="$2"; shift ;;
+    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
+    *) echo "gpu-check: unknown argument '$1' (expected --dry-run or --out FILE)" >&2; exit 2 ;;
+  esac
+  shift
+done
+PY="${PYTHON:-python3}"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+log() { echo "[gpu-check] $*" >&2; }
+
+# Results accumulate as one JSON object per step in $WORK/steps.jsonl.
+step() {  # name status seconds detail-json
+  printf '{"step": "%s", "status": "%s", "seconds": %s, "detail": %s}\n' "$1" "$2" "$3" "$4" \
+    >>"$WORK/steps.jsonl"
+  log "$1: $2 (${3} s)"
+}
+now() { date +%s.%N; }
+since() { echo "$(now) - $1" | bc; }
+json_file_or() { [ -s "$1" ] && "$PY" -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null \
+  && cat "$1" || echo "$2"; }
+
+# 1. detect
+t=$(now)
+GPU="none"; SMI="absent"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  SMI="present"
+  GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
+  [ -n "$GPU" ] || GPU="none"
+fi
+TORCH=$("$PY" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.cuda.device_count(), sep="|")' 2>/dev/null || echo "absent|||")
+IFS='|' read -r TORCH_VERSION TORCH_CUDA CUDA_OK CUDA_COUNT <<<"$TORCH"
+PREFIX=$("$PY" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || echo "")
+HAVE_GPU=0
+[ "$CUDA_OK" = "True" ] && [ "${CUDA_COUNT:-0}" -gt 0 ] 2>/dev/null && HAVE_GPU=1
+step detect done "$(since "$t")" "$(printf '{"nvidia_smi": "%s", "gpu": "%s", "torch": "%s", "torch_cuda": "%s", "cuda_available": %s, "devices": %s, "cmake_prefix_path": "%s", "cores": %s}' \
+  "$SMI" "$GPU" "$TORCH_VERSION" "$TORCH_CUDA" "$([ $HAVE_GPU = 1 ] && echo true || echo false)" \
+  "${CUDA_COUNT:-0}" "$PREFIX" "$(nproc)")"
+
+plan() {
+  cat >&2 <<TXT
+[gpu-check] plan on this machine (gpu: $GPU; torch $TORCH_VERSION, CUDA ${TORCH_CUDA:-none}, available: $CUDA_OK):
+  2. build   cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=$PREFIX && cmake --build build-gpu -j $(nproc)
+  3. tests   build-gpu/foxhunt_tests --gtest_filter='*_CUDA*' --gtest_output=json  $([ $HAVE_GPU = 1 ] || echo "(would be SKIPPED: no CUDA device)")
+  4. stress  build-gpu/foxhunt stress --device cuda --device-profile rtx3050ti-4gb --scenario concurrent,switch,soak --json  $([ $HAVE_GPU = 1 ] || echo "(would be SKIPPED: no CUDA device)")
+  5. budget  build-gpu/foxhunt budget --device-profile rtx3050ti-4gb --json   (CPU ledger: no --device yet)
+     plan    build-gpu/foxhunt plan MODEL --device-profile rtx3050ti-4gb --json for dqn ppo mamba2 tft (CPU ledger)
+TXT
+}
+
+if [ $DRY = 1 ]; then
+  plan
+  for s in build tests stress budget plan; do step "$s" "skipped" 0 '"dry run"'; done
+else
+  # 2. build
+  t=$(now)
+  if [ -z "$PREFIX" ]; then
+    step build skipped "$(since "$t")" '"Python torch not importable: nothing to build against"'
+  elif cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
+        -DFOXHUNT_BUILD_BENCH=OFF >"$WORK/configure.log" 2>&1 &&
+      cmake --build build-gpu -j "$(nproc)" >"$WORK/build.log" 2>&1; then
+    step build done "$(since "$t")" '"build-gpu"'
+  else
+    step build failed "$(since "$t")" "$("$PY" -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read()[-4000:]))' "$WORK/build.log" 2>/dev/null || echo '"see build-gpu"')"
+  fi
+  BIN="$ROOT/build-gpu"
+  # 3. CUDA tests
+  t=$(now)
+  if [ ! -x "$BIN/foxhunt_tests" ]; then
+    step tests skipped "$(since "$t")" '"no test binary (build failed or skipped)"'
+  elif [ $HAVE_GPU = 0 ]; then
+    step tests skipped "$(since "$t")" '"no CUDA device"'
+  else
+    "$BIN/foxhunt_tests" --gtest_filter='*_CUDA*' --gtest_output="json:$WORK/cuda_tests.json" \
+      >"$WORK/cuda_tests.log" 2>&1
+    rc=$?
+    step tests "$([ $rc = 0 ] && echo done || echo failed)" "$(since "$t")" \
+      "$(json_file_or "$WORK/cuda_tests.json" '"no JSON written"')"
+  fi
+  # 4. stress on the emulated 4 GB card
+  t=$(now)
+  if [ ! -x "$BIN/foxhunt" ] || [ $HAVE_GPU = 0 ]; then
+    step stress skipped "$(since "$t")" '"no CUDA device or no binary"'
+  else
+    "$BIN/foxhunt" stress --device cuda --device-profile rtx3050ti-4gb \
+      --scenario concurrent,switch,soak --json >"$WORK/stress.json" 2>"$WORK/stress.log"
+    rc=$?
+    step stress "$([ $rc = 0 ] && echo done || echo failed)" "$(since "$t")" \
+      "$(json_file_or "$WORK/stress.json" '"no JSON written"')"
+  fi
+  # 5. budget and plan (CPU ledger)
+  t=$(now)
+  if [ -x "$BIN/foxhunt" ]; then
+    "$BIN/foxhunt" budget --device-profile rtx3050ti-4gb --json >"$WORK/budget.json" 2>/dev/null
+    step budget "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
+      "$(json_file_or "$WORK/budget.json" '"no JSON written"')"
+    for m in dqn ppo mamba2 tft; do
+      t=$(now)
+      "$BIN/foxhunt" plan "$m" --device-profile rtx3050ti-4gb --json >"$WORK/plan_$m.json" 2>/dev/null
+      step "plan_$m" "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
+        "$(json_file_or "$WORK/plan_$m.json" '"no JSON written"')"
+    done
+  else
+    step budget skipped 0 '"no binary"'
+  fi
+fi
+
+"$PY" - "$WORK/steps.jsonl" "$OUT" <<'PYEOF'
+import json, os, sys, tempfile
+steps = [json.loads(l) for l in open(sys.argv[1])]
+out = {"steps": steps,
+       "skipped": [s["step"] for s in steps if s["status"] == "skipped"],
+       "failed": [s["step"] for s in steps if s["status"] == "failed"],
+       "ok": not any(s["status"] == "failed" for s in steps)}
+d = os.path.dirname(os.path.abspath(sys.argv[2]))
+fd, tmp = tempfile.mkstemp(dir=d)
+with os.fdopen(fd, "w") as f:
+    json.dump(out, f, indent=2)
+os.replace(tmp, sys.argv[2])
+print(f"[gpu-check] wrote {sys.argv[2]}: skipped {out['skipped'] or 'nothing'}, failed {out['failed'] or 'nothing'}", file=sys.stderr)
+sys.exit(0 if out["ok"] else 1)
+PYEOF
