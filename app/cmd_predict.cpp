@@ -7,6 +7,7 @@
 
 #include "command.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/stats.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/runtime/serving.h"
 
@@ -44,13 +45,6 @@ std::string iso_time(int64_t t) {
                 static_cast<long long>(secs / 3600), static_cast<long long>(secs % 3600 / 60),
                 static_cast<long long>(secs % 60));
   return buf;
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const auto i = static_cast<size_t>(std::min<double>(v.size() - 1, q * (v.size() - 1) + 0.5));
-  return v[i];
 }
 
 Registrar reg = subcommand<PredictArgs>(
@@ -149,14 +143,13 @@ Registrar reg = subcommand<PredictArgs>(
           }
         }
         std::cout.flush();
-        std::fprintf(
-            stderr,
-            "foxhunt: %lld bars (%lld printed, %lld skipped); latency per bar p50 %.1f us, "
-            "p99 %.1f us\n",
-            static_cast<long long>(bars), static_cast<long long>(printed),
-            static_cast<long long>(skipped), percentile(latencies, 0.5),
-            percentile(latencies, 0.99));
         FOXHUNT_CHECK(bars > 0, "predict", "--data ", source, ": no bars");
+        const auto lat = summarize_latencies(latencies);
+        std::fprintf(stderr,
+                     "foxhunt: %lld bars (%lld printed, %lld skipped); latency per bar p50 %.1f "
+                     "us, p99 %.1f us\n",
+                     static_cast<long long>(bars), static_cast<long long>(printed),
+                     static_cast<long long>(skipped), lat.p50, lat.p99);
         return 0;
       };
     });

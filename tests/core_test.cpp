@@ -59,6 +59,30 @@ TEST(ErrorTest, InternalAssertNamesTheBug) {
   }
 }
 
+TEST(FileIoTest, ScopedDirectoryRemovesOnlyWhatItCreated) {
+  namespace fs = std::filesystem;
+  std::string temp_path;
+  {
+    ScopedDirectory a("", "foxhunt-core-test");
+    ScopedDirectory b("", "foxhunt-core-test");
+    EXPECT_TRUE(a.temporary());
+    EXPECT_NE(a.path(), b.path());
+    write_file_atomic((fs::path(a.path()) / "x").string(), "data");
+    temp_path = a.path();
+    EXPECT_TRUE(fs::exists(temp_path));
+  }
+  EXPECT_FALSE(fs::exists(temp_path));  // removed with its contents
+  foxhunt::testing::TempDir keep;
+  const auto given = keep.file("kept/sub");
+  {
+    ScopedDirectory c(given, "unused");
+    EXPECT_FALSE(c.temporary());
+    EXPECT_EQ(c.path(), given);
+    EXPECT_TRUE(fs::is_directory(given));  // created
+  }
+  EXPECT_TRUE(fs::is_directory(given));  // a given directory is kept
+}
+
 TEST(FileIoTest, AtomicWriteReplacesContents) {
   TempDir dir;
   const auto path = dir.file("a.bin");

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -100,6 +101,22 @@ unsigned int crc32(const void* data, std::size_t size, unsigned int seed) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (std::size_t i = 0; i < size; ++i) c = table[(c ^ p[i]) & 0xFFu] ^ (c >> 8);
   return ~c;
+}
+
+ScopedDirectory::ScopedDirectory(const std::string& dir, const std::string& prefix)
+    : temporary_(dir.empty()) {
+  namespace fs = std::filesystem;
+  static std::atomic<int> counter{0};
+  path_ = temporary_ ? (fs::temp_directory_path() / (prefix + "-" + std::to_string(::getpid()) +
+                                                     "-" + std::to_string(counter++)))
+                           .string()
+                     : dir;
+  fs::create_directories(path_);
+}
+
+ScopedDirectory::~ScopedDirectory() {
+  std::error_code ec;  // a destructor must not throw; a leftover temp dir is harmless
+  if (temporary_) std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace foxhunt

@@ -7,11 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
-
-#include <unistd.h>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
@@ -80,11 +79,7 @@ class BarFeed {
 struct BundleSource {
   std::vector<std::string> names;
   std::string dir;
-  fs::path temp;
-  ~BundleSource() {
-    std::error_code ec;
-    if (!temp.empty()) fs::remove_all(temp, ec);
-  }
+  std::unique_ptr<ScopedDirectory> temp;  ///< the fresh models' bundles, removed at the end
   std::string path(const std::string& name) const {
     return (fs::path(dir) / name / kBundleFile).string();
   }
@@ -100,9 +95,8 @@ std::vector<std::string> served_models(const StressOptions& o) {
 }
 
 void make_default_bundles(const StressOptions& o, BundleSource& src) {
-  src.temp = fs::temp_directory_path() /
-             ("foxhunt-stress-" + std::to_string(::getpid()) + "-" + std::to_string(o.seed));
-  src.dir = src.temp.string();
+  src.temp = std::make_unique<ScopedDirectory>("", "foxhunt-stress-bundles");
+  src.dir = src.temp->path();
   data::SyntheticOptions synth;
   synth.seed = o.seed;
   synth.bars = 2000;
@@ -392,16 +386,8 @@ void run_switch(Context& c, ScenarioResult& r) {
 }
 
 void run_train(Context& c, ScenarioResult& r) {
-  const auto root =
-      fs::temp_directory_path() / ("foxhunt-stress-train-" + std::to_string(::getpid()));
-  fs::create_directories(root);
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{root};
+  const ScopedDirectory work("", "foxhunt-stress-train");
+  const fs::path root = work.path();
   data::SyntheticOptions synth;
   synth.bars = c.o.train_bars;
   synth.seed = c.o.seed;

@@ -12,6 +12,7 @@
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/memory/device_profile.h"
@@ -161,20 +162,8 @@ void validate_budget_step(const ValidateOptions& options, StepResult& result, st
 
 void validate_train_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
   namespace fs = std::filesystem;
-  const bool temporary = options.out_dir.empty();
-  const fs::path root =
-      temporary ? fs::temp_directory_path() / ("foxhunt-validate-" + std::to_string(::getpid()))
-                : fs::path(options.out_dir);
-  fs::create_directories(root);
-  // Removes the temporary tree whatever happens inside the step.
-  struct Cleanup {
-    fs::path dir;
-    bool active;
-    ~Cleanup() {
-      std::error_code ec;
-      if (active) fs::remove_all(dir, ec);
-    }
-  } cleanup{root, temporary};
+  const ScopedDirectory work(options.out_dir, "foxhunt-validate-train");
+  const fs::path root = work.path();
 
   data::SyntheticOptions synth;
   synth.bars = options.train_bars;
@@ -369,18 +358,8 @@ ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {
   namespace fs = std::filesystem;
   // One work directory for the whole run: later steps serve what the train step wrote.
   ValidateOptions options = given;
-  const bool temporary = options.out_dir.empty();
-  if (temporary)
-    options.out_dir =
-        (fs::temp_directory_path() / ("foxhunt-validate-" + std::to_string(::getpid()))).string();
-  struct Cleanup {
-    fs::path dir;
-    bool active;
-    ~Cleanup() {
-      std::error_code ec;
-      if (active) fs::remove_all(dir, ec);
-    }
-  } cleanup{options.out_dir, temporary};
+  const ScopedDirectory work(given.out_dir, "foxhunt-validate");
+  options.out_dir = work.path();
   ValidateReport report;
   for (const auto& [name, step] : validate_steps()) {
     bool skipped = false;

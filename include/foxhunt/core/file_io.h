@@ -17,6 +17,25 @@ std::string read_file(const std::string& path);
 /// CRC-32 (IEEE 802.3, reflected) of a byte range; used to detect corrupted files.
 unsigned int crc32(const void* data, std::size_t size, unsigned int seed = 0);
 
+/// A working directory for the length of a scope: `dir` itself when given (created, and kept
+/// afterwards), else a fresh TMPDIR/<prefix>-<pid>-<n> that is removed with everything in it
+/// when the object is destroyed, whatever happened in between.
+class ScopedDirectory {
+ public:
+  ScopedDirectory(const std::string& dir, const std::string& prefix);
+  ~ScopedDirectory();
+  ScopedDirectory(const ScopedDirectory&) = delete;
+  ScopedDirectory& operator=(const ScopedDirectory&) = delete;
+  /// The directory.
+  const std::string& path() const { return path_; }
+  /// True when it is removed at the end of the scope.
+  bool temporary() const { return temporary_; }
+
+ private:
+  std::string path_;
+  bool temporary_;
+};
+
 namespace testing_hooks {
 /// Test-only: when set, write_file_atomic throws after writing the temp file and before the rename,
 /// emulating a crash at the worst moment. Reset to false by the caller.
