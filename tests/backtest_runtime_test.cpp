@@ -149,6 +149,10 @@ TEST(BacktestRun, ReportHoldsEveryPlot) {
   for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
   EXPECT_EQ(svgs, 2u + 2u * 2u);  // equity, drawdown, and a fan and a calibration per forecaster
   EXPECT_NE(read_file(dir.file("r/report.md")).find("| strategy"), std::string::npos);
+  const int rendered =
+      foxhunt::testing::render_in_chromium(dir.file("r/report.html"), dir.file("r.png"));
+  if (rendered == -1) GTEST_SKIP() << "chromium or python3 not installed: render not checked";
+  EXPECT_EQ(rendered, 0) << "the backtest report rendered blank or failed in headless Chromium";
 }
 
 TEST(BacktestRun, CliRefusesMissingBundles) {

@@ -166,6 +166,9 @@ TEST(Stress, ReportHoldsTheSvgPlots) {
   EXPECT_NE(md.find("| scenario"), std::string::npos);
   const auto j = nlohmann::json::parse(read_file(dir.file("rep/stress.json")));
   EXPECT_TRUE(j.at("scenarios").at("soak").contains("slope_bytes_per_1k"));
+  const int rendered = foxhunt::testing::render_in_chromium(html_path, dir.file("rep.png"));
+  if (rendered == -1) GTEST_SKIP() << "chromium or python3 not installed: render not checked";
+  EXPECT_EQ(rendered, 0) << "the stress report rendered blank or failed in headless Chromium";
 }
 
 TEST(Stress, ScenarioNamesAreChecked) {

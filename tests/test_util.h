@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -111,6 +112,18 @@ inline models::TftOptions small_tft_options() {
       .window(7)
       .horizon(4)
       .real_embedding(3);
+}
+
+/// Renders `html` to `png` in headless Chromium (scripts/render-report.sh) and checks the
+/// screenshot is not blank: 0 = drawn, 1 = blank, other = the script failed; -1 when Chromium or
+/// python3 is not installed (the caller skips).
+inline int render_in_chromium(const std::string& html, const std::string& png) {
+  if (std::system("command -v chromium >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1") != 0)
+    return -1;
+  const std::string cmd = std::string(FOXHUNT_SOURCE_DIR) + "/scripts/render-report.sh '" + html +
+                          "' '" + png + "' >/dev/null 2>&1";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
 }
 
 /// Max absolute difference of two tensors (as double).

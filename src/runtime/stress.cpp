@@ -20,6 +20,7 @@
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/memory/cuda_memory.h"
+#include "foxhunt/memory/device_probe.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/memory/profiler.h"
@@ -188,6 +189,19 @@ struct Context {
 
 void add_device_memory(const Context& c, ScenarioResult& r) {
   if (!c.device.is_cuda()) return;
+  // Device-wide used bytes (all processes, the CUDA context) from NVML, when the driver has it.
+  const auto nvml = memory::probe_nvml();
+  if (nvml.ok) {
+    nlohmann::json gpus = nlohmann::json::array();
+    for (const auto& g : nvml.gpus)
+      gpus.push_back({{"index", g.index},
+                      {"name", g.name},
+                      {"used_bytes", g.used_bytes ? nlohmann::json(*g.used_bytes) : nullptr},
+                      {"total_bytes", g.total_bytes ? nlohmann::json(*g.total_bytes) : nullptr}});
+    r.details["nvml"] = gpus;
+  } else {
+    r.details["nvml"] = nvml.message;
+  }
   const auto s = memory::cuda_memory_stats(c.device.index() < 0 ? 0 : c.device.index());
   r.details["cuda"] = {{"allocated_bytes", s.allocated_bytes}, {"allocated_peak", s.allocated_peak},
                        {"reserved_bytes", s.reserved_bytes},   {"reserved_peak", s.reserved_peak},
