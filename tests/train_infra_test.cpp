@@ -480,6 +480,11 @@ TEST_F(TrainCliTest, ForecastersTrainOnCsvAndResume) {
   EXPECT_TRUE(j["eval"]["baseline_loss"].is_number());
   EXPECT_GT(j["eval"]["windows"].get<int64_t>(), 100);
   EXPECT_EQ(j["data"]["source"], csv);
+  // A short series trains the compact Mamba-2, and says so.
+  EXPECT_EQ(j["options"]["model"]["d_model"], 16);
+  EXPECT_EQ(j["options"]["model"]["n_layers"], 1);
+  EXPECT_TRUE(j["compact_defaults"].is_object());
+  EXPECT_TRUE(j["eval"]["next_bar"]["skill"].is_number());
   const int64_t steps_per_epoch = j["steps"];
   // The trainer checkpoint is a mamba2 model checkpoint, with the data it was trained on.
   const std::string ckpt = j["checkpoint"];
@@ -504,6 +509,7 @@ TEST_F(TrainCliTest, ForecastersTrainOnCsvAndResume) {
   ASSERT_EQ(r3.exit_code, 0) << r3.err;
   auto j3 = nlohmann::json::parse(r3.out);
   EXPECT_EQ(j3["options"]["model"]["hidden"], 8);
+  EXPECT_TRUE(j3["compact_defaults"].is_null());  // the user's options win
   EXPECT_TRUE(j3["eval"]["loss"].is_number());
   EXPECT_NO_THROW(models::load_model(j3["checkpoint"], torch::kCPU, "tft"));
 }

@@ -195,7 +195,9 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
       job.steps = options.rl_steps;
       job.eval_episodes = 5;
     } else {
+      // Up to forecast_epochs with early stopping on the validation split.
       job.epochs = options.forecast_epochs;
+      job.options = {{"patience", options.forecast_patience}};
     }
     const auto summary = runtime::run_train_job(job);
     const bool completed = summary.value("completed", false);

@@ -45,7 +45,11 @@ const std::vector<std::string>& trainable_models();
 /// steps, total_steps, episodes, completed, interrupted, seconds, checkpoint, metrics_file,
 /// options, final metrics and "eval": for RL the greedy policy's returns (CartPole episodes, or
 /// sequential windows of the validation split for trading), for mamba2/tft the quantile loss on
-/// the held-out test split beside the unconditional-quantile baseline. Market data comes from
+/// the held-out test split beside the unconditional-quantile baseline, and "next_bar": the
+/// next-bar quantiles in log returns scored against the naive baselines (data/forecast_eval.h).
+/// Series with fewer than 5,000 training bars train compact forecasters (TFT hidden 8, lr 3e-4;
+/// Mamba-2 d_model 16, one layer) unless --model-options is given ("compact_defaults" in the
+/// summary says so). Market data comes from
 /// `data` (a bars CSV) or the embedded synthetic series; forecasting targets are scaled to unit
 /// variance on the training split (the scale is stored in the checkpoint). Throws InputError
 /// for bad input. With batch "auto" the memory planner (plan/planner.h) picks the largest

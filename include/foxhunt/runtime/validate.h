@@ -32,8 +32,10 @@ struct ValidateOptions {
   int64_t train_bars = 3000;
   /// Environment steps of the DQN and PPO runs on the trading environment.
   int64_t rl_steps = 4096;
-  /// Epochs of the Mamba-2 and TFT runs.
-  int64_t forecast_epochs = 2;
+  /// Most epochs of the Mamba-2 and TFT runs; they stop early after `forecast_patience` epochs
+  /// without a validation improvement and keep the best epoch's weights.
+  int64_t forecast_epochs = 20;
+  int64_t forecast_patience = 3;
   /// Where the "train" step writes its data, checkpoints and bundles, which the later steps
   /// serve ("" = a temporary directory that is removed afterwards).
   std::string out_dir;
