@@ -12,7 +12,7 @@ Checks that safetensors.torch.load_file accepts the file (the reference implemen
 the header, offsets and data section), that every tensor has the expected dtype, shape and bytes,
 that the metadata matches, and that the DQN rebuilt in PyTorch from the weights by name
 (q.fc0 -> ReLU -> q.fc1 -> ReLU -> ... -> q.fcN, see src/models/mlp.cpp) gives the C++ output
-(max abs diff <= 1e-6). With OUT, writes the loaded tensors back with safetensors' save_file (its
+(max abs diff <= 1e-5: BLAS kernels may sum in another order). With OUT, writes the loaded tensors back with safetensors' save_file (its
 own ordering and alignment) for the C++ side to read. Exits 0 when everything matches, 1 if not.
 """
 import json
@@ -89,8 +89,8 @@ def main() -> int:
     with torch.no_grad():
         q = dqn_forward(tensors, x)
     diff = (q.double() - want_q.double()).abs().max().item()
-    if q.shape != want_q.shape or diff > 1e-6:
-        errors.append(f"dqn forward: expected max abs diff <= 1e-6, got {diff} ({list(q.shape)})")
+    if q.shape != want_q.shape or diff > 1e-5:
+        errors.append(f"dqn forward: expected max abs diff <= 1e-5, got {diff} ({list(q.shape)})")
 
     if len(sys.argv) == 4:
         save_file(tensors, sys.argv[3], metadata=metadata)
