@@ -17,8 +17,12 @@ std::string num(double v, const char* f) {
   return buf;
 }
 
+// Signed percent for returns and skills, unsigned for shares (coverage, exposure, volatility).
 std::string pct(double v) {
   return std::isfinite(v) ? num(100 * v, "%+.2f%%") : "n/a";
+}
+std::string share(double v) {
+  return std::isfinite(v) ? num(100 * v, "%.2f%%") : "n/a";
 }
 
 void scenario_section(HtmlReport& page, const ScenarioResult& s) {
@@ -103,10 +107,10 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& name : run.order) {
     const auto& r = run.results.at(name);
-    rows.push_back({name, pct(r.total_return), pct(r.annualized_return), pct(r.volatility),
+    rows.push_back({name, pct(r.total_return), pct(r.annualized_return), share(r.volatility),
                     num(r.sharpe, "%.2f"), num(r.sortino, "%.2f"), pct(r.max_drawdown),
                     std::to_string(r.max_drawdown_duration_bars), num(r.turnover, "%.1f"),
-                    pct(r.hit_rate), pct(r.exposure)});
+                    share(r.hit_rate), share(r.exposure)});
   }
   page.table({"strategy", "total return", "annualised", "volatility", "Sharpe", "Sortino",
               "max drawdown", "dd bars", "turnover", "hit rate", "exposure"},
@@ -138,7 +142,7 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
     const auto& e = f.evaluation;
     frows.push_back({name, num(e.model.mean_pinball, "%.4g"), e.best_baseline, pct(e.skill_vs_best),
                      "[" + pct(e.skill_vs_best_lo) + ", " + pct(e.skill_vs_best_hi) + "]",
-                     e.coverage_p10_p90 ? pct(*e.coverage_p10_p90) : "n/a",
+                     e.coverage_p10_p90 ? share(*e.coverage_p10_p90) : "n/a",
                      e.beats_best_baseline ? "yes" : "NO"});
   }
   page.table({"forecaster", "mean pinball", "best naive baseline", "skill", "95% interval",
@@ -147,9 +151,9 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
   for (const auto& [name, f] : run.forecasts) {
     std::vector<std::vector<std::string>> brows;
     brows.push_back({name + " (model)", num(f.evaluation.model.mean_pinball, "%.4g"),
-                     pct(f.evaluation.model.coverage)});
+                     share(f.evaluation.model.coverage)});
     for (const auto& [b, sc] : f.evaluation.baselines)
-      brows.push_back({b, num(sc.mean_pinball, "%.4g"), pct(sc.coverage)});
+      brows.push_back({b, num(sc.mean_pinball, "%.4g"), share(sc.coverage)});
     page.table({name + ": forecast", "mean pinball", "central coverage"}, brows);
     // Fan chart of the last 200 scored bars: the band between the outer quantiles.
     const size_t n = f.realized.size();
