@@ -10,6 +10,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/random.h"
+#include "test_util.h"
 
 namespace foxhunt::data {
 namespace {
@@ -19,15 +20,7 @@ constexpr double kTol = 1e-12;
 /// Runs `fn`, expecting an InputError from "backtest" whose message contains every part.
 template <typename Fn>
 void expect_input_error(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    FAIL() << "no InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.component(), "backtest");
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "expected '" << p << "' in: " << e.what();
-  }
+  foxhunt::testing::expect_input_error(fn, "backtest", parts);
 }
 
 /// Closes whose close-to-close returns are `returns`, starting at 100.

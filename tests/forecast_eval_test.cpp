@@ -9,6 +9,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/random.h"
+#include "test_util.h"
 
 namespace foxhunt::data {
 namespace {
@@ -16,15 +17,7 @@ namespace {
 /// Runs `fn`, expecting an InputError from "forecast_eval" whose message contains every part.
 template <typename Fn>
 void expect_input_error(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    FAIL() << "no InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.component(), "forecast_eval");
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "expected '" << p << "' in: " << e.what();
-  }
+  foxhunt::testing::expect_input_error(fn, "forecast_eval", parts);
 }
 
 const std::vector<double> kTaus = {0.1, 0.5, 0.9};

@@ -19,6 +19,7 @@
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/report.h"
 #include "foxhunt/core/stats.h"
+#include "test_util.h"
 
 #ifndef FOXHUNT_SOURCE_DIR
 #error "FOXHUNT_SOURCE_DIR must name the repository root (the build defines it)"
@@ -133,12 +134,7 @@ std::vector<std::pair<double, double>> polyline_points(const std::string& svg, s
 
 template <typename F>
 void expect_input_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an InputError containing '" << needle << "'";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  foxhunt::testing::expect_input_error(f, "", {needle});
 }
 
 Series make_series(std::string name, std::vector<double> x, std::vector<double> y) {

@@ -9,6 +9,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/stats.h"
+#include "test_util.h"
 
 namespace foxhunt {
 namespace {
@@ -18,13 +19,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 /// Runs `f` and checks that it throws an InputError whose message contains `needle`.
 template <typename F>
 void expect_input_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an InputError containing '" << needle << "'";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    EXPECT_EQ(e.component(), "stats");
-  }
+  foxhunt::testing::expect_input_error(f, "stats", {needle});
 }
 
 std::vector<double> one_to(int n) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/tft.h"
@@ -99,6 +100,24 @@ std::string input_error(Fn&& f) {
     return e.what();
   }
   return "";
+}
+
+/// Runs `f` and expects an InputError from `component` ("" = any) whose message contains every
+/// one of `parts`.
+template <typename F>
+void expect_input_error(F&& f, const std::string& component,
+                        const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an InputError from [" << component << "]";
+  } catch (const InputError& e) {
+    if (!component.empty()) {
+      EXPECT_EQ(e.component(), component) << e.what();
+    }
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "expected '" << p << "' in: " << e.what();
+  }
 }
 
 /// A small TFT: fast, but every path (multi-variable VSNs with skip projections, 2 LSTM layers).
