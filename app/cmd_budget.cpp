@@ -13,6 +13,7 @@ namespace {
 // The flags bind the library's BudgetOptions directly: each default is declared once, there.
 struct BudgetArgs {
   plan::BudgetOptions o;
+  bool no_views = false;
   BudgetFlags budget;
   double headroom_mib = static_cast<double>(plan::BudgetOptions{}.headroom_bytes) / kMiB;
   std::string targets;
@@ -34,9 +35,16 @@ Registrar reg = subcommand<BudgetArgs>(
           ->capture_default_str();
       sub->add_option("--seed", a->o.seed, "Seed of the models and the synthetic batches")
           ->capture_default_str();
+      sub->add_option("--training-batch", a->o.training_batch,
+                      "Training batch of the training and mixed views")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+      sub->add_flag("--no-views", a->no_views,
+                    "Skip the serving / training / mixed deployment views (per-model rows only)");
       sub->add_flag("--json", a->json, "Print JSON only");
       return [a]() {
         plan::BudgetOptions o = a->o;
+        o.deployment_views = !a->no_views;
         const auto budget = a->budget.resolve("budget");  // also checks the profile name
         if (a->budget.budget_given()) o.budget_bytes = budget.bytes;
         o.headroom_bytes = mib_to_bytes(a->headroom_mib, "budget", "--headroom-mib", true);

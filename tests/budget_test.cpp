@@ -84,7 +84,7 @@ TEST_F(BudgetTest, TargetsJsonIsValidated) {
   auto t = plan::targets_from_json(nlohmann::json::parse(R"({"targets_mib": {"ppo": 12.5}})"), "t",
                                    base);
   EXPECT_EQ(t.at("ppo"), static_cast<std::uint64_t>(12.5 * kMiB));
-  EXPECT_EQ(t.at("dqn"), 150 * kMiB);
+  EXPECT_EQ(t.at("dqn"), 1 * kMiB);
   t = plan::targets_from_json(nlohmann::json::parse(R"({"targets_bytes": {"dqn": 4096}})"), "t",
                               base);
   EXPECT_EQ(t.at("dqn"), 4096u);
@@ -165,6 +165,54 @@ TEST(BudgetCliTest, BadInputExits2) {
         std::string("--headroom-mib -1"), std::string("--device-profile nosuchcard"),
         std::string("--serving-batch 0")})
     EXPECT_EQ(testing::run_cli("budget " + args).exit_code, 2) << args;
+}
+
+TEST_F(BudgetTest, ThreeDeploymentViewsAreMeasuredAndCanFail) {
+  plan::BudgetOptions o;
+  o.headroom_bytes = 0;
+  const auto rep = plan::validate_budget(o);
+  ASSERT_EQ(rep.views.size(), 3u);
+  EXPECT_EQ(rep.views[0].name, "serving");
+  EXPECT_EQ(rep.views[1].name, "training");
+  EXPECT_EQ(rep.views[2].name, "mixed");
+  // All four resident at once: at least every model's weights, at most the sum of each model's
+  // own peak (the forwards overlap, they do not add more than that).
+  std::uint64_t weights = 0, largest_training = 0;
+  for (const auto& r : rep.rows) {
+    weights += r.footprint.parameter_bytes + r.footprint.buffer_bytes;
+    largest_training = std::max(largest_training, r.training_peak_bytes);
+    EXPECT_GT(r.training_peak_bytes, r.footprint.parameter_bytes) << r.model;
+    EXPECT_GT(r.claimed_bytes, 0u) << r.model;
+    EXPECT_NEAR(r.claimed_over_measured,
+                static_cast<double>(r.claimed_bytes) / static_cast<double>(r.memory_bytes), 1e-9);
+  }
+  EXPECT_GT(rep.serving_concurrent_bytes, weights);
+  EXPECT_LE(rep.serving_concurrent_bytes, rep.total_bytes + rep.total_bytes / 20);
+  EXPECT_EQ(rep.views[0].bytes, rep.serving_concurrent_bytes);
+  EXPECT_EQ(rep.views[1].bytes, largest_training);
+  EXPECT_EQ(rep.views[2].bytes, rep.serving_concurrent_bytes + largest_training);
+  EXPECT_TRUE(rep.ok);
+  // A budget between the serving and the mixed peak: serving fits, mixed does not.
+  o.budget_bytes = rep.serving_concurrent_bytes + largest_training / 2;
+  const auto tight = plan::validate_budget(o);
+  ASSERT_EQ(tight.views.size(), 3u);
+  EXPECT_FALSE(tight.views[2].ok);
+  EXPECT_FALSE(tight.ok);
+  EXPECT_NE(tight.table().find("view mixed"), std::string::npos);
+  const auto j = tight.to_json();
+  EXPECT_EQ(j.at("views").size(), 3u);
+  EXPECT_EQ(j.at("reference_claims").at("total_bytes").get<std::uint64_t>(), 440 * kMiB);
+}
+
+TEST_F(BudgetTest, DefaultTargetsCanFail) {
+  // Each default target is at most 4x what the model measures: a model that grows 4x fails.
+  plan::BudgetOptions o;
+  o.deployment_views = false;
+  const auto rep = plan::validate_budget(o);
+  for (const auto& r : rep.rows) {
+    EXPECT_TRUE(r.within_target) << r.model;
+    EXPECT_LE(r.target_bytes, 4 * r.memory_bytes) << r.model;
+  }
 }
 
 }  // namespace
