@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Runs every benchmark program (bench/*.cpp, built into the build directory) and writes one JSON.
+#   scripts/bench.sh [--out FILE] [--filter REGEX] [--min-time S] [--compare OLD.json]
+# --out       where the combined JSON goes (default bench-results.json), written atomically
+# --filter    Google Benchmark filter passed to every program (default: all benchmarks)
+# --min-time  minimum time per benchmark in seconds (default 0.2)
+# --compare   also compare with an earlier file: every benchmark whose real time changed by more
+#             than 10% is flagged (a report for people, not a gate: these machines are noisy;
+#             the exit code is 0 either way unless a program failed)
+# The build directory is FOXHUNT_BUILD_DIR (default build); build it first (scripts/run.sh build).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD="${FOXHUNT_BUILD_DIR:-build}"
+OUT="bench-results.json"
+FILTER="."
+MIN_TIME="0.2"
+COMPARE=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT="$2"; shift ;;
+    --filter) FILTER="$2"; shift ;;
+    --min-time) MIN_TIME="$2"; shift ;;
+    --compare) COMPARE="$2"; shift ;;
+    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
+    *) echo "bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -z "$COMPARE" ] || [ -f "$COMPARE" ] || { echo "bench: --compare: no file '$COMPARE'" >&2; exit 2; }
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+failed=0
+programs=()
+for src in bench/*.cpp; do
+  name=$(basename "$src" .cpp)
+  bin="$BUILD/$name"
+  if [ ! -x "$bin" ]; then
+    echo "bench: $bin is not built (scripts/run.sh build)" >&2
+    failed=1
+    continue
+  fi
+  echo "[bench] $name" >&2
+  if "$bin" --benchmark_filter="$FILTER" --benchmark_min_time="$MIN_TIME" \
+      --benchmark_out="$WORK/$name.json" --benchmark_out_format=json >"$WORK/$name.log" 2>&1; then
+    programs+=("$name")
+  else
+    echo "bench: $name failed:" >&2
+    tail -5 "$WORK/$name.log" >&2
+    failed=1
+  fi
+done
+
+python3 - "$WORK" "$OUT" "$COMPARE" "${programs[@]}" <<'PYEOF'
+import json, os, sys, tempfile
+work, out, compare, programs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+result = {"context": None, "benchmarks": {}}
+for p in programs:
+    path = os.path.join(work, p + ".json")
+    try:
+        data = json.load(open(path))
+    except (OSError, ValueError):  # no benchmark matched the filter: nothing written
+        continue
+    result["context"] = result["context"] or data.get("context")
+    for b in data.get("benchmarks", []):
+        if b.get("run_type") == "aggregate":
+            continue
+        entry = {k: b[k] for k in ("real_time", "cpu_time", "time_unit", "iterations") if k in b}
+        entry.update({k: v for k, v in b.items() if k.endswith("per_second") or k in ("p50_us", "p99_us")})
+        result["benchmarks"][f"{p}/{b['name']}"] = entry
+d = os.path.dirname(os.path.abspath(out))
+fd, tmp = tempfile.mkstemp(dir=d)
+with os.fdopen(fd, "w") as f:
+    json.dump(result, f, indent=2)
+os.replace(tmp, out)
+print(f"[bench] {len(result['benchmarks'])} benchmarks -> {out}", file=sys.stderr)
+if compare:
+    old = json.load(open(compare))["benchmarks"]
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    flagged = 0
+    print(f"{'benchmark':60s} {'old':>12s} {'new':>12s} {'change':>8s}")
+    for name, new in sorted(result["benchmarks"].items()):
+        if name not in old:
+            print(f"{name:60s} {'-':>12s} {new['real_time']:>10.4g}{new['time_unit']:>2s}      new")
+            continue
+        o = old[name]
+        a = o["real_time"] * scale[o.get("time_unit", "ns")]
+        b = new["real_time"] * scale[new.get("time_unit", "ns")]
+        change = (b - a) / a if a > 0 else 0.0
+        mark = "  SLOWER" if change > 0.10 else "  faster" if change < -0.10 else ""
+        flagged += bool(mark)
+        print(f"{name:60s} {a*1e6:>10.4g}us {b*1e6:>10.4g}us {100*change:>+7.1f}%{mark}")
+    for name in sorted(set(old) - set(result["benchmarks"])):
+        print(f"{name:60s} (gone)")
+    print(f"[bench] {flagged} benchmarks changed by more than 10%", file=sys.stderr)
+PYEOF
+exit $failed
