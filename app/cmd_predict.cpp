@@ -9,6 +9,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/stats.h"
 #include "foxhunt/data/bars.h"
+#include "foxhunt/models/model.h"
 #include "foxhunt/runtime/serving.h"
 
 namespace foxhunt::cli {
@@ -71,13 +72,7 @@ Registrar reg = subcommand<PredictArgs>(
       return [a]() {
         runtime::DecisionRule rule;
         if (!a->rule.empty()) rule = runtime::load_decision_rule(a->rule);
-        torch::Device device(torch::kCPU);
-        try {
-          device = torch::Device(a->device);
-        } catch (const c10::Error&) {
-          throw InputError("predict",
-                           "--device: expected cpu, cuda or cuda:N, got '" + a->device + "'");
-        }
+        const torch::Device device = models::parse_device(a->device, "predict");
         const int64_t from = a->from.empty() ? INT64_MIN : data::parse_timestamp(a->from);
         auto ensemble = runtime::Ensemble::load(a->bundles, rule, device);
         ensemble.set_parallel(!a->serial);

@@ -179,6 +179,14 @@ torch::Device module_device(const torch::nn::Module& m) {
   return torch::kCPU;
 }
 
+torch::Device parse_device(const std::string& text, const char* component) {
+  try {
+    return torch::Device(text);
+  } catch (const c10::Error&) {
+    throw InputError(component, "--device: expected cpu, cuda or cuda:N, got '" + text + "'");
+  }
+}
+
 void check_known_keys(const nlohmann::json& j, const char* component,
                       const std::vector<std::string>& allowed) {
   FOXHUNT_CHECK(j.is_object(), component, "options: expected a JSON object, got ", j.type_name());

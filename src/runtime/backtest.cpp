@@ -10,38 +10,13 @@
 #include <sstream>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/models/model.h"
 #include "foxhunt/runtime/bundle.h"
 
 namespace foxhunt::runtime {
 namespace {
 
 constexpr const char* kComponent = "backtest";
-
-torch::Device parse_device(const std::string& s) {
-  try {
-    return torch::Device(s);
-  } catch (const c10::Error&) {
-    throw InputError(kComponent, "--device: expected cpu, cuda or cuda:N, got '" + s + "'");
-  }
-}
-
-std::vector<Bundle> load_four(const std::string& dir, const torch::Device& device) {
-  std::vector<Bundle> out;
-  std::string problems;
-  for (const char* name : {"dqn", "ppo", "mamba2", "tft"}) {
-    const auto path = (std::filesystem::path(dir) / name / kBundleFile).string();
-    try {
-      FOXHUNT_CHECK(std::filesystem::exists(path), "bundle", "'", path, "' does not exist");
-      out.push_back(load_bundle(path, device, name));
-    } catch (const InputError& e) {
-      problems += std::string(problems.empty() ? "" : "; ") + e.what();
-    }
-  }
-  FOXHUNT_CHECK(problems.empty(), kComponent, "--bundles ", dir,
-                ": expected the four bundles dqn, ppo, mamba2, tft (foxhunt train all --out ", dir,
-                "): ", problems);
-  return out;
-}
 
 }  // namespace
 
@@ -157,8 +132,8 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
 BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log) {
   FOXHUNT_CHECK(!job.bundles.empty(), kComponent, "--bundles: expected a directory");
   FOXHUNT_CHECK(!job.data.empty(), kComponent, "--data: expected a bars CSV");
-  const auto device = parse_device(job.device);
-  auto bundles = load_four(job.bundles, device);
+  const auto device = models::parse_device(job.device, kComponent);
+  auto bundles = load_ensemble_bundles(job.bundles, device);
   const auto series = data::load_bars_csv(job.data);
   auto run = run_backtest_on(bundles, series, job, log);
   run.data = job.data;

@@ -412,8 +412,7 @@ nlohmann::json to_json(const BarDecision& d) {
           {"position", d.position},   {"latency_us", d.latency_us}, {"models", models}};
 }
 
-Ensemble Ensemble::load(const std::string& dir, const DecisionRule& rule,
-                        const torch::Device& device) {
+std::vector<Bundle> load_ensemble_bundles(const std::string& dir, const torch::Device& device) {
   std::vector<Bundle> bundles;
   std::string problems;
   for (const char* name : {"dqn", "ppo", "mamba2", "tft"}) {
@@ -428,7 +427,12 @@ Ensemble Ensemble::load(const std::string& dir, const DecisionRule& rule,
   }
   FOXHUNT_CHECK(problems.empty(), kComponent, "--bundles ", dir,
                 ": expected the four bundles dqn, ppo, mamba2, tft: ", problems);
-  return Ensemble(std::move(bundles), rule);
+  return bundles;
+}
+
+Ensemble Ensemble::load(const std::string& dir, const DecisionRule& rule,
+                        const torch::Device& device) {
+  return Ensemble(load_ensemble_bundles(dir, device), rule);
 }
 
 Ensemble::Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule) : rule_(rule) {

@@ -650,12 +650,7 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
                 kComponent,
                 "expected positive --iterations, --soak, --cycles and sample interval, got ",
                 o.iterations, ", ", o.soak, ", ", o.switch_cycles, ", ", o.sample_every);
-  torch::Device device(torch::kCPU);
-  try {
-    device = torch::Device(o.device);
-  } catch (const c10::Error&) {
-    throw InputError(kComponent, "--device: expected cpu, cuda or cuda:N, got '" + o.device + "'");
-  }
+  const torch::Device device = models::parse_device(o.device, kComponent);
   FOXHUNT_CHECK(!device.is_cuda() || memory::cuda_memory_available(), kComponent, "--device ",
                 o.device, ": no CUDA device is available (", memory::cuda_stats_backend(), ")");
   memory::install_ledger();

@@ -502,13 +502,7 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
                   : job.batch.empty()   ? 64
                   : job.batch == "auto" ? 0
                                         : parse_batch(job.batch);
-  torch::Device device("cpu");
-  try {
-    device = torch::Device(job.device);
-  } catch (const c10::Error&) {
-    throw InputError(kComponent,
-                     "--device: expected cpu, cuda or cuda:N, got '" + job.device + "'");
-  }
+  const torch::Device device = models::parse_device(job.device, kComponent);
 
   torch::manual_seed(o.seed());  // deterministic initial weights
   auto model = models::make_model(job.model, model_options);

@@ -141,6 +141,11 @@ class ServedModel {
   std::unique_ptr<History> history_;
 };
 
+/// Loads DIR/{dqn,ppo,mamba2,tft}/bundle.fhb (what `foxhunt train all --out DIR` writes) onto
+/// `device`. Throws InputError naming every missing or bad bundle.
+std::vector<Bundle> load_ensemble_bundles(const std::string& dir,
+                                          const torch::Device& device = torch::kCPU);
+
 /// The four-model ensemble on one instrument.
 class Ensemble {
  public:
