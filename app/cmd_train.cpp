@@ -1,10 +1,12 @@
 // foxhunt train MODEL: train one model and write a checkpoint (library: runtime/train_job.h).
 #include <ATen/Parallel.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "command.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/dist/launcher.h"
 #include "foxhunt/runtime/train_job.h"
 
 namespace foxhunt::cli {
@@ -18,7 +20,34 @@ struct TrainArgs {
   uint64_t seed = 0;
   int threads = 0;
   bool json = false;
+  int64_t nproc = 1;
+  int64_t world_size = 1, rank = 0, check_interval = 0;
+  std::string master, backend = "auto";
+  double timeout_s = 0;
 };
+
+// The command line of one rank under --nproc: this one without --nproc and --master (the
+// launcher appends --world-size, --rank and --master).
+std::vector<std::string> rank_args() {
+  const auto& all = program_args();
+  std::vector<std::string> out;
+  for (size_t i = 1; i < all.size(); ++i) {
+    const std::string& a = all[i];
+    if (a == "--nproc" || a == "--master") {
+      ++i;  // and its value
+      continue;
+    }
+    if (a.rfind("--nproc=", 0) == 0 || a.rfind("--master=", 0) == 0) continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? program_args().front() : p.string();
+}
 
 Registrar reg = subcommand<TrainArgs>(
     "train", 40, "Train one model (or all four) and write a checkpoint and a serving bundle",
@@ -73,12 +102,60 @@ Registrar reg = subcommand<TrainArgs>(
                       "Intra-op threads (default: FOXHUNT_THREADS, else OMP_NUM_THREADS, else 1)")
           ->check(CLI::PositiveNumber);
       sub->add_flag("--json", args->json, "Print the summary as JSON only");
+      // Data parallelism on c10d (Gloo on CPU, NCCL on CUDA).
+      const dist::DistOptions d;
+      auto* nproc = sub->add_option("--nproc", args->nproc,
+                                    "Data-parallel: launch N local ranks of this command and wait "
+                                    "for them (rank 0 writes the outputs)")
+                        ->check(CLI::PositiveNumber);
+      auto* world = sub->add_option("--world-size", args->world_size,
+                                    "Data-parallel: number of ranks (one process each, any "
+                                    "machines; with --rank and --master)")
+                        ->check(CLI::PositiveNumber);
+      sub->add_option("--rank", args->rank, "Data-parallel: this process's rank in [0, world size)")
+          ->check(CLI::NonNegativeNumber)
+          ->needs(world);
+      sub->add_option("--master", args->master,
+                      "Data-parallel: HOST:PORT of rank 0's rendezvous (default " + d.master() +
+                          "; with --nproc: 127.0.0.1 and a free port)");
+      sub->add_option("--backend", args->backend,
+                      "Data-parallel: auto (gloo on cpu, nccl on cuda), gloo or nccl")
+          ->check(CLI::IsMember({"auto", "gloo", "nccl"}))
+          ->capture_default_str();
+      sub->add_option("--timeout", args->timeout_s,
+                      "Data-parallel: seconds to wait for the other ranks before failing "
+                      "(default " +
+                          std::to_string(static_cast<int>(d.timeout_s())) + ")")
+          ->check(CLI::PositiveNumber);
+      sub->add_option("--check-interval", args->check_interval,
+                      "Data-parallel: optimizer steps between cross-rank weight checksum "
+                      "comparisons (default " +
+                          std::to_string(d.check_interval()) + ")")
+          ->check(CLI::NonNegativeNumber);
+      nproc->excludes(world);
       return [args, seed, steps, epochs]() {
         auto& job = args->job;
         // One model trains for steps or epochs; `all` takes both (steps: dqn/ppo, epochs: the
         // forecasters).
         FOXHUNT_CHECK(job.model == "all" || steps->count() == 0 || epochs->count() == 0, "train",
                       "--steps excludes --epochs (except for train all)");
+        auto& d = job.dist;
+        d.world_size(args->world_size).rank(args->rank).backend(args->backend);
+        if (!args->master.empty()) d.master(args->master);
+        if (args->timeout_s > 0) d.timeout_s(args->timeout_s);
+        if (args->check_interval > 0) d.check_interval(args->check_interval);
+        dist::validate(d);
+        FOXHUNT_CHECK(job.model != "all" || (args->nproc == 1 && d.world_size() == 1), "train",
+                      "train all: data-parallel runs train one model; use train MODEL --nproc N");
+        if (args->nproc > 1) {
+          const auto r = dist::launch_local(self_executable(), rank_args(), args->nproc,
+                                            args->master, d.timeout_s() + 10.0);
+          for (const auto& e : r.ranks)
+            if (e.exit_code != 0)
+              std::cerr << "foxhunt: train --nproc: rank " << e.rank << " exited with "
+                        << e.exit_code << (e.killed ? " (killed by the launcher)" : "") << "\n";
+          return r.exit_code;
+        }
         if (args->threads > 0) at::set_num_threads(args->threads);
         if (seed->count() > 0) job.seed = args->seed;
         if (!args->options_json.empty()) {
@@ -107,6 +184,7 @@ Registrar reg = subcommand<TrainArgs>(
           train::ScopedSigintHandler sigint;
           summary = job.model == "all" ? runtime::run_train_all(job) : runtime::run_train_job(job);
         }
+        if (d.rank() > 0) return summary.value("interrupted", false) ? 130 : 0;  // rank 0 reports
         if (args->json)
           print_json(summary.dump(2));
         else

@@ -64,4 +64,8 @@ struct BudgetFlags {
 /// Prints JSON to stdout (the only thing --json commands print there).
 void print_json(const std::string& dumped);
 
+/// The command line main() was called with (argv[0] first), for commands that re-run themselves
+/// (train --nproc).
+std::vector<std::string>& program_args();
+
 }  // namespace foxhunt::cli

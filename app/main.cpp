@@ -33,6 +33,11 @@ memory::Budget BudgetFlags::resolve(const char* component) {
                                 *profile_ptr_, component);
 }
 
+std::vector<std::string>& program_args() {
+  static std::vector<std::string> args;
+  return args;
+}
+
 void print_json(const std::string& dumped) {
   std::cout << dumped << std::endl;
 }
@@ -43,6 +48,7 @@ int main(int argc, char** argv) {
   using namespace foxhunt;
   // Must run before any tensor exists: installs the accounting allocator and sets threads.
   foxhunt::runtime_init();
+  cli::program_args().assign(argv, argv + argc);
 
   CLI::App app{"foxhunt: train and serve a four-model trading ensemble under a memory budget"};
   app.require_subcommand(1);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything foxhunt needs on Debian 12 (run as root; idempotent; ~1 s when all is there).
 #   apt: build tools, GoogleTest, Google Benchmark, CLI11, nlohmann-json, spdlog/fmt, chromium
-#        (headless render checks of the HTML reports)
+#        (headless render checks of the HTML reports), libgloo-dev (headers of the Gloo library
+#        the torch wheel links; c10d's ProcessGroupGloo.hpp includes them)
 #   pip: the pinned PyPI torch wheel (LibTorch headers, libraries and CMake config; CUDA build)
 #   venv: .venv in the repo root for the Python cross-checks (tests/python), with safetensors
 # Everything lands in system locations (dpkg, the system python3's site-packages), so a fresh clone
@@ -11,7 +12,7 @@ set -euo pipefail
 TORCH_PIN="${FOXHUNT_TORCH_PIN:-2.15.0}"
 APT_PACKAGES=(build-essential cmake ninja-build git pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  libspdlog-dev libfmt-dev chromium)
+  libspdlog-dev libfmt-dev chromium libgloo-dev)
 
 log() { echo "[setup] $*" >&2; }
 

@@ -182,5 +182,27 @@ TEST_F(FootprintTest, BadConfigsAreInputErrors) {
   EXPECT_THROW(plan::measure_inference_footprint("dqn", {0}), InputError);
 }
 
+TEST(TrainingFootprintTest, DataParallelRanksAlsoHoldTheAllReduceBuckets) {
+  // A rank of a data-parallel run keeps one flat copy of the trainable parameters for the
+  // gradient all-reduce (dist/gradient_sync.h): measured under M/comm_buckets, in the fixed bytes.
+  plan::TrainConfig one;
+  one.batch = 2;
+  plan::TrainConfig two = one;
+  two.world_size = 2;
+  const auto a = plan::measure_training_footprint("ppo", one);
+  const auto b = plan::measure_training_footprint("ppo", two);
+  EXPECT_EQ(a.comm_bucket_bytes, 0u);
+  // One flat copy of the trainable parameters and the float32 sample-weight element.
+  EXPECT_EQ(b.comm_bucket_bytes, b.trainable_parameter_bytes + 4);
+  EXPECT_EQ(b.expected_comm_bucket_bytes, b.trainable_parameter_bytes + 4);
+  EXPECT_EQ(b.fixed_bytes, a.fixed_bytes + b.comm_bucket_bytes);
+  EXPECT_EQ(b.leaked_bytes, 0u);
+  EXPECT_TRUE(b.matches_closed_form());
+  EXPECT_EQ(b.to_json()["tags"]["ppo/comm_buckets"], b.comm_bucket_bytes);
+  EXPECT_EQ(b.to_json()["config"]["world_size"], 2);
+  two.world_size = 0;
+  EXPECT_THROW(plan::measure_training_footprint("ppo", two), InputError);
+}
+
 }  // namespace
 }  // namespace foxhunt

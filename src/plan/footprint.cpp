@@ -51,14 +51,17 @@ nlohmann::json to_json(const TrainConfig& c) {
           {"seq_len", c.seq_len},
           {"batch", c.batch},
           {"lr", c.lr},
-          {"seed", c.seed}};
+          {"seed", c.seed},
+          {"world_size", c.world_size},
+          {"bucket_mib", c.bucket_mib}};
 }
 
 // ---- TrainingFootprint -----------------------------------------------------------------------
 
 bool TrainingFootprint::matches_closed_form() const {
   return construction_live_bytes == parameter_bytes + buffer_bytes &&
-         gradient_bytes == expected_gradient_bytes && optimizer_bytes == expected_optimizer_bytes;
+         gradient_bytes == expected_gradient_bytes && optimizer_bytes == expected_optimizer_bytes &&
+         comm_bucket_bytes == expected_comm_bucket_bytes;
 }
 
 std::vector<TagBytes> TrainingFootprint::tags() const {
@@ -66,6 +69,7 @@ std::vector<TagBytes> TrainingFootprint::tags() const {
           {model + "/buffers", buffer_bytes},
           {model + "/gradients", gradient_bytes},
           {model + "/optimizer", optimizer_bytes},
+          {model + "/" + dist::kBucketScope, comm_bucket_bytes},
           {model + "/activations", activation_bytes}};
 }
 
@@ -83,6 +87,8 @@ nlohmann::json TrainingFootprint::to_json() const {
           {"expected_gradient_bytes", expected_gradient_bytes},
           {"optimizer_bytes", optimizer_bytes},
           {"expected_optimizer_bytes", expected_optimizer_bytes},
+          {"comm_bucket_bytes", comm_bucket_bytes},
+          {"expected_comm_bucket_bytes", expected_comm_bucket_bytes},
           {"fixed_bytes", fixed_bytes},
           {"activation_bytes", activation_bytes},
           {"step_bytes", step_bytes},
@@ -107,6 +113,8 @@ void check_config(const TrainConfig& c) {
                 c.seq_len);
   FOXHUNT_CHECK(c.batch >= 1, "footprint", "batch: expected >= 1, got ", c.batch);
   FOXHUNT_CHECK(c.lr > 0, "footprint", "lr: expected > 0, got ", c.lr);
+  FOXHUNT_CHECK(c.world_size >= 1, "footprint", "world_size: expected >= 1, got ", c.world_size);
+  FOXHUNT_CHECK(c.bucket_mib > 0, "footprint", "bucket_mib: expected > 0, got ", c.bucket_mib);
 }
 
 }  // namespace
@@ -121,6 +129,7 @@ struct TrainingProbe::Impl {
   std::uint64_t construction_peak = 0;
   std::int64_t input_elements = 0;
   std::uint64_t fixed_live = 0;  // process live bytes with exactly the fixed tags resident
+  std::unique_ptr<dist::GradientSync> buckets;  // world_size > 1: what a rank adds
 
   std::string full(const char* tag) const { return scope_root + "/" + tag; }
 };
@@ -165,6 +174,11 @@ TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config
       optimizer_state_bytes(config.optimizer, fp.trainable_parameter_bytes);
   s.optimizer =
       detail::make_optimizer(config.optimizer, detail::trainable_parameters(*s.model), config.lr);
+  const std::uint64_t buckets0 = scope_live(s.full(dist::kBucketScope));
+  s.buckets = detail::make_comm_buckets(*s.model, config, model);
+  fp.comm_bucket_bytes = scope_live(s.full(dist::kBucketScope)) - buckets0;
+  // Closed form: one flat copy of the trainable parameters and the weight element (float32).
+  fp.expected_comm_bucket_bytes = config.world_size > 1 ? fp.trainable_parameter_bytes + 4 : 0;
 
   // The first real step: its backward creates the .grad tensors (tagged M/gradients) and its
   // optimizer.step() the optimizer state (M/optimizer).
@@ -180,7 +194,8 @@ TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config
   fp.step_bytes = warm.step_peak;
   fp.peak_bytes = fp.fixed_bytes + std::max(fp.activation_bytes, fp.step_bytes);
   // Anything live beyond the three fixed tags was left behind by the step (a cache, a leak).
-  const std::uint64_t tagged = fp.construction_live_bytes + fp.gradient_bytes + fp.optimizer_bytes;
+  const std::uint64_t tagged =
+      fp.construction_live_bytes + fp.gradient_bytes + fp.optimizer_bytes + fp.comm_bucket_bytes;
   fp.leaked_bytes = fp.fixed_bytes > tagged ? fp.fixed_bytes - tagged : 0;
 }
 

@@ -115,6 +115,7 @@ VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, 
       const std::int64_t seq = detail::effective_seq_len(*m, config.seq_len);
       auto opt =
           detail::make_optimizer(config.optimizer, detail::trainable_parameters(*m), config.lr);
+      const auto buckets = detail::make_comm_buckets(*m, config, model);
       // A first step at batch 1 creates the gradients and the optimizer state; the step at
       // `batch` is then the steady state, whose peak bounds that of a first step at `batch`
       // (gradients appear during its backward, the state during its optimizer.step()).

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/dist/gradient_sync.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/plan/footprint.h"
@@ -100,6 +101,19 @@ inline StepMeasure canonical_step(models::Model& model, torch::optim::Optimizer&
   }
   m.step_peak = peak_bytes() - m.live_before;
   return m;
+}
+
+/// The gradient all-reduce buckets one data-parallel rank holds (null for world_size 1), built
+/// under the scope `scope`/comm_buckets without a communicator: the planner measures their
+/// bytes, exactly as the trainer allocates them.
+inline std::unique_ptr<dist::GradientSync> make_comm_buckets(models::Model& m,
+                                                             const TrainConfig& config,
+                                                             const std::string& scope) {
+  if (config.world_size <= 1) return nullptr;
+  MemoryScope s(scope);
+  return std::make_unique<dist::GradientSync>(
+      trainable_parameters(m), nullptr,
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(config.bucket_mib * 1048576.0)));
 }
 
 }  // namespace foxhunt::plan::detail

@@ -9,8 +9,10 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/dist/communicator.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/plan/planner.h"
@@ -66,6 +68,9 @@ int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
   po.model = model;
   po.model_options = model_options;
   po.train.seed = seed;
+  // Data-parallel: the batch is per rank, and each rank also holds the all-reduce buckets.
+  po.train.world_size = job.dist.world_size();
+  po.train.bucket_mib = job.dist.bucket_mib();
   po.max_batch = std::max<int64_t>(1, max_batch);
   const auto budget = memory::resolve_budget(
       job.budget_mib > 0 ? std::optional<double>(job.budget_mib) : std::nullopt, job.device_profile,
@@ -106,12 +111,46 @@ const Container& resumed_checkpoint(const std::optional<Container>& resumed, con
   return *resumed;
 }
 
+// The data-parallel group of a job (null when it trains alone). Connected after every input was
+// checked, so a bad flag fails at once on each rank instead of after the rendezvous.
+std::shared_ptr<dist::Communicator> connect_ranks(const TrainJob& job, const torch::Device& device,
+                                                  const Container* resumed) {
+  if (job.dist.world_size() <= 1) return nullptr;
+  (void)resumed;  // its world size was checked when it was read (check_resumed_world)
+  return dist::Communicator::connect(job.dist, device);
+}
+
+void add_distributed(nlohmann::json& summary, const TrainResult& r, const TrainJob& job) {
+  summary["world_size"] = job.dist.world_size();
+  if (job.dist.world_size() <= 1 || !r.metrics.contains("distributed")) return;
+  const auto& d = r.metrics["distributed"];
+  summary["distributed"] = d;
+  summary["weight_checksum"] = d.value("last_weight_check", nlohmann::json(nullptr));
+  if (r.metrics.contains("samples_per_s"))
+    summary["samples_per_s_all_ranks"] =
+        r.metrics["samples_per_s"].get<double>() * static_cast<double>(job.dist.world_size());
+}
+
+// A checkpoint resumes only with the world size it was written with: the epoch's batches (and
+// so the data order) depend on it.
+void check_resumed_world(const Container& resumed, const TrainJob& job) {
+  const auto& trainer = resumed.header.value("trainer", nlohmann::json::object());
+  const auto& extra = trainer.value("extra", nlohmann::json::object());
+  const int64_t w = extra.is_object() ? extra.value("world_size", int64_t{1}) : 1;
+  FOXHUNT_CHECK(w == job.dist.world_size(), kComponent, "--resume: '", job.resume,
+                "' was trained with world size ", w, "; resume it with ",
+                w == 1 ? std::string("one process") : "--nproc " + std::to_string(w),
+                " (got world size ", job.dist.world_size(), ")");
+}
+
 struct Paths {
   std::string dir, checkpoint, metrics, summary;
 };
 
-// Created only once every input was checked, so a rejected job writes nothing.
+// Created only once every input was checked, so a rejected job writes nothing. Ranks other
+// than 0 write nothing at all (empty paths).
 Paths output_paths(const TrainJob& job) {
+  if (job.dist.rank() > 0) return {};
   std::string dir = job.out_dir;
   if (dir.empty() && !job.resume.empty()) {
     dir = std::filesystem::path(job.resume).parent_path().string();
@@ -133,7 +172,7 @@ RunConfig run_config(const TrainJob& job, const Paths& paths, int64_t default_lo
   run.metrics_path = paths.metrics;
   run.checkpoint_interval = job.checkpoint_interval;
   run.log_interval = job.log_interval > 0 ? job.log_interval : default_log_interval;
-  run.progress = job.progress;
+  run.progress = job.dist.rank() > 0 ? ProgressMode::kOff : job.progress;
   return run;
 }
 
@@ -282,10 +321,15 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
   }
   Trainer trainer(o, ctx.factory);
   if (ctx.resumed) trainer.load_checkpoint(*ctx.resumed, job.resume);
-  if (!ctx.data_info.is_null()) trainer.set_checkpoint_extra({{"data", ctx.data_info}});
+  nlohmann::json extra = nlohmann::json::object();
+  if (!ctx.data_info.is_null()) extra["data"] = ctx.data_info;
+  if (job.dist.world_size() > 1) extra["world_size"] = job.dist.world_size();
+  if (!extra.empty()) trainer.set_checkpoint_extra(extra);
+  if (auto comm = connect_ranks(job, o.device(), ctx.resumed)) trainer.set_data_parallel(comm);
   out.paths = output_paths(job);
   out.result = trainer.train(run_config(job, *out.paths, log_interval));
   out.options = to_json(o);
+  if (job.dist.rank() > 0) return out;  // rank 0 evaluates and writes the bundle
   auto env = ctx.make_eval_env();
   if (!out.result.interrupted)
     out.eval = evaluation(*env, trainer.greedy_policy(), ctx.eval_episodes,
@@ -366,6 +410,7 @@ nlohmann::json run_rl(const TrainJob& job, const std::optional<Container>& resum
     r = train_rl<PpoTrainer, models::PpoOptions>(job, ctx, o, o.n_envs() * o.n_steps(), 4096);
   }
   auto summary = summary_of(job, env_name, r.result, *r.paths, r.options);
+  add_distributed(summary, r.result, job);
   summary["bundle"] = r.bundle_path;
   summary["eval"] = r.eval;
   if (!r.batch_plan.is_null()) summary["batch_plan"] = r.batch_plan;
@@ -516,9 +561,15 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
                             o.seed(), batch_plan);
   }
   MarketBatchSource source(market.dataset, *model, batch, o.seed(), device);
+  // --batch is per rank: an epoch is made of global batches of batch x world windows.
+  source.set_shard(job.dist.rank(), job.dist.world_size());
   ForecastTrainer trainer(*model, source, o);
   if (resumed) trainer.load_checkpoint(*resumed, job.resume);
-  trainer.set_checkpoint_extra({{"data", market.info}, {"batch_size", batch}});
+  nlohmann::json extra = {{"data", market.info}, {"batch_size", batch}};
+  if (job.dist.world_size() > 1) extra["world_size"] = job.dist.world_size();
+  trainer.set_checkpoint_extra(extra);
+  if (auto comm = connect_ranks(job, device, resumed ? &*resumed : nullptr))
+    trainer.set_data_parallel(comm);
   const Paths paths = output_paths(job);
   auto result = trainer.train(run_config(job, paths, 50));
 
@@ -534,6 +585,8 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
                                {"trainer", compact_trainer_options(job.model)}}
               : nlohmann::json(nullptr);
   if (!batch_plan.is_null()) summary["batch_plan"] = batch_plan;
+  add_distributed(summary, result, job);
+  if (job.dist.rank() > 0) return summary;  // rank 0 evaluates and writes the bundle
   if (!result.interrupted) {
     const auto spec = source.spec();
     std::vector<double> quantiles = model->options_json().value("quantiles", std::vector<double>{});
@@ -578,9 +631,14 @@ nlohmann::json run_train_job(const TrainJob& job) {
                   "change (drop --options, --batch and --seed)");
   // The checkpoint is read (and CRC-checked) once; options, data path and state come from it.
   std::optional<Container> resumed;
-  if (!job.resume.empty()) resumed = read_container(job.resume);
+  if (!job.resume.empty()) {
+    resumed = read_container(job.resume);
+    check_resumed_world(*resumed, job);
+  }
+  dist::validate(job.dist);
   nlohmann::json summary =
       job.model == "dqn" || job.model == "ppo" ? run_rl(job, resumed) : run_forecast(job, resumed);
+  if (job.dist.rank() > 0) return summary;
   const auto dir = std::filesystem::path(summary["metrics_file"].get<std::string>()).parent_path();
   write_file_atomic((dir / "summary.json").string(), summary.dump(2) + "\n");
   return summary;
@@ -589,6 +647,8 @@ nlohmann::json run_train_job(const TrainJob& job) {
 nlohmann::json run_train_all(const TrainJob& base) {
   FOXHUNT_CHECK(base.resume.empty(), kComponent,
                 "train all: --resume applies to one model; resume each with foxhunt train MODEL");
+  FOXHUNT_CHECK(base.dist.world_size() == 1, kComponent,
+                "train all: data-parallel runs train one model; use foxhunt train MODEL --nproc N");
   FOXHUNT_CHECK(base.env.empty() || base.env == "trading", kComponent,
                 "train all: the RL models train on the trading env of --data, got --env ",
                 base.env);
@@ -645,6 +705,22 @@ std::string format_train_summary(const nlohmann::json& s) {
                 forecast ? "epochs" : "episodes", format_duration(secs).c_str(),
                 s.value("interrupted", false) ? " (interrupted)" : "");
   out += buf;
+  if (s.contains("distributed") && s["distributed"].is_object()) {
+    const auto& d = s["distributed"];
+    const auto& w = d.value("last_weight_check", nlohmann::json());
+    std::snprintf(
+        buf, sizeof(buf),
+        "  data-parallel: %lld ranks (%s), %lld buckets of %s, %.3g s waiting for "
+        "all-reduce; weights %s at step %lld (checksum %s)\n",
+        static_cast<long long>(d.value("world_size", int64_t{1})), d.value("backend", "?").c_str(),
+        static_cast<long long>(d.value("buckets", int64_t{0})),
+        human_bytes(d.value("bucket_bytes", int64_t{0})).c_str(),
+        d.value("communication_wait_s", 0.0),
+        w.is_object() && w.value("identical", false) ? "identical on every rank" : "not compared",
+        static_cast<long long>(w.is_object() ? w.value("step", int64_t{-1}) : -1),
+        w.is_object() ? w.value("weight_checksum", "").c_str() : "-");
+    out += buf;
+  }
   if (m.contains("return_mean")) {
     if (m["return_mean"].is_null())
       std::snprintf(buf, sizeof(buf), "  training return (last 100 episodes): n/a\n");

@@ -234,6 +234,22 @@ DqnTrainer::DqnTrainer(DqnTrainerOptions options, EnvFactory make_env)
 
 DqnTrainer::~DqnTrainer() = default;
 
+void DqnTrainer::set_data_parallel(std::shared_ptr<dist::Communicator> comm) {
+  dp_ = std::make_unique<DataParallel>(
+      std::move(comm), std::vector<torch::nn::Module*>{online_.get(), target_.get()},
+      online_->parameters());
+  if (dp_->rank() == 0) return;
+  // This rank's own experience: exploration, replay sampling and episodes from its seed.
+  const uint64_t seed = stream_seed(o_.seed());
+  rng_ = Rng(derive_seed(seed, SeedStream::kTrainerRng));
+  torch::manual_seed(seed);
+  if (started_) {
+    obs_ = env_->reset(derive_seed(seed, SeedStream::kEpisodeReset, static_cast<uint64_t>(step_)));
+    episode_return_ = 0.0;
+    episode_length_ = 0;
+  }
+}
+
 double DqnTrainer::epsilon() const {
   return linear_epsilon(step_, o_.total_steps(), o_.exploration_fraction(),
                         o_.exploration_initial_eps(), o_.exploration_final_eps());
@@ -270,11 +286,14 @@ double DqnTrainer::train_step() {
   auto loss = torch::nn::functional::huber_loss(
       q, y, torch::nn::functional::HuberLossFuncOptions().delta(o_.huber_delta()));
   optimizer_->zero_grad();
+  if (dp_) dp_->begin(1.0);  // every rank's batch has batch_size transitions
   loss.backward();
+  if (dp_) dp_->finish();
   if (o_.max_grad_norm() > 0)
     torch::nn::utils::clip_grad_norm_(online_->parameters(), o_.max_grad_norm());
   optimizer_->step();
   ++updates_;
+  if (dp_) dp_->after_step(updates_);
   return loss.item<double>();
 }
 
@@ -300,10 +319,12 @@ nlohmann::json DqnTrainer::metrics_line(double elapsed, double rate) const {
 
 TrainResult DqnTrainer::train(const RunConfig& run) {
   RunSession session(run, "dqn", "dqn", o_.total_steps(), step_);
+  // Environment steps are cheap: ranks agree on stopping every 64 of them.
+  if (dp_) session.set_stop_agreement([this](bool s) { return dp_->agree_stop(s); }, 64);
   online_->train();
 
   if (!started_) {
-    obs_ = env_->reset(derive_seed(o_.seed(), SeedStream::kFirstReset));
+    obs_ = env_->reset(derive_seed(stream_seed(o_.seed()), SeedStream::kFirstReset));
     started_ = true;
   }
   const auto n_actions = static_cast<uint64_t>(env_->action_count());
@@ -361,11 +382,13 @@ TrainResult DqnTrainer::train(const RunConfig& run) {
   }
   if (session.logging() && step_ % run.log_interval != 0) write_log();
   const bool completed = step_ >= o_.total_steps();
+  if (dp_) dp_->check_now(updates_);
   // The final weights are the best evaluated ones (the checkpoint then holds them too).
   if (completed && o_.keep_best() && best_.restore(*online_)) update_target(1.0);
   checkpoint();
   auto metrics = metrics_line(session.elapsed(), session.rate(step_));
   metrics["loss"] = json_number(last_loss_);
+  if (dp_) metrics["distributed"] = dp_->summary();
   return session.finish(step_, episodes_, completed, std::move(metrics));
 }
 

@@ -13,10 +13,20 @@ RunSession::RunSession(const RunConfig& run, std::string algo, std::string label
 }
 
 bool RunSession::should_stop(int64_t step) {
-  if (stop_requested() || (run_.stop_at_step >= 0 && step >= run_.stop_at_step)) {
-    result_.interrupted = stop_requested();
-    halted_ = true;
+  if (halted_) return true;
+  bool stop = run_.stop_at_step >= 0 && step >= run_.stop_at_step;  // the same on every rank
+  if (agree_stop_) {
+    // Data-parallel ranks stop together: a Ctrl-C on any rank is acted on by every rank at the
+    // next agreement step (never by one rank alone, which would leave the others waiting).
+    if (step % agree_every_ == 0 && agree_stop_(stop_requested())) {
+      result_.interrupted = true;
+      stop = true;
+    }
+  } else if (stop_requested()) {
+    result_.interrupted = true;
+    stop = true;
   }
+  if (stop) halted_ = true;
   return halted_;
 }
 

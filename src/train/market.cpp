@@ -61,19 +61,32 @@ models::Batch MarketBatchSource::build(const std::vector<int64_t>& anchors) cons
   return market_batch(*ds_, io_, anchors, device_);
 }
 
+void MarketBatchSource::set_shard(int64_t rank, int64_t world) {
+  FOXHUNT_CHECK(world >= 1 && rank >= 0 && rank < world, "train",
+                "shard: expected 0 <= rank < world, got rank ", rank, " of ", world);
+  rank_ = rank;
+  world_ = world;
+  epoch_cached_ = -1;
+}
+
 int64_t MarketBatchSource::train_batches() const {
-  return (static_cast<int64_t>(train_anchors_.size()) + batch_size_ - 1) / batch_size_;
+  const int64_t global = batch_size_ * world_;
+  return (static_cast<int64_t>(train_anchors_.size()) + global - 1) / global;
 }
 
 models::Batch MarketBatchSource::train_batch(int64_t epoch, int64_t index) {
   if (epoch != epoch_cached_) {
-    epoch_batches_ = data::make_batches(train_anchors_, batch_size_, true,
+    epoch_batches_ = data::make_batches(train_anchors_, batch_size_ * world_, true,
                                         derive_seed(seed_, static_cast<uint64_t>(epoch)));
     epoch_cached_ = epoch;
   }
   FOXHUNT_CHECK(index >= 0 && index < static_cast<int64_t>(epoch_batches_.size()), "train",
                 "train batch index ", index, " out of range [0, ", epoch_batches_.size(), ")");
-  return build(epoch_batches_[static_cast<size_t>(index)]);
+  const auto& global = epoch_batches_[static_cast<size_t>(index)];
+  if (world_ == 1) return build(global);
+  const auto [lo, hi] = shard_range(static_cast<int64_t>(global.size()), rank_, world_);
+  if (hi == lo) return {};
+  return build(std::vector<int64_t>(global.begin() + lo, global.begin() + hi));
 }
 
 int64_t MarketBatchSource::validation_batches() const {

@@ -119,6 +119,23 @@ PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env)
 
 PpoTrainer::~PpoTrainer() = default;
 
+void PpoTrainer::set_data_parallel(std::shared_ptr<dist::Communicator> comm) {
+  dp_ = std::make_unique<DataParallel>(std::move(comm), std::vector<torch::nn::Module*>{net_.get()},
+                                       net_->parameters());
+  if (dp_->rank() == 0) return;
+  // This rank's own environments and action sampling.
+  const uint64_t seed = stream_seed(o_.seed());
+  rng_ = Rng(derive_seed(seed, SeedStream::kTrainerRng));
+  torch::manual_seed(seed);
+  if (started_) {
+    for (size_t i = 0; i < envs_.size(); ++i) {
+      obs_[i] = envs_[i]->reset(derive_seed(seed, SeedStream::kParallelEnvs, i));
+      episode_return_[i] = 0.0;
+      episode_length_[i] = 0;
+    }
+  }
+}
+
 double PpoTrainer::current_lr() const {
   if (!o_.linear_lr()) return o_.learning_rate();
   const double remaining = 1.0 - static_cast<double>(step_) / static_cast<double>(o_.total_steps());
@@ -169,10 +186,14 @@ PpoTrainer::UpdateStats PpoTrainer::update(const torch::Tensor& obs, const torch
       auto loss =
           models::ppo_loss(out, mb_act, mb_logp, mb_adv, mb_ret, clip, o_.vf_coef(), o_.ent_coef());
       optimizer_->zero_grad();
+      if (dp_) dp_->begin(1.0);  // equal minibatches on every rank
       loss.backward();
+      if (dp_) dp_->finish();
       if (o_.max_grad_norm() > 0)
         torch::nn::utils::clip_grad_norm_(net_->parameters(), o_.max_grad_norm());
       optimizer_->step();
+      ++minibatch_steps_;
+      if (dp_) dp_->after_step(minibatch_steps_);
       {
         torch::NoGradGuard no_grad;
         auto lp_all = torch::log_softmax(out.logits.detach(), -1);
@@ -214,6 +235,7 @@ nlohmann::json PpoTrainer::metrics_line(double elapsed, double rate) const {
 
 TrainResult PpoTrainer::train(const RunConfig& run) {
   RunSession session(run, "ppo", "ppo", o_.total_steps(), step_);
+  if (dp_) session.set_stop_agreement([this](bool s) { return dp_->agree_stop(s); });
   net_->train();
 
   const int64_t N = o_.n_envs(), T = o_.n_steps();
@@ -222,7 +244,7 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
   if (!started_) {
     for (int64_t i = 0; i < N; ++i)
       obs_[static_cast<size_t>(i)] = envs_[static_cast<size_t>(i)]->reset(
-          derive_seed(o_.seed(), SeedStream::kParallelEnvs, static_cast<uint64_t>(i)));
+          derive_seed(stream_seed(o_.seed()), SeedStream::kParallelEnvs, static_cast<uint64_t>(i)));
     started_ = true;
   }
   auto write_log = [&] {
@@ -345,11 +367,13 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
   const auto& lines = session.metrics_log().lines();
   if (session.logging() && (lines.empty() || lines.back()["step"] != step_)) write_log();
   const bool completed = step_ >= o_.total_steps();
+  if (dp_) dp_->check_now(minibatch_steps_);
   // The final weights are the best evaluated ones (the checkpoint then holds them too).
   if (completed && o_.keep_best()) best_.restore(*net_);
   checkpoint();
-  return session.finish(step_, episodes_, completed,
-                        metrics_line(session.elapsed(), session.rate(step_)));
+  auto metrics = metrics_line(session.elapsed(), session.rate(step_));
+  if (dp_) metrics["distributed"] = dp_->summary();
+  return session.finish(step_, episodes_, completed, std::move(metrics));
 }
 
 // The resumable state, listed once: the checkpoint writes and reads exactly these fields.

@@ -72,6 +72,11 @@ struct TrainConfig {
   double lr = 1e-3;
   /// Seed for the model's initialisation and the synthetic batches.
   std::uint64_t seed = 42;
+  /// Data-parallel ranks the step runs on (> 1: each rank also holds the gradient all-reduce
+  /// buckets, dist/gradient_sync.h, measured under M/comm_buckets). Batches are per rank.
+  std::int64_t world_size = 1;
+  /// Bucket size of the gradient all-reduce in MiB (world_size > 1).
+  double bucket_mib = 25.0;
 };
 
 /// The bytes of one tag.
@@ -92,8 +97,11 @@ struct TrainingFootprint {
   std::uint64_t construction_live_bytes = 0;    ///< measured: live bytes of M/parameters
   std::uint64_t gradient_bytes = 0;             ///< measured: live bytes of M/gradients
   std::uint64_t optimizer_bytes = 0;            ///< measured: live bytes of M/optimizer
-  std::uint64_t expected_gradient_bytes = 0;    ///< closed form
-  std::uint64_t expected_optimizer_bytes = 0;   ///< closed form
+  std::uint64_t comm_bucket_bytes = 0;  ///< measured: live bytes of M/comm_buckets (world > 1)
+  /// Closed form if world > 1: trainable bytes + the 4-byte float32 sample-weight element.
+  std::uint64_t expected_comm_bucket_bytes = 0;
+  std::uint64_t expected_gradient_bytes = 0;   ///< closed form
+  std::uint64_t expected_optimizer_bytes = 0;  ///< closed form
   std::uint64_t fixed_bytes = 0;       ///< measured live bytes after the step (all fixed tags)
   std::uint64_t activation_bytes = 0;  ///< peak of batch+forward+backward beyond fixed
   std::uint64_t step_bytes = 0;        ///< peak of optimizer.step() beyond fixed

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "foxhunt/dist/options.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/train/infra.h"
 
@@ -36,6 +37,9 @@ struct TrainJob {
   int64_t log_interval = 0;         ///< steps between metrics lines (0 = the job's default)
   int64_t checkpoint_interval = 0;  ///< steps between checkpoints (0 = only at the end)
   train::ProgressMode progress = train::ProgressMode::kAuto;  ///< progress display on stderr
+  /// Data-parallel run (world_size > 1): this process is rank `dist.rank()` of
+  /// `dist.world_size()`; rank 0 alone writes the checkpoint, metrics, summary and bundle.
+  dist::DistOptions dist;
 };
 
 /// Model names `foxhunt train` accepts.
@@ -57,6 +61,12 @@ const std::vector<std::string>& trainable_models();
 /// the trainer can use (replay buffer, rollout, training windows); the plan is in "batch_plan".
 /// Honours request_stop() (the CLI wires Ctrl-C to it): the trainer checkpoints and the summary
 /// says "interrupted": true.
+/// With dist.world_size() > 1 the ranks rendezvous at dist.master() (c10d TCPStore + Gloo/NCCL)
+/// once every input is checked: forecasters shard each epoch's global batches of batch x world
+/// windows (--batch is per rank), RL ranks run their own environments; gradients are averaged
+/// every step and weights compared across ranks (train/data_parallel.h). Only rank 0 writes
+/// files and evaluates; the summary has "world_size", "distributed" and "weight_checksum".
+/// A resumed run needs the checkpoint's world size.
 nlohmann::json run_train_job(const TrainJob& job);
 
 /// `foxhunt train all`: trains the four models on one series (`data`, or the synthetic default)

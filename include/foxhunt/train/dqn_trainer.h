@@ -142,6 +142,7 @@ class DqnTrainer final : public RlTrainerBase {
   using RlTrainerBase::load_checkpoint;
   void load_checkpoint(const Container& c, const std::string& source) override;
   const char* algo() const override { return "dqn"; }
+  void set_data_parallel(std::shared_ptr<dist::Communicator> comm) override;
 
   /// Greedy action (argmax Q) for one observation.
   int64_t greedy_action(const std::vector<float>& obs) override;

@@ -17,7 +17,13 @@
 #include "foxhunt/models/model.h"
 #include "foxhunt/train/infra.h"
 
+namespace foxhunt::dist {
+class Communicator;
+}
+
 namespace foxhunt::train {
+
+class DataParallel;
 
 /// Where training and validation batches come from. Implementations must be deterministic:
 /// the same (epoch, index) always gives the same batch, which is what makes resume exact.
@@ -47,6 +53,11 @@ class TensorBatchSource final : public BatchSource {
   models::Batch train_batch(int64_t epoch, int64_t index) override;
   int64_t validation_batches() const override;
   models::Batch validation_batch(int64_t index) override;
+  /// Data-parallel sharding: the epoch's batches become global batches of batch_size x world
+  /// samples (the batches of one process at that batch size), of which this source returns
+  /// rank `rank`'s contiguous share (rank * G / world .. (rank + 1) * G / world); a share can be
+  /// empty (a Batch without inputs) when a final global batch has fewer samples than ranks.
+  void set_shard(int64_t rank, int64_t world);
   /// Samples in the training split.
   int64_t train_size() const { return train_.size(); }
   /// Samples in the validation split.
@@ -61,6 +72,7 @@ class TensorBatchSource final : public BatchSource {
   torch::Device device_;
   int64_t perm_epoch_ = -1;
   torch::Tensor perm_;
+  int64_t rank_ = 0, world_ = 1;
 };
 
 /// Options of the forecasting trainer (defaults from the TFT references: Adam lr 1e-3,
@@ -122,6 +134,15 @@ class ForecastTrainer {
   /// The extra JSON (set, or loaded from a checkpoint).
   const nlohmann::json& checkpoint_extra() const { return extra_; }
 
+  /// Trains data-parallel over `comm`: broadcasts rank 0's weights, averages gradients in
+  /// buckets weighted by each rank's samples, agrees on stopping and compares weight checksums
+  /// (train/data_parallel.h). The batch source must be sharded the same way on every rank
+  /// (set_shard). Rank r > 0 draws its dropout from rank_seed(seed, r). Call after
+  /// load_checkpoint when resuming.
+  void set_data_parallel(std::shared_ptr<dist::Communicator> comm);
+  /// The data-parallel state (null when training alone).
+  const DataParallel* data_parallel() const { return dp_.get(); }
+
   /// Optimizer steps done.
   int64_t step() const { return step_; }
   /// Current epoch (0-based; equals the number of finished epochs).
@@ -157,7 +178,12 @@ class ForecastTrainer {
   std::string best_weights_;
   std::vector<double> val_history_;
   nlohmann::json extra_ = nlohmann::json::object();
+  std::unique_ptr<DataParallel> dp_;
 };
+
+/// Rank `rank`'s contiguous share [begin, end) of a global batch of `size` samples over `world`
+/// ranks: rank * size / world .. (rank + 1) * size / world.
+std::pair<int64_t, int64_t> shard_range(int64_t size, int64_t rank, int64_t world);
 
 /// Mean of `model.loss` over `count` batches from `batch(i)` (eval mode, no gradients), weighted
 /// by batch size: the validation/test loss of a forecasting model.

@@ -15,6 +15,7 @@
 ///   }
 ///   return s.finish(step_, episodes_, step_ >= total, metrics);
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -36,6 +37,13 @@ class RunSession {
   /// True when the run must stop before the next iteration (a stop request or stop_at_step);
   /// records whether it was interrupted.
   bool should_stop(int64_t step);
+  /// Makes should_stop() at steps that are multiples of `every` ask `agree(interrupted_here)`
+  /// whether any data-parallel rank was interrupted (train/data_parallel.h), so that all ranks
+  /// stop at the same step; a stop request is then acted on only at those steps.
+  void set_stop_agreement(std::function<bool(bool)> agree, int64_t every = 1) {
+    agree_stop_ = std::move(agree);
+    agree_every_ = std::max<int64_t>(1, every);
+  }
   /// True when going from step `before` to `after` crossed a multiple of `interval` (0: never).
   static bool crossed(int64_t interval, int64_t before, int64_t after) {
     return interval > 0 && after / interval != before / interval;
@@ -78,6 +86,8 @@ class RunSession {
   Progress progress_;
   TrainResult result_;
   bool halted_ = false;
+  std::function<bool(bool)> agree_stop_;
+  int64_t agree_every_ = 1;
 };
 
 }  // namespace foxhunt::train

@@ -59,6 +59,11 @@ class MarketBatchSource final : public BatchSource {
   models::Batch train_batch(int64_t epoch, int64_t index) override;
   int64_t validation_batches() const override;
   models::Batch validation_batch(int64_t index) override;
+  /// Data-parallel sharding, as TensorBatchSource::set_shard: an epoch's batches are the global
+  /// batches of batch_size x world windows (exactly those of one process at that batch size), and
+  /// this source returns rank `rank`'s contiguous share of each (empty: a Batch without inputs).
+  /// Validation and test batches are not sharded (every rank sees all of them).
+  void set_shard(int64_t rank, int64_t world);
   /// Held-out test batches (time order).
   int64_t test_batches() const;
   /// The `index`-th test batch.
@@ -80,6 +85,7 @@ class MarketBatchSource final : public BatchSource {
   std::vector<int64_t> train_anchors_;
   std::vector<std::vector<int64_t>> validation_, test_;
   int64_t epoch_cached_ = -1;
+  int64_t rank_ = 0, world_ = 1;
   std::vector<std::vector<int64_t>> epoch_batches_;
 };
 

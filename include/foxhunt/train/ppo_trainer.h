@@ -114,6 +114,7 @@ class PpoTrainer final : public RlTrainerBase {
   using RlTrainerBase::load_checkpoint;
   void load_checkpoint(const Container& c, const std::string& source) override;
   const char* algo() const override { return "ppo"; }
+  void set_data_parallel(std::shared_ptr<dist::Communicator> comm) override;
 
   /// Most probable action for one observation.
   int64_t greedy_action(const std::vector<float>& obs) override;
@@ -143,6 +144,7 @@ class PpoTrainer final : public RlTrainerBase {
   std::unique_ptr<torch::optim::Adam> optimizer_;
   Rng rng_;
   bool started_ = false;
+  int64_t minibatch_steps_ = 0;  // optimizer steps of this run (the checksum cadence)
   std::vector<std::vector<float>> obs_;
   std::vector<double> episode_return_;
   std::vector<int64_t> episode_length_;

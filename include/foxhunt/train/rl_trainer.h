@@ -14,6 +14,7 @@
 #include "foxhunt/core/container.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/train/best_policy.h"
+#include "foxhunt/train/data_parallel.h"
 #include "foxhunt/train/env.h"
 #include "foxhunt/train/infra.h"
 
@@ -31,6 +32,15 @@ class RlTrainerBase {
   void load_checkpoint(const std::string& path);
   /// The same from a trainer checkpoint already read; `source` names it in errors.
   virtual void load_checkpoint(const Container& c, const std::string& source) = 0;
+
+  /// Trains data-parallel over `comm` (train/data_parallel.h): rank 0's weights are broadcast,
+  /// gradients averaged over the ranks every update, stopping agreed and weight checksums
+  /// compared. Each rank keeps its own environments and exploration: rank r > 0 reseeds them
+  /// from rank_seed(seed, r) (also when resumed from rank 0's checkpoint). Call after
+  /// load_checkpoint when resuming.
+  virtual void set_data_parallel(std::shared_ptr<dist::Communicator> comm) = 0;
+  /// The data-parallel state (null when training alone).
+  const DataParallel* data_parallel() const { return dp_.get(); }
 
   /// Greedy action for one observation (argmax Q, or the most probable action).
   virtual int64_t greedy_action(const std::vector<float>& obs) = 0;
@@ -82,6 +92,9 @@ class RlTrainerBase {
   int64_t updates_ = 0;                              ///< optimizer updates
   BestPolicy best_;                                  ///< periodic evaluations and the best weights
   nlohmann::json extra_ = nlohmann::json::object();  ///< checkpoint extra
+  std::unique_ptr<DataParallel> dp_;                 ///< set by set_data_parallel
+  /// The base of this rank's own random streams (environments, exploration).
+  uint64_t stream_seed(uint64_t seed) const { return rank_seed(seed, dp_ ? dp_->rank() : 0); }
 };
 
 }  // namespace foxhunt::train
