@@ -275,9 +275,10 @@ TEST(DataParallelTest, TwoRanksAtBatchBEqualOneProcessAtBatch2B) {
 
 TEST(DataParallelTest, DifferentWeightsOnTwoRanksAreACheckFailure) {
   std::atomic<int> failures{0};
+  torch::manual_seed(1);
+  const auto w0 = torch::randn({4, 4});  // here: LibTorch's generator is shared by the threads
   run_ranks(2, [&](Communicator& c) {
-    torch::manual_seed(1);
-    auto w = torch::randn({4, 4});
+    auto w = w0.clone();
     auto same = dist::compare_weights(c, {w}, 7);
     EXPECT_TRUE(same.identical);
     EXPECT_EQ(same.step, 7);

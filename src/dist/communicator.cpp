@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "backends.h"
+#include "foxhunt/dist/nccl_backend.h"
 
 namespace foxhunt::dist {
 

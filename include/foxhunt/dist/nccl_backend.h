@@ -1,6 +1,8 @@
 #pragma once
-// Internal to the dist area: the one c10d process-group factory per backend. Kept apart so the
-// NCCL one (src/dist/cuda/, CUDA builds only) is the only file that sees the NCCL headers.
+/// \file nccl_backend.h
+/// Internal to the dist area (used by communicator.cpp): the NCCL process-group factory, declared
+/// apart so that src/dist/cuda/nccl_backend.cpp (CUDA builds only) is the only file that sees the
+/// NCCL headers; src/dist/no_cuda/ has the stub.
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
