@@ -153,7 +153,11 @@ Registrar reg = subcommand<TrainArgs>(
           for (const auto& e : r.ranks)
             if (e.exit_code != 0)
               std::cerr << "foxhunt: train --nproc: rank " << e.rank << " exited with "
-                        << e.exit_code << (e.killed ? " (killed by the launcher)" : "") << "\n";
+                        << e.exit_code
+                        << (e.killed             ? " (killed by the launcher)"
+                            : e.exit_code == 130 ? " (interrupted; rank 0 wrote the checkpoint)"
+                                                 : "")
+                        << "\n";
           return r.exit_code;
         }
         if (args->threads > 0) at::set_num_threads(args->threads);

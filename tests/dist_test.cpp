@@ -377,16 +377,35 @@ TEST(DistCliTest, TwoLocalRanksMatchOneProcessAtTheDoubledBatchAndResume) {
 
 TEST(DistCliTest, RlRanksRunTheirOwnEnvironmentsAndStayIdentical) {
   testing::TempDir dir;
-  auto s = testing::run_cli_json(
-      "train dqn --steps 1500 --progress off --json --eval-episodes 2 --nproc 2 "
-      "--check-interval 50 --options '{\"learning_starts\":200}' --out " +
-          dir.path().string(),
-      0);
+  // DQN with --batch auto under a 3 MiB budget: the planner plans the per-rank batch with the
+  // all-reduce buckets resident, so a rank gets a smaller batch than a process alone.
+  const std::string dqn =
+      "train dqn --steps 1500 --progress off --json --eval-episodes 2 --batch auto --budget-mib 3 "
+      "--check-interval 50 --options '{\"learning_starts\":200}' --out ";
+  auto alone = testing::run_cli_json(dqn + (dir.path() / "dqn1").string(), 0);
+  auto s = testing::run_cli_json(dqn + (dir.path() / "dqn").string() + " --nproc 2", 0);
+  EXPECT_LT(s["batch_plan"]["chosen_batch"].get<int64_t>(),
+            alone["batch_plan"]["chosen_batch"].get<int64_t>());
+  EXPECT_EQ(alone["batch_plan"]["comm_bucket_bytes"], 0);
   EXPECT_EQ(s["world_size"], 2);
   const auto& d = s["distributed"];
   EXPECT_GT(d["steps_synchronized"].get<int64_t>(), 100);
   EXPECT_GE(d["weight_checks"].get<int64_t>(), 2);
   EXPECT_TRUE(d["last_weight_check"]["identical"].get<bool>());
+  ASSERT_TRUE(s.contains("batch_plan")) << s.dump(2);
+  EXPECT_EQ(s["batch_plan"]["world_size"], 2);
+  EXPECT_GT(s["batch_plan"]["comm_bucket_bytes"].get<int64_t>(), 0);
+  EXPECT_TRUE(s["batch_plan"]["verified"].get<bool>());
+  // PPO: every minibatch update is averaged (320 here: 2 rollouts of 160 minibatch updates).
+  auto p = testing::run_cli_json(
+      "train ppo --steps 4096 --progress off --json --eval-episodes 1 "
+      "--nproc 2 --check-interval 5 --out " +
+          (dir.path() / "ppo").string(),
+      0);
+  EXPECT_EQ(p["world_size"], 2);
+  EXPECT_EQ(p["distributed"]["steps_synchronized"], 320);
+  EXPECT_EQ(p["distributed"]["weight_checks"], 64);
+  EXPECT_TRUE(p["weight_checksum"]["identical"].get<bool>());
 }
 
 // Starts rank 1 of a 2-rank mamba2 run (the binary itself, so that a signal reaches it), runs
@@ -447,6 +466,44 @@ TEST(DistCliTest, AStalledRankTimesOutInsteadOfHanging) {
   EXPECT_NE(r.err.find("did not answer within --timeout 3"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("Timed out"), std::string::npos) << r.err;
   EXPECT_LT(s, 60.0);
+}
+
+TEST(DistCliTest, CtrlCStopsEveryRankAtTheSameStepWithACheckpoint) {
+  // SIGINT to the launcher's process group (what a terminal's Ctrl-C does): the ranks agree to
+  // stop at the same step, rank 0 checkpoints, everybody exits 130.
+  testing::TempDir dir;
+  const auto out = dir.path() / "run";
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    ::setsid();  // its own process group, as a shell job
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(FOXHUNT_CLI_PATH, FOXHUNT_CLI_PATH, "train", "mamba2", "--epochs", "200", "--nproc",
+            "2", "--progress", "off", "--log-interval", "1", "--out", out.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 1200; ++i) {
+    std::ifstream f(out / "metrics.jsonl");
+    std::string line;
+    if (f && std::getline(f, line) && !line.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(-launcher, SIGINT);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  std::ifstream f(out / "summary.json");
+  ASSERT_TRUE(f.good());
+  const auto s = nlohmann::json::parse(f);
+  EXPECT_TRUE(s["interrupted"].get<bool>());
+  EXPECT_EQ(s["steps"].get<int64_t>() % 16, 0);  // an agreement step
+  EXPECT_TRUE(s["weight_checksum"]["identical"].get<bool>());
+  EXPECT_EQ(s["weight_checksum"]["step"], s["steps"]);
+  EXPECT_TRUE(std::filesystem::exists(out / "checkpoint.ckpt"));
 }
 
 TEST(DistCliTest, FlagsAreCheckedBeforeAnyRendezvous) {

@@ -86,6 +86,8 @@ int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
                {"verified", r.verified},
                {"predicted_peak_bytes", r.predicted_peak_bytes},
                {"verified_peak_bytes", r.verified_peak_bytes},
+               {"world_size", po.train.world_size},  // the batch is per rank
+               {"comm_bucket_bytes", r.fixed.comm_bucket_bytes},
                {"seconds", r.seconds}};
   return r.chosen_batch;
 }
