@@ -66,12 +66,15 @@ plan() {
   4. stress  build-gpu/foxhunt stress --device cuda --device-profile rtx3050ti-4gb --scenario concurrent,switch,soak --json  $([ $HAVE_GPU = 1 ] || echo "(would be SKIPPED: no CUDA device)")
   5. budget  build-gpu/foxhunt budget --device-profile rtx3050ti-4gb --json   (CPU ledger: no --device yet)
      plan    build-gpu/foxhunt plan MODEL --device-profile rtx3050ti-4gb --json for dqn ppo mamba2 tft (CPU ledger)
+  6. dist    build-gpu/foxhunt train mamba2 --device cuda --nproc 2 --backend gloo --epochs 1 --json
+             (two ranks on one GPU over Gloo; NCCL needs one GPU per rank: also --backend nccl when
+             there are >= 2 devices)  $([ $HAVE_GPU = 1 ] || echo "(would be SKIPPED: no CUDA device)")
 TXT
 }
 
 if [ $DRY = 1 ]; then
   plan
-  for s in build tests stress budget plan; do step "$s" "skipped" 0 '"dry run"'; done
+  for s in build tests stress budget plan dist; do step "$s" "skipped" 0 '"dry run"'; done
 else
   # 2. build
   t=$(now)
@@ -123,6 +126,22 @@ else
     done
   else
     step budget skipped 0 '"no binary"'
+  fi
+  # 6. data-parallel training with CUDA tensors (Gloo on one GPU; NCCL when there are two)
+  t=$(now)
+  if [ ! -x "$BIN/foxhunt" ] || [ $HAVE_GPU = 0 ]; then
+    step dist skipped "$(since "$t")" '"no CUDA device or no binary"'
+  else
+    backends="gloo"
+    [ "$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)" -ge 2 ] &&
+      backends="gloo nccl"
+    for b in $backends; do
+      t=$(now)
+      "$BIN/foxhunt" train mamba2 --device cuda --nproc 2 --backend "$b" --epochs 1 --progress off \
+        --timeout 120 --json --out "$WORK/dist_$b" >"$WORK/dist_$b.json" 2>"$WORK/dist_$b.log"
+      step "dist_$b" "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
+        "$(json_file_or "$WORK/dist_$b.json" '"no JSON written"')"
+    done
   fi
 fi
 

@@ -105,27 +105,39 @@ TEST(QuantizeTest, RoundTripIsWithinHalfAStep) {
 TEST(Int8LinearTest, MatchesFp32WithinTheBoundItsScalesImply) {
   torch::manual_seed(7);
   torch::nn::Linear fp(torch::nn::LinearOptions(48, 20));
-  const auto x = torch::randn({3, 5, 48});  // any leading shape
   const auto l = Int8Linear::from_float(fp->weight, fp->bias);
   EXPECT_EQ(l.codes_t().scalar_type(), torch::kChar);
   EXPECT_EQ(l.bytes(), 48 * 20 + 4 * 20 + 4 * 20);
   torch::NoGradGuard ng;
-  const auto y = l.forward(x);
-  const auto ref = fp->forward(x);
-  ASSERT_EQ(y.sizes(), ref.sizes());
-  // Elementwise bound from the scales.
-  const auto x2 = x.reshape({-1, 48});
-  const auto sx = (x2.abs().amax(1) / 127).unsqueeze(1);  // [N, 1]
-  const auto sw = l.scales().unsqueeze(0);                // [1, out]
-  const auto bound = sw / 2 * x2.abs().sum(1, true) +
-                     sx / 2 * fp->weight.abs().sum(1).unsqueeze(0) + 48 * sx * sw / 4;
-  const auto err = (y.reshape({-1, 20}) - ref.reshape({-1, 20})).abs();
-  EXPECT_TRUE((err <= bound * (1 + 1e-4) + 1e-6).all().item<bool>())
-      << "max err " << err.max().item<float>() << ", min slack "
-      << (bound - err).min().item<float>();
-  // And it is a real approximation, not an exact copy: some error, well under 2% of the scale.
-  EXPECT_GT(err.max().item<float>(), 0.0f);
-  EXPECT_LT(err.max().item<float>(), 0.02 * ref.abs().max().item<float>());
+  // Few rows take the scalar path, many the ATen one (above 4,096 elements): both are checked.
+  for (const auto& shape : {std::vector<int64_t>{3, 5, 48}, std::vector<int64_t>{200, 48}}) {
+    SCOPED_TRACE(shape.size() == 3 ? "15 rows" : "200 rows");
+    const auto x = torch::randn(shape);
+    const auto y = l.forward(x);
+    const auto ref = fp->forward(x);
+    ASSERT_EQ(y.sizes(), ref.sizes());
+    // Elementwise bound from the scales.
+    const auto x2 = x.reshape({-1, 48});
+    const auto sx = (x2.abs().amax(1) / 127).unsqueeze(1);  // [N, 1]
+    const auto sw = l.scales().unsqueeze(0);                // [1, out]
+    const auto bound = sw / 2 * x2.abs().sum(1, true) +
+                       sx / 2 * fp->weight.abs().sum(1).unsqueeze(0) + 48 * sx * sw / 4;
+    const auto err = (y.reshape({-1, 20}) - ref.reshape({-1, 20})).abs();
+    EXPECT_TRUE((err <= bound * (1 + 1e-4) + 1e-6).all().item<bool>())
+        << "max err " << err.max().item<float>() << ", min slack "
+        << (bound - err).min().item<float>();
+    // A real approximation, not an exact copy: some error, well under 2% of the output scale.
+    EXPECT_GT(err.max().item<float>(), 0.0f);
+    EXPECT_LT(err.max().item<float>(), 0.02 * ref.abs().max().item<float>());
+  }
+  // The two paths quantize identically (ties to even, same scales).
+  const auto small = quantize_rows(torch::randn({4, 48}) * 3);
+  const auto x_big = torch::cat({torch::randn({4, 48}) * 3, torch::randn({200, 48})});
+  const auto big = quantize_rows(x_big);
+  const auto again = quantize_rows(x_big.slice(0, 0, 4));
+  EXPECT_TRUE(torch::equal(big.codes.slice(0, 0, 4), again.codes));
+  EXPECT_TRUE(torch::equal(big.scales.slice(0, 0, 4), again.scales));
+  EXPECT_EQ(small.codes.scalar_type(), torch::kChar);
   // The int8 codes reproduce the weight within half a step per channel.
   EXPECT_TRUE(((l.dequantized_weight() - fp->weight).abs() <= l.scales().unsqueeze(1) / 2 + 1e-7)
                   .all()

@@ -35,9 +35,31 @@ torch::Tensor Int8Linear::forward(const torch::Tensor& x) const {
                 "] input, got shape ", x.sizes());
   auto shape = x.sizes().vec();
   const auto rows = quantize_rows(x.reshape({-1, in_}));
-  auto acc = at::_int_mm(rows.codes, codes_t_);  // [rows, out] int32
-  auto y = acc.to(torch::kFloat).mul_(rows.scales.unsqueeze(1)).mul_(scales_.unsqueeze(0));
-  if (bias_.defined()) y.add_(bias_);
+  const auto acc = at::_int_mm(rows.codes, codes_t_);  // [rows, out] int32
+  torch::Tensor y;
+  if (acc.device().is_cpu() && acc.numel() <= 4096) {
+    // Few rows: one scalar pass from int32 to the result (ATen's four ops cost more in
+    // dispatch than in arithmetic there; beyond ~4k outputs its vectorized kernels win).
+    const int64_t n = acc.size(0);
+    y = torch::empty({n, out_}, torch::kFloat);
+    const int32_t* a = acc.data_ptr<int32_t>();
+    const float* sx = rows.scales.data_ptr<float>();
+    const float* sw = scales_.data_ptr<float>();
+    const float* b = bias_.defined() ? bias_.data_ptr<float>() : nullptr;
+    float* o = y.data_ptr<float>();
+    for (int64_t r = 0; r < n; ++r) {
+      const float s = sx[r];
+      const int32_t* ar = a + r * out_;
+      float* orow = o + r * out_;
+      if (b)
+        for (int64_t c = 0; c < out_; ++c) orow[c] = static_cast<float>(ar[c]) * s * sw[c] + b[c];
+      else
+        for (int64_t c = 0; c < out_; ++c) orow[c] = static_cast<float>(ar[c]) * s * sw[c];
+    }
+  } else {
+    y = acc.to(torch::kFloat).mul_(rows.scales.unsqueeze(1)).mul_(scales_.unsqueeze(0));
+    if (bias_.defined()) y.add_(bias_);
+  }
   shape.back() = out_;
   return y.view(shape);
 }

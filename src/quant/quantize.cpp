@@ -214,9 +214,41 @@ torch::Tensor dequantize_per_channel(const torch::Tensor& q, const torch::Tensor
   return q.to(torch::kFloat) * channel_view(scales, q.dim());
 }
 
+namespace {
+// Small inputs (a few rows: streaming, batch 1) in two scalar passes (row max, then codes):
+// ATen's six ops (abs, amax, div, round, clamp, cast) cost ~1 us of dispatch each there. Large
+// ones keep ATen's vectorized kernels, which win beyond ~4k elements (quant_bench).
+constexpr int64_t kScalarPathElements = 4096;
+
+RowQuantized quantize_rows_small(const torch::Tensor& xf) {
+  const int64_t rows = xf.size(0), cols = xf.size(1);
+  auto codes = torch::empty({rows, cols}, torch::kChar);
+  auto scales = torch::empty({rows}, torch::kFloat);
+  const float* in = xf.data_ptr<float>();
+  int8_t* out = codes.data_ptr<int8_t>();
+  float* sc = scales.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = in + r * cols;
+    float m = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, std::fabs(row[c]));
+    const float scale = std::max(m / static_cast<float>(kQMax), kMinScale);
+    sc[r] = scale;
+    int8_t* o = out + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      // Divide (not multiply by the inverse) and round ties to even, exactly as the ATen path.
+      const float q = std::nearbyint(row[c] / scale);
+      o[c] = static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+    }
+  }
+  return {codes, scales};
+}
+}  // namespace
+
 RowQuantized quantize_rows(const torch::Tensor& x) {
   FOXHUNT_CHECK(x.dim() == 2 && x.is_floating_point(), kComponent,
                 "quantize rows: expected a floating [rows, cols] tensor, got rank ", x.dim());
+  if (x.device().is_cpu() && x.numel() <= kScalarPathElements)
+    return quantize_rows_small(x.to(torch::kFloat).contiguous());
   const auto xf = x.to(torch::kFloat);
   auto scales = xf.abs().amax(1).div_(static_cast<float>(kQMax)).clamp_min_(kMinScale);
   auto codes = (xf / scales.unsqueeze(1)).round_().clamp_(-kQMax, kQMax).to(torch::kChar);

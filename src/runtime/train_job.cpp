@@ -619,7 +619,12 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
 
 }  // namespace
 
-nlohmann::json run_train_job(const TrainJob& job) {
+nlohmann::json run_train_job(const TrainJob& given) {
+  // Data-parallel ranks on one machine share `--device cuda`: rank r takes GPU r mod count (as
+  // torchrun's local rank does), so NCCL gets one device per rank where there are enough.
+  TrainJob job = given;
+  if (job.dist.world_size() > 1 && job.device == "cuda" && torch::cuda::device_count() > 1)
+    job.device = "cuda:" + std::to_string(job.dist.rank() % torch::cuda::device_count());
   const auto& names = trainable_models();
   FOXHUNT_CHECK(std::find(names.begin(), names.end(), job.model) != names.end(), kComponent,
                 "unknown model '", job.model, "'; expected one of: dqn, ppo, mamba2, tft");

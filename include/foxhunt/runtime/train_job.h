@@ -66,7 +66,8 @@ const std::vector<std::string>& trainable_models();
 /// windows (--batch is per rank), RL ranks run their own environments; gradients are averaged
 /// every step and weights compared across ranks (train/data_parallel.h). Only rank 0 writes
 /// files and evaluates; the summary has "world_size", "distributed" and "weight_checksum".
-/// A resumed run needs the checkpoint's world size.
+/// A resumed run needs the checkpoint's world size. With several GPUs, `--device cuda` puts rank r
+/// on GPU r mod device count.
 nlohmann::json run_train_job(const TrainJob& job);
 
 /// `foxhunt train all`: trains the four models on one series (`data`, or the synthetic default)
