@@ -44,17 +44,20 @@ DistOptions local_options(int64_t world, int64_t rank, int port, double timeout_
       .timeout_s(timeout_s);
 }
 
-// Runs body(comm) on `world` threads, one rank each; rethrows the first rank's exception.
-void run_ranks(int64_t world, const std::function<void(Communicator&)>& body,
-               double timeout_s = 30) {
+// Runs body(comm) on `world` threads, one rank each, connected with local_options (then
+// `customize`); rethrows the first rank's exception.
+void run_ranks_shared(int64_t world,
+                      const std::function<void(const std::shared_ptr<Communicator>&)>& body,
+                      double timeout_s = 30,
+                      const std::function<DistOptions(DistOptions)>& customize = {}) {
   const int port = dist::free_local_port();
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
   for (int64_t r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
       try {
-        auto comm = Communicator::connect(local_options(world, r, port, timeout_s), torch::kCPU);
-        body(*comm);
+        auto o = local_options(world, r, port, timeout_s);
+        body(Communicator::connect(customize ? customize(o) : o, torch::kCPU));
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
       }
@@ -62,6 +65,12 @@ void run_ranks(int64_t world, const std::function<void(Communicator&)>& body,
   for (auto& t : threads) t.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+void run_ranks(int64_t world, const std::function<void(Communicator&)>& body,
+               double timeout_s = 30) {
+  run_ranks_shared(
+      world, [&](const std::shared_ptr<Communicator>& c) { body(*c); }, timeout_s);
 }
 
 TEST(DistOptionsTest, BadValuesAreInputErrorsNamingTheFlag) {
@@ -225,22 +234,9 @@ ParallelRun train_mlp(int64_t world, int64_t batch, int64_t epochs, const models
     body(0, nullptr);
     return out;
   }
-  const int port = dist::free_local_port();
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int64_t r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto comm =
-            Communicator::connect(local_options(world, r, port).check_interval(3), torch::kCPU);
-        body(r, comm);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  run_ranks_shared(
+      world, [&](const std::shared_ptr<Communicator>& comm) { body(comm->rank(), comm); }, 30,
+      [](DistOptions o) { return o.check_interval(3); });
   return out;
 }
 
