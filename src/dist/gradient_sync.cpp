@@ -1,6 +1,8 @@
 #include "foxhunt/dist/gradient_sync.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "foxhunt/memory/ledger.h"
@@ -9,6 +11,10 @@ namespace foxhunt::dist {
 
 namespace {
 constexpr size_t kNone = std::numeric_limits<size_t>::max();
+}
+
+int64_t bucket_bytes(double mib) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::llround(mib * 1048576.0)));
 }
 
 std::vector<std::vector<size_t>> plan_buckets(const std::vector<torch::Tensor>& params,

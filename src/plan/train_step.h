@@ -111,9 +111,8 @@ inline std::unique_ptr<dist::GradientSync> make_comm_buckets(models::Model& m,
                                                              const std::string& scope) {
   if (config.world_size <= 1) return nullptr;
   MemoryScope s(scope);
-  return std::make_unique<dist::GradientSync>(
-      trainable_parameters(m), nullptr,
-      std::max<std::int64_t>(1, static_cast<std::int64_t>(config.bucket_mib * 1048576.0)));
+  return std::make_unique<dist::GradientSync>(trainable_parameters(m), nullptr,
+                                              dist::bucket_bytes(config.bucket_mib));
 }
 
 }  // namespace foxhunt::plan::detail

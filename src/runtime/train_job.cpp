@@ -115,10 +115,10 @@ const Container& resumed_checkpoint(const std::optional<Container>& resumed, con
 
 // The data-parallel group of a job (null when it trains alone). Connected after every input was
 // checked, so a bad flag fails at once on each rank instead of after the rendezvous.
-std::shared_ptr<dist::Communicator> connect_ranks(const TrainJob& job, const torch::Device& device,
-                                                  const Container* resumed) {
+// (A resumed checkpoint's world size was checked when it was read: check_resumed_world.)
+std::shared_ptr<dist::Communicator> connect_ranks(const TrainJob& job,
+                                                  const torch::Device& device) {
   if (job.dist.world_size() <= 1) return nullptr;
-  (void)resumed;  // its world size was checked when it was read (check_resumed_world)
   return dist::Communicator::connect(job.dist, device);
 }
 
@@ -327,7 +327,7 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
   if (!ctx.data_info.is_null()) extra["data"] = ctx.data_info;
   if (job.dist.world_size() > 1) extra["world_size"] = job.dist.world_size();
   if (!extra.empty()) trainer.set_checkpoint_extra(extra);
-  if (auto comm = connect_ranks(job, o.device(), ctx.resumed)) trainer.set_data_parallel(comm);
+  if (auto comm = connect_ranks(job, o.device())) trainer.set_data_parallel(comm);
   out.paths = output_paths(job);
   out.result = trainer.train(run_config(job, *out.paths, log_interval));
   out.options = to_json(o);
@@ -570,8 +570,7 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
   nlohmann::json extra = {{"data", market.info}, {"batch_size", batch}};
   if (job.dist.world_size() > 1) extra["world_size"] = job.dist.world_size();
   trainer.set_checkpoint_extra(extra);
-  if (auto comm = connect_ranks(job, device, resumed ? &*resumed : nullptr))
-    trainer.set_data_parallel(comm);
+  if (auto comm = connect_ranks(job, device)) trainer.set_data_parallel(comm);
   const Paths paths = output_paths(job);
   auto result = trainer.train(run_config(job, paths, 50));
 

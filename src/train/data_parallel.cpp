@@ -24,10 +24,6 @@ const std::shared_ptr<dist::Communicator>& checked(const std::shared_ptr<dist::C
   FOXHUNT_INTERNAL_ASSERT(c != nullptr, "DataParallel without a communicator");
   return c;
 }
-int64_t bucket_bytes_of(const dist::Communicator& c) {
-  return std::max<int64_t>(
-      1, static_cast<int64_t>(std::llround(c.options().bucket_mib() * 1048576.0)));
-}
 }  // namespace
 
 DataParallel::DataParallel(std::shared_ptr<dist::Communicator> comm,
@@ -36,7 +32,7 @@ DataParallel::DataParallel(std::shared_ptr<dist::Communicator> comm,
     : comm_(checked(comm)),
       params_(state_tensors(modules)),
       sync_((dist::broadcast_from_rank0(*comm_, params_), std::move(params)), comm_,
-            bucket_bytes_of(*comm_)) {}
+            dist::bucket_bytes(comm_->options().bucket_mib())) {}
 
 void DataParallel::after_step(int64_t step) {
   const int64_t k = comm_->options().check_interval();

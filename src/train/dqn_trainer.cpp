@@ -235,16 +235,13 @@ DqnTrainer::DqnTrainer(DqnTrainerOptions options, EnvFactory make_env)
 DqnTrainer::~DqnTrainer() = default;
 
 void DqnTrainer::set_data_parallel(std::shared_ptr<dist::Communicator> comm) {
-  dp_ = std::make_unique<DataParallel>(
-      std::move(comm), std::vector<torch::nn::Module*>{online_.get(), target_.get()},
-      online_->parameters());
-  if (dp_->rank() == 0) return;
+  const auto seed = attach_data_parallel(std::move(comm), {online_.get(), target_.get()},
+                                         online_->parameters(), o_.seed());
+  if (!seed) return;  // rank 0 keeps its streams
   // This rank's own experience: exploration, replay sampling and episodes from its seed.
-  const uint64_t seed = stream_seed(o_.seed());
-  rng_ = Rng(derive_seed(seed, SeedStream::kTrainerRng));
-  torch::manual_seed(seed);
+  rng_ = Rng(derive_seed(*seed, SeedStream::kTrainerRng));
   if (started_) {
-    obs_ = env_->reset(derive_seed(seed, SeedStream::kEpisodeReset, static_cast<uint64_t>(step_)));
+    obs_ = env_->reset(derive_seed(*seed, SeedStream::kEpisodeReset, static_cast<uint64_t>(step_)));
     episode_return_ = 0.0;
     episode_length_ = 0;
   }

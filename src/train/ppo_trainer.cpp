@@ -120,16 +120,14 @@ PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env)
 PpoTrainer::~PpoTrainer() = default;
 
 void PpoTrainer::set_data_parallel(std::shared_ptr<dist::Communicator> comm) {
-  dp_ = std::make_unique<DataParallel>(std::move(comm), std::vector<torch::nn::Module*>{net_.get()},
-                                       net_->parameters());
-  if (dp_->rank() == 0) return;
+  const auto seed =
+      attach_data_parallel(std::move(comm), {net_.get()}, net_->parameters(), o_.seed());
+  if (!seed) return;  // rank 0 keeps its streams
   // This rank's own environments and action sampling.
-  const uint64_t seed = stream_seed(o_.seed());
-  rng_ = Rng(derive_seed(seed, SeedStream::kTrainerRng));
-  torch::manual_seed(seed);
+  rng_ = Rng(derive_seed(*seed, SeedStream::kTrainerRng));
   if (started_) {
     for (size_t i = 0; i < envs_.size(); ++i) {
-      obs_[i] = envs_[i]->reset(derive_seed(seed, SeedStream::kParallelEnvs, i));
+      obs_[i] = envs_[i]->reset(derive_seed(*seed, SeedStream::kParallelEnvs, i));
       episode_return_[i] = 0.0;
       episode_length_[i] = 0;
     }

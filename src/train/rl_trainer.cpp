@@ -44,4 +44,14 @@ const nlohmann::json& RlTrainerBase::restore_common(const Container& c, const st
   return t;
 }
 
+std::optional<uint64_t> RlTrainerBase::attach_data_parallel(
+    std::shared_ptr<dist::Communicator> comm, const std::vector<torch::nn::Module*>& modules,
+    std::vector<torch::Tensor> params, uint64_t seed) {
+  dp_ = std::make_unique<DataParallel>(std::move(comm), modules, std::move(params));
+  if (dp_->rank() == 0) return std::nullopt;
+  const uint64_t own = stream_seed(seed);
+  torch::manual_seed(own);
+  return own;
+}
+
 }  // namespace foxhunt::train

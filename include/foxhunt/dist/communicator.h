@@ -98,7 +98,6 @@ class Communicator {
   Communicator(DistOptions o, std::string backend, std::unique_ptr<Impl> impl);
   /// Runs `f` and turns c10d's exceptions into CommunicationError naming `what`.
   void guarded(const char* what, const std::function<void()>& f);
-  friend class PendingWork;
 
   DistOptions o_;
   std::string backend_;

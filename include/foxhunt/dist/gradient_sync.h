@@ -41,6 +41,9 @@ namespace foxhunt::dist {
 /// Ledger scope of the gradient buckets.
 inline constexpr const char* kBucketScope = "comm_buckets";
 
+/// Bytes of a bucket of `mib` MiB (at least 1): the one conversion the trainer and the planner use.
+int64_t bucket_bytes(double mib);
+
 /// Parameter indices of each bucket: reverse order, a new bucket when the next parameter would
 /// push the current one past `bucket_bytes` (a parameter larger than that gets a bucket alone)
 /// or when dtype or device change. Parameters without requires_grad are left out.

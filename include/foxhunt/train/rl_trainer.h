@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,12 @@ class RlTrainerBase {
   BestPolicy best_;                                  ///< periodic evaluations and the best weights
   nlohmann::json extra_ = nlohmann::json::object();  ///< checkpoint extra
   std::unique_ptr<DataParallel> dp_;                 ///< set by set_data_parallel
+  /// Builds dp_ over `comm` (broadcasting `modules` from rank 0, buckets over `params`). On a
+  /// rank r > 0 it also seeds LibTorch's generator with rank_seed(seed, r) and returns that seed,
+  /// from which the trainer re-derives its own environment and exploration streams.
+  std::optional<uint64_t> attach_data_parallel(std::shared_ptr<dist::Communicator> comm,
+                                               const std::vector<torch::nn::Module*>& modules,
+                                               std::vector<torch::Tensor> params, uint64_t seed);
   /// The base of this rank's own random streams (environments, exploration).
   uint64_t stream_seed(uint64_t seed) const { return rank_seed(seed, dp_ ? dp_->rank() : 0); }
 };
