@@ -3,7 +3,9 @@
 // measurement that picks the kernel path.
 //   build/quant_bench [--benchmark_filter=Int8]
 #include "bench_main.h"
+#include "foxhunt/models/tft.h"
 #include "foxhunt/quant/int8_linear.h"
+#include "foxhunt/quant/tft_int8.h"
 
 namespace {
 
@@ -33,6 +35,34 @@ void shapes(benchmark::internal::Benchmark* b) {
       b->Args({rows, in, out});
 }
 
+// The whole default TFT (past_features 225, hidden 32, window 60) at batch range(1), FP32
+// (range(0) = 0) or INT8 after PTQ (range(0) = 1), under InferenceMode as served.
+void BM_TftForward(benchmark::State& state) {
+  const bool int8 = state.range(0) != 0;
+  const int64_t batch = state.range(1);
+  torch::manual_seed(1);
+  foxhunt::models::TftNet net{foxhunt::models::TftOptions()};
+  net->eval();
+  const auto o = net->options;
+  foxhunt::quant::Int8Tft q{nullptr};
+  if (int8) {
+    foxhunt::quant::TftCalibrator cal(net);
+    for (uint64_t i = 0; i < 2; ++i) {
+      auto b = foxhunt::models::tft_example_batch(o, 64, 0, torch::kCPU, 100 + i);
+      cal.observe(b.inputs[0], b.inputs[1], b.inputs[2]);
+    }
+    q = foxhunt::quant::Int8Tft(foxhunt::quant::Int8TftImpl::convert(*net, cal.scales()));
+  }
+  auto b = foxhunt::models::tft_example_batch(o, batch, 0, torch::kCPU, 7);
+  c10::InferenceMode guard;
+  for (auto _ : state) {
+    auto y = int8 ? q->forward(b.inputs[0], b.inputs[1], b.inputs[2])
+                  : net->forward(b.inputs[0], b.inputs[1], b.inputs[2]);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,5 +73,12 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("BM_Int8Linear", BM_Int8Linear)
         ->Apply(shapes)
         ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark("BM_TftForward", BM_TftForward)
+        ->ArgNames({"int8", "batch"})
+        ->Args({0, 1})
+        ->Args({1, 1})
+        ->Args({0, 64})
+        ->Args({1, 64})
+        ->Unit(benchmark::kMillisecond);
   });
 }

@@ -504,22 +504,25 @@ void TftNetImpl::reset() {
                            torch::nn::Linear(h, static_cast<int64_t>(options.quantiles().size())));
 }
 
-void TftNetImpl::validate_inputs(const torch::Tensor& past, const torch::Tensor& future,
-                                 const torch::Tensor& static_id) {
-  const auto device = module_device(*this);
-  check_float_input("tft", "past", past, {-1, -1, options.past_features()}, device);
+void validate_tft_inputs(const TftOptions& o, const torch::Tensor& past,
+                         const torch::Tensor& future, const torch::Tensor& static_id,
+                         const torch::Device& device) {
+  check_float_input("tft", "past", past, {-1, -1, o.past_features()}, device);
   FOXHUNT_CHECK(past.size(0) >= 1, "tft", "past: expected batch >= 1, got shape ",
                 shape_str(past.sizes().vec()));
   FOXHUNT_CHECK(past.size(1) >= 1, "tft", "past: expected window >= 1, got shape ",
                 shape_str(past.sizes().vec()));
   const int64_t b = past.size(0);
-  check_float_input("tft", "future", future, {b, options.horizon(), options.future_features()},
-                    device);
+  check_float_input("tft", "future", future, {b, o.horizon(), o.future_features()}, device);
   check_input("tft", "static_id", static_id, {b}, torch::kLong, device);
   const int64_t lo = static_id.min().item<int64_t>(), hi = static_id.max().item<int64_t>();
-  FOXHUNT_CHECK(lo >= 0 && hi < options.static_categories(), "tft",
-                "static_id: expected values in [0, ", options.static_categories(), "), got ",
-                lo < 0 ? lo : hi);
+  FOXHUNT_CHECK(lo >= 0 && hi < o.static_categories(), "tft", "static_id: expected values in [0, ",
+                o.static_categories(), "), got ", lo < 0 ? lo : hi);
+}
+
+void TftNetImpl::validate_inputs(const torch::Tensor& past, const torch::Tensor& future,
+                                 const torch::Tensor& static_id) {
+  validate_tft_inputs(options, past, future, static_id, module_device(*this));
 }
 
 torch::Tensor TftNetImpl::forward(const torch::Tensor& past, const torch::Tensor& future,
@@ -784,6 +787,29 @@ IoSpec io_spec(const TftOptions& o) {
       o.window(), o.horizon(), o.quantiles());
 }
 
+Batch tft_example_batch(const TftOptions& o, int64_t batch, int64_t seq_len,
+                        const torch::Device& device, uint64_t seed) {
+  const int64_t t = seq_len > 0 ? seq_len : o.window(), k = o.horizon();
+  FOXHUNT_CHECK(batch >= 1, "tft", "example_batch: expected batch >= 1, got ", batch);
+  auto gen = at::detail::createCPUGenerator(seed);
+  Batch b;
+  b.inputs.push_back(torch::randn({batch, t, o.past_features()}, gen).to(device));
+  // Calendar-like known-future inputs: sin/cos pairs of the bar index with periods 5, 20, 80...
+  auto start = torch::randint(0, 1000, {batch, 1}, gen, torch::kLong).to(torch::kFloat);
+  auto pos = start + t + torch::arange(k, torch::kFloat).unsqueeze(0);  // [B, K]
+  std::vector<torch::Tensor> feats;
+  for (int64_t f = 0; f < o.future_features(); ++f) {
+    const double period = 5.0 * std::pow(4.0, static_cast<double>(f / 2));
+    auto angle = pos * (2.0 * std::numbers::pi / period);
+    feats.push_back(f % 2 == 0 ? torch::sin(angle) : torch::cos(angle));
+  }
+  b.inputs.push_back(torch::stack(feats, -1).to(device));
+  b.inputs.push_back(
+      torch::randint(0, o.static_categories(), {batch}, gen, torch::kLong).to(device));
+  b.target = torch::randn({batch, k}, gen).to(device);
+  return b;
+}
+
 namespace {
 
 class TftModel final : public ModelAdapter<TftNet> {
@@ -792,26 +818,7 @@ class TftModel final : public ModelAdapter<TftNet> {
 
   Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                       uint64_t seed) const override {
-    const auto& o = net_->options;
-    const int64_t t = seq_len > 0 ? seq_len : o.window(), k = o.horizon();
-    FOXHUNT_CHECK(batch >= 1, "tft", "example_batch: expected batch >= 1, got ", batch);
-    auto gen = at::detail::createCPUGenerator(seed);
-    Batch b;
-    b.inputs.push_back(torch::randn({batch, t, o.past_features()}, gen).to(device));
-    // Calendar-like known-future inputs: sin/cos pairs of the bar index with periods 5, 20, 80...
-    auto start = torch::randint(0, 1000, {batch, 1}, gen, torch::kLong).to(torch::kFloat);
-    auto pos = start + t + torch::arange(k, torch::kFloat).unsqueeze(0);  // [B, K]
-    std::vector<torch::Tensor> feats;
-    for (int64_t f = 0; f < o.future_features(); ++f) {
-      const double period = 5.0 * std::pow(4.0, static_cast<double>(f / 2));
-      auto angle = pos * (2.0 * std::numbers::pi / period);
-      feats.push_back(f % 2 == 0 ? torch::sin(angle) : torch::cos(angle));
-    }
-    b.inputs.push_back(torch::stack(feats, -1).to(device));
-    b.inputs.push_back(
-        torch::randint(0, o.static_categories(), {batch}, gen, torch::kLong).to(device));
-    b.target = torch::randn({batch, k}, gen).to(device);
-    return b;
+    return tft_example_batch(net_->options, batch, seq_len, device, seed);
   }
 
   std::vector<torch::Tensor> forward(const Batch& b) override {

@@ -8,6 +8,7 @@
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/checkpoint.h"
+#include "foxhunt/quant/tft_int8.h"
 
 namespace foxhunt::runtime {
 
@@ -71,6 +72,7 @@ void save_bundle(const Bundle& b, const std::string& path) {
               {"bundle_version", kBundleVersion},
               {"foxhunt_version", FOXHUNT_VERSION},
               {"model", b.model->name()},
+              {"precision", b.model->precision()},
               {"options", b.model->options_json()},
               {"spec", spec_json},
               {"features", feature_spec(spec, b.warmup)},
@@ -98,7 +100,24 @@ Bundle load_bundle(const std::string& path, const torch::Device& device,
                 ", this foxhunt reads version ", kBundleVersion, "; retrain or convert it");
   Bundle b;
   try {
-    auto model = models::model_from_container(c, path, device, expected_model);
+    // Bundles written before INT8 models have no precision: they are FP32.
+    const std::string precision = h.value("precision", std::string("fp32"));
+    std::unique_ptr<models::Model> model;
+    if (precision == "fp32") {
+      model = models::model_from_container(c, path, device, expected_model);
+    } else {
+      FOXHUNT_CHECK(precision == "int8" && h.value("model", std::string()) == "tft", kComponent,
+                    "'", path, "': precision '", precision, "' of a '",
+                    h.value("model", std::string("?")), "' model; this build serves fp32 models ",
+                    "and the int8 tft");
+      FOXHUNT_CHECK(expected_model.empty() || expected_model == "tft", kComponent, "'", path,
+                    "': expected a '", expected_model, "' bundle, got 'tft'");
+      auto it = c.blobs.find("module");
+      FOXHUNT_CHECK(it != c.blobs.end(), kComponent, "'", path, "': no 'module' blob");
+      model = quant::make_int8_tft_model(h.at("options"));
+      model->to(device);
+      models::module_from_bytes(model->module(), it->second, path);
+    }
     model->module().eval();
     // The stored spec must be what this build's model publishes for those options.
     const nlohmann::json spec = model->spec();

@@ -22,6 +22,7 @@
 #include "foxhunt/plan/planner.h"
 #include "foxhunt/runtime/backtest.h"
 #include "foxhunt/runtime/bundle.h"
+#include "foxhunt/runtime/quantize_job.h"
 #include "foxhunt/runtime/reports.h"
 #include "foxhunt/runtime/stress.h"
 #include "foxhunt/runtime/train_job.h"
@@ -270,6 +271,35 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
                 "forecaster worse than its best naive baseline (see the lines above)");
 }
 
+void validate_quantize_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
+  namespace fs = std::filesystem;
+  const auto fp = fs::path(options.out_dir) / "tft" / kBundleFile;
+  FOXHUNT_CHECK(!options.out_dir.empty() && fs::exists(fp), "validate",
+                "quantize: needs the train step's TFT bundle ", fp.string());
+  // Outside DIR/<model>/bundle.fhb, so the backtest's ensemble stays the four FP32 models.
+  fs::create_directories(fs::path(options.out_dir) / "quantized");
+  QuantizeJob job;
+  job.bundle = fp.string();
+  job.out = (fs::path(options.out_dir) / "quantized" / "tft-int8.fhb").string();
+  job.method = "ptq";
+  job.device = options.device;
+  job.seed = options.seed;
+  const auto s = run_quantize_job(job);
+  std::istringstream text(format_quantize_summary(s));
+  for (std::string l; std::getline(text, l);) log << "  " << l << "\n";
+  result.details = s;
+  const double delta = s["loss_delta_pct"].get<double>();
+  const auto& p = s["precisions"];
+  const double ratio = p["int8"]["ratio_to_fp32"].get<double>();
+  result.ok = std::isfinite(delta) && delta <= 5.0 && ratio <= 0.35;
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "TFT PTQ: %s int8 vs %s fp32 (%.2fx), test loss %+.2f%% vs fp32 (bound +5%%)",
+                human_bytes(p["int8"]["parameter_bytes"].get<double>()).c_str(),
+                human_bytes(p["fp32"]["parameter_bytes"].get<double>()).c_str(), ratio, delta);
+  result.summary = buf;
+}
+
 void validate_backtest_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
   namespace fs = std::filesystem;
   FOXHUNT_CHECK(!options.out_dir.empty() && fs::exists(fs::path(options.out_dir) / "all_bars.csv"),
@@ -351,9 +381,10 @@ void validate_stress_step(const ValidateOptions& options, StepResult& result, st
 }
 
 std::vector<std::pair<std::string, ValidateStep>> validate_steps() {
-  return {{"models", &validate_models_step}, {"train", &validate_train_step},
-          {"plan", &validate_plan_step},     {"budget", &validate_budget_step},
-          {"stress", &validate_stress_step}, {"backtest", &validate_backtest_step}};
+  return {{"models", &validate_models_step},     {"train", &validate_train_step},
+          {"quantize", &validate_quantize_step}, {"plan", &validate_plan_step},
+          {"budget", &validate_budget_step},     {"stress", &validate_stress_step},
+          {"backtest", &validate_backtest_step}};
 }
 
 ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {

@@ -35,6 +35,9 @@ class ServingModel {
 
   /// Registry name: "dqn", "ppo", "mamba2" or "tft".
   virtual std::string name() const = 0;
+  /// Numeric form of the weights: "fp32" (every model as trained), "int8" (a converted INT8
+  /// TFT, quant/tft_int8.h) or "int8-qat" (an FP32 TFT training with fake quantization).
+  virtual std::string precision() const { return "fp32"; }
   /// The underlying module (parameters, buffers, train/eval, device moves).
   virtual torch::nn::Module& module() = 0;
   /// Shared handle to the underlying module (for optimizers and cloning).

@@ -100,6 +100,10 @@ void validate_budget_step(const ValidateOptions& options, StepResult& result, st
 /// (greedy trading returns; test quantile loss beside the unconditional baseline).
 void validate_train_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
 
+/// Step "quantize": PTQ of the train step's TFT bundle (runtime/quantize_job.h): INT8 bytes
+/// against FP32 and the test-loss delta; fails above +5% or when INT8 is not below 0.35x.
+void validate_quantize_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
+
 /// Step "backtest": the four trained bundles over the held-out bars after the training data
 /// (runtime/backtest.h); fails when a forecaster is worse than its best naive baseline
 /// (skill < 0 on the next-bar pinball loss). Needs the train step's bundles.

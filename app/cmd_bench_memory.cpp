@@ -1,0 +1,73 @@
+// foxhunt bench-memory: the INT8 TFT's five memory checks and the QAT training bytes
+// (library: runtime/quant_report.h). Exit 1 when a check fails.
+#include <cstdio>
+#include <iostream>
+
+#include "command.h"
+#include "foxhunt/core/units.h"
+#include "foxhunt/models/tft.h"
+#include "foxhunt/runtime/quant_report.h"
+
+namespace foxhunt::cli {
+namespace {
+
+struct BenchMemoryArgs {
+  runtime::Int8MemoryOptions options;
+  std::string model_options = "{}";
+  bool json = false, no_qat = false;
+};
+
+Registrar reg = subcommand<BenchMemoryArgs>(
+    "bench-memory", 58,
+    "INT8 vs FP32 TFT memory: five ledger checks on 3-D inputs, and QAT training bytes per tag",
+    [](CLI::App* sub, std::shared_ptr<BenchMemoryArgs> a) -> Runner {
+      auto& o = a->options;
+      sub->add_option("--inferences", o.inferences, "INT8 inferences of the leak check")
+          ->capture_default_str();
+      sub->add_option("--batch", o.big_batch, "The large inference batch")->capture_default_str();
+      sub->add_option("--threshold-bytes", o.int8_threshold_bytes,
+                      "Check 2: cap on the INT8 model's resident bytes")
+          ->capture_default_str();
+      sub->add_option("--model-options", a->model_options, "TFT options JSON (default: full size)");
+      sub->add_option("--seed", o.seed, "Weights and inputs")->capture_default_str();
+      sub->add_flag("--no-qat", a->no_qat, "Skip the QAT training-bytes report");
+      sub->add_flag("--json", a->json, "Print JSON only");
+      return [a]() {
+        auto o = a->options;
+        nlohmann::json mo;
+        try {
+          mo = nlohmann::json::parse(a->model_options);
+        } catch (const std::exception& e) {
+          throw InputError("bench-memory", std::string("--model-options: expected JSON, got '") +
+                                               a->model_options + "' (" + e.what() + ")");
+        }
+        o.model = models::tft_options_from_json(mo);
+        auto report = runtime::tft_int8_memory_checks(o);
+        if (!a->no_qat) report["qat"] = runtime::tft_qat_memory(o);
+        const bool passed = report["passed"].get<bool>();
+        if (a->json) {
+          print_json(report.dump(2));
+          return passed ? 0 : 1;
+        }
+        for (const auto& c : report["checks"]) {
+          std::printf("%-4s %s\n", c["passed"].get<bool>() ? "ok" : "FAIL",
+                      c["name"].get<std::string>().c_str());
+          for (const auto& [k, v] : c.items())
+            if (k != "name" && k != "passed")
+              std::printf("       %-40s %s\n", k.c_str(), v.dump().c_str());
+        }
+        if (report.contains("qat")) {
+          std::printf("qat training bytes (batch %lld):\n",
+                      static_cast<long long>(report["qat"]["batch"].get<int64_t>()));
+          for (const auto& [k, v] : report["qat"]["training_bytes"].items())
+            std::printf("       %-40s %s\n", k.c_str(), human_bytes(v.get<double>()).c_str());
+          for (const auto& [k, v] : report["qat"]["converted_inference_bytes"].items())
+            std::printf("       int8 %-35s %s\n", k.c_str(), human_bytes(v.get<double>()).c_str());
+        }
+        std::printf("%s\n", passed ? "all checks passed" : "a check FAILED");
+        return passed ? 0 : 1;
+      };
+    });
+
+}  // namespace
+}  // namespace foxhunt::cli

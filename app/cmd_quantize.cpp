@@ -1,0 +1,67 @@
+// foxhunt quantize tft: an FP32 TFT bundle to an INT8 one, by PTQ or QAT
+// (library: runtime/quantize_job.h, quant/tft_int8.h).
+#include <iostream>
+
+#include "command.h"
+#include "foxhunt/core/error.h"
+#include "foxhunt/runtime/quantize_job.h"
+
+namespace foxhunt::cli {
+namespace {
+
+struct QuantizeArgs {
+  std::string model;
+  runtime::QuantizeJob job;
+  bool ptq = false, qat = false, json = false;
+  std::string progress = "auto";
+};
+
+Registrar reg = subcommand<QuantizeArgs>(
+    "quantize", 57,
+    "Quantize a TFT bundle to INT8 (PTQ calibration or QAT fine-tuning); prints both test losses",
+    [](CLI::App* sub, std::shared_ptr<QuantizeArgs> a) -> Runner {
+      auto& j = a->job;
+      sub->add_option("model", a->model, "The model to quantize (tft)")
+          ->required()
+          ->check(CLI::IsMember({"tft"}));
+      sub->add_option("--bundle", j.bundle, "FP32 bundle (DIR/tft/bundle.fhb)")->required();
+      sub->add_option("--out", j.out, "INT8 bundle to write")->required();
+      auto* ptq = sub->add_flag("--ptq", a->ptq, "Post-training quantization (default)");
+      auto* qat = sub->add_flag("--qat", a->qat, "Quantization-aware fine-tuning after PTQ");
+      ptq->excludes(qat);
+      sub->add_option("--calib", j.calib, "Calibration windows (training split)")
+          ->capture_default_str();
+      sub->add_option("--percentile", j.percentile,
+                      "Activation clip: 0 = L2-optimal, else this percentile of |x|")
+          ->capture_default_str();
+      sub->add_option("--epochs", j.epochs, "QAT epochs")->capture_default_str();
+      sub->add_option("--lr", j.learning_rate, "QAT learning rate")->capture_default_str();
+      sub->add_option("--observer-steps", j.observer_steps,
+                      "QAT steps before the activation observers freeze")
+          ->capture_default_str();
+      sub->add_option("--batch", j.batch, "Windows per batch")->capture_default_str();
+      sub->add_option("--data", j.data, "Bars CSV (default: the bundle's training data)");
+      sub->add_option("--seed", j.seed, "Seed (QAT batches, dropout)")->capture_default_str();
+      sub->add_option("--device", j.device, "cpu, cuda or cuda:N")->capture_default_str();
+      sub->add_option("--progress", a->progress, "auto, bar, lines or off (QAT, on stderr)")
+          ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
+      sub->add_flag("--json", a->json, "Print the JSON summary only");
+      return [a]() {
+        auto job = a->job;
+        job.method = a->qat ? "qat" : "ptq";
+        const auto& p = a->progress;
+        job.progress = p == "bar"              ? train::ProgressMode::kBar
+                       : p == "lines"          ? train::ProgressMode::kLines
+                       : p == "off" || a->json ? train::ProgressMode::kOff
+                                               : train::ProgressMode::kAuto;
+        const auto summary = runtime::run_quantize_job(job);
+        if (a->json)
+          print_json(summary.dump(2));
+        else
+          std::cout << runtime::format_quantize_summary(summary);
+        return 0;
+      };
+    });
+
+}  // namespace
+}  // namespace foxhunt::cli

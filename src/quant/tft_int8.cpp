@@ -1,0 +1,1066 @@
+#include "foxhunt/quant/tft_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "foxhunt/core/error.h"
+
+namespace foxhunt::quant {
+
+namespace {
+
+constexpr const char* kComponent = "quant";
+// Sums of products of int8 codes stay exact in fp32 while |sum| < 2^24: 127^2 * K < 2^24.
+constexpr int64_t kMaxExactFloatInner = 1040;
+
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+// ---- the layout ------------------------------------------------------------------------------
+
+struct LayoutBuilder {
+  Int8TftLayout l;
+  void lin(const std::string& n, int64_t in, int64_t out, bool bias = true) {
+    l.layers.push_back({n, 0, in, out, bias});
+  }
+  void batched(const std::string& n, int64_t v, int64_t in, int64_t out) {
+    l.layers.push_back({n, v, in, out, true});
+  }
+  void fp(const std::string& n, std::vector<int64_t> shape, const char* kind) {
+    l.fp32.push_back({n, std::move(shape), kind});
+  }
+  void gan(const std::string& p, int64_t in, int64_t out) {
+    lin(p + ".glu.fc", in, 2 * out);
+    fp(p + ".norm.weight", {out}, "layer_norm");
+    fp(p + ".norm.bias", {out}, "layer_norm");
+  }
+  void grn(const std::string& p, int64_t in, int64_t hid, int64_t out, int64_t ctx) {
+    lin(p + ".fc2", in, hid);
+    if (ctx > 0) lin(p + ".context", ctx, hid, /*bias=*/false);
+    lin(p + ".fc1", hid, hid);
+    gan(p + ".gate_norm", hid, out);
+    if (in != out) lin(p + ".skip", in, out);
+  }
+  // The VSN as the INT8 model stores it: the per-variable embedding folded into the first
+  // layers of every GRN that reads it (models/tft.h, VsnFolding).
+  void vsn(const std::string& p, int64_t v, int64_t e, int64_t h) {
+    const int64_t hi = std::min(e, h);
+    const char* folded = "folded_embedding_map";
+    fp(p + ".fc2_slope", {v, 1, hi}, folded);
+    fp(p + ".fc2_offset", {v, 1, hi}, folded);
+    fp(p + ".skip_slope", {v, 1, h}, folded);
+    fp(p + ".skip_offset", {v, 1, h}, folded);
+    batched(p + ".fc1", v, hi, hi);
+    batched(p + ".glu", v, hi, 2 * h);
+    fp(p + ".norm_weight", {v, h}, "layer_norm");
+    fp(p + ".norm_bias", {v, h}, "layer_norm");
+    if (v == 1) return;
+    const std::string s = p + ".selection";
+    lin(s + ".fc2", v, h);  // folded: raw values -> hidden
+    lin(s + ".context", h, h, /*bias=*/false);
+    lin(s + ".fc1", h, h);
+    gan(s + ".gate_norm", h, v);
+    if (v * e != v) {
+      lin(s + ".skip", v, v);  // folded: raw values -> logits
+    } else {                   // E == 1: the skip is the embeddings themselves
+      fp(p + ".emb_weight", {v, 1, e}, folded);
+      fp(p + ".emb_bias", {v, e}, folded);
+    }
+  }
+  void lstm(const std::string& p, int64_t layers, int64_t h) {
+    for (int64_t k = 0; k < layers; ++k) {
+      lin(p + ".ih" + std::to_string(k), h, 4 * h);  // bias: b_ih + b_hh
+      lin(p + ".hh" + std::to_string(k), h, 4 * h, /*bias=*/false);
+    }
+  }
+};
+
+// ---- the shared forward ----------------------------------------------------------------------
+
+torch::Tensor align_context(const torch::Tensor& c, const torch::Tensor& like) {
+  return like.dim() == 3 ? c.unsqueeze(1) : c;
+}
+
+struct Forward {
+  TftQuantOps& ops;
+  const models::TftOptions& o;
+  bool training;
+
+  torch::Tensor gan(const std::string& p, const torch::Tensor& x, const torch::Tensor& skip,
+                    int64_t out) {
+    auto g = ops.layer(p + ".glu.fc", torch::dropout(x, o.dropout(), training));
+    auto y = torch::addcmul(skip, g.narrow(-1, 0, out), torch::sigmoid(g.narrow(-1, out, out)));
+    return torch::layer_norm(y, {out}, ops.tensor(p + ".norm.weight"), ops.tensor(p + ".norm.bias"),
+                             1e-5);
+  }
+
+  torch::Tensor grn_projected(const std::string& p, const torch::Tensor& fc2_a,
+                              const torch::Tensor& skip, const torch::Tensor& c, int64_t out) {
+    auto h = fc2_a;
+    if (c.defined()) h = h + align_context(ops.layer(p + ".context", c), h);
+    h = ops.layer(p + ".fc1", torch::elu(h));
+    return gan(p + ".gate_norm", h, skip, out);
+  }
+
+  torch::Tensor grn(const std::string& p, const torch::Tensor& a, const torch::Tensor& c = {}) {
+    const auto skip = ops.has_layer(p + ".skip") ? ops.layer(p + ".skip", a) : a;
+    return grn_projected(p, ops.layer(p + ".fc2", a), skip, c, o.hidden());
+  }
+
+  // The V per-variable GRNs on xv [V, N, 1] -> [V, N, H].
+  torch::Tensor variable_grns(const std::string& p, const torch::Tensor& xv) {
+    const int64_t h = o.hidden();
+    auto hid =
+        torch::elu(torch::addcmul(ops.tensor(p + ".fc2_offset"), xv, ops.tensor(p + ".fc2_slope")));
+    hid = ops.layer(p + ".fc1", hid);
+    hid = torch::dropout(hid, o.dropout(), training);
+    const auto g = ops.layer(p + ".glu", hid);  // [V, N, 2H]
+    const auto skip =
+        torch::addcmul(ops.tensor(p + ".skip_offset"), xv, ops.tensor(p + ".skip_slope"));
+    auto y = torch::addcmul(skip, g.narrow(-1, 0, h), torch::sigmoid(g.narrow(-1, h, h)));
+    y = torch::layer_norm(y, {h}, {}, {}, 1e-5);
+    return torch::addcmul(ops.tensor(p + ".norm_bias").unsqueeze(1), y,
+                          ops.tensor(p + ".norm_weight").unsqueeze(1));
+  }
+
+  torch::Tensor vsn(const std::string& p, const torch::Tensor& x, const torch::Tensor& c) {
+    const int64_t b = x.size(0), t = x.size(1), v = x.size(2), n = b * t, h = o.hidden();
+    const auto x2 = x.reshape({n, v});
+    const auto xv = x2.t().contiguous().unsqueeze(-1);  // [V, N, 1]
+    if (v == 1) return variable_grns(p, xv).squeeze(0).view({b, t, h});
+    const std::string s = p + ".selection";
+    auto fc2_a = ops.layer(s + ".fc2", x2).view({b, t, h});
+    torch::Tensor skip;
+    if (ops.has_layer(s + ".skip")) {
+      skip = ops.layer(s + ".skip", x2).view({b, t, v});
+    } else {
+      skip = torch::addcmul(ops.tensor(p + ".emb_bias"), x.unsqueeze(-1),
+                            ops.tensor(p + ".emb_weight").squeeze(1))
+                 .reshape({b, t, v});
+    }
+    const auto weights = torch::softmax(grn_projected(s, fc2_a, skip, c, v), -1).view({n, v});
+    // Blocks of positions keep the [V, block, 2H] intermediates cache-sized (as in TftNet).
+    const int64_t block = std::max<int64_t>(1, (int64_t{1} << 18) / (v * 2 * h));
+    std::vector<torch::Tensor> parts;
+    for (int64_t start = 0; start < n; start += block) {
+      const int64_t len = std::min(block, n - start);
+      auto y = variable_grns(p, xv.narrow(1, start, len));
+      parts.push_back(
+          torch::bmm(weights.narrow(0, start, len).unsqueeze(1), y.transpose(0, 1)).squeeze(1));
+    }
+    return (parts.size() == 1 ? parts[0] : torch::cat(parts, 0)).view({b, t, h});
+  }
+
+  // A multi-layer LSTM over x [B, T, H] from (h0, c0) [L, B, H]; gate order i, f, g, o.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> lstm(const std::string& p,
+                                                               torch::Tensor x,
+                                                               const torch::Tensor& h0,
+                                                               const torch::Tensor& c0) {
+    const int64_t layers = o.lstm_layers();
+    std::vector<torch::Tensor> hs, cs;
+    for (int64_t k = 0; k < layers; ++k) {
+      const auto gx = ops.layer(p + ".ih" + std::to_string(k), x);  // [B, T, 4H]
+      auto [out, hk, ck] = ops.lstm_layer(p + ".hh" + std::to_string(k), gx, h0[k], c0[k]);
+      x = out;
+      if (k + 1 < layers) x = torch::dropout(x, o.dropout(), training);
+      hs.push_back(hk);
+      cs.push_back(ck);
+    }
+    return {x, torch::stack(hs), torch::stack(cs)};
+  }
+
+  torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& kv,
+                          const torch::Tensor& mask) {
+    const int64_t b = q.size(0), lq = q.size(1), lk = kv.size(1), heads = o.heads();
+    const int64_t dk = o.hidden() / heads;
+    auto qh = ops.layer("attention.query", q).view({b, lq, heads, dk}).transpose(1, 2);
+    auto kh = ops.layer("attention.key", kv).view({b, lk, heads, dk}).transpose(1, 2);
+    auto v = ops.layer("attention.value", kv).unsqueeze(1);
+    auto scores = torch::matmul(qh, kh.transpose(-2, -1)) / std::sqrt(static_cast<double>(dk));
+    scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+    auto w = torch::softmax(scores, -1);
+    auto heads_out = torch::matmul(torch::dropout(w, o.dropout(), training), v);
+    return ops.layer("attention.out", heads_out.mean(1));
+  }
+
+  torch::Tensor run(const torch::Tensor& past, const torch::Tensor& future,
+                    const torch::Tensor& static_id) {
+    const int64_t t = past.size(1), k = future.size(1), layers = o.lstm_layers();
+    const auto s =
+        grn("static_variable", torch::embedding(ops.tensor("static_embedding.weight"), static_id));
+    const auto cs = grn("static_context_selection", s);
+    const auto ch = grn("static_context_hidden", s);
+    const auto cc = grn("static_context_cell", s);
+    const auto ce = grn("static_context_enrichment", s);
+    const auto past_sel = vsn("past_vsn", past, cs);
+    const auto future_sel = vsn("future_vsn", future, cs);
+    auto [enc, h_enc, c_enc] = lstm("encoder", past_sel, ch.unsqueeze(0).repeat({layers, 1, 1}),
+                                    cc.unsqueeze(0).repeat({layers, 1, 1}));
+    auto dec = std::get<0>(lstm("decoder", future_sel, h_enc, c_enc));
+    const auto phi = gan("lstm_gate", torch::cat({enc, dec}, 1),
+                         torch::cat({past_sel, future_sel}, 1), o.hidden());
+    const auto theta = grn("enrichment", phi, ce);
+    const auto theta_dec = theta.narrow(1, t, k);
+    auto att = attention(theta_dec, theta, models::tft_causal_mask(t, k, theta.device()));
+    auto delta = gan("attention_gate", att, theta_dec, o.hidden());
+    auto psi = grn("positionwise", delta);
+    auto out = gan("output_gate", psi, phi.narrow(1, t, k), o.hidden());
+    return ops.layer("output", out);
+  }
+};
+
+// ---- ops over the FP32 network ---------------------------------------------------------------
+
+// The FP32 network's layers in the layout's form (folded VSN maps, fused LSTM biases), run in
+// fp32 (optionally recording each layer's input) or fake-quantized (QAT).
+class FloatOps final : public TftQuantOps {
+ public:
+  struct Weights {
+    torch::Tensor w, b;  // [out, in] / [out], or batched [V, in, out] / [V, out]
+    bool batched = false;
+  };
+
+  FloatOps(models::TftNetImpl& net, const Int8TftLayout& layout) {
+    for (const auto& item : net.named_parameters()) t_[item.key()] = item.value();
+    for (const auto& item : net.named_modules()) {
+      if (auto* lin = item.value()->as<torch::nn::Linear>())
+        w_[item.key()] = {lin->weight, lin->bias, false};
+    }
+    for (const auto* p : {"past_vsn", "future_vsn"}) {
+      const std::string pre = p;
+      auto& vsn = pre == "past_vsn" ? net.past_vsn : net.future_vsn;
+      const auto f = vsn->fold();
+      t_[pre + ".fc2_slope"] = f.fc2_slope;
+      t_[pre + ".fc2_offset"] = f.fc2_offset;
+      t_[pre + ".skip_slope"] = f.skip_slope;
+      t_[pre + ".skip_offset"] = f.skip_offset;
+      w_[pre + ".fc1"] = {vsn->fc1_weight, vsn->fc1_bias, true};
+      w_[pre + ".glu"] = {vsn->glu_weight, vsn->glu_bias, true};
+      if (vsn->options.variables() > 1) {
+        w_[pre + ".selection.fc2"] = {f.sel_fc2.t(), f.sel_fc2_offset, false};
+        if (f.sel_skip.defined())
+          w_[pre + ".selection.skip"] = {f.sel_skip.t(), f.sel_skip_offset, false};
+      }
+    }
+    for (const auto* p : {"encoder", "decoder"}) {
+      const std::string pre = p;
+      auto& lstm = pre == "encoder" ? net.encoder : net.decoder;
+      const auto params = lstm->named_parameters();
+      for (int64_t k = 0; k < net.options.lstm_layers(); ++k) {
+        const auto sk = std::to_string(k);
+        w_[pre + ".ih" + sk] = {params["weight_ih_l" + sk],
+                                params["bias_ih_l" + sk] + params["bias_hh_l" + sk], false};
+        w_[pre + ".hh" + sk] = {params["weight_hh_l" + sk], {}, false};
+      }
+    }
+    // Only the layout's layers take part (the unfolded selection weights do not).
+    std::map<std::string, Weights> kept;
+    for (const auto& l : layout.layers) {
+      auto it = w_.find(l.name);
+      FOXHUNT_INTERNAL_ASSERT(it != w_.end(), "tft int8 layout: no FP32 layer " + l.name);
+      kept[l.name] = it->second;
+    }
+    w_ = std::move(kept);
+    for (const auto& f : layout.fp32)
+      FOXHUNT_INTERNAL_ASSERT(t_.count(f.name) == 1, "tft int8 layout: no FP32 tensor " + f.name);
+  }
+
+  /// Called with each layer's input before the layer runs.
+  std::function<void(const std::string&, const torch::Tensor&)> observe;
+  /// When set, the layer's input is fake-quantized with this scale ([1] or [V]) and its weights
+  /// per output channel.
+  std::function<torch::Tensor(const std::string&, const torch::Tensor&)> fake_quant_scale;
+
+  const Weights& weights(const std::string& name) const { return w_.at(name); }
+
+  bool has_layer(const std::string& name) const override { return w_.count(name) == 1; }
+  const torch::Tensor& tensor(const std::string& name) override { return t_.at(name); }
+
+  torch::Tensor layer(const std::string& name, const torch::Tensor& x) override {
+    const auto& e = w_.at(name);
+    if (observe) observe(name, x);
+    auto xin = x;
+    auto w = e.w;
+    if (fake_quant_scale) {
+      const auto s = fake_quant_scale(name, x).to(x.device());
+      if (e.batched) {
+        xin = torch::fake_quantize_per_channel_affine(
+            x, s, torch::zeros({s.size(0)}, s.options().dtype(torch::kInt)), 0, -kQMax, kQMax);
+        // Weights [V, in, out]: one scale per variable (see the header).
+        const int64_t v = w.size(0);
+        const auto wv = w.reshape({v, -1});
+        const auto sw = (wv.detach().abs().amax(1) / kQMax).clamp_min(kMinScale);
+        w = torch::fake_quantize_per_channel_affine(
+                wv, sw, torch::zeros({v}, sw.options().dtype(torch::kInt)), 0, -kQMax, kQMax)
+                .view(w.sizes());
+      } else {
+        xin = torch::fake_quantize_per_tensor_affine(
+            x, s.reshape({1}), torch::zeros({1}, s.options().dtype(torch::kInt)), -kQMax, kQMax);
+        const auto sw = (w.detach().abs().amax(1) / kQMax).clamp_min(kMinScale);
+        w = torch::fake_quantize_per_channel_affine(
+            w, sw, torch::zeros({w.size(0)}, sw.options().dtype(torch::kInt)), 0, -kQMax, kQMax);
+      }
+    }
+    if (e.batched) return torch::baddbmm(e.b.unsqueeze(1), xin, w);
+    return torch::linear(xin, w, e.b);  // what torch::nn::Linear runs
+  }
+
+ private:
+  std::map<std::string, Weights> w_;
+  std::map<std::string, torch::Tensor> t_;
+};
+
+float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+
+// The code of x: round-half-even of clamp(x / scale, -127, 127), what ATen's
+// div/round/clamp computes. Adding and subtracting 1.5 * 2^23 leaves the nearest integer (ties
+// to even) of any |v| < 2^22 without a libm call, so the loops vectorize.
+inline float code_of(float x, float scale) {
+  constexpr float kMagic = 12582912.0f;
+  float v = x * (1.0f / scale);  // as the vector loops and torch's fake quantization do
+  v = v < -static_cast<float>(kQMax) ? -static_cast<float>(kQMax) : v;
+  v = v > static_cast<float>(kQMax) ? static_cast<float>(kQMax) : v;
+  return (v + kMagic) - kMagic;
+}
+
+int8_t quantize_code(float x, float scale) {
+  return static_cast<int8_t>(code_of(x, scale));
+}
+
+// GCC keeps the clamps as branches (and the loops scalar) unless it may ignore FP traps; the
+// loops below are pure arithmetic, so let it vectorize them.
+#if defined(__GNUC__) && !defined(__clang__)
+#define FOXHUNT_VECTORIZE __attribute__((optimize("no-trapping-math")))
+#else
+#define FOXHUNT_VECTORIZE
+#endif
+
+FOXHUNT_VECTORIZE void codes_as_float(const float* __restrict src, float* __restrict dst, int64_t n,
+                                      float scale) {
+  constexpr float kMagic = 12582912.0f, kMax = static_cast<float>(kQMax);
+  const float inv = 1.0f / scale;
+  for (int64_t k = 0; k < n; ++k) {
+    float v = src[k] * inv;
+    v = v < -kMax ? -kMax : v;
+    v = v > kMax ? kMax : v;
+    dst[k] = (v + kMagic) - kMagic;
+  }
+}
+
+FOXHUNT_VECTORIZE void codes_as_int8(const float* __restrict src, int8_t* __restrict dst, int64_t n,
+                                     float scale) {
+  constexpr float kMagic = 12582912.0f, kMax = static_cast<float>(kQMax);
+  const float inv = 1.0f / scale;
+  for (int64_t k = 0; k < n; ++k) {
+    float v = src[k] * inv;
+    v = v < -kMax ? -kMax : v;
+    v = v > kMax ? kMax : v;
+    dst[k] = static_cast<int8_t>(static_cast<int32_t>((v + kMagic) - kMagic));
+  }
+}
+
+// y[r, c] = acc[r, c] * scale[c] (+ bias[c]).
+FOXHUNT_VECTORIZE void dequantize_rows(const int32_t* __restrict acc, const float* __restrict scale,
+                                       const float* __restrict bias, float* __restrict y,
+                                       int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* a = acc + r * cols;
+    float* o = y + r * cols;
+    if (bias)
+      for (int64_t c = 0; c < cols; ++c) o[c] = static_cast<float>(a[c]) * scale[c] + bias[c];
+    else
+      for (int64_t c = 0; c < cols; ++c) o[c] = static_cast<float>(a[c]) * scale[c];
+  }
+}
+
+FOXHUNT_VECTORIZE void add_dequantized(const int32_t* __restrict acc, const float* __restrict scale,
+                                       const float* __restrict gx, float* __restrict y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = gx[j] + static_cast<float>(acc[j]) * scale[j];
+}
+
+// c = f * c + i * g over one row (i, f: sigmoids; g: tanh of the cell input).
+FOXHUNT_VECTORIZE void lstm_cell(const float* __restrict i, const float* __restrict f,
+                                 const float* __restrict g, float* __restrict c, int64_t g4) {
+  const int64_t h = g4 / 4;
+  for (int64_t j = 0; j < h; ++j) c[j] = f[j] * c[j] + i[j] * g[j];
+}
+
+// The int8 LSTM recurrence on the CPU: per step one quantization pass over h, the int8
+// product (at::_int_mm, or scalar for a few rows) and one fused pass for the gates and the
+// state; ATen's op-per-gate loop dispatches ~17 ops per step instead.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> int8_lstm_cpu(const Int8TftImpl::Layer& l,
+                                                                      const torch::Tensor& gx_in,
+                                                                      const torch::Tensor& h0,
+                                                                      const torch::Tensor& c0) {
+  const auto gx = gx_in.to(torch::kFloat).contiguous();
+  const int64_t b = gx.size(0), t = gx.size(1), g4 = gx.size(2), h = g4 / 4;
+  FOXHUNT_INTERNAL_ASSERT(l.codes.size(0) == h && l.codes.size(1) == g4, "lstm codes shape");
+  auto out = torch::empty({b, t, h}, torch::kFloat);
+  auto hq = torch::empty({b, h}, torch::kChar);
+  auto c = c0.to(torch::kFloat).contiguous().clone();
+  auto hlast = h0.to(torch::kFloat).contiguous().clone();
+  const float sx = l.input_scale.data_ptr<float>()[0];
+  const float* scale = l.scale.data_ptr<float>();
+  const int8_t* w = l.codes.data_ptr<int8_t>();
+  float* cp = c.data_ptr<float>();
+  float* hp = hlast.data_ptr<float>();
+  int8_t* q = hq.data_ptr<int8_t>();
+  std::vector<int32_t> small(static_cast<size_t>(b * g4));
+  torch::Tensor acc_t;
+  torch::Tensor gates, act, cell_in, tanh_c;
+  if (b > 4) {
+    gates = torch::empty({b, g4}, torch::kFloat);
+    act = torch::empty({b, g4}, torch::kFloat);
+    cell_in = torch::empty({b, h}, torch::kFloat);
+    tanh_c = torch::empty({b, h}, torch::kFloat);
+  }
+  for (int64_t s = 0; s < t; ++s) {
+    codes_as_int8(hp, q, b * h, sx);
+    const int32_t* acc = nullptr;
+    if (b <= 4) {
+      std::fill(small.begin(), small.end(), 0);
+      for (int64_t r = 0; r < b; ++r) {
+        int32_t* ar = small.data() + r * g4;
+        for (int64_t k = 0; k < h; ++k) {
+          const int32_t qk = q[r * h + k];
+          if (qk == 0) continue;
+          const int8_t* wk = w + k * g4;
+          for (int64_t j = 0; j < g4; ++j) ar[j] += qk * wk[j];
+        }
+      }
+      acc = small.data();
+    } else {
+      acc_t = at::_int_mm(hq, l.codes);
+      acc = acc_t.data_ptr<int32_t>();
+    }
+    const float* gs = gx.data_ptr<float>() + s * g4;
+    float* os = out.data_ptr<float>() + s * h;
+    if (b > 4) {
+      // Many rows: the gates' transcendentals through ATen's vectorized kernels.
+      float* pre = gates.data_ptr<float>();
+      for (int64_t r = 0; r < b; ++r)
+        add_dequantized(acc + r * g4, scale, gs + r * t * g4, pre + r * g4, g4);
+      at::sigmoid_out(act, gates);
+      at::tanh_out(cell_in, gates.narrow(1, 2 * h, h));
+      const float* a = act.data_ptr<float>();
+      const float* gt = cell_in.data_ptr<float>();
+      for (int64_t r = 0; r < b; ++r) {
+        const float* ar = a + r * g4;
+        lstm_cell(ar, ar + h, gt + r * h, cp + r * h, g4);
+      }
+      at::tanh_out(tanh_c, c);
+      const float* tc = tanh_c.data_ptr<float>();
+      for (int64_t r = 0; r < b; ++r) {
+        const float* og = a + r * g4 + 3 * h;
+        float* hr = hp + r * h;
+        float* orow = os + r * t * h;
+        for (int64_t j = 0; j < h; ++j) orow[j] = hr[j] = og[j] * tc[r * h + j];
+      }
+      continue;
+    }
+    for (int64_t r = 0; r < b; ++r) {
+      const float* gr = gs + r * t * g4;
+      const int32_t* ar = acc + r * g4;
+      float* cr = cp + r * h;
+      float* hr = hp + r * h;
+      float* orow = os + r * t * h;
+      for (int64_t j = 0; j < h; ++j) {
+        const float gi = gr[j] + static_cast<float>(ar[j]) * scale[j];
+        const float gf = gr[h + j] + static_cast<float>(ar[h + j]) * scale[h + j];
+        const float gg = gr[2 * h + j] + static_cast<float>(ar[2 * h + j]) * scale[2 * h + j];
+        const float go = gr[3 * h + j] + static_cast<float>(ar[3 * h + j]) * scale[3 * h + j];
+        cr[j] = sigmoid(gf) * cr[j] + sigmoid(gi) * std::tanh(gg);
+        hr[j] = sigmoid(go) * std::tanh(cr[j]);
+        orow[j] = hr[j];
+      }
+    }
+  }
+  return {out, hlast, c};
+}
+
+// ---- ops over the converted network ----------------------------------------------------------
+
+// Flat buffers reused by the layers of one forward pass: each layer's input codes and int32
+// products are dead once its output exists, so one allocation serves them all (fresh multi-MB
+// tensors per layer cost page faults on every pass).
+struct Int8Scratch {
+  torch::Tensor f32, i8, i32;
+  static torch::Tensor take(torch::Tensor& buf, int64_t n, torch::ScalarType t) {
+    if (!buf.defined() || buf.numel() < n) buf = torch::empty({n}, t);
+    return buf.narrow(0, 0, n);
+  }
+};
+
+torch::Tensor layer_forward(const Int8TftImpl::Layer& l, bool batched, const torch::Tensor& x,
+                            Int8Scratch* scratch);
+
+class Int8Ops final : public TftQuantOps {
+ public:
+  explicit Int8Ops(const Int8TftImpl& net) : net_(net) {}
+  bool has_layer(const std::string& name) const override { return net_.has_layer(name); }
+  const torch::Tensor& tensor(const std::string& name) override { return net_.tensor(name); }
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> lstm_layer(const std::string& hh,
+                                                                     const torch::Tensor& gx,
+                                                                     torch::Tensor h,
+                                                                     torch::Tensor c) override {
+    if (!gx.device().is_cpu()) return TftQuantOps::lstm_layer(hh, gx, h, c);
+    return int8_lstm_cpu(net_.layer(hh), gx, h, c);
+  }
+
+  torch::Tensor layer(const std::string& name, const torch::Tensor& x) override {
+    const auto& l = net_.layer(name);
+    if (l.codes.dim() != 3) return layer_forward(l, false, x, &scratch_);
+    // The batched layers run once per block of positions: their codes as floats once per
+    // forward (transient, freed with the ops), not once per block.
+    // The batched layers run once per block of positions: their weights dequantized once per
+    // forward (transient, freed with the ops), not once per block.
+    auto& f = dequantized_[name];
+    if (!f.defined()) f = l.codes.to(torch::kFloat) * l.scale;
+    Int8TftImpl::Layer view = l;
+    view.codes = f;
+    return layer_forward(view, true, x, &scratch_);
+  }
+
+ private:
+  const Int8TftImpl& net_;
+  std::map<std::string, torch::Tensor> dequantized_;
+  Int8Scratch scratch_;
+};
+
+std::string buffer_name(const std::string& name, const char* what) {
+  std::string s = name;
+  std::replace(s.begin(), s.end(), '.', '_');
+  return s + "__" + what;
+}
+
+// Few rows on the CPU: quantize, multiply and dequantize in one scalar pass (ATen's per-op
+// dispatch dominates there: seven ops for a [1, 32] x [32, 128] product). The rounding is the
+// same as the vectorized path's (x / s to nearest even, then clamp), so both give equal codes.
+torch::Tensor small_rows_forward(const Int8TftImpl::Layer& l, const torch::Tensor& x2) {
+  const int64_t rows = x2.size(0), in = l.codes.size(0), out = l.codes.size(1);
+  auto xc = x2.to(torch::kFloat).contiguous();
+  auto y = torch::empty({rows, out}, torch::kFloat);
+  const float sx = l.input_scale.data_ptr<float>()[0];
+  const int8_t* w = l.codes.data_ptr<int8_t>();
+  const float* scale = l.scale.data_ptr<float>();
+  const float* bias = l.bias.defined() ? l.bias.data_ptr<float>() : nullptr;
+  std::vector<int8_t> q(static_cast<size_t>(in));
+  std::vector<int32_t> acc(static_cast<size_t>(out));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = xc.data_ptr<float>() + r * in;
+    for (int64_t k = 0; k < in; ++k) {
+      q[static_cast<size_t>(k)] = quantize_code(xr[k], sx);
+    }
+    std::fill(acc.begin(), acc.end(), 0);
+    for (int64_t k = 0; k < in; ++k) {
+      const int32_t qk = q[static_cast<size_t>(k)];
+      if (qk == 0) continue;
+      const int8_t* wk = w + k * out;
+      for (int64_t c = 0; c < out; ++c) acc[static_cast<size_t>(c)] += qk * wk[c];
+    }
+    float* yr = y.data_ptr<float>() + r * out;
+    for (int64_t c = 0; c < out; ++c)
+      yr[c] = static_cast<float>(acc[static_cast<size_t>(c)]) * scale[c] + (bias ? bias[c] : 0.f);
+  }
+  return y;
+}
+
+}  // namespace
+
+// ---- layout ------------------------------------------------------------------------------------
+
+int64_t Int8TftLayer::code_bytes() const {
+  return std::max<int64_t>(variables, 1) * in * out;
+}
+
+int64_t Int8TftLayer::fp32_bytes() const {
+  const int64_t v = std::max<int64_t>(variables, 1);
+  const int64_t scales = variables > 0 ? 2 * v : out + 1;  // s_x s_w and s_x
+  return 4 * (scales + (bias ? v * out : 0));
+}
+
+int64_t Int8TftLayer::float_bytes() const {
+  const int64_t v = std::max<int64_t>(variables, 1);
+  return 4 * v * (in * out + (bias ? out : 0));
+}
+
+int64_t Fp32TftTensor::bytes() const {
+  return 4 * numel(shape);
+}
+
+int64_t Int8TftLayout::code_bytes() const {
+  int64_t n = 0;
+  for (const auto& l : layers) n += l.code_bytes();
+  return n;
+}
+int64_t Int8TftLayout::layer_fp32_bytes() const {
+  int64_t n = 0;
+  for (const auto& l : layers) n += l.fp32_bytes();
+  return n;
+}
+int64_t Int8TftLayout::scale_bytes() const {
+  int64_t n = 0;
+  for (const auto& l : layers) n += 4 * (l.variables > 0 ? 2 * l.variables : l.out + 1);
+  return n;
+}
+int64_t Int8TftLayout::other_fp32_bytes() const {
+  int64_t n = 0;
+  for (const auto& t : fp32) n += t.bytes();
+  return n;
+}
+int64_t Int8TftLayout::total_bytes() const {
+  return code_bytes() + layer_fp32_bytes() + other_fp32_bytes();
+}
+int64_t Int8TftLayout::quantized_float_bytes() const {
+  int64_t n = 0;
+  for (const auto& l : layers) n += l.float_bytes();
+  return n;
+}
+const Int8TftLayer& Int8TftLayout::layer(const std::string& name) const {
+  for (const auto& l : layers)
+    if (l.name == name) return l;
+  throw InputError(kComponent, "tft int8: no layer '" + name + "'");
+}
+
+Int8TftLayout int8_tft_layout(const models::TftOptions& o) {
+  models::validate(o);
+  const int64_t h = o.hidden(), e = o.real_embedding(), dk = h / o.heads();
+  LayoutBuilder b;
+  b.fp("static_embedding.weight", {o.static_categories(), h}, "embedding");
+  for (const auto* n : {"static_variable", "static_context_selection", "static_context_hidden",
+                        "static_context_cell", "static_context_enrichment"})
+    b.grn(n, h, h, h, 0);
+  b.vsn("past_vsn", o.past_features(), e, h);
+  b.vsn("future_vsn", o.future_features(), e, h);
+  b.lstm("encoder", o.lstm_layers(), h);
+  b.lstm("decoder", o.lstm_layers(), h);
+  b.gan("lstm_gate", h, h);
+  b.grn("enrichment", h, h, h, h);
+  b.lin("attention.query", h, o.heads() * dk);
+  b.lin("attention.key", h, o.heads() * dk);
+  b.lin("attention.value", h, dk);
+  b.lin("attention.out", dk, h);
+  b.gan("attention_gate", h, h);
+  b.grn("positionwise", h, h, h, 0);
+  b.gan("output_gate", h, h);
+  b.lin("output", h, static_cast<int64_t>(o.quantiles().size()));
+  for (const auto& l : b.l.layers)
+    FOXHUNT_CHECK(l.variables == 0 || l.in <= kMaxExactFloatInner, kComponent, "tft int8: layer '",
+                  l.name, "' has ", l.in, " inputs per variable; at most ", kMaxExactFloatInner,
+                  " keep its integer products exact");
+  return b.l;
+}
+
+nlohmann::json tft_precision_bytes(const models::TftOptions& o) {
+  const auto l = int8_tft_layout(o);
+  const int64_t fp32 = 4 * models::parameter_count(o);
+  return {{"fp32", {{"parameter_bytes", fp32}}},
+          {"int8",
+           {{"parameter_bytes", l.total_bytes()},
+            {"int8_bytes", l.code_bytes()},
+            {"fp32_bytes", l.layer_fp32_bytes() + l.other_fp32_bytes()},
+            {"scale_and_bias_bytes", l.layer_fp32_bytes()},
+            {"fp32_tensor_bytes", l.other_fp32_bytes()},
+            {"float_layout_bytes", l.float_layout_bytes()},
+            {"ratio_to_fp32", static_cast<double>(l.total_bytes()) / static_cast<double>(fp32)},
+            {"ratio_to_float_layout",
+             static_cast<double>(l.total_bytes()) / static_cast<double>(l.float_layout_bytes())},
+            {"quantized_layers", l.layers.size()},
+            {"fp32_tensors", l.fp32.size()}}}};
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> TftQuantOps::lstm_layer(
+    const std::string& hh, const torch::Tensor& gx, torch::Tensor hk, torch::Tensor ck) {
+  const int64_t t = gx.size(1), h = gx.size(2) / 4;
+  std::vector<torch::Tensor> outs;
+  outs.reserve(static_cast<size_t>(t));
+  for (int64_t s = 0; s < t; ++s) {
+    const auto g = gx.select(1, s) + layer(hh, hk);
+    const auto i = torch::sigmoid(g.narrow(1, 0, h));
+    const auto f = torch::sigmoid(g.narrow(1, h, h));
+    const auto gg = torch::tanh(g.narrow(1, 2 * h, h));
+    const auto og = torch::sigmoid(g.narrow(1, 3 * h, h));
+    ck = torch::addcmul(f * ck, i, gg);
+    hk = og * torch::tanh(ck);
+    outs.push_back(hk);
+  }
+  return {torch::stack(outs, 1), hk, ck};
+}
+
+torch::Tensor tft_quant_forward(TftQuantOps& ops, const models::TftOptions& o,
+                                const torch::Tensor& past, const torch::Tensor& future,
+                                const torch::Tensor& static_id, bool training) {
+  Forward f{ops, o, training};
+  return f.run(past, future, static_id);
+}
+
+torch::Tensor tft_layout_forward(models::TftNetImpl& net, const torch::Tensor& past,
+                                 const torch::Tensor& future, const torch::Tensor& static_id) {
+  models::validate_tft_inputs(net.options, past, future, static_id, models::module_device(net));
+  FloatOps ops(net, int8_tft_layout(net.options));
+  const auto dtype = net.output->weight.scalar_type();
+  return tft_quant_forward(ops, net.options, past.to(dtype), future.to(dtype), static_id,
+                           net.is_training());
+}
+
+// ---- int8 layer kernel -----------------------------------------------------------------------
+
+torch::Tensor int8_layer_forward(const Int8TftImpl::Layer& l, bool batched,
+                                 const torch::Tensor& x) {
+  return layer_forward(l, batched, x, nullptr);
+}
+
+namespace {
+
+torch::Tensor layer_forward(const Int8TftImpl::Layer& l, bool batched, const torch::Tensor& x,
+                            Int8Scratch* scratch) {
+  Int8Scratch local;
+  Int8Scratch& sc = scratch ? *scratch : local;
+  const bool cpu = x.device().is_cpu();
+  if (batched) {
+    // [V, N, in] on weights dequantized to fp32 (W = s_x s_w q_w, once per forward when the
+    // caller passes them in `codes`): the per-variable matrices are 8 wide, too small for an
+    // int8 GEMM to pay, so they multiply the integer input codes on the fp32 unit.
+    const auto w =
+        l.codes.scalar_type() == torch::kFloat ? l.codes : l.codes.to(torch::kFloat) * l.scale;
+    torch::Tensor xq;
+    if (cpu) {
+      const auto xc = x.to(torch::kFloat).contiguous();
+      xq = Int8Scratch::take(sc.f32, xc.numel(), torch::kFloat).view(xc.sizes());
+      const int64_t v = xc.size(0), per = xc.numel() / std::max<int64_t>(v, 1);
+      const float* s = l.input_scale.data_ptr<float>();
+      const float* src = xc.data_ptr<float>();
+      float* dst = xq.data_ptr<float>();
+      for (int64_t i = 0; i < v; ++i) codes_as_float(src + i * per, dst + i * per, per, s[i]);
+    } else {
+      xq = x.to(torch::kFloat).div(l.input_scale).round_().clamp_(-kQMax, kQMax);
+    }
+    return torch::baddbmm(l.bias, xq, w);
+  }
+  const int64_t in = l.codes.size(0), out = l.codes.size(1);
+  auto shape = x.sizes().vec();
+  shape.back() = out;
+  const auto x2 = x.reshape({-1, in});
+  const int64_t rows = x2.size(0);
+  if (cpu && rows <= 4) return small_rows_forward(l, x2).view(shape);
+  if (cpu) {
+    // One pass to codes, the int8 GEMM, one pass back to fp32 (ATen would take five and two).
+    const auto xc = x2.to(torch::kFloat).contiguous();
+    auto xq = Int8Scratch::take(sc.i8, rows * in, torch::kChar).view({rows, in});
+    const float sx = l.input_scale.data_ptr<float>()[0];
+    const float* src = xc.data_ptr<float>();
+    int8_t* q = xq.data_ptr<int8_t>();
+    codes_as_int8(src, q, rows * in, sx);
+    auto acc = Int8Scratch::take(sc.i32, rows * out, torch::kInt).view({rows, out});
+    at::_int_mm_out(acc, xq, l.codes);
+    auto y = torch::empty({rows, out}, torch::kFloat);
+    dequantize_rows(acc.data_ptr<int32_t>(), l.scale.data_ptr<float>(),
+                    l.bias.defined() ? l.bias.data_ptr<float>() : nullptr, y.data_ptr<float>(),
+                    rows, out);
+    return y.view(shape);
+  }
+  const auto xq = x2.to(torch::kFloat).div(l.input_scale).round_().clamp_(-kQMax, kQMax);
+  torch::Tensor acc;
+  if (rows > 16 && in % 8 == 0 && out % 8 == 0) {
+    acc = at::_int_mm(xq.to(torch::kChar), l.codes).to(torch::kFloat);
+  } else if (in <= kMaxExactFloatInner) {
+    // Shapes cuBLAS's int8 GEMM refuses: the same integer products on the fp32 unit (exact:
+    // every partial sum is an integer below 2^24).
+    acc = torch::mm(xq, l.codes.to(torch::kFloat));
+  } else {
+    auto padded = torch::zeros({std::max<int64_t>(rows, 17), in}, xq.options().dtype(torch::kChar));
+    padded.narrow(0, 0, rows).copy_(xq);
+    acc = at::_int_mm(padded, l.codes).narrow(0, 0, rows).to(torch::kFloat);
+  }
+  auto y = l.bias.defined() ? torch::addcmul(l.bias, acc, l.scale) : acc.mul_(l.scale);
+  return y.view(shape);
+}
+
+}  // namespace
+
+// ---- calibration -------------------------------------------------------------------------------
+
+TftCalibrator::TftCalibrator(models::TftNet net, double percentile)
+    : net_(std::move(net)), percentile_(percentile) {
+  FOXHUNT_CHECK(percentile >= 0.0 && percentile <= 100.0, kComponent,
+                "calibration percentile: expected 0 (L2-optimal clip) or a value in (0, 100], got ",
+                percentile);
+}
+
+void TftCalibrator::observe(const torch::Tensor& past, const torch::Tensor& future,
+                            const torch::Tensor& static_id) {
+  auto& net = *net_;
+  models::validate_tft_inputs(net.options, past, future, static_id, models::module_device(net));
+  torch::NoGradGuard no_grad;
+  const bool was_training = net.is_training();
+  net.eval();
+  const auto layout = int8_tft_layout(net.options);
+  FloatOps ops(net, layout);
+  ops.observe = [&](const std::string& name, const torch::Tensor& x) {
+    if (x.dim() == 3 && ops.weights(name).batched) {
+      const auto m = x.detach().abs().amax({1, 2}).to(torch::kCPU, torch::kFloat);
+      auto& a = absmax_[name];
+      a = a.defined() ? torch::maximum(a, m) : m;
+    } else {
+      hist_[name].observe(x.detach());
+    }
+  };
+  const auto dtype = net.output->weight.scalar_type();
+  tft_quant_forward(ops, net.options, past.to(dtype), future.to(dtype), static_id, false);
+  if (was_training) net.train();
+  windows_ += past.size(0);
+}
+
+InputScales TftCalibrator::scales() const {
+  FOXHUNT_CHECK(windows_ > 0, kComponent, "calibration: expected at least one observed batch");
+  InputScales s;
+  for (const auto& [name, h] : hist_) {
+    const float c = percentile_ > 0 ? h.percentile(percentile_) : h.l2_optimal_threshold();
+    s[name] = torch::full({1}, std::max(c / static_cast<float>(kQMax), kMinScale));
+  }
+  for (const auto& [name, a] : absmax_) s[name] = (a / kQMax).clamp_min(kMinScale);
+  return s;
+}
+
+// ---- QAT -------------------------------------------------------------------------------------
+
+QatTftModel::QatTftModel(models::TftNet net, QatOptions options, InputScales initial)
+    : net_(std::move(net)), options_(options) {
+  FOXHUNT_CHECK(options.observer_steps() >= 0, kComponent,
+                "qat observer_steps: expected >= 0, got ", options.observer_steps());
+  FOXHUNT_CHECK(options.momentum() > 0 && options.momentum() <= 1, kComponent,
+                "qat momentum: expected a value in (0, 1], got ", options.momentum());
+  for (auto& [name, s] : initial) absmax_[name] = (s * kQMax).to(torch::kCPU, torch::kFloat);
+}
+
+std::vector<torch::Tensor> QatTftModel::forward(const models::Batch& b) {
+  models::check_input_count("tft", spec(), b);
+  auto& net = *net_;
+  models::validate_tft_inputs(net.options, b.inputs[0], b.inputs[1], b.inputs[2],
+                              models::module_device(net));
+  const bool training = net.is_training();
+  const bool update = training && !frozen();
+  const auto layout = int8_tft_layout(net.options);
+  FloatOps ops(net, layout);
+  ops.fake_quant_scale = [&](const std::string& name, const torch::Tensor& x) {
+    const bool batched = ops.weights(name).batched;
+    auto& a = absmax_[name];
+    if (update || !a.defined()) {
+      torch::NoGradGuard no_grad;
+      const auto m =
+          (batched ? x.detach().abs().amax({1, 2}) : x.detach().abs().amax().reshape({1}))
+              .to(torch::kCPU, torch::kFloat);
+      a = a.defined() ? a + options_.momentum() * (m - a) : m;
+    }
+    return (a / kQMax).clamp_min(kMinScale);
+  };
+  const auto dtype = net.output->weight.scalar_type();
+  auto y = tft_quant_forward(ops, net.options, b.inputs[0].to(dtype), b.inputs[1].to(dtype),
+                             b.inputs[2], training);
+  if (update) ++steps_;
+  return {y};
+}
+
+std::vector<std::vector<int64_t>> QatTftModel::output_shapes(int64_t batch, int64_t) const {
+  return models::forecaster_output_shapes(spec(), batch);
+}
+
+models::Batch QatTftModel::example_batch(int64_t batch, int64_t seq_len,
+                                         const torch::Device& device, uint64_t seed) const {
+  return models::tft_example_batch(net_->options, batch, seq_len, device, seed);
+}
+
+torch::Tensor QatTftModel::loss(const models::Batch& b) {
+  return models::forecaster_loss("tft", spec(), forward(b)[0], b.target);
+}
+
+InputScales QatTftModel::scales() const {
+  InputScales s;
+  for (const auto& [name, a] : absmax_) s[name] = (a / kQMax).clamp_min(kMinScale);
+  return s;
+}
+
+int64_t QatTftModel::observer_bytes() const {
+  int64_t n = 0;
+  for (const auto& [name, a] : absmax_) n += a.numel() * static_cast<int64_t>(a.element_size());
+  return n;
+}
+
+// ---- the converted network ---------------------------------------------------------------------
+
+Int8TftImpl::Int8TftImpl(models::TftOptions o) : options(std::move(o)) {
+  layout = int8_tft_layout(options);
+  const auto f = torch::TensorOptions().dtype(torch::kFloat);
+  for (const auto& l : layout.layers) {
+    Layer b;
+    if (l.variables > 0) {
+      const int64_t v = l.variables;
+      b.codes = torch::zeros({v, l.in, l.out}, torch::kChar);
+      b.scale = torch::zeros({v, 1, 1}, f);
+      b.input_scale = torch::ones({v, 1, 1}, f);
+      if (l.bias) b.bias = torch::zeros({v, 1, l.out}, f);
+    } else {
+      b.codes = torch::zeros({l.in, l.out}, torch::kChar);
+      b.scale = torch::zeros({l.out}, f);
+      b.input_scale = torch::ones({1}, f);
+      if (l.bias) b.bias = torch::zeros({l.out}, f);
+    }
+    b.codes = register_buffer(buffer_name(l.name, "codes"), b.codes);
+    b.scale = register_buffer(buffer_name(l.name, "scale"), b.scale);
+    b.input_scale = register_buffer(buffer_name(l.name, "input_scale"), b.input_scale);
+    if (l.bias) b.bias = register_buffer(buffer_name(l.name, "bias"), b.bias);
+    layers_[l.name] = b;
+  }
+  for (const auto& t : layout.fp32)
+    tensors_[t.name] = register_buffer(buffer_name(t.name, "fp32"), torch::zeros(t.shape, f));
+}
+
+const Int8TftImpl::Layer& Int8TftImpl::layer(const std::string& name) const {
+  auto it = layers_.find(name);
+  FOXHUNT_CHECK(it != layers_.end(), kComponent, "tft int8: no layer '", name, "'");
+  return it->second;
+}
+
+const torch::Tensor& Int8TftImpl::tensor(const std::string& name) const {
+  auto it = tensors_.find(name);
+  FOXHUNT_CHECK(it != tensors_.end(), kComponent, "tft int8: no fp32 tensor '", name, "'");
+  return it->second;
+}
+
+torch::Tensor Int8TftImpl::forward(const torch::Tensor& past, const torch::Tensor& future,
+                                   const torch::Tensor& static_id) {
+  const auto device = layers_.begin()->second.codes.device();
+  models::validate_tft_inputs(options, past, future, static_id, device);
+  c10::InferenceMode guard;  // nothing here trains
+  Int8Ops ops(*this);
+  return tft_quant_forward(ops, options, past.to(torch::kFloat), future.to(torch::kFloat),
+                           static_id, false);
+}
+
+std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(models::TftNetImpl& net,
+                                                  const InputScales& scales) {
+  torch::NoGradGuard no_grad;
+  auto q = std::make_shared<Int8TftImpl>(net.options);
+  const auto device = models::module_device(net);
+  q->to(device);
+  FloatOps ops(net, q->layout);
+  for (const auto& l : q->layout.layers) {
+    auto it = scales.find(l.name);
+    FOXHUNT_CHECK(it != scales.end(), kComponent, "tft int8 conversion: no activation scale for '",
+                  l.name, "' (calibrate or train with QAT first)");
+    const auto sx = it->second.to(device, torch::kFloat);
+    const auto& w = ops.weights(l.name);
+    auto& b = q->layers_.at(l.name);
+    if (l.variables > 0) {
+      FOXHUNT_CHECK(sx.numel() == l.variables, kComponent, "tft int8 conversion: '", l.name,
+                    "' expects ", l.variables, " activation scales, got ", sx.numel());
+      const auto wf = w.w.detach().to(torch::kFloat);                              // [V, in, out]
+      const auto sw = (wf.abs().amax({1, 2}, true) / kQMax).clamp_min(kMinScale);  // [V, 1, 1]
+      b.codes.copy_(wf.div(sw).round_().clamp_(-kQMax, kQMax).to(torch::kChar));
+      b.input_scale.copy_(sx.view({l.variables, 1, 1}));
+      b.scale.copy_(sx.view({l.variables, 1, 1}) * sw);
+      b.bias.copy_(w.b.detach().unsqueeze(1));
+    } else {
+      FOXHUNT_CHECK(sx.numel() == 1, kComponent, "tft int8 conversion: '", l.name,
+                    "' expects one activation scale, got ", sx.numel());
+      const auto wf = w.w.detach().to(torch::kFloat);  // [out, in]
+      const auto sw = (wf.abs().amax(1) / kQMax).clamp_min(kMinScale);
+      b.codes.copy_(wf.div(sw.unsqueeze(1)).round_().clamp_(-kQMax, kQMax).to(torch::kChar).t());
+      b.input_scale.copy_(sx.view({1}));
+      b.scale.copy_(sx.view({1}) * sw);
+      if (l.bias) b.bias.copy_(w.b.detach());
+    }
+  }
+  for (const auto& t : q->layout.fp32) q->tensors_.at(t.name).copy_(ops.tensor(t.name).detach());
+  q->eval();
+  return q;
+}
+
+nlohmann::json Int8TftImpl::layer_errors(models::TftNetImpl& net, const torch::Tensor& past,
+                                         const torch::Tensor& future,
+                                         const torch::Tensor& static_id) {
+  models::validate_tft_inputs(net.options, past, future, static_id, models::module_device(net));
+  torch::NoGradGuard no_grad;
+  net.eval();
+  FloatOps ops(net, layout);
+  struct Sums {
+    double signal = 0, noise = 0, ref = 0;
+  };
+  std::map<std::string, Sums> sums;
+  ops.observe = [&](const std::string& name, const torch::Tensor& x) {
+    const auto& w = ops.weights(name);
+    const auto yf = w.batched
+                        ? torch::baddbmm(w.b.unsqueeze(1), x, w.w)
+                        : (w.b.defined() ? torch::addmm(w.b, x.reshape({-1, w.w.size(1)}), w.w.t())
+                                         : torch::mm(x.reshape({-1, w.w.size(1)}), w.w.t()));
+    const auto& l = layer(name);
+    const auto y8 = int8_layer_forward(l, w.batched, x).reshape(yf.sizes());
+    auto& s = sums[name];
+    s.signal += yf.pow(2).sum().item<double>();
+    s.noise += (yf - y8).pow(2).sum().item<double>();
+  };
+  const auto dtype = net.output->weight.scalar_type();
+  tft_quant_forward(ops, net.options, past.to(dtype), future.to(dtype), static_id, false);
+  auto rows = nlohmann::json::array();
+  for (const auto& l : layout.layers) {
+    const auto& s = sums.at(l.name);
+    const double snr = s.noise > 0 ? 10.0 * std::log10(s.signal / s.noise) : 999.0;
+    rows.push_back({{"layer", l.name},
+                    {"snr_db", snr},
+                    {"rel_error", s.signal > 0 ? std::sqrt(s.noise / s.signal) : 0.0}});
+  }
+  return rows;
+}
+
+// ---- adapter -----------------------------------------------------------------------------------
+
+namespace {
+
+class Int8TftModel final : public models::Model {
+ public:
+  explicit Int8TftModel(Int8Tft net)
+      : net_(std::move(net)), spec_(models::io_spec(net_->options)) {}
+  std::string name() const override { return "tft"; }
+  std::string precision() const override { return "int8"; }
+  torch::nn::Module& module() override { return *net_; }
+  std::shared_ptr<torch::nn::Module> module_ptr() override { return net_.ptr(); }
+  nlohmann::json options_json() const override { return models::to_json(net_->options); }
+  models::IoSpec spec() const override { return spec_; }
+  std::vector<torch::Tensor> forward(const models::Batch& b) override {
+    models::check_input_count("tft", spec_, b);
+    return {net_->forward(b.inputs[0], b.inputs[1], b.inputs[2])};
+  }
+  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
+    return models::forecaster_output_shapes(spec_, batch);
+  }
+  models::Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
+                              uint64_t seed) const override {
+    return models::tft_example_batch(net_->options, batch, seq_len, device, seed);
+  }
+  torch::Tensor loss(const models::Batch& b) override {
+    return models::forecaster_loss("tft", spec_, forward(b)[0], b.target);
+  }
+
+ private:
+  Int8Tft net_;
+  models::IoSpec spec_;
+};
+
+}  // namespace
+
+std::unique_ptr<models::Model> make_int8_tft_model(const nlohmann::json& options) {
+  return int8_tft_model(Int8Tft(models::tft_options_from_json(options)));
+}
+
+std::unique_ptr<models::Model> int8_tft_model(Int8Tft net) {
+  return std::make_unique<Int8TftModel>(std::move(net));
+}
+
+}  // namespace foxhunt::quant

@@ -1,0 +1,176 @@
+#include "foxhunt/runtime/quantize_job.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/units.h"
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/dataset.h"
+#include "foxhunt/models/tft.h"
+#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/runtime/bundle.h"
+#include "foxhunt/train/forecast_trainer.h"
+#include "foxhunt/train/market.h"
+
+namespace foxhunt::runtime {
+
+namespace {
+
+constexpr const char* kComponent = "quantize";
+
+// The bars the bundle was trained on: --data, else its file, else the embedded synthetic
+// series; refused when they are not the bars of the bundle's fingerprint.
+std::shared_ptr<const data::MarketDataset> bundle_dataset(const Bundle& b, const QuantizeJob& job) {
+  const auto& source = b.data.source;
+  const bool synthetic = job.data.empty() && source.rfind("synthetic", 0) == 0;
+  const std::string path = job.data.empty() ? source : job.data;
+  data::BarSeries series =
+      synthetic ? data::generate_synthetic(data::SyntheticOptions{}) : data::load_bars_csv(path);
+  const auto f = fingerprint(series);
+  FOXHUNT_CHECK(f.hash == b.data.hash && f.rows == b.data.rows, kComponent, "'",
+                synthetic ? std::string("synthetic") : path, "': expected the ", b.data.rows,
+                " bars the bundle was trained on (hash ", b.data.hash, "), got ", f.rows,
+                " bars (hash ", f.hash, "); pass the training CSV with --data");
+  data::DatasetOptions o;
+  o.target_scale = b.target_scale;
+  o.target_vol_feature = b.target_vol_feature;
+  o.instrument_id = b.instrument_id;
+  return std::make_shared<const data::MarketDataset>(std::move(series), o);
+}
+
+double test_loss(models::Model& model, train::MarketBatchSource& source) {
+  torch::NoGradGuard no_grad;
+  model.module().eval();
+  double sum = 0.0;
+  int64_t n = 0;
+  for (int64_t i = 0; i < source.test_batches(); ++i) {
+    auto b = source.test_batch(i);
+    sum += model.loss(b).item<double>() * static_cast<double>(b.size());
+    n += b.size();
+  }
+  FOXHUNT_CHECK(n > 0, kComponent, "the test split holds no windows; nothing to evaluate");
+  return sum / static_cast<double>(n);
+}
+
+}  // namespace
+
+nlohmann::json run_quantize_job(const QuantizeJob& job) {
+  FOXHUNT_CHECK(job.method == "ptq" || job.method == "qat", kComponent,
+                "method: expected ptq or qat, got '", job.method, "'");
+  FOXHUNT_CHECK(!job.bundle.empty(), kComponent, "--bundle: expected an FP32 TFT bundle");
+  FOXHUNT_CHECK(!job.out.empty(), kComponent, "--out: expected the INT8 bundle to write");
+  FOXHUNT_CHECK(job.out != job.bundle, kComponent, "--out: expected another file than --bundle '",
+                job.bundle, "'");
+  FOXHUNT_CHECK(job.calib >= 1, kComponent, "--calib: expected >= 1 windows, got ", job.calib);
+  FOXHUNT_CHECK(job.batch >= 1, kComponent, "--batch: expected >= 1, got ", job.batch);
+  FOXHUNT_CHECK(job.method != "qat" || job.epochs >= 1, kComponent, "--epochs: expected >= 1, got ",
+                job.epochs);
+  const auto start = std::chrono::steady_clock::now();
+  const torch::Device device = models::parse_device(job.device, kComponent);
+  Bundle b = load_bundle(job.bundle, device, "tft");
+  FOXHUNT_CHECK(b.model->precision() == "fp32", kComponent, "'", job.bundle,
+                "': expected an FP32 bundle, got precision '", b.model->precision(), "'");
+  auto net = models::TftNet(std::dynamic_pointer_cast<models::TftNetImpl>(b.model->module_ptr()));
+  FOXHUNT_INTERNAL_ASSERT(net.ptr() != nullptr, "tft bundle without a TftNet");
+  const auto dataset = bundle_dataset(b, job);
+  train::MarketBatchSource source(dataset, *b.model, job.batch, job.seed, device);
+
+  // PTQ calibration on the first training windows (epoch 0's shuffled order).
+  quant::TftCalibrator cal(net, job.percentile);
+  net->eval();
+  for (int64_t i = 0; i < source.train_batches() && cal.windows() < job.calib; ++i) {
+    auto batch = source.train_batch(0, i);
+    const int64_t take = std::min(batch.size(), job.calib - cal.windows());
+    cal.observe(batch.inputs[0].narrow(0, 0, take), batch.inputs[1].narrow(0, 0, take),
+                batch.inputs[2].narrow(0, 0, take));
+  }
+  auto scales = cal.scales();
+  const double fp32_loss = test_loss(*b.model, source);
+
+  nlohmann::json qat_summary = nullptr;
+  if (job.method == "qat") {
+    quant::QatTftModel qat(net, quant::QatOptions().observer_steps(job.observer_steps), scales);
+    train::ForecastTrainer trainer(qat, source,
+                                   train::ForecastTrainerOptions()
+                                       .epochs(job.epochs)
+                                       .learning_rate(job.learning_rate)
+                                       .seed(job.seed));
+    train::RunConfig run;
+    run.progress = job.progress;
+    const auto r = trainer.train(run);
+    FOXHUNT_CHECK(!r.interrupted, kComponent, "interrupted; nothing written");
+    qat.freeze();
+    scales = qat.scales();
+    qat_summary = {{"epochs", r.episodes},
+                   {"steps", r.steps},
+                   {"seconds", r.seconds},
+                   {"best_val_loss", trainer.best_validation_loss()},
+                   {"observer_steps", qat.observed_steps()},
+                   {"learning_rate", job.learning_rate}};
+  }
+  net->eval();
+  auto int8 = quant::Int8Tft(quant::Int8TftImpl::convert(*net, scales));
+  auto model = quant::int8_tft_model(int8);
+  const double int8_loss = test_loss(*model, source);
+  // The FP32 reference of a QAT run is the bundle's model, not the fine-tuned weights.
+  auto probe = source.test_batch(0);
+  const auto errors = int8->layer_errors(*net, probe.inputs[0], probe.inputs[1], probe.inputs[2]);
+
+  Bundle out = b;
+  out.model = std::shared_ptr<models::Model>(std::move(model));
+  nlohmann::json quantization = {
+      {"method", job.method},
+      {"source_bundle", job.bundle},
+      {"calibration_windows", cal.windows()},
+      {"activation_clip", job.percentile > 0 ? "percentile" : "l2_optimal"},
+      {"fp32_test_loss", fp32_loss},
+      {"int8_test_loss", int8_loss},
+      {"loss_delta_pct", 100.0 * (int8_loss - fp32_loss) / fp32_loss}};
+  out.training["quantization"] = quantization;
+  save_bundle(out, job.out);
+
+  const auto bytes = quant::tft_precision_bytes(net->options);
+  nlohmann::json summary = quantization;
+  summary["out"] = job.out;
+  summary["precisions"] = bytes;
+  summary["resident_bytes"] = {{"fp32", b.model->parameter_bytes() + b.model->buffer_bytes()},
+                               {"int8", out.model->parameter_bytes() + out.model->buffer_bytes()}};
+  summary["qat"] = qat_summary;
+  summary["layer_errors"] = errors;
+  summary["seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return summary;
+}
+
+std::string format_quantize_summary(const nlohmann::json& s) {
+  std::ostringstream os;
+  const auto& p = s["precisions"];
+  os << "quantize " << s["method"].get<std::string>() << ": " << s["out"].get<std::string>()
+     << "\n";
+  os << "  bytes        fp32 " << human_bytes(p["fp32"]["parameter_bytes"].get<double>())
+     << "  int8 " << human_bytes(p["int8"]["parameter_bytes"].get<double>()) << " ("
+     << human_bytes(p["int8"]["int8_bytes"].get<double>()) << " int8 + "
+     << human_bytes(p["int8"]["fp32_bytes"].get<double>()) << " fp32)\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "  test loss    fp32 %.6f  int8 %.6f  delta %+.2f%%\n",
+                s["fp32_test_loss"].get<double>(), s["int8_test_loss"].get<double>(),
+                s["loss_delta_pct"].get<double>());
+  os << line;
+  double worst = 1e9;
+  std::string worst_name;
+  for (const auto& r : s["layer_errors"]) {
+    if (r["snr_db"].get<double>() < worst) {
+      worst = r["snr_db"].get<double>();
+      worst_name = r["layer"].get<std::string>();
+    }
+  }
+  std::snprintf(line, sizeof line, "  layers       %zu int8, lowest SNR %.1f dB (%s)\n",
+                s["layer_errors"].size(), worst, worst_name.c_str());
+  os << line;
+  return os.str();
+}
+
+}  // namespace foxhunt::runtime

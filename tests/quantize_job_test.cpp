@@ -1,0 +1,212 @@
+// `foxhunt quantize` and the INT8 bundle: PTQ from an FP32 bundle, the INT8 bundle served by
+// the same runtime, refusals (an INT8 input, foreign bars, --out over --bundle) that write
+// nothing, `foxhunt models --json` precisions, `foxhunt bench-memory`'s five checks, and (slow)
+// the accuracy bounds of PTQ and QAT on the held-out split of the embedded synthetic data.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/dataset.h"
+#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/runtime/bundle.h"
+#include "foxhunt/runtime/quant_report.h"
+#include "foxhunt/runtime/serving.h"
+#include "test_util.h"
+
+namespace foxhunt::runtime {
+namespace {
+
+using foxhunt::testing::run_cli;
+using foxhunt::testing::TempDir;
+
+const nlohmann::json kSmallTft = {{"hidden", 8}, {"heads", 2}, {"window", 20}, {"dropout", 0.0}};
+
+// An untrained TFT bundle over the embedded synthetic series (what `train` writes, untrained).
+std::string fp32_bundle(TempDir& tmp) {
+  auto series = data::generate_synthetic(data::SyntheticOptions{});
+  data::DatasetOptions o;
+  o.target_scale = 100.0;
+  data::MarketDataset ds(series, o);
+  torch::manual_seed(3);
+  Bundle b;
+  b.model = models::make_model("tft", kSmallTft);
+  b.normalizer = ds.normalizer();
+  b.target_scale = 100.0;
+  b.data = fingerprint(series);
+  b.training = {{"note", "untrained"}};
+  const auto path = tmp.file("fp32.fhb");
+  save_bundle(b, path);
+  return path;
+}
+
+TEST(QuantizeJobTest, PtqBundleServesThroughTheSameRuntime) {
+  TempDir tmp;
+  const auto fp = fp32_bundle(tmp);
+  const auto q8 = tmp.file("int8.fhb");
+  const auto r =
+      run_cli("quantize tft --bundle " + fp + " --ptq --calib 64 --out " + q8 + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto s = nlohmann::json::parse(r.out);
+  EXPECT_EQ(s["method"], "ptq");
+  EXPECT_EQ(s["calibration_windows"].get<int64_t>(), 64);
+  const double fl = s["fp32_test_loss"].get<double>(), il = s["int8_test_loss"].get<double>();
+  EXPECT_GT(fl, 0.0);
+  EXPECT_NEAR(s["loss_delta_pct"].get<double>(), 100.0 * (il - fl) / fl, 1e-9);
+  const auto layout = quant::int8_tft_layout(models::tft_options_from_json(kSmallTft));
+  EXPECT_EQ(s["layer_errors"].size(), layout.layers.size());
+  EXPECT_EQ(s["precisions"]["int8"]["parameter_bytes"].get<int64_t>(), layout.total_bytes());
+  EXPECT_EQ(s["resident_bytes"]["int8"].get<int64_t>(), layout.total_bytes());
+  EXPECT_LT(std::filesystem::file_size(q8), std::filesystem::file_size(fp));
+
+  // The INT8 bundle loads as int8 and gives the same forecasts on every load.
+  auto a = load_bundle(q8), b = load_bundle(q8, torch::kCPU, "tft");
+  EXPECT_EQ(a.model->precision(), "int8");
+  EXPECT_EQ(a.training["quantization"]["method"], "ptq");
+  EXPECT_EQ(a.model->parameter_bytes(), 0);
+  EXPECT_EQ(a.model->buffer_bytes(), layout.total_bytes());
+  auto batch = a.model->example_batch(3, 0, torch::kCPU, 5);
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(a.model->forward(batch)[0], b.model->forward(batch)[0]));
+  auto f = load_bundle(fp);
+  const auto ref = f.model->forward(batch)[0];
+  const auto got = a.model->forward(batch)[0];
+  EXPECT_LT((ref - got).abs().max().item<double>(), 0.1 * ref.abs().max().item<double>() + 1e-6);
+
+  // Served by the ensemble bar by bar, like the FP32 bundle, with close forecasts.
+  auto series = data::generate_synthetic(data::SyntheticOptions{});
+  std::vector<Bundle> one8, one32;
+  one8.push_back(load_bundle(q8));
+  one32.push_back(load_bundle(fp));
+  Ensemble e8(std::move(one8)), e32(std::move(one32));
+  int64_t ready = 0;
+  double max_diff = 0, max_abs = 0;
+  for (int64_t i = 0; i < 400; ++i) {
+    const auto d8 = e8.on_bar(series.bars[static_cast<size_t>(i)]);
+    const auto d32 = e32.on_bar(series.bars[static_cast<size_t>(i)]);
+    ASSERT_EQ(d8.signals.size(), 1u);
+    if (!d8.signals[0].ready) continue;
+    ASSERT_TRUE(d32.signals[0].ready);
+    ++ready;
+    for (size_t k = 0; k < d8.signals[0].raw.size(); ++k) {
+      max_diff = std::max(
+          max_diff, std::abs(static_cast<double>(d8.signals[0].raw[k]) - d32.signals[0].raw[k]));
+      max_abs = std::max(max_abs, std::abs(static_cast<double>(d32.signals[0].raw[k])));
+    }
+  }
+  EXPECT_GT(ready, 0);
+  EXPECT_LT(max_diff, 0.1 * max_abs + 1e-6);
+}
+
+TEST(QuantizeJobTest, RefusalsWriteNothing) {
+  TempDir tmp;
+  const auto fp = fp32_bundle(tmp);
+  const auto q8 = tmp.file("int8.fhb");
+  ASSERT_EQ(run_cli("quantize tft --bundle " + fp + " --calib 16 --out " + q8).exit_code, 0);
+  // An INT8 bundle is not quantized again.
+  const auto again = tmp.file("again.fhb");
+  auto r = run_cli("quantize tft --bundle " + q8 + " --out " + again);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("expected an FP32 bundle"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(again));
+  // Bars other than the bundle's.
+  const auto csv = tmp.file("other.csv");
+  {
+    std::ofstream out(csv);
+    out << "Date,Open,High,Low,Close,Volume\n";
+    auto other = data::generate_synthetic({.bars = 600, .seed = 9});
+    for (const auto& b : other.bars)
+      out << b.timestamp << ',' << b.open << ',' << b.high << ',' << b.low << ',' << b.close << ','
+          << b.volume << '\n';
+  }
+  r = run_cli("quantize tft --bundle " + fp + " --data " + csv + " --out " + again);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("the bundle was trained on"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(again));
+  // Usage errors.
+  EXPECT_EQ(run_cli("quantize tft --bundle " + fp + " --out " + fp).exit_code, 2);
+  EXPECT_EQ(run_cli("quantize tft --bundle " + fp + " --ptq --qat --out " + again).exit_code, 2);
+  EXPECT_EQ(run_cli("quantize mamba2 --bundle " + fp + " --out " + again).exit_code, 2);
+  EXPECT_EQ(run_cli("quantize tft --bundle " + fp + " --calib 0 --out " + again).exit_code, 2);
+  EXPECT_FALSE(std::filesystem::exists(again));
+}
+
+TEST(QuantizeJobTest, ModelsJsonReportsBytesPerPrecision) {
+  const auto j = testing::run_cli_json("models --json", 0);
+  bool seen = false;
+  for (const auto& m : j["models"]) {
+    ASSERT_TRUE(m.contains("precisions")) << m.dump();
+    EXPECT_EQ(m["precisions"]["fp32"]["parameter_bytes"].get<int64_t>(),
+              m["parameter_bytes"].get<int64_t>());
+    if (m["name"] != "tft") continue;
+    seen = true;
+    const auto layout = quant::int8_tft_layout(models::TftOptions());
+    const auto& i8 = m["precisions"]["int8"];
+    EXPECT_EQ(i8["parameter_bytes"].get<int64_t>(), layout.total_bytes());
+    EXPECT_EQ(i8["int8_bytes"].get<int64_t>() + i8["fp32_bytes"].get<int64_t>(),
+              layout.total_bytes());
+    EXPECT_LT(i8["parameter_bytes"].get<int64_t>(),
+              m["precisions"]["fp32"]["parameter_bytes"].get<int64_t>());
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(QuantizeJobTest, FiveMemoryChecksPass) {
+  Int8MemoryOptions o;
+  o.model = models::TftOptions().hidden(16).heads(2).window(12).past_features(30);
+  o.inferences = 10000;
+  o.big_batch = 16;
+  o.calibration_batches = 2;
+  const auto r = tft_int8_memory_checks(o);
+  ASSERT_EQ(r["checks"].size(), 5u);
+  for (const auto& c : r["checks"]) EXPECT_TRUE(c["passed"].get<bool>()) << c.dump(2);
+  EXPECT_TRUE(r["passed"].get<bool>());
+  const auto& c = r["checks"];
+  EXPECT_EQ(c[0]["resident_bytes"].get<int64_t>(), 4 * models::parameter_count(o.model));
+  EXPECT_EQ(c[1]["resident_bytes"].get<int64_t>(), quant::int8_tft_layout(o.model).total_bytes());
+  EXPECT_EQ(c[4]["leaked_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(c[4]["inferences"].get<int64_t>(), 10000);
+  // A threshold below the model's bytes fails check 2 (the check can fail).
+  o.inferences = 1;
+  o.int8_threshold_bytes = 1000;
+  const auto bad = tft_int8_memory_checks(o);
+  EXPECT_FALSE(bad["checks"][1]["passed"].get<bool>());
+  EXPECT_FALSE(bad["passed"].get<bool>());
+
+  const auto qat = tft_qat_memory(o);
+  const auto& t = qat["training_bytes"];
+  EXPECT_EQ(t["fp32_master_weights"].get<int64_t>(), 4 * models::parameter_count(o.model));
+  EXPECT_EQ(t["gradient_tensors"].get<int64_t>(), 4 * models::parameter_count(o.model));
+  EXPECT_EQ(t["optimizer_adam"].get<int64_t>() >= 2 * 4 * models::parameter_count(o.model), true);
+  EXPECT_GT(t["observers"].get<int64_t>(), 0);
+}
+
+// Accuracy on the held-out split of the embedded synthetic series: a trained TFT, then PTQ
+// within 5% and QAT within 2% of its test quantile loss.
+TEST(QuantizeJobTest, PtqAndQatStayCloseToFp32_SLOW) {
+  TempDir tmp;
+  // The 3,000 bars `foxhunt validate` trains on (the compact TFT defaults).
+  const auto csv = tmp.file("bars.csv");
+  data::write_bars_csv(csv, data::generate_synthetic({.bars = 3000, .seed = 42}));
+  const auto out = (tmp.path() / "run").string();
+  auto train =
+      run_cli("train tft --data " + csv + " --epochs 6 --out " + out + " --progress off --json");
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const auto fp = (tmp.path() / "run" / kBundleFile).string();
+  ASSERT_TRUE(std::filesystem::exists(fp));
+  const auto ptq = testing::run_cli_json(
+      "quantize tft --bundle " + fp + " --ptq --out " + tmp.file("ptq.fhb") + " --json", 0);
+  EXPECT_LE(ptq["loss_delta_pct"].get<double>(), 5.0) << ptq.dump(2);
+  const auto qat =
+      testing::run_cli_json("quantize tft --bundle " + fp + " --qat --epochs 1 --out " +
+                                tmp.file("qat.fhb") + " --progress off --json",
+                            0);
+  EXPECT_LE(qat["loss_delta_pct"].get<double>(), 2.0) << qat.dump(2);
+  EXPECT_EQ(qat["method"], "qat");
+  for (const auto& r : ptq["layer_errors"]) EXPECT_GT(r["snr_db"].get<double>(), 15.0) << r.dump();
+}
+
+}  // namespace
+}  // namespace foxhunt::runtime
