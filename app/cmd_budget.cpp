@@ -17,6 +17,7 @@ struct BudgetArgs {
   BudgetFlags budget;
   double headroom_mib = static_cast<double>(plan::BudgetOptions{}.headroom_bytes) / kMiB;
   std::string targets;
+  std::string precision;
   bool json = false;
 };
 
@@ -39,6 +40,8 @@ Registrar reg = subcommand<BudgetArgs>(
                       "Training batch of the training and mixed views")
           ->check(CLI::PositiveNumber)
           ->capture_default_str();
+      sub->add_option("--precision", a->precision,
+                      "Serving precision per model, e.g. tft=int8 (default fp32 for all)");
       sub->add_flag("--no-views", a->no_views,
                     "Skip the serving / training / mixed deployment views (per-model rows only)");
       sub->add_flag("--json", a->json, "Print JSON only");
@@ -49,6 +52,7 @@ Registrar reg = subcommand<BudgetArgs>(
         if (a->budget.budget_given()) o.budget_bytes = budget.bytes;
         o.headroom_bytes = mib_to_bytes(a->headroom_mib, "budget", "--headroom-mib", true);
         if (!a->targets.empty()) o.targets = plan::load_targets(a->targets);
+        if (!a->precision.empty()) o.precision = plan::parse_precisions(a->precision);
         const auto rep = plan::validate_budget(o);
         if (a->json)
           print_json(rep.to_json().dump(2));

@@ -18,8 +18,9 @@ Registrar reg = subcommand<ValidateArgs>(
           ->capture_default_str();
       sub->add_option("--seed", args->options.seed, "Seed for every random draw")
           ->capture_default_str();
-      sub->add_option("--skip", args->options.skip,
-                      "Step names to skip (models, train, plan, budget, stress, backtest)");
+      sub->add_option(
+          "--skip", args->options.skip,
+          "Step names to skip (models, train, quantize, plan, budget, stress, backtest)");
       sub->add_option("--train-bars", args->options.train_bars, "Synthetic bars for the train step")
           ->check(CLI::Range(int64_t{1000}, int64_t{10000000}))
           ->capture_default_str();

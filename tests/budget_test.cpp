@@ -9,6 +9,7 @@
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/plan/budget.h"
+#include "foxhunt/quant/tft_int8.h"
 #include "test_util.h"
 
 namespace foxhunt {
@@ -213,6 +214,46 @@ TEST_F(BudgetTest, DefaultTargetsCanFail) {
     EXPECT_TRUE(r.within_target) << r.model;
     EXPECT_LE(r.target_bytes, 4 * r.memory_bytes) << r.model;
   }
+}
+
+}  // namespace
+}  // namespace foxhunt
+
+namespace foxhunt {
+namespace {
+
+// --precision tft=int8 measures the INT8 TFT: its resident bytes are the layout's closed form,
+// far below the FP32 row; other models are unchanged; a precision a model lacks is an input error.
+TEST(BudgetPrecisionTest, Int8TftIsMeasuredInItsLayout) {
+  plan::BudgetOptions o;
+  o.deployment_views = false;
+  const auto fp32 = plan::validate_budget(o);
+  o.precision = plan::parse_precisions("tft=int8");
+  const auto int8 = plan::validate_budget(o);
+  ASSERT_EQ(fp32.rows.size(), int8.rows.size());
+  for (size_t i = 0; i < int8.rows.size(); ++i) {
+    const auto& a = fp32.rows[i];
+    const auto& b = int8.rows[i];
+    SCOPED_TRACE(b.model);
+    if (b.model != "tft") {
+      EXPECT_EQ(b.precision, "fp32");
+      EXPECT_EQ(a.footprint.parameter_bytes, b.footprint.parameter_bytes);
+      continue;
+    }
+    EXPECT_EQ(b.precision, "int8");
+    EXPECT_EQ(b.footprint.parameter_bytes, 0u);
+    EXPECT_EQ(
+        b.footprint.buffer_bytes,
+        static_cast<std::uint64_t>(quant::int8_tft_layout(models::TftOptions()).total_bytes()));
+    EXPECT_LT(b.footprint.buffer_bytes * 4, a.footprint.parameter_bytes);
+    EXPECT_EQ(b.footprint.runs.size(), 2u);
+  }
+  EXPECT_EQ(int8.to_json()["precision"]["tft"], "int8");
+  EXPECT_THROW(plan::parse_precisions("dqn=int8"), InputError);
+  EXPECT_THROW(plan::parse_precisions("tft=int4"), InputError);
+  EXPECT_THROW(plan::parse_precisions("tft"), InputError);
+  EXPECT_THROW(plan::parse_precisions("nope=int8"), InputError);
+  EXPECT_EQ(testing::run_cli("budget --precision tft=int4 --no-views").exit_code, 2);
 }
 
 }  // namespace

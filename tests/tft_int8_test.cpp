@@ -219,5 +219,19 @@ TEST(TftInt8Test, RoundTripsBitExactlyThroughBytes) {
   EXPECT_LT(static_cast<double>(bytes.size()), 0.6 * static_cast<double>(fp_bytes.size()));
 }
 
+// The same converted model on CUDA: cuBLAS int8 GEMMs where the shapes allow, the exact fp32
+// path elsewhere, ATen's gates for the LSTM; outputs equal the CPU's to the fp32 rounding of
+// the reductions (codes may flip at exact ties, hence a tolerance and not equality).
+TEST(TftInt8Test, CudaMatchesCpu_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
+  auto net = small_net();
+  auto q = Int8Tft(Int8TftImpl::convert(*net, calibrate(net, 2)));
+  auto b = models::tft_example_batch(net->options, 24, 0, torch::kCPU, 17);
+  const auto cpu = q->forward(b.inputs[0], b.inputs[1], b.inputs[2]);
+  q->to(torch::kCUDA);
+  const auto gpu = q->forward(b.inputs[0].cuda(), b.inputs[1].cuda(), b.inputs[2].cuda()).cpu();
+  EXPECT_LT(rel_rms(cpu, gpu), 1e-3);
+}
+
 }  // namespace
 }  // namespace foxhunt

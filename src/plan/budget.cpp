@@ -58,14 +58,16 @@ namespace {
 
 // The four models built, their serving batches made, then the forwards run on one thread each,
 // all at once: the ledger's peak over the whole run, beyond what was live before it.
-std::uint64_t measure_concurrent_serving(std::int64_t batch, std::uint64_t seed) {
+std::uint64_t measure_concurrent_serving(std::int64_t batch, std::uint64_t seed,
+                                         const std::map<std::string, std::string>& precision) {
   const auto before = live_bytes();
   reset_peak();
   std::vector<std::unique_ptr<models::Model>> ms;
   std::vector<models::Batch> batches;
   for (const auto& name : models::model_names()) {
     torch::manual_seed(seed);
-    ms.push_back(models::make_model(name));
+    const auto p = precision.find(name);
+    ms.push_back(make_model_at(name, p == precision.end() ? "fp32" : p->second));
     ms.back()->module().eval();
     batches.push_back(ms.back()->example_batch(batch, 0, torch::kCPU, seed));
   }
@@ -133,6 +135,24 @@ std::map<std::string, std::uint64_t> targets_from_json(const nlohmann::json& j,
   return base;
 }
 
+std::map<std::string, std::string> parse_precisions(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(text);
+  for (std::string pair; std::getline(ss, pair, ',');) {
+    const auto eq = pair.find('=');
+    FOXHUNT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < pair.size(), "budget",
+                  "--precision: expected MODEL=PRECISION (e.g. tft=int8), got '", pair, "'");
+    const std::string model = pair.substr(0, eq), precision = pair.substr(eq + 1);
+    FOXHUNT_CHECK(is_model(model), "budget", "--precision '", pair, "': unknown model '", model,
+                  "'; expected one of: ", known_models());
+    FOXHUNT_CHECK(precision == "fp32" || (precision == "int8" && model == "tft"), "budget",
+                  "--precision '", pair, "': ", model, " has fp32",
+                  model == "tft" ? " and int8" : "", ", got '", precision, "'");
+    out[model] = precision;
+  }
+  return out;
+}
+
 std::map<std::string, std::uint64_t> load_targets(const std::string& path) {
   const std::string text = read_file(path);
   nlohmann::json j;
@@ -149,6 +169,7 @@ nlohmann::json BudgetReport::to_json() const {
   for (const auto& r : rows) {
     nlohmann::json fp = r.footprint.to_json();
     rows_json.push_back({{"model", r.model},
+                         {"precision", r.precision},
                          {"memory_bytes", r.memory_bytes},
                          {"target_bytes", r.target_bytes},
                          {"pct_of_budget", r.pct_of_budget},
@@ -184,7 +205,12 @@ nlohmann::json BudgetReport::to_json() const {
           {"budget_bytes", budget_bytes},
           {"headroom_required_bytes", headroom_required_bytes},
           {"serving_batch", serving_batch},
-          {"precision", "fp32"},
+          {"precision",
+           [&] {
+             nlohmann::json p = nlohmann::json::object();
+             for (const auto& r : rows) p[r.model] = r.precision;
+             return p;
+           }()},
           {"models", rows_json},
           {"total_bytes", total_bytes},
           {"total_pct_of_budget", total_pct_of_budget},
@@ -200,9 +226,17 @@ std::string BudgetReport::table() const {
   char line[512];
   std::snprintf(line, sizeof(line),
                 "budget %s (%llu B, %s); memory = parameters + buffers + peak inference "
-                "activations of batch 1 / %lld (fp32)\n",
+                "activations of batch 1 / %lld%s\n",
                 hb(double(budget_bytes)).c_str(), static_cast<unsigned long long>(budget_bytes),
-                budget_source.c_str(), static_cast<long long>(serving_batch));
+                budget_source.c_str(), static_cast<long long>(serving_batch),
+                [&] {
+                  std::string p;
+                  for (const auto& r : rows)
+                    if (r.precision != "fp32")
+                      p += (p.empty() ? "" : ", ") + r.model + " " + r.precision;
+                  return p.empty() ? std::string(" (fp32)") : " (fp32; " + p + ")";
+                }()
+                    .c_str());
   os << line;
   std::snprintf(line, sizeof(line), "%-8s %12s %12s %11s %11s %12s %9s  %s\n", "model", "memory",
                 "target", "% budget", "% target", "claimed", "claim/x", "status");
@@ -269,7 +303,9 @@ BudgetReport validate_budget(const BudgetOptions& o) {
     r.model = name;
     std::vector<std::int64_t> batches = {1};
     if (o.serving_batch != 1) batches.push_back(o.serving_batch);
-    r.footprint = measure_inference_footprint(name, batches, 0, o.seed);
+    const auto pit = o.precision.find(name);
+    r.precision = pit == o.precision.end() ? "fp32" : pit->second;
+    r.footprint = measure_inference_footprint(name, batches, 0, o.seed, {}, r.precision);
     std::uint64_t act = 0;
     for (const auto& run : r.footprint.runs) act = std::max(act, run.activation_bytes);
     r.memory_bytes = r.footprint.parameter_bytes + r.footprint.buffer_bytes + act;
@@ -310,7 +346,7 @@ BudgetReport validate_budget(const BudgetOptions& o) {
   if (o.deployment_views) {
     FOXHUNT_CHECK(o.training_batch >= 1, "budget", "training batch: expected >= 1, got ",
                   o.training_batch);
-    rep.serving_concurrent_bytes = measure_concurrent_serving(o.serving_batch, o.seed);
+    rep.serving_concurrent_bytes = measure_concurrent_serving(o.serving_batch, o.seed, o.precision);
     std::uint64_t train_peak = 0;
     std::string trainer;
     for (const auto& r : rep.rows)

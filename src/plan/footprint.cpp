@@ -1,5 +1,7 @@
 #include "foxhunt/plan/footprint.h"
 
+#include "foxhunt/quant/tft_int8.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -262,10 +264,20 @@ nlohmann::json InferenceFootprint::to_json() const {
           {"peak_total_bytes", peak_total_bytes()}};
 }
 
+std::unique_ptr<models::Model> make_model_at(const std::string& name, const std::string& precision,
+                                             const nlohmann::json& model_options) {
+  if (precision == "fp32") return models::make_model(name, model_options);
+  FOXHUNT_CHECK(precision == "int8" && name == "tft", "footprint", "precision of '", name,
+                "': expected fp32", name == "tft" ? " or int8" : "", ", got '", precision, "'");
+  return quant::make_int8_tft_model(model_options.is_null() ? nlohmann::json::object()
+                                                            : model_options);
+}
+
 InferenceFootprint measure_inference_footprint(const std::string& model,
                                                const std::vector<std::int64_t>& batches,
                                                std::int64_t seq_len, std::uint64_t seed,
-                                               const nlohmann::json& model_options) {
+                                               const nlohmann::json& model_options,
+                                               const std::string& precision) {
   FOXHUNT_CHECK(!batches.empty(), "footprint",
                 "inference batches: expected at least one, got none");
   for (auto b : batches)
@@ -282,7 +294,7 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
   std::unique_ptr<models::Model> m;
   {
     MemoryScope p(model + "/parameters");
-    m = models::make_model(model, model_options);
+    m = make_model_at(model, precision, model_options);
   }
   fp.construction_live_bytes = scope_live(root + "/parameters") - params0;
   for (const auto& p : m->module().parameters()) fp.parameter_bytes += tensor_bytes(p);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 
@@ -366,17 +367,17 @@ FOXHUNT_VECTORIZE void codes_as_int8(const float* __restrict src, int8_t* __rest
   }
 }
 
-// y[r, c] = acc[r, c] * scale[c] (+ bias[c]).
-FOXHUNT_VECTORIZE void dequantize_rows(const int32_t* __restrict acc, const float* __restrict scale,
-                                       const float* __restrict bias, float* __restrict y,
-                                       int64_t rows, int64_t cols) {
+// acc[r, c] (int32) becomes acc[r, c] * scale[c] (+ bias[c]) as float in the same 4 bytes; the
+// element is read before it is written, through memcpy (no type-punned pointers).
+FOXHUNT_VECTORIZE void dequantize_rows_in_place(int32_t* acc, const float* __restrict scale,
+                                                const float* __restrict bias, int64_t rows,
+                                                int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
-    const int32_t* a = acc + r * cols;
-    float* o = y + r * cols;
-    if (bias)
-      for (int64_t c = 0; c < cols; ++c) o[c] = static_cast<float>(a[c]) * scale[c] + bias[c];
-    else
-      for (int64_t c = 0; c < cols; ++c) o[c] = static_cast<float>(a[c]) * scale[c];
+    int32_t* a = acc + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = static_cast<float>(a[c]) * scale[c] + (bias ? bias[c] : 0.0f);
+      std::memcpy(a + c, &v, sizeof v);
+    }
   }
 }
 
@@ -487,11 +488,10 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> int8_lstm_cpu(const Int8
 
 // ---- ops over the converted network ----------------------------------------------------------
 
-// Flat buffers reused by the layers of one forward pass: each layer's input codes and int32
-// products are dead once its output exists, so one allocation serves them all (fresh multi-MB
-// tensors per layer cost page faults on every pass).
+// A buffer reused by the batched layers of one forward pass (once per block of positions): the
+// input codes are dead once the layer's output exists, so one allocation serves every block.
 struct Int8Scratch {
-  torch::Tensor f32, i8, i32;
+  torch::Tensor f32;
   static torch::Tensor take(torch::Tensor& buf, int64_t n, torch::ScalarType t) {
     if (!buf.defined() || buf.numel() < n) buf = torch::empty({n}, t);
     return buf.narrow(0, 0, n);
@@ -516,7 +516,15 @@ class Int8Ops final : public TftQuantOps {
 
   torch::Tensor layer(const std::string& name, const torch::Tensor& x) override {
     const auto& l = net_.layer(name);
-    if (l.codes.dim() != 3) return layer_forward(l, false, x, &scratch_);
+    if (l.codes.dim() != 3) {
+      // A 2-D layer after a VSN's per-variable blocks: their buffers are dead, drop them so
+      // they do not add to the peak of what follows.
+      if (!dequantized_.empty()) {
+        dequantized_.clear();
+        scratch_ = Int8Scratch();
+      }
+      return layer_forward(l, false, x, &scratch_);
+    }
     // The batched layers run once per block of positions: their codes as floats once per
     // forward (transient, freed with the ops), not once per block.
     // The batched layers run once per block of positions: their weights dequantized once per
@@ -753,18 +761,19 @@ torch::Tensor layer_forward(const Int8TftImpl::Layer& l, bool batched, const tor
   if (cpu) {
     // One pass to codes, the int8 GEMM, one pass back to fp32 (ATen would take five and two).
     const auto xc = x2.to(torch::kFloat).contiguous();
-    auto xq = Int8Scratch::take(sc.i8, rows * in, torch::kChar).view({rows, in});
+    // Fresh (not scratch) buffers: they die with this layer, so the peak holds one layer's.
+    auto xq = torch::empty({rows, in}, torch::kChar);
     const float sx = l.input_scale.data_ptr<float>()[0];
     const float* src = xc.data_ptr<float>();
     int8_t* q = xq.data_ptr<int8_t>();
     codes_as_int8(src, q, rows * in, sx);
-    auto acc = Int8Scratch::take(sc.i32, rows * out, torch::kInt).view({rows, out});
-    at::_int_mm_out(acc, xq, l.codes);
-    auto y = torch::empty({rows, out}, torch::kFloat);
-    dequantize_rows(acc.data_ptr<int32_t>(), l.scale.data_ptr<float>(),
-                    l.bias.defined() ? l.bias.data_ptr<float>() : nullptr, y.data_ptr<float>(),
-                    rows, out);
-    return y.view(shape);
+    // The products become the output in place (int32 and float are both 4 bytes), so the layer
+    // never holds an output-sized int32 tensor beside its output.
+    auto acc = at::_int_mm(xq, l.codes);
+    xq = torch::Tensor();
+    dequantize_rows_in_place(acc.data_ptr<int32_t>(), l.scale.data_ptr<float>(),
+                             l.bias.defined() ? l.bias.data_ptr<float>() : nullptr, rows, out);
+    return acc.view(torch::kFloat).view(shape);
   }
   const auto xq = x2.to(torch::kFloat).div(l.input_scale).round_().clamp_(-kQMax, kQMax);
   torch::Tensor acc;

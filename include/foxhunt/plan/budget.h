@@ -88,11 +88,19 @@ struct BudgetOptions {
   bool deployment_views = true;
   /// Training batch of the training and mixed views (the trainers' default, 64).
   std::int64_t training_batch = 64;
+  /// Serving precision per model (absent = "fp32"; the TFT also has "int8", quant/tft_int8.h).
+  /// Training views stay fp32: QAT trains fp32 master weights.
+  std::map<std::string, std::string> precision;
 };
+
+/// Parses "tft=int8" (comma-separated pairs) into a precision map; InputError naming the pair
+/// for an unknown model, a precision the model lacks, or a malformed pair.
+std::map<std::string, std::string> parse_precisions(const std::string& text);
 
 /// One model's line.
 struct BudgetRow {
   std::string model;                      ///< registry name
+  std::string precision = "fp32";         ///< serving precision measured
   InferenceFootprint footprint;           ///< measured (runs: batch 1, serving batch)
   std::uint64_t memory_bytes = 0;         ///< parameters + buffers + max activations
   std::uint64_t target_bytes = 0;         ///< 0 = no target (a failure)

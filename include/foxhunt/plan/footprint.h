@@ -42,6 +42,10 @@
 #include <string>
 #include <vector>
 
+namespace foxhunt::models {
+class Model;
+}  // namespace foxhunt::models
+
 namespace foxhunt::plan {
 
 /// Optimizers the footprint and the planner know (LibTorch's C++ optimizers).
@@ -182,10 +186,16 @@ struct InferenceFootprint {
 
 /// Builds `model` on the CPU in eval mode and runs one forward pass under c10::InferenceMode at
 /// each batch size of `batches` (e.g. {1, 64}). `seq_len` 0 = the model's default window.
+/// `precision` "int8" measures the INT8 TFT (quant/tft_int8.h) in its exact layout (the bytes
+/// do not depend on the values, so no calibration is needed); other models have only "fp32".
 InferenceFootprint measure_inference_footprint(const std::string& model,
                                                const std::vector<std::int64_t>& batches,
                                                std::int64_t seq_len = 0, std::uint64_t seed = 42,
-                                               const nlohmann::json& model_options = {});
+                                               const nlohmann::json& model_options = {},
+                                               const std::string& precision = "fp32");
+/// The model `name` at `precision` ("fp32", or "int8" for the TFT); InputError otherwise.
+std::unique_ptr<models::Model> make_model_at(const std::string& name, const std::string& precision,
+                                             const nlohmann::json& model_options = {});
 
 /// JSON of a TrainConfig: {optimizer, seq_len, batch, lr, seed}.
 nlohmann::json to_json(const TrainConfig& c);
