@@ -858,6 +858,10 @@ std::vector<torch::Tensor> QatTftModel::forward(const models::Batch& b) {
   const bool update = training && !frozen();
   const auto layout = int8_tft_layout(net.options);
   FloatOps ops(net, layout);
+  // The observers move once per forward, towards the largest |x| each layer saw in it: the
+  // LSTM's recurrent layers run once per step, and an average over steps would let the
+  // many |h| < 1 steps pull the scale below the initial state's range.
+  std::map<std::string, torch::Tensor> seen;
   ops.fake_quant_scale = [&](const std::string& name, const torch::Tensor& x) {
     const bool batched = ops.weights(name).batched;
     auto& a = absmax_[name];
@@ -866,14 +870,22 @@ std::vector<torch::Tensor> QatTftModel::forward(const models::Batch& b) {
       const auto m =
           (batched ? x.detach().abs().amax({1, 2}) : x.detach().abs().amax().reshape({1}))
               .to(torch::kCPU, torch::kFloat);
-      a = a.defined() ? a + options_.momentum() * (m - a) : m;
+      auto& s = seen[name];
+      s = s.defined() ? torch::maximum(s, m) : m;
+      if (!a.defined()) a = m;  // no scale yet: this batch's range
     }
     return (a / kQMax).clamp_min(kMinScale);
   };
   const auto dtype = net.output->weight.scalar_type();
   auto y = tft_quant_forward(ops, net.options, b.inputs[0].to(dtype), b.inputs[1].to(dtype),
                              b.inputs[2], training);
-  if (update) ++steps_;
+  if (update) {
+    for (const auto& [name, m] : seen) {
+      auto& a = absmax_.at(name);
+      a = a + options_.momentum() * (m - a);
+    }
+    ++steps_;
+  }
   return {y};
 }
 

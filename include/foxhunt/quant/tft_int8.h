@@ -154,8 +154,9 @@ class TftCalibrator {
 
 /// Options of quantization-aware training.
 struct QatOptions {
-  /// Training forward passes during which the activation observers move (moving-average
-  /// min/max); after that they are frozen and the scales stay fixed.
+  /// Training forward passes during which the activation observers move (a moving average,
+  /// once per forward, of the largest |x| each layer saw in it); after that they are frozen and
+  /// the scales stay fixed.
   TORCH_ARG(int64_t, observer_steps) = 200;
   /// Moving-average momentum of the activation observers.
   TORCH_ARG(double, momentum) = 0.01;
