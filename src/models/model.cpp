@@ -176,6 +176,7 @@ void check_float_input(const std::string& component, const std::string& name,
 
 torch::Device module_device(const torch::nn::Module& m) {
   for (const auto& p : m.parameters()) return p.device();
+  for (const auto& b : m.buffers()) return b.device();  // buffers-only modules (the INT8 TFT)
   return torch::kCPU;
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <type_traits>
 
 #include "foxhunt/core/error.h"
 
@@ -320,21 +321,6 @@ float sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));
 }
 
-// The code of x: round-half-even of clamp(x / scale, -127, 127), what ATen's
-// div/round/clamp computes. Adding and subtracting 1.5 * 2^23 leaves the nearest integer (ties
-// to even) of any |v| < 2^22 without a libm call, so the loops vectorize.
-inline float code_of(float x, float scale) {
-  constexpr float kMagic = 12582912.0f;
-  float v = x * (1.0f / scale);  // as the vector loops and torch's fake quantization do
-  v = v < -static_cast<float>(kQMax) ? -static_cast<float>(kQMax) : v;
-  v = v > static_cast<float>(kQMax) ? static_cast<float>(kQMax) : v;
-  return (v + kMagic) - kMagic;
-}
-
-int8_t quantize_code(float x, float scale) {
-  return static_cast<int8_t>(code_of(x, scale));
-}
-
 // GCC keeps the clamps as branches (and the loops scalar) unless it may ignore FP traps; the
 // loops below are pure arithmetic, so let it vectorize them.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -343,27 +329,24 @@ int8_t quantize_code(float x, float scale) {
 #define FOXHUNT_VECTORIZE
 #endif
 
-FOXHUNT_VECTORIZE void codes_as_float(const float* __restrict src, float* __restrict dst, int64_t n,
-                                      float scale) {
+// The codes of src[0, n) into dst (integer-valued floats or int8): round-half-even of
+// clamp(x / scale, -127, 127), what ATen's div/round/clamp computes, with x / scale taken as
+// x * (1 / scale) like torch's fake quantization. Adding and subtracting 1.5 * 2^23 leaves the
+// nearest integer (ties to even) of any |v| < 2^22 without a libm call, so the loop vectorizes.
+template <typename Out>
+FOXHUNT_VECTORIZE void codes_of(const float* __restrict src, Out* __restrict dst, int64_t n,
+                                float scale) {
   constexpr float kMagic = 12582912.0f, kMax = static_cast<float>(kQMax);
   const float inv = 1.0f / scale;
   for (int64_t k = 0; k < n; ++k) {
     float v = src[k] * inv;
     v = v < -kMax ? -kMax : v;
     v = v > kMax ? kMax : v;
-    dst[k] = (v + kMagic) - kMagic;
-  }
-}
-
-FOXHUNT_VECTORIZE void codes_as_int8(const float* __restrict src, int8_t* __restrict dst, int64_t n,
-                                     float scale) {
-  constexpr float kMagic = 12582912.0f, kMax = static_cast<float>(kQMax);
-  const float inv = 1.0f / scale;
-  for (int64_t k = 0; k < n; ++k) {
-    float v = src[k] * inv;
-    v = v < -kMax ? -kMax : v;
-    v = v > kMax ? kMax : v;
-    dst[k] = static_cast<int8_t>(static_cast<int32_t>((v + kMagic) - kMagic));
+    v = (v + kMagic) - kMagic;
+    if constexpr (std::is_same_v<Out, float>)
+      dst[k] = v;
+    else
+      dst[k] = static_cast<Out>(static_cast<int32_t>(v));
   }
 }
 
@@ -423,7 +406,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> int8_lstm_cpu(const Int8
     tanh_c = torch::empty({b, h}, torch::kFloat);
   }
   for (int64_t s = 0; s < t; ++s) {
-    codes_as_int8(hp, q, b * h, sx);
+    codes_of(hp, q, b * h, sx);
     const int32_t* acc = nullptr;
     if (b <= 4) {
       std::fill(small.begin(), small.end(), 0);
@@ -563,9 +546,7 @@ torch::Tensor small_rows_forward(const Int8TftImpl::Layer& l, const torch::Tenso
   std::vector<int32_t> acc(static_cast<size_t>(out));
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = xc.data_ptr<float>() + r * in;
-    for (int64_t k = 0; k < in; ++k) {
-      q[static_cast<size_t>(k)] = quantize_code(xr[k], sx);
-    }
+    codes_of(xr, q.data(), in, sx);
     std::fill(acc.begin(), acc.end(), 0);
     for (int64_t k = 0; k < in; ++k) {
       const int32_t qk = q[static_cast<size_t>(k)];
@@ -746,7 +727,7 @@ torch::Tensor layer_forward(const Int8TftImpl::Layer& l, bool batched, const tor
       const float* s = l.input_scale.data_ptr<float>();
       const float* src = xc.data_ptr<float>();
       float* dst = xq.data_ptr<float>();
-      for (int64_t i = 0; i < v; ++i) codes_as_float(src + i * per, dst + i * per, per, s[i]);
+      for (int64_t i = 0; i < v; ++i) codes_of(src + i * per, dst + i * per, per, s[i]);
     } else {
       xq = x.to(torch::kFloat).div(l.input_scale).round_().clamp_(-kQMax, kQMax);
     }
@@ -766,7 +747,7 @@ torch::Tensor layer_forward(const Int8TftImpl::Layer& l, bool batched, const tor
     const float sx = l.input_scale.data_ptr<float>()[0];
     const float* src = xc.data_ptr<float>();
     int8_t* q = xq.data_ptr<int8_t>();
-    codes_as_int8(src, q, rows * in, sx);
+    codes_of(src, q, rows * in, sx);
     // The products become the output in place (int32 and float are both 4 bytes), so the layer
     // never holds an output-sized int32 tensor beside its output.
     auto acc = at::_int_mm(xq, l.codes);

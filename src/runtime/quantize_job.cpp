@@ -42,17 +42,11 @@ std::shared_ptr<const data::MarketDataset> bundle_dataset(const Bundle& b, const
 }
 
 double test_loss(models::Model& model, train::MarketBatchSource& source) {
-  torch::NoGradGuard no_grad;
-  model.module().eval();
-  double sum = 0.0;
-  int64_t n = 0;
-  for (int64_t i = 0; i < source.test_batches(); ++i) {
-    auto b = source.test_batch(i);
-    sum += model.loss(b).item<double>() * static_cast<double>(b.size());
-    n += b.size();
-  }
-  FOXHUNT_CHECK(n > 0, kComponent, "the test split holds no windows; nothing to evaluate");
-  return sum / static_cast<double>(n);
+  const double loss = train::mean_batch_loss(model, source.test_batches(),
+                                             [&](int64_t i) { return source.test_batch(i); });
+  FOXHUNT_CHECK(std::isfinite(loss), kComponent,
+                "the test split holds no windows; nothing to evaluate");
+  return loss;
 }
 
 }  // namespace
