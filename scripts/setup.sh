@@ -61,3 +61,36 @@ else
   "$VENV/bin/python" -m pip install --quiet safetensors
   "$VENV/bin/python" -c "import safetensors" || { log "safetensors did not install"; exit 1; }
 fi
+
+# A real close-only daily series for the model-quality checks (issue 11): the S&P 500 daily closes
+# 1999-2018 that the pinned `arch` wheel on PyPI ships as package data (arch/data/sp500), rewritten
+# as "date,close" with ISO dates. Only the wheel's data file is used; arch is not installed.
+ARCH_PIN="8.0.0"
+DATA_DIR="${FOXHUNT_DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/foxhunt}"
+SP500="$DATA_DIR/sp500_close.csv"
+if [ -s "$SP500" ]; then
+  log "data: $SP500 present"
+else
+  log "data: fetching the S&P 500 daily closes (arch==${ARCH_PIN} wheel, package data only)"
+  mkdir -p "$DATA_DIR"
+  tmp="$(mktemp -d)"
+  "$PY" -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp" "arch==${ARCH_PIN}"
+  "$PY" - "$tmp" "$SP500" <<'PYEOF'
+import csv, datetime, glob, gzip, io, os, sys, zipfile
+tmp, out = sys.argv[1], sys.argv[2]
+wheel = glob.glob(os.path.join(tmp, "arch-*.whl"))[0]
+with zipfile.ZipFile(wheel) as z:
+    raw = gzip.decompress(z.read("arch/data/sp500/sp500.csv.gz")).decode()
+rows = list(csv.DictReader(io.StringIO(raw)))
+part = out + ".tmp"
+with open(part, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["date", "close"])
+    for r in rows:
+        d = datetime.datetime.strptime(r["Date"], "%m/%d/%Y").date().isoformat()
+        w.writerow([d, r["Close"]])
+os.replace(part, out)  # atomic: a half-written file is never left under the final name
+print(f"[setup] data: wrote {out} ({len(rows)} bars)", file=sys.stderr)
+PYEOF
+  rm -rf "$tmp"
+fi

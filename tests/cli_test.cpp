@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "foxhunt/core/container.h"
 #include "test_util.h"
 
 namespace foxhunt {
@@ -54,3 +56,37 @@ TEST(CliTest, InfoJsonIsValid) {
 
 }  // namespace
 }  // namespace foxhunt
+
+TEST(CliTest, ForecastTargetsAreScaledByTheVolatilityChosenOnTrainAndValidation) {
+  // The target volatility is the candidate whose constant forecast scores best on the training
+  // and validation splits (never the test split), and the bundle serves with the same one.
+  foxhunt::testing::TempDir dir;
+  const std::string csv = dir.file("bars.csv");
+  ASSERT_EQ(foxhunt::testing::run_cli("data generate --bars 1500 --seed 3 --out " + csv).exit_code,
+            0);
+  const auto s = foxhunt::testing::run_cli_json(
+      "train mamba2 --epochs 1 --progress off --json --data " + csv + " --out " + dir.file("m"), 0);
+  const auto& losses = s["data"]["target_vol_validation_loss"];
+  ASSERT_TRUE(losses.is_object());
+  EXPECT_GE(losses.size(), 8u);
+  std::string best;
+  double best_loss = INFINITY;
+  for (const auto& [name, loss] : losses.items()) {
+    ASSERT_TRUE(loss.is_number()) << name;
+    if (loss.get<double>() < best_loss) {
+      best_loss = loss.get<double>();
+      best = name;
+    }
+  }
+  EXPECT_EQ(s["data"]["target_vol_feature"].get<std::string>(), best == "none" ? "" : best);
+  // "none" (the unconditional quantiles) is among the candidates and loses to some volatility.
+  EXPECT_LT(best_loss, losses["none"].get<double>());
+  // The head started at the constant forecast, which the trainer scored before the first epoch.
+  const auto& eval = s["eval"];
+  EXPECT_TRUE(eval["initial_val_loss"].is_number());
+  EXPECT_GE(eval["best_val_loss"].get<double>(), 0.0);
+  EXPECT_LE(eval["best_val_loss"].get<double>(), eval["initial_val_loss"].get<double>());
+  const auto bundle = foxhunt::read_container(s["bundle"].get<std::string>());
+  EXPECT_EQ(bundle.header.value("target_vol_feature", std::string("?")),
+            s["data"]["target_vol_feature"].get<std::string>());
+}

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/dataset.h"
@@ -137,6 +138,61 @@ TEST_F(DatasetTest, VolatilityScaledTargetsDivideByTheAnchorsRealisedVolatility)
       foxhunt::testing::input_error([&] { MarketDataset(series(), bad); }).find("no_such_column"),
       std::string::npos);
   EXPECT_EQ(MarketDataset(series(), DatasetOptions{}).target_divisor(anchors.front()), 1.0);
+}
+
+TEST_F(DatasetTest, AbsReturnTargetVolatilitiesAreWeightedMeansOfThePastAbsoluteReturns) {
+  const auto c = series().closes();
+  // Hand-computed from the closes: returns up to and including the anchor's, never later ones.
+  auto absret = [&](int64_t a, int64_t window, double halflife) {
+    double sum = 0, weights = 0;
+    for (int64_t i = 0; i < window; ++i) {  // i-th most recent
+      const double w = halflife > 0 ? std::pow(2.0, -static_cast<double>(i) / halflife) : 1.0;
+      sum += w * std::fabs(std::log(c[a - i] / c[a - i - 1]));
+      weights += w;
+    }
+    return sum / weights;
+  };
+  for (const auto& [name, window, halflife] :
+       {std::tuple<std::string, int64_t, double>{"absret_mean_20", 20, 0.0},
+        {"absret_mean_256", 256, 0.0},
+        {"absret_ewm_10", kAbsRetEwmWindow, 10.0}}) {
+    SCOPED_TRACE(name);
+    DatasetOptions opt;
+    opt.target_vol_feature = name;
+    opt.target_scale = 2;
+    const MarketDataset ds(series(), opt);
+    const auto anchors = ds.anchors(Split::kTest, kMamba2Window);
+    for (int64_t a : {anchors.front(), anchors.back()}) {
+      const double d = absret(a, window, halflife);
+      EXPECT_NEAR(ds.target_divisor(a), d, 1e-6 * d);
+      float t = 0;
+      ds.fill_target(a, {1, 1}, &t);
+      EXPECT_NEAR(t, 2 * std::log(c[a + 1] / c[a]) / ds.target_divisor(a), 1e-5);
+    }
+    // The free function on the raw bank is what the dataset uses (and serving, on its history).
+    const auto vol = parse_target_vol(name, "test");
+    EXPECT_EQ(vol.window, window);
+    EXPECT_EQ(target_divisor_at(vol, ds.raw_features(), anchors.front()),
+              ds.target_divisor(anchors.front()));
+  }
+  // A jump moves the absret volatility by |J| / W, the realised one by far more.
+  std::vector<float> calm(60, 1e-3f), jumped = calm;
+  jumped.back() = 5e-2f;
+  const auto mean60 = parse_target_vol("absret_mean_60", "test");
+  EXPECT_NEAR(absret_divisor(mean60, jumped.data(), 60) - absret_divisor(mean60, calm.data(), 60),
+              (5e-2 - 1e-3) / 60, 1e-9);
+  // Flat prices floor the divisor instead of dividing by zero.
+  const std::vector<float> flat(20, 0.0f);
+  EXPECT_EQ(absret_divisor(parse_target_vol("absret_ewm_5", "test"), flat.data(), 20),
+            kMinTargetVol);
+  for (const std::string bad : {"absret_mean_0", "absret_mean_257", "absret_mean_x", "absret_ewm_",
+                                "absret_ewm_1001", "rv_21"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_NE(foxhunt::testing::input_error([&] { parse_target_vol(bad, "where"); }).find(bad),
+              std::string::npos);
+  }
+  EXPECT_FALSE(parse_target_vol("", "test").enabled());
+  EXPECT_EQ(parse_target_vol("rv_20", "test").column, bank_column("rv_20", "test"));
 }
 
 TEST_F(DatasetTest, TargetsEqualActualFutureLogReturns) {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/quantile_loss.h"
 #include "foxhunt/train/forecast_trainer.h"
@@ -66,6 +67,47 @@ TEST_F(ForecastTrainerTest, DivergingLossIsACheckFailureNotAnInputError) {
   }
 }
 
+TEST_F(ForecastTrainerTest, InitialWeightsAreTheBestEpochUntilAnEpochBeatsThem) {
+  torch::manual_seed(6);
+  models::Batch train{{torch::randn({48, 8, 1})}, torch::randn({48, 1})};
+  models::Batch val{{torch::randn({64, 8, 1})}, torch::randn({64, 1})};
+  TensorBatchSource src(train, val, 16, 1);
+  RunConfig run;
+  run.progress = ProgressMode::kOff;
+  run.log_interval = 0;
+  // Steps of 10 per weight make every epoch far worse than the start: the run must end on the
+  // initial weights (best_epoch -1), byte for byte.
+  QuantileMlpModel model(8, 64);
+  const std::string before = models::module_to_bytes(model.module());
+  ForecastTrainer wild(model, src,
+                       ForecastTrainerOptions().epochs(3).patience(2).learning_rate(10));
+  const double initial = wild.validation_loss();
+  std::vector<std::string> events;
+  run.on_log = [&](const nlohmann::json& j) { events.push_back(j.value("event", "")); };
+  wild.train(run);
+  EXPECT_EQ(wild.initial_validation_loss(), initial);
+  EXPECT_EQ(wild.best_epoch(), -1);
+  EXPECT_EQ(wild.best_validation_loss(), initial);
+  for (double v : wild.validation_history()) EXPECT_GT(v, initial);
+  EXPECT_EQ(models::module_to_bytes(model.module()), before);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front(), "initial");
+  // A sane learning rate beats the initial weights: the best epoch is a real one.
+  QuantileMlpModel model2(8, 64);
+  ForecastTrainer sane(model2, src, ForecastTrainerOptions().epochs(5).learning_rate(1e-2));
+  sane.train(run);
+  EXPECT_GE(sane.best_epoch(), 0);
+  const auto& hist = sane.validation_history();
+  EXPECT_LT(sane.best_validation_loss(), sane.initial_validation_loss());
+  EXPECT_EQ(sane.best_validation_loss(), *std::min_element(hist.begin(), hist.end()));
+  // Off: no initial check, NaN reported.
+  QuantileMlpModel model3(8, 64);
+  ForecastTrainer off(model3, src, ForecastTrainerOptions().epochs(1).validate_initial(false));
+  off.train(run);
+  EXPECT_TRUE(std::isnan(off.initial_validation_loss()));
+  EXPECT_EQ(off.best_epoch(), 0);
+}
+
 TEST_F(ForecastTrainerTest, EarlyStoppingRestoresBestWeights) {
   // Pure noise with few samples and a wide net: validation loss bottoms out, then overfitting
   // makes it rise, so patience runs out well before the epoch limit.
@@ -74,8 +116,10 @@ TEST_F(ForecastTrainerTest, EarlyStoppingRestoresBestWeights) {
   models::Batch val{{torch::randn({64, 8, 1})}, torch::randn({64, 1})};
   QuantileMlpModel model(8, 256);
   TensorBatchSource src(train, val, 16, 1);
-  ForecastTrainer trainer(model, src,
-                          ForecastTrainerOptions().epochs(200).patience(3).learning_rate(1e-2));
+  // Epochs only: the initial weights as a candidate have their own test below.
+  ForecastTrainer trainer(
+      model, src,
+      ForecastTrainerOptions().epochs(200).patience(3).learning_rate(1e-2).validate_initial(false));
   std::vector<nlohmann::json> epochs;
   RunConfig run;
   run.progress = ProgressMode::kOff;

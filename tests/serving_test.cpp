@@ -281,6 +281,38 @@ TEST_F(ServingTest, StreamedForecastsEqualTheFullWindowForward) {
   EXPECT_EQ(checked, 5);  // bars 323, 340, 357, 374, 391: after every warm-up
 }
 
+TEST_F(ServingTest, ForecastsUndoTheBundlesTargetVolatility) {
+  // Served next-bar quantiles = raw model output / target_scale * the divisor training used at
+  // that bar, for each kind of target volatility (none, a bank column, the absret windows).
+  const data::MarketDataset ds(bars(700));
+  const auto series = bars(420, 23);
+  const auto raw = data::compute_observed_features(series);
+  for (const std::string vol_name : {"", "rv_20", "absret_mean_60", "absret_ewm_10"}) {
+    SCOPED_TRACE(vol_name);
+    auto b = std::move(fresh_bundles(ds)[2]);  // mamba2
+    b.target_vol_feature = vol_name;
+    const auto vol = data::parse_target_vol(vol_name, "test");
+    std::vector<Bundle> one;
+    one.push_back(std::move(b));
+    Ensemble e(one);
+    e.set_parallel(false);
+    int checked = 0;
+    for (size_t i = 0; i < series.bars.size(); ++i) {
+      const auto d = e.on_bar(series.bars[i]);
+      if (!d.signals[0].ready) continue;
+      const double divisor = data::target_divisor_at(vol, raw, static_cast<int64_t>(i));
+      ASSERT_EQ(d.signals[0].forecast.size(), 3u);
+      for (size_t q = 0; q < 3; ++q) {
+        const double want = d.signals[0].raw[q] / 250.0 * divisor;
+        EXPECT_NEAR(d.signals[0].forecast[q], want, 1e-5 * std::fabs(want) + 1e-12)
+            << "bar " << i << " quantile " << q;
+      }
+      ++checked;
+    }
+    EXPECT_GT(checked, 100);
+  }
+}
+
 TEST_F(ServingTest, RejectedBarLeavesTheStateUnchanged) {
   const data::MarketDataset ds(bars(700));
   Ensemble clean(fresh_bundles(ds));

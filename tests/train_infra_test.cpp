@@ -492,7 +492,12 @@ TEST_F(TrainCliTest, ForecastersTrainOnCsvAndResume) {
   EXPECT_EQ(model->name(), "mamba2");
   auto header = read_container(ckpt).header;
   EXPECT_EQ(header["trainer"]["extra"]["batch_size"], 32);
-  EXPECT_GT(header["trainer"]["extra"]["data"]["target_scale"].get<double>(), 1.0);
+  // Targets are returns over a volatility chosen on train + validation, then scaled to unit
+  // variance: a scale of order 1 (raw returns of ~1e-3 would need ~1e3).
+  const auto& data_info = header["trainer"]["extra"]["data"];
+  EXPECT_GT(data_info["target_scale"].get<double>(), 0.1);
+  EXPECT_LT(data_info["target_scale"].get<double>(), 10.0);
+  EXPECT_FALSE(data_info["target_vol_feature"].get<std::string>().empty());
   // Resume to a second epoch: same batches per epoch, twice the steps.
   // (no --data: the checkpoint names the CSV it was trained on)
   auto r2 = run_cli("train mamba2 --resume " + ckpt + " --epochs 2 --json --progress off");
@@ -501,6 +506,10 @@ TEST_F(TrainCliTest, ForecastersTrainOnCsvAndResume) {
   EXPECT_EQ(j2["steps"], 2 * steps_per_epoch);
   EXPECT_EQ(j2["episodes"], 2);
   EXPECT_EQ(j2["data"]["source"], csv);
+  // The resumed run keeps the scaling its weights were trained for (no new selection).
+  EXPECT_EQ(j2["data"]["target_vol_feature"], data_info["target_vol_feature"]);
+  EXPECT_EQ(j2["data"]["target_scale"], data_info["target_scale"]);
+  EXPECT_FALSE(j2["data"].contains("target_vol_validation_loss"));
   // TFT, shrunk through --model-options to keep the test short.
   auto r3 = run_cli("train tft --data " + csv + " --epochs 1 --json --progress off --out " +
                     dir.file("tft") +

@@ -70,8 +70,60 @@ MarketDataset::MarketDataset(BarSeries series, DatasetOptions options)
   // Statistics from training rows only: later bars must not shape the inputs of earlier ones.
   normalizer_ = Normalizer::fit(raw_, splits_.train.begin, splits_.train.end, options_.clip);
   normalized_ = normalizer_.apply(raw_);
-  if (!options_.target_vol_feature.empty())
-    target_vol_column_ = bank_column(options_.target_vol_feature, "target_vol_feature");
+  target_vol_ = parse_target_vol(options_.target_vol_feature, "target_vol_feature");
+  FOXHUNT_CHECK(target_vol_.window <= options_.warmup, kComponent, "target_vol_feature '",
+                options_.target_vol_feature, "': expected a window <= the warm-up of ",
+                options_.warmup, " bars");
+}
+
+namespace {
+// The digits after `prefix` in `name` as an integer in [lo, hi], or -1.
+int64_t suffix_number(const std::string& name, const std::string& prefix, int64_t lo, int64_t hi) {
+  const std::string digits = name.substr(prefix.size());
+  if (digits.empty() || digits.size() > 6 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  const int64_t v = std::stoll(digits);
+  return v >= lo && v <= hi ? v : -1;
+}
+}  // namespace
+
+TargetVol parse_target_vol(const std::string& name, const std::string& what) {
+  TargetVol v;
+  if (name.empty()) return v;
+  if (name.rfind(kAbsRetMeanPrefix, 0) == 0) {
+    v.window = suffix_number(name, kAbsRetMeanPrefix, 1, kFeatureWarmup);
+    FOXHUNT_CHECK(v.window > 0, kComponent, what, ": expected ", kAbsRetMeanPrefix,
+                  "<W> with 1 <= W <= ", kFeatureWarmup, ", got '", name, "'");
+    return v;
+  }
+  if (name.rfind(kAbsRetEwmPrefix, 0) == 0) {
+    v.halflife = suffix_number(name, kAbsRetEwmPrefix, 1, 1000);
+    FOXHUNT_CHECK(v.halflife > 0, kComponent, what, ": expected ", kAbsRetEwmPrefix,
+                  "<H> with a half-life 1 <= H <= 1000 bars, got '", name, "'");
+    v.window = kAbsRetEwmWindow;
+    return v;
+  }
+  const auto& names = observed_feature_names();
+  FOXHUNT_CHECK(std::find(names.begin(), names.end(), name) != names.end(), kComponent, what,
+                ": expected a feature-bank column (e.g. rv_20), ", kAbsRetMeanPrefix, "<W> or ",
+                kAbsRetEwmPrefix, "<H> (e.g. absret_ewm_20), got '", name, "'");
+  v.column = bank_column(name, what);
+  return v;
+}
+
+double absret_divisor(const TargetVol& vol, const float* returns, int64_t count) {
+  FOXHUNT_CHECK(count >= 1 && count <= std::max<int64_t>(vol.window, 1), kComponent,
+                "absret volatility: expected 1..", vol.window, " returns, got ", count);
+  double sum = 0.0, weights = 0.0;
+  // Weight of the i-th most recent return: 2^(-i / H); equal weights without a half-life.
+  const double decay = vol.halflife > 0 ? std::exp2(-1.0 / static_cast<double>(vol.halflife)) : 1.0;
+  double w = std::pow(decay, static_cast<double>(count - 1));  // the oldest one's
+  for (int64_t i = 0; i < count; ++i, w /= decay) {
+    sum += w * std::fabs(static_cast<double>(returns[i]));
+    weights += w;
+  }
+  return std::max(sum / weights, kMinTargetVol);
 }
 
 int64_t bank_column(const std::string& name, const std::string& what) {
@@ -83,10 +135,23 @@ int64_t bank_column(const std::string& name, const std::string& what) {
 }
 
 double MarketDataset::target_divisor(int64_t anchor) const {
-  if (target_vol_column_ < 0) return 1.0;
+  if (!target_vol_.enabled()) return 1.0;
   FOXHUNT_CHECK(anchor >= 0 && anchor < size(), kComponent, "anchor ", anchor, " outside [0, ",
                 size(), ")");
-  return std::max(static_cast<double>(raw_.row(anchor)[target_vol_column_]), kMinTargetVol);
+  return target_divisor_at(target_vol_, raw_, anchor);
+}
+
+double target_divisor_at(const TargetVol& vol, const Matrix& raw, int64_t anchor) {
+  if (!vol.enabled()) return 1.0;
+  FOXHUNT_CHECK(anchor >= 0 && anchor < raw.rows, kComponent, "anchor ", anchor, " outside [0, ",
+                raw.rows, ")");
+  if (vol.column >= 0)
+    return std::max(static_cast<double>(raw.row(anchor)[vol.column]), kMinTargetVol);
+  static const int64_t ret = bank_column("ret_lag_0", "absret volatility");
+  const int64_t w = std::min(vol.window, anchor + 1);
+  std::vector<float> last(static_cast<size_t>(w));
+  for (int64_t i = 0; i < w; ++i) last[static_cast<size_t>(i)] = raw.row(anchor - w + 1 + i)[ret];
+  return absret_divisor(vol, last.data(), w);
 }
 
 double MarketDataset::log_return(int64_t bar) const {

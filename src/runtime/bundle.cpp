@@ -146,7 +146,7 @@ Bundle load_bundle(const std::string& path, const torch::Device& device,
                   "': target_scale must be > 0, got ", b.target_scale);
     // Bundles written before volatility-scaled targets have none.
     b.target_vol_feature = h.value("target_vol_feature", std::string());
-    if (!b.target_vol_feature.empty()) data::bank_column(b.target_vol_feature, "'" + path + "'");
+    data::parse_target_vol(b.target_vol_feature, "'" + path + "' target_vol_feature");
     b.instrument_id = h.at("instrument_id").get<int64_t>();
     b.data = h.at("data").get<DataFingerprint>();
     b.training = h.at("training");

@@ -218,14 +218,22 @@ struct ServedModel::History {
   std::unique_ptr<models::Mamba2Stream> mamba2;
   std::unique_ptr<models::TftStream> tft;
   int64_t streamed = 0;  // bars pushed into the stream
+  // absret_* target volatility: the last returns (bank column ret_lag_0), oldest first.
+  data::TargetVol absret;
+  int64_t absret_window = 0;
+  int64_t ret_column = -1;
+  std::deque<float> returns;
 };
 
 ServedModel::ServedModel(Bundle bundle) : bundle_(std::move(bundle)), history_(new History) {
   FOXHUNT_CHECK(bundle_.model != nullptr, kComponent, "served model: the bundle has no model");
   bundle_.model->module().eval();
-  if (!bundle_.target_vol_feature.empty())
-    vol_column_ = data::bank_column(bundle_.target_vol_feature, "bundle target_vol_feature");
   auto& h = *history_;
+  const auto vol = data::parse_target_vol(bundle_.target_vol_feature, "bundle target_vol_feature");
+  vol_column_ = vol.column;
+  h.absret = vol;
+  h.absret_window = vol.column >= 0 ? 0 : vol.window;
+  if (h.absret_window > 0) h.ret_column = data::bank_column("ret_lag_0", "absret volatility");
   h.spec = bundle_.model->spec();
   for (const auto& in : h.spec.inputs) {
     if (in.role != models::InputRole::kPastFeatures) continue;
@@ -261,6 +269,11 @@ std::vector<double> ServedModel::forecast_returns(const std::vector<float>& raw,
   if (vol_column_ >= 0)
     scale *= std::max(static_cast<double>(features.row()[static_cast<size_t>(vol_column_)]),
                       data::kMinTargetVol);
+  const auto& h = *history_;
+  if (h.absret_window > 0) {
+    const std::vector<float> last(h.returns.begin(), h.returns.end());
+    scale *= data::absret_divisor(h.absret, last.data(), static_cast<int64_t>(last.size()));
+  }
   std::vector<double> out(raw.size());
   for (size_t k = 0; k < raw.size(); ++k) out[k] = raw[k] * scale;
   return out;
@@ -277,6 +290,11 @@ ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double 
   auto& h = *history_;
   ModelSignal out;
   out.model = name();
+  if (h.absret_window > 0) {
+    // Every bar, warm-up included: the first anchor needs the W returns before it.
+    h.returns.push_back(features.row()[static_cast<size_t>(h.ret_column)]);
+    if (static_cast<int64_t>(h.returns.size()) > h.absret_window) h.returns.pop_front();
+  }
   // Rows before the feature warm-up use truncated windows; training never saw them.
   if (!features.ready()) return out;
   features.normalized_row(bundle_.normalizer, h.normalized);

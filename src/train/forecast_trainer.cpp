@@ -109,7 +109,7 @@ models::Batch TensorBatchSource::validation_batch(int64_t index) {
 // The one field list of ForecastTrainerOptions: its JSON writer, reader and known keys.
 FOXHUNT_OPTIONS_JSON(ForecastTrainerOptions, "forecast_trainer", forecast_trainer_options_from_json,
                      epochs, learning_rate, weight_decay, max_grad_norm, patience, min_delta,
-                     restore_best, seed)
+                     restore_best, validate_initial, seed)
 
 // ---- trainer ----------------------------------------------------------------------------------
 
@@ -198,6 +198,18 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
 
   // A run that stopped early stays stopped; one that ran out of epochs continues when resumed
   // with more of them.
+  if (o_.validate_initial() && epoch_ == 0 && batch_ == 0 && std::isnan(best_val_)) {
+    // The starting point is a candidate too (best_epoch -1); a resumed run has it in its state.
+    initial_val_ = validation_loss();
+    best_val_ = initial_val_;
+    best_weights_ = models::module_to_bytes(model_.module());
+    auto line = metrics_line(session.elapsed(), 0.0);
+    line["event"] = "initial";
+    line["val_loss"] = json_number(initial_val_);
+    char extra[96];
+    std::snprintf(extra, sizeof(extra), "initial weights  val %.5g", initial_val_);
+    session.log(line, step_, extra);
+  }
   while (!stopped_early_ && epoch_ < o_.epochs()) {
     model_.module().train();
     while (batch_ < per_epoch) {
@@ -294,6 +306,7 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
   metrics["epochs"] = epoch_;
   metrics["stopped_early"] = stopped_early_;
   metrics["val_history"] = val_history_;
+  metrics["initial_val_loss"] = json_number(initial_val_);
   metrics["final_val_loss"] =
       val_history_.empty() ? nlohmann::json(nullptr) : json_number(val_history_.back());
   if (dp_) metrics["distributed"] = dp_->summary();

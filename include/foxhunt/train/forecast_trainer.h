@@ -93,6 +93,11 @@ struct ForecastTrainerOptions {
   TORCH_ARG(double, min_delta) = 0.0;
   /// Load the weights of the best validation epoch at the end.
   TORCH_ARG(bool, restore_best) = true;
+  /// Score the initial weights on the validation split before the first epoch: they are the
+  /// best so far (best_epoch -1) until an epoch beats them, so with restore_best a run never
+  /// ends worse on validation than it started. A forecaster whose head starts at the constant
+  /// (volatility-scaled) quantile forecast (runtime/train_job) thus never leaves it for worse.
+  TORCH_ARG(bool, validate_initial) = true;
   /// Seed of LibTorch's generator (dropout) at the start of training.
   TORCH_ARG(uint64_t, seed) = 0;
 };
@@ -149,8 +154,11 @@ class ForecastTrainer {
   int64_t epoch() const { return epoch_; }
   /// Best validation loss so far (NaN before the first epoch ends).
   double best_validation_loss() const { return best_val_; }
-  /// Epoch of the best validation loss (-1 before the first epoch ends).
+  /// Epoch of the best validation loss (-1 before the first epoch ends, or when the initial
+  /// weights scored best: validate_initial).
   int64_t best_epoch() const { return best_epoch_; }
+  /// Validation loss of the initial weights (NaN unless validate_initial).
+  double initial_validation_loss() const { return initial_val_; }
   /// Validation loss after each finished epoch.
   const std::vector<double>& validation_history() const { return val_history_; }
   /// True once early stopping ended training.
@@ -173,6 +181,7 @@ class ForecastTrainer {
   int64_t window_loss_count_ = 0;
   int64_t samples_ = 0;
   double best_val_ = NAN;
+  double initial_val_ = NAN;
   int64_t best_epoch_ = -1, bad_epochs_ = 0;
   bool stopped_early_ = false;
   std::string best_weights_;
