@@ -24,6 +24,10 @@ Registrar reg = subcommand<ValidateArgs>(
       sub->add_option("--train-bars", args->options.train_bars, "Synthetic bars for the train step")
           ->check(CLI::Range(int64_t{1000}, int64_t{10000000}))
           ->capture_default_str();
+      sub->add_option("--train-threads", args->options.train_threads,
+                      "Intra-op threads of the train step (0 = one per core, at most 4)")
+          ->check(CLI::NonNegativeNumber)
+          ->capture_default_str();
       sub->add_option("--rl-steps", args->options.rl_steps,
                       "DQN/PPO environment steps in the train step")
           ->check(CLI::PositiveNumber)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <thread>
 
 #include <unistd.h>
 
@@ -179,6 +180,19 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
   log << "  data: " << options.train_bars << " synthetic bars for training, "
       << options.backtest_bars << " held out (seed " << options.seed << ")\n";
 
+  // The runs are sequential, so the step may use every core; the later steps (stress: four
+  // serving threads) get the thread count they started with back.
+  struct ThreadsGuard {
+    int before = at::get_num_threads();
+    ~ThreadsGuard() { at::set_num_threads(before); }
+  } threads_guard;
+  const int64_t threads =
+      options.train_threads > 0
+          ? options.train_threads
+          : std::clamp<int64_t>(static_cast<int64_t>(std::thread::hardware_concurrency()), 1, 4);
+  at::set_num_threads(static_cast<int>(threads));
+  log << "  threads: " << threads << " intra-op\n";
+
   bool all_ok = true;
   nlohmann::json rows = nlohmann::json::array();
   char line[256];
@@ -263,6 +277,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
   result.ok = all_ok;
   result.details["runs"] = rows;
   result.details["bars"] = options.train_bars;
+  result.details["threads"] = threads;
   result.summary =
       std::to_string(rows.size()) + " short training runs " +
       (all_ok ? "completed with finite metrics and loadable checkpoints, forecasters no worse than "
