@@ -246,12 +246,15 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
       const double cover = nb.is_object() && nb["coverage_p10_p90"].is_number()
                                ? nb["coverage_p10_p90"].get<double>()
                                : NAN;
+      // Best epoch -1: no epoch beat the initial constant (volatility-scaled) forecast.
+      const int64_t best_epoch = eval.is_object() ? eval.value("best_epoch", int64_t{-2}) : -2;
+      const std::string epoch = best_epoch == -1 ? "initial" : std::to_string(best_epoch);
       std::snprintf(line, sizeof(line),
                     "test quantile loss %.4f vs unconditional %.4f (%+.1f%%); next bar: skill "
-                    "%+.1f%% vs %s, P10-P90 coverage %.1f%%",
+                    "%+.1f%% vs %s, P10-P90 coverage %.1f%%; best epoch %s",
                     loss, base, 100.0 * (loss / base - 1.0), 100.0 * skill,
                     nb.is_object() ? nb.value("best_baseline", std::string("?")).c_str() : "?",
-                    100.0 * cover);
+                    100.0 * cover, epoch.c_str());
     }
     verdict = line;
     // A forecaster worse than its best naive baseline on the held-out test split is not "ok".
