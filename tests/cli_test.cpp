@@ -66,7 +66,7 @@ TEST(CliTest, ForecastTargetsAreScaledByTheVolatilityChosenOnTrainAndValidation)
             0);
   const auto s = foxhunt::testing::run_cli_json(
       "train mamba2 --epochs 1 --progress off --json --data " + csv + " --out " + dir.file("m"), 0);
-  const auto& losses = s["data"]["target_vol_validation_loss"];
+  const auto& losses = s["data"]["target_vol_selection_loss"];
   ASSERT_TRUE(losses.is_object());
   EXPECT_GE(losses.size(), 8u);
   std::string best;

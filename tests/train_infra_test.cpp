@@ -509,7 +509,7 @@ TEST_F(TrainCliTest, ForecastersTrainOnCsvAndResume) {
   // The resumed run keeps the scaling its weights were trained for (no new selection).
   EXPECT_EQ(j2["data"]["target_vol_feature"], data_info["target_vol_feature"]);
   EXPECT_EQ(j2["data"]["target_scale"], data_info["target_scale"]);
-  EXPECT_FALSE(j2["data"].contains("target_vol_validation_loss"));
+  EXPECT_FALSE(j2["data"].contains("target_vol_selection_loss"));
   // TFT, shrunk through --model-options to keep the test short.
   auto r3 = run_cli("train tft --data " + csv + " --epochs 1 --json --progress off --out " +
                     dir.file("tft") +

@@ -210,7 +210,8 @@ std::string data_path(const TrainJob& job, const std::optional<Container>& resum
   return source.rfind("synthetic", 0) == 0 ? std::string() : source;
 }
 
-// Candidate target volatilities, chosen per series on the validation split (select_target_vol).
+// Candidate target volatilities, one chosen per series on the training and validation splits
+// (load_market).
 const std::vector<std::string>& target_vol_candidates() {
   static const std::vector<std::string> c = {"",
                                              "absret_mean_20",
@@ -232,9 +233,9 @@ const std::vector<std::string>& target_vol_candidates() {
 // Scored on both splits (three fitted numbers hardly overfit): the validation split alone is a
 // few hundred bars, and on the synthetic series it chose rv_20, which a jump in the test split
 // then cost 9% (absret_mean_60: 1%).
-double constant_forecast_val_loss(const data::TargetVol& vol, const data::Matrix& raw,
-                                  const std::vector<double>& r, const data::SplitRanges& ranges,
-                                  const std::vector<double>& taus) {
+double constant_forecast_loss(const data::TargetVol& vol, const data::Matrix& raw,
+                              const std::vector<double>& r, const data::SplitRanges& ranges,
+                              const std::vector<double>& taus) {
   std::vector<double> z;
   for (int64_t a = ranges.train.begin; a + 1 < ranges.train.end; ++a)
     z.push_back(r[static_cast<size_t>(a + 1)] / data::target_divisor_at(vol, raw, a));
@@ -270,14 +271,14 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
                                        .value("data", nlohmann::json::object())
                                        .value("target_vol_feature", std::string());
     } else {
-      // The volatility the targets are divided by is chosen on the validation split: the
-      // candidate whose constant forecast (a zero-initialised head) scores best there.
+      // The volatility the targets are divided by: the candidate whose constant forecast (where
+      // the zero-weight head starts) scores best on the training and validation splits.
       const std::vector<double> taus = {0.1, 0.5, 0.9};
       double best = INFINITY;
       selection = nlohmann::json::object();
       for (const auto& name : target_vol_candidates()) {
         const auto vol = data::parse_target_vol(name, "target volatility");
-        const double loss = constant_forecast_val_loss(vol, raw, r, ranges, taus);
+        const double loss = constant_forecast_loss(vol, raw, r, ranges, taus);
         selection[name.empty() ? "none" : name] = json_number(loss);
         if (loss < best) {
           best = loss;
@@ -307,7 +308,7 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
             {"test", {ranges.test.begin, ranges.test.end}},
             {"target_scale", scale},
             {"target_vol_feature", options.target_vol_feature}};
-  if (!selection.is_null()) m.info["target_vol_validation_loss"] = selection;
+  if (!selection.is_null()) m.info["target_vol_selection_loss"] = selection;
   m.dataset = std::make_shared<const data::MarketDataset>(std::move(series), options);
   m.target_scale = scale;
   return m;
