@@ -1,20 +1,40 @@
 // Forward latency of each registered model at batch 1 and batch 64 under inference mode (CPU,
 // default thread count), and the per-bar cost of the streaming sequence models against the
 // full-window forward they reproduce. Run: ./build/models_bench [--benchmark_filter=stream]
+//
+// `models_bench --export DIR` instead writes DIR/<model>.safetensors for each registered model
+// (the weights the benchmarks time: default options, seed 0, eval mode) with its example inputs
+// and C++ outputs at batch 1 and 64, for bench/compare_python.py to time the same networks in
+// PyTorch eager and compare the numbers.
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
+
+#include <cstring>
+#include <iostream>
 
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/tft.h"
+#include "foxhunt/runtime/safetensors.h"
 
 #include "bench_main.h"
 
 namespace {
 
+// The benchmarked model: default options, weights from seed 0 (what --export writes).
+std::unique_ptr<foxhunt::models::Model> bench_model(const std::string& name) {
+  torch::manual_seed(0);
+  auto model = foxhunt::models::make_model(name);
+  model->module().eval();
+  return model;
+}
+
+// The example batches the forward benchmarks time (seed 1) and --export writes.
+constexpr int64_t kExportBatches[] = {1, 64};
+
 void BM_Forward(benchmark::State& state, const std::string& name) {
   const int64_t batch = state.range(0);
-  auto model = foxhunt::models::make_model(name);
+  auto model = bench_model(name);
   model->module().eval();
   auto b = model->example_batch(batch, 0, torch::kCPU, 1);
   c10::InferenceMode guard;
@@ -140,6 +160,50 @@ int register_all() {
 
 }  // namespace
 
+// --export DIR: each model's weights, example inputs ("input.b<B>.<i>") and C++ outputs
+// ("output.b<B>.<j>") with the options and I/O names in the metadata.
+int export_models(const std::string& dir) {
+  namespace rt = foxhunt::runtime;
+  foxhunt::runtime_init();
+  for (const auto& name : foxhunt::models::model_names()) {
+    auto model = bench_model(name);
+    rt::NamedTensors tensors = rt::module_tensors(model->module());
+    for (int64_t batch : kExportBatches) {
+      auto b = model->example_batch(batch, 0, torch::kCPU, 1);
+      c10::InferenceMode guard;
+      const auto out = model->forward(b);
+      const std::string tag = "b" + std::to_string(batch) + ".";
+      for (size_t i = 0; i < b.inputs.size(); ++i)
+        tensors.emplace_back("input." + tag + std::to_string(i), b.inputs[i]);
+      for (size_t j = 0; j < out.size(); ++j)
+        tensors.emplace_back("output." + tag + std::to_string(j), out[j]);
+    }
+    const auto spec = model->spec();
+    const std::string path = dir + "/" + name + ".safetensors";
+    rt::save_safetensors(path, tensors,
+                         {{"model", name},
+                          {"options", model->options_json().dump()},
+                          {"inputs", nlohmann::json(spec.input_names()).dump()},
+                          {"outputs", nlohmann::json(spec.outputs).dump()}});
+    std::cout << path << "\n";
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--export") == 0) {
+      if (i + 1 >= argc) {
+        std::cerr << "models_bench: --export: expected a directory\n";
+        return 2;
+      }
+      try {
+        return export_models(argv[i + 1]);
+      } catch (const std::exception& e) {
+        std::cerr << "models_bench: --export: " << e.what() << "\n";
+        return 1;
+      }
+    }
+  }
   return foxhunt::bench::run_benchmarks(argc, argv, [] { register_all(); });
 }

@@ -1,5 +1,6 @@
 #include "foxhunt/models/dqn.h"
 
+#include "foxhunt/models/lean.h"
 #include "foxhunt/models/options_io.h"
 
 namespace foxhunt::models {
@@ -24,7 +25,14 @@ void DqnNetImpl::reset() {
 }
 
 torch::Tensor DqnNetImpl::forward(const torch::Tensor& state) {
-  check_float_input("dqn", "state", state, {-1, options.state_dim()}, module_device(*this));
+  check_float_input("dqn", "state", state, {-1, options.state_dim()},
+                    q->layers.front()->weight.device());
+  if (lean_path_applies(*this, state)) {
+    auto out = torch::empty({state.size(0), options.actions()});
+    if (lean_mlp_forward(*q, state.const_data_ptr<float>(), state.size(0),
+                         out.mutable_data_ptr<float>()))
+      return out;
+  }
   return q->forward(state);
 }
 

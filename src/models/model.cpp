@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "foxhunt/models/dqn.h"
+#include "foxhunt/models/lean.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/ppo.h"
 #include "foxhunt/models/quantile_loss.h"
@@ -154,7 +155,7 @@ void check_input(const std::string& component, const std::string& name, const to
   FOXHUNT_CHECK(t.scalar_type() == dtype, component, name, ": expected dtype ",
                 c10::toString(dtype), ", got ", c10::toString(t.scalar_type()));
   if (t.is_floating_point() && scan_values(t)) {
-    FOXHUNT_CHECK(torch::isfinite(t).all().item<bool>(), component, name,
+    FOXHUNT_CHECK(tensor_all_finite(t), component, name,
                   ": expected finite values, got NaN or Inf (",
                   (~torch::isfinite(t)).sum().item<int64_t>(), " of ", t.numel(), " values)");
   }
@@ -168,7 +169,7 @@ void check_float_input(const std::string& component, const std::string& name,
                 ": expected a floating dtype (float32 or float64), got ",
                 c10::toString(t.scalar_type()));
   if (scan_values(t)) {
-    FOXHUNT_CHECK(torch::isfinite(t).all().item<bool>(), component, name,
+    FOXHUNT_CHECK(tensor_all_finite(t), component, name,
                   ": expected finite values, got NaN or Inf (",
                   (~torch::isfinite(t)).sum().item<int64_t>(), " of ", t.numel(), " values)");
   }

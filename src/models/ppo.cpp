@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "foxhunt/models/lean.h"
 #include "foxhunt/models/options_io.h"
 
 namespace foxhunt::models {
@@ -36,7 +37,17 @@ void ActorCriticImpl::reset() {
 }
 
 PolicyOutput ActorCriticImpl::forward(const torch::Tensor& state) {
-  check_float_input("ppo", "state", state, {-1, options.state_dim()}, module_device(*this));
+  check_float_input("ppo", "state", state, {-1, options.state_dim()},
+                    policy->layers.front()->weight.device());
+  if (lean_path_applies(*this, state)) {
+    const int64_t b = state.size(0);
+    auto logits = torch::empty({b, options.actions()});
+    auto v = torch::empty({b});
+    if (lean_mlp_forward(*policy, state.const_data_ptr<float>(), b,
+                         logits.mutable_data_ptr<float>()) &&
+        lean_mlp_forward(*value, state.const_data_ptr<float>(), b, v.mutable_data_ptr<float>()))
+      return {logits, v};
+  }
   return {policy->forward(state), value->forward(state).squeeze(-1)};
 }
 

@@ -1,0 +1,48 @@
+#pragma once
+/// \file lean.h
+/// The lean CPU inference path of the MLP models (DQN, PPO): a register-blocked kernel over the
+/// module's own weights (one pass over the weights for up to 4 rows, no per-layer dispatch, no
+/// allocation after the first call at a batch size), and the bounded, allocation-free
+/// finite-value scan the input checks use.
+///
+/// The models take this path on their own when it applies (`lean_path_applies`: CPU, float32,
+/// contiguous input, gradient mode off, module in eval mode) and LibTorch autograd otherwise, so
+/// training is unchanged. Nothing is cached: a snapshot of the weights would go stale silently,
+/// because LibTorch's optimizers update `p.data()`, which does not bump the parameter's version
+/// counter.
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "foxhunt/models/mlp.h"
+
+namespace foxhunt::models {
+
+/// True when all `n` floats at `p` are finite (no NaN, no Inf): one vectorised pass, no
+/// allocation, no device sync.
+bool all_finite(const float* p, int64_t n);
+
+/// True when `t` (any device, any dtype) holds only finite values. CPU float32 tensors are
+/// scanned in place by `all_finite`; others by LibTorch ops (which sync a CUDA device).
+bool tensor_all_finite(const torch::Tensor& t);
+
+/// y [rows, out] = x [rows, in] W^T + b on row-major float32 arrays, W [out, in] as
+/// torch::nn::Linear stores it (`b` may be null: no bias). Register-blocked over 4 rows x 4
+/// outputs, so each weight row is read once per 4 input rows; no allocation.
+void linear_rows(const float* x, int64_t rows, int64_t in, const float* w, const float* b,
+                 int64_t out, float* y);
+
+/// The forward of `mlp` on `x` [batch, in] (row-major float32) into `y` [batch, out] with
+/// `linear_rows`, reading the module's live weights (nothing is cached, so an optimizer step or a
+/// weight copy is seen by the next call). Returns false, writing nothing, when a weight or bias is
+/// not a contiguous CPU float32 tensor (the caller then takes the LibTorch path). Thread-safe:
+/// the activations between layers live in per-thread scratch that only grows; batches of 128
+/// rows or more are split across the intra-op threads.
+bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* y);
+
+/// True when a forward of module `m` on `x` may take the lean path: `x` a contiguous CPU float32
+/// matrix, gradient mode off, `m` in eval mode (`lean_mlp_forward` also checks the weights).
+bool lean_path_applies(const torch::nn::Module& m, const torch::Tensor& x);
+
+}  // namespace foxhunt::models

@@ -1,0 +1,166 @@
+#include "foxhunt/models/lean.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "foxhunt/core/error.h"
+
+#include "simd.h"
+
+namespace foxhunt::models {
+
+namespace {
+
+using simd::hsum;
+using simd::kLanes;
+using simd::v16;
+
+// y[r, o] for RB rows x NO outputs: RB x NO vector accumulators over `in`, each weight and input
+// vector loaded once per block, then one horizontal sum per output.
+template <int RB, int NO>
+inline __attribute__((always_inline)) void dot_block(const float* x, int64_t in, const float* w,
+                                                     const float* b, float* y, int64_t ldy) {
+  v16 acc[RB][NO];
+  for (int r = 0; r < RB; ++r)
+    for (int o = 0; o < NO; ++o) acc[r][o] = v16{};
+  const int64_t full = in / kLanes * kLanes;
+  for (int64_t i = 0; i < full; i += kLanes) {
+    v16 xv[RB], wv[NO];
+    for (int r = 0; r < RB; ++r) std::memcpy(&xv[r], x + r * in + i, sizeof(v16));
+    for (int o = 0; o < NO; ++o) std::memcpy(&wv[o], w + o * in + i, sizeof(v16));
+    for (int r = 0; r < RB; ++r)
+      for (int o = 0; o < NO; ++o) acc[r][o] += xv[r] * wv[o];
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int o = 0; o < NO; ++o) {
+      float sum = hsum(acc[r][o]);
+      for (int64_t i = full; i < in; ++i) sum += x[r * in + i] * w[o * in + i];
+      y[r * ldy + o] = b ? sum + b[o] : sum;
+    }
+}
+
+template <int RB>
+inline __attribute__((always_inline)) void dot_rows(const float* x, int64_t in, const float* w,
+                                                    const float* b, int64_t out, float* y) {
+  int64_t o = 0;
+  for (; o + 4 <= out; o += 4) dot_block<RB, 4>(x, in, w + o * in, b ? b + o : nullptr, y + o, out);
+  for (; o < out; ++o) dot_block<RB, 1>(x, in, w + o * in, b ? b + o : nullptr, y + o, out);
+}
+
+FOXHUNT_KERNEL_CLONES
+void linear_kernel(const float* x, int64_t rows, int64_t in, const float* w, const float* b,
+                   int64_t out, float* y) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) dot_rows<4>(x + r * in, in, w, b, out, y + r * out);
+  for (; r < rows; ++r) dot_rows<1>(x + r * in, in, w, b, out, y + r * out);
+}
+
+FOXHUNT_KERNEL_CLONES
+void relu_inplace(float* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) p[i] = p[i] > 0.0f ? p[i] : 0.0f;
+}
+
+FOXHUNT_KERNEL_CLONES
+void tanh_inplace(float* p, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) simd::store(p + i, simd::tanh(simd::load(p + i)));
+  for (; i < n; ++i) p[i] = std::tanh(p[i]);
+}
+
+FOXHUNT_KERNEL_CLONES
+bool all_finite_kernel(const float* p, int64_t n) {
+  // Exponent bits all ones = Inf or NaN; an OR-reduction of a flag vectorises without branches.
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, p + i, sizeof bits);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+// Rows per task when a large batch is split across intra-op threads: below this a batch runs on
+// the calling thread (the fork/join costs more than it saves).
+constexpr int64_t kRowsPerTask = 64;
+
+}  // namespace
+
+bool all_finite(const float* p, int64_t n) {
+  return all_finite_kernel(p, n);
+}
+
+bool tensor_all_finite(const torch::Tensor& t) {
+  if (t.numel() == 0) return true;
+  if (t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous())
+    return all_finite(t.const_data_ptr<float>(), t.numel());
+  return torch::isfinite(t).all().item<bool>();
+}
+
+void linear_rows(const float* x, int64_t rows, int64_t in, const float* w, const float* b,
+                 int64_t out, float* y) {
+  linear_kernel(x, rows, in, w, b, out, y);
+}
+
+namespace {
+
+bool cpu_float_contiguous(const torch::Tensor& t) {
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat &&
+         t.is_contiguous();
+}
+
+// The MLP on `rows` rows: layer by layer through two ping-pong buffers in `scratch`.
+void mlp_rows(const MlpImpl& mlp, const float* x, int64_t rows, float* y,
+              std::vector<float>& scratch) {
+  int64_t widest = 0;
+  for (const auto& l : mlp.layers) widest = std::max(widest, l->weight.size(0));
+  const auto half = static_cast<size_t>(rows * widest);
+  if (scratch.size() < 2 * half) scratch.resize(2 * half);
+  float* bufs[2] = {scratch.data(), scratch.data() + half};
+  const float* cur = x;
+  const size_t n = mlp.layers.size();
+  for (size_t k = 0; k < n; ++k) {
+    const auto& l = *mlp.layers[k];
+    const int64_t out = l.weight.size(0), in = l.weight.size(1);
+    const bool last = k + 1 == n;
+    float* dst = last ? y : bufs[k % 2];
+    linear_kernel(cur, rows, in, l.weight.const_data_ptr<float>(),
+                  l.bias.defined() ? l.bias.const_data_ptr<float>() : nullptr, out, dst);
+    if (!last) {
+      if (mlp.options.activation() == Activation::kReLU)
+        relu_inplace(dst, rows * out);
+      else
+        tanh_inplace(dst, rows * out);
+    }
+    cur = dst;
+  }
+}
+
+}  // namespace
+
+bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* y) {
+  for (const auto& l : mlp.layers)
+    if (!cpu_float_contiguous(l->weight) || (l->bias.defined() && !cpu_float_contiguous(l->bias)))
+      return false;
+  if (batch <= 0) return true;
+  const int64_t in = mlp.options.in(), out = mlp.options.out();
+  if (batch < 2 * kRowsPerTask || at::get_num_threads() == 1 || at::in_parallel_region()) {
+    thread_local std::vector<float> scratch;
+    mlp_rows(mlp, x, batch, y, scratch);
+    return true;
+  }
+  at::parallel_for(0, batch, kRowsPerTask, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> task_scratch;
+    mlp_rows(mlp, x + begin * in, end - begin, y + begin * out, task_scratch);
+  });
+  return true;
+}
+
+bool lean_path_applies(const torch::nn::Module& m, const torch::Tensor& x) {
+  return !torch::GradMode::is_enabled() && !m.is_training() && x.defined() && x.dim() == 2 &&
+         x.device().is_cpu() && x.scalar_type() == torch::kFloat && x.is_contiguous();
+}
+
+}  // namespace foxhunt::models

@@ -1,0 +1,98 @@
+#pragma once
+// Portable 16-float vectors (GCC/Clang vector extensions) and the elementwise math the lean CPU
+// kernels need. Everything is always_inline so that a kernel compiled for several x86-64 levels
+// (FOXHUNT_KERNEL_CLONES) gets each helper in its own instruction set; on other targets the
+// compiler lowers the vectors to what the machine has.
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FOXHUNT_KERNEL_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FOXHUNT_KERNEL_CLONES
+#endif
+#define FOXHUNT_INLINE inline __attribute__((always_inline))
+
+namespace foxhunt::models::simd {
+
+constexpr int64_t kLanes = 16;
+typedef float v16 __attribute__((vector_size(kLanes * sizeof(float))));
+typedef int32_t v16i __attribute__((vector_size(kLanes * sizeof(int32_t))));
+
+FOXHUNT_INLINE v16 load(const float* p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+FOXHUNT_INLINE void store(float* p, v16 v) {
+  std::memcpy(p, &v, sizeof v);
+}
+FOXHUNT_INLINE v16 splat(float f) {
+  return v16{} + f;
+}
+FOXHUNT_INLINE v16 select(v16i mask, v16 a, v16 b) {
+  return mask ? a : b;
+}
+
+// exp(x) to ~2 ulp over the float range (x clamped to [-87, 88]: results stay normal): x =
+// n ln2 + r with |r| <= ln2 / 2, exp(r) by its Taylor polynomial of degree 7 (truncation
+// |r|^8 / 8! < 5e-9), times 2^n built in the exponent bits.
+FOXHUNT_INLINE v16 exp(v16 x) {
+  x = select(x < -87.0f, splat(-87.0f), x);
+  x = select(x > 88.0f, splat(88.0f), x);
+  const v16 t = x * 1.44269504088896341f + 0.5f;
+  v16i n = __builtin_convertvector(t, v16i);   // truncates toward 0: fix up to floor
+  n += (__builtin_convertvector(n, v16) > t);  // true is -1
+  const v16 nf = __builtin_convertvector(n, v16);
+  const v16 r = (x - nf * 0.693359375f) - nf * -2.12194440e-4f;
+  v16 p = splat(1.0f / 5040.0f);
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const v16i bits = (n + 127) << 23;
+  v16 scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+// 1 / (1 + exp(-x)).
+FOXHUNT_INLINE v16 sigmoid(v16 x) {
+  return 1.0f / (1.0f + exp(-x));
+}
+
+// tanh(x): 1 - 2 / (exp(2x) + 1), and its Taylor series below |x| = 0.125 where that form
+// cancels (series truncation < 1e-10 there); absolute error ~1e-7.
+FOXHUNT_INLINE v16 tanh(v16 x) {
+  const v16 big = 1.0f - 2.0f / (exp(x + x) + 1.0f);
+  const v16 x2 = x * x;
+  const v16 small = x * (1.0f + x2 * (-1.0f / 3.0f + x2 * (2.0f / 15.0f + x2 * (-17.0f / 315.0f))));
+  const v16 ax = select(x < 0.0f, -x, x);
+  return select(ax < 0.125f, small, big);
+}
+
+// ELU with alpha 1: x > 0 ? x : exp(x) - 1.
+FOXHUNT_INLINE v16 elu(v16 x) {
+  return select(x > 0.0f, x, exp(x) - 1.0f);
+}
+
+// The sum of the 16 lanes: halves added as 8- then 4-float vectors.
+FOXHUNT_INLINE float hsum(v16 v) {
+  typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
+  typedef float v4 __attribute__((vector_size(4 * sizeof(float))));
+  v8 lo, hi;
+  std::memcpy(&lo, &v, sizeof lo);
+  std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+  lo += hi;
+  v4 a, b;
+  std::memcpy(&a, &lo, sizeof a);
+  std::memcpy(&b, reinterpret_cast<const char*>(&lo) + sizeof a, sizeof b);
+  a += b;
+  return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+}  // namespace foxhunt::models::simd
