@@ -5,8 +5,12 @@
 # --filter    Google Benchmark filter passed to every program (default: all benchmarks)
 # --min-time  minimum time per benchmark in seconds (default 0.2)
 # --compare   also compare with an earlier file: every benchmark whose real time changed by more
-#             than 10% is flagged (a report for people, not a gate: these machines are noisy;
-#             the exit code is 0 either way unless a program failed)
+#             than 10% is flagged, and every foxhunt/eager ratio that changed by more than 10%
+#             (a report for people, not a gate: these machines are noisy; the exit code is 0
+#             either way unless a program failed)
+# Then, if .venv/bin/python exists, bench/compare_python.py times the models whose forward/<model>/
+# benchmarks the filter selects against the same networks in PyTorch eager (same --min-time,
+# FOXHUNT_THREADS threads, default 1); its JSON goes under "compare_python" in the output.
 # The build directory is FOXHUNT_BUILD_DIR (default build); build it first (scripts/run.sh build).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +25,7 @@ while [ $# -gt 0 ]; do
     --filter) FILTER="$2"; shift ;;
     --min-time) MIN_TIME="$2"; shift ;;
     --compare) COMPARE="$2"; shift ;;
-    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
     *) echo "bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -50,6 +54,25 @@ for src in bench/*.cpp; do
   fi
 done
 
+# The same networks in PyTorch eager (bench/compare_python.py), for the models the filter selects.
+PY=.venv/bin/python
+if [ -x "$PY" ] && [ -x "$BUILD/models_bench" ]; then
+  models=$("$BUILD/models_bench" --benchmark_list_tests=true --benchmark_filter="$FILTER" 2>/dev/null \
+    | sed -n 's|^forward/\([^/]*\)/.*|\1|p' | sort -u | paste -sd, -)
+  if [ -n "$models" ]; then
+    echo "[bench] compare_python ($models)" >&2
+    if ! "$PY" bench/compare_python.py --build "$BUILD" --threads "${FOXHUNT_THREADS:-1}" \
+        --min-time "$MIN_TIME" --models "$models" --out "$WORK/compare_python.json" \
+        >&2 2>"$WORK/compare_python.log"; then
+      echo "bench: compare_python failed:" >&2
+      tail -5 "$WORK/compare_python.log" >&2
+      failed=1
+    fi
+  fi
+elif [ ! -x "$PY" ]; then
+  echo "bench: $PY is missing: no PyTorch-eager comparison (scripts/setup.sh)" >&2
+fi
+
 python3 - "$WORK" "$OUT" "$COMPARE" "${programs[@]}" <<'PYEOF'
 import json, os, sys, tempfile
 work, out, compare, programs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
@@ -67,6 +90,10 @@ for p in programs:
         entry = {k: b[k] for k in ("real_time", "cpu_time", "time_unit", "iterations") if k in b}
         entry.update({k: v for k, v in b.items() if k.endswith("per_second") or k in ("p50_us", "p99_us")})
         result["benchmarks"][f"{p}/{b['name']}"] = entry
+try:  # written even when an output check failed ("ok": false)
+    result["compare_python"] = json.load(open(os.path.join(work, "compare_python.json")))
+except (OSError, ValueError):
+    pass
 d = os.path.dirname(os.path.abspath(out))
 fd, tmp = tempfile.mkstemp(dir=d)
 with os.fdopen(fd, "w") as f:
@@ -92,5 +119,20 @@ if compare:
     for name in sorted(set(old) - set(result["benchmarks"])):
         print(f"{name:60s} (gone)")
     print(f"[bench] {flagged} benchmarks changed by more than 10%", file=sys.stderr)
+    old_cp = (json.load(open(compare)).get("compare_python") or {}).get("results", {})
+    new_cp = (result.get("compare_python") or {}).get("results", {})
+    if old_cp and new_cp:
+        flagged = 0
+        print(f"{'foxhunt/eager ratio':60s} {'old':>12s} {'new':>12s} {'change':>8s}")
+        for name, new in sorted(new_cp.items()):
+            o = old_cp.get(name, {})
+            if "ratio" not in new or "ratio" not in o:
+                continue
+            change = (new["ratio"] - o["ratio"]) / o["ratio"] if o["ratio"] > 0 else 0.0
+            mark = "  SLOWER" if change > 0.10 else "  faster" if change < -0.10 else ""
+            flagged += bool(mark)
+            print(f"{'compare_python/' + name:60s} {o['ratio']:>11.3f}x {new['ratio']:>11.3f}x "
+                  f"{100*change:>+7.1f}%{mark}")
+        print(f"[bench] {flagged} foxhunt/eager ratios changed by more than 10%", file=sys.stderr)
 PYEOF
 exit $failed

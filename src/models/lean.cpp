@@ -112,13 +112,13 @@ bool cpu_float_contiguous(const torch::Tensor& t) {
 }
 
 // The MLP on `rows` rows: layer by layer through two ping-pong buffers in `scratch`.
-void mlp_rows(const MlpImpl& mlp, const float* x, int64_t rows, float* y,
-              std::vector<float>& scratch) {
+void mlp_rows(const MlpImpl& mlp, const float* x, int64_t rows, float* y) {
   int64_t widest = 0;
   for (const auto& l : mlp.layers) widest = std::max(widest, l->weight.size(0));
-  const auto half = static_cast<size_t>(rows * widest);
-  if (scratch.size() < 2 * half) scratch.resize(2 * half);
-  float* bufs[2] = {scratch.data(), scratch.data() + half};
+  const int64_t half = rows * widest;
+  // Through LibTorch's CPU allocator (not std::vector), so the memory ledger counts it.
+  auto scratch = torch::empty({2 * half}, torch::kFloat);
+  float* bufs[2] = {scratch.mutable_data_ptr<float>(), scratch.mutable_data_ptr<float>() + half};
   const float* cur = x;
   const size_t n = mlp.layers.size();
   for (size_t k = 0; k < n; ++k) {
@@ -147,13 +147,11 @@ bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* 
   if (batch <= 0) return true;
   const int64_t in = mlp.options.in(), out = mlp.options.out();
   if (batch < 2 * kRowsPerTask || at::get_num_threads() == 1 || at::in_parallel_region()) {
-    thread_local std::vector<float> scratch;
-    mlp_rows(mlp, x, batch, y, scratch);
+    mlp_rows(mlp, x, batch, y);
     return true;
   }
   at::parallel_for(0, batch, kRowsPerTask, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> task_scratch;
-    mlp_rows(mlp, x + begin * in, end - begin, y + begin * out, task_scratch);
+    mlp_rows(mlp, x + begin * in, end - begin, y + begin * out);
   });
   return true;
 }

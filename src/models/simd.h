@@ -6,6 +6,10 @@
 #include <cstdint>
 #include <cstring>
 
+// The vectors are passed between always_inline helpers only; GCC warns that their ABI differs
+// between instruction sets, which cannot matter for inlined code.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define FOXHUNT_KERNEL_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

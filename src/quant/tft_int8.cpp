@@ -146,8 +146,12 @@ struct Forward {
                  .reshape({b, t, v});
     }
     const auto weights = torch::softmax(grn_projected(s, fc2_a, skip, c, v), -1).view({n, v});
-    // Blocks of positions keep the [V, block, 2H] intermediates cache-sized (as in TftNet).
-    const int64_t block = std::max<int64_t>(1, (int64_t{1} << 18) / (v * 2 * h));
+    // Blocks of positions keep the [V, block, 2H] intermediates small: 2^15 floats (128 KiB),
+    // at least 8 positions. The fp32 model's fused VSN kernel holds no such intermediate, and
+    // with the 2^18 budget of the unfused path the int8 model's serving peak exceeded the fp32
+    // one on small models (the quantize job's check 3); fewer than 8 positions per block
+    // doubled the default model's int8 latency.
+    const int64_t block = std::max<int64_t>(8, (int64_t{1} << 15) / (v * 2 * h));
     std::vector<torch::Tensor> parts;
     for (int64_t start = 0; start < n; start += block) {
       const int64_t len = std::min(block, n - start);

@@ -1,9 +1,9 @@
 #pragma once
 /// \file lean.h
 /// The lean CPU inference path of the MLP models (DQN, PPO): a register-blocked kernel over the
-/// module's own weights (one pass over the weights for up to 4 rows, no per-layer dispatch, no
-/// allocation after the first call at a batch size), and the bounded, allocation-free
-/// finite-value scan the input checks use.
+/// module's own weights (one pass over the weights for up to 4 rows, no per-layer dispatch, one
+/// scratch allocation per call), and the bounded, allocation-free finite-value scan the input
+/// checks use.
 ///
 /// The models take this path on their own when it applies (`lean_path_applies`: CPU, float32,
 /// contiguous input, gradient mode off, module in eval mode) and LibTorch autograd otherwise, so
@@ -37,8 +37,9 @@ void linear_rows(const float* x, int64_t rows, int64_t in, const float* w, const
 /// `linear_rows`, reading the module's live weights (nothing is cached, so an optimizer step or a
 /// weight copy is seen by the next call). Returns false, writing nothing, when a weight or bias is
 /// not a contiguous CPU float32 tensor (the caller then takes the LibTorch path). Thread-safe:
-/// the activations between layers live in per-thread scratch that only grows; batches of 128
-/// rows or more are split across the intra-op threads.
+/// the activations between layers live in one scratch tensor per call (LibTorch's CPU
+/// allocator, so the memory ledger counts it); batches of 128 rows or more are split across the
+/// intra-op threads.
 bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* y);
 
 /// True when a forward of module `m` on `x` may take the lean path: `x` a contiguous CPU float32
