@@ -1,6 +1,7 @@
 // Forward latency of each registered model at batch 1 and batch 64 under inference mode (CPU,
-// default thread count), and the per-bar cost of the streaming sequence models against the
-// full-window forward they reproduce. Run: ./build/models_bench [--benchmark_filter=stream]
+// default thread count), one training step of each at batch 64 (samples/s), and the per-bar cost
+// of the streaming sequence models against the full-window forward they reproduce.
+// Run: ./build/models_bench [--benchmark_filter=stream]
 //
 // `models_bench --export DIR` instead writes DIR/<model>.safetensors for each registered model
 // (the weights the benchmarks time: default options, seed 0, eval mode) with its example inputs
@@ -43,6 +44,27 @@ void BM_Forward(benchmark::State& state, const std::string& name) {
     auto out = model->forward(b);
     benchmark::DoNotOptimize(out.front().data_ptr());
   }
+  state.SetItemsProcessed(state.iterations() * batch);
+  state.counters["threads"] = torch::get_num_threads();
+}
+
+// One training step at batch `range(0)`: the model's training loss on an example batch, backward
+// and an Adam step (train mode: dropout on). items/s = training samples per second.
+void BM_TrainStep(benchmark::State& state, const std::string& name) {
+  const int64_t batch = state.range(0);
+  auto model = bench_model(name);
+  model->module().train();
+  auto b = model->example_batch(batch, 0, torch::kCPU, 1);
+  torch::optim::Adam opt(model->module().parameters(), torch::optim::AdamOptions(1e-4));
+  auto step = [&] {
+    opt.zero_grad();
+    auto loss = model->loss(b);
+    loss.backward();
+    opt.step();
+    return loss.item<double>();
+  };
+  for (int i = 0; i < 2; ++i) step();
+  for (auto _ : state) benchmark::DoNotOptimize(step());
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["threads"] = torch::get_num_threads();
 }
@@ -145,6 +167,11 @@ int register_all() {
         ->Arg(1)
         ->Arg(64)
         ->Unit(benchmark::kMicrosecond);
+  }
+  for (const auto& name : foxhunt::models::model_names()) {
+    benchmark::RegisterBenchmark(("train_step/" + name).c_str(), BM_TrainStep, name)
+        ->Arg(64)
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("stream/mamba2/push", BM_Mamba2StreamPush)
       ->Unit(benchmark::kMicrosecond);

@@ -104,7 +104,7 @@ TEST(LeanTest, LargeBatchesSplitAcrossThreadsGiveTheSameRows) {
       fm::lean_mlp_forward(*wide, x.const_data_ptr<float>(), 2, one.mutable_data_ptr<float>()));
 }
 
-TEST(LeanTest, DqnTakesTheLeanPathOnlyInEvalWithoutGradAndFollowsWeightUpdates) {
+TEST(LeanTest, DqnTakesTheLeanPathOnlyWithoutGradAndFollowsWeightUpdates) {
   torch::manual_seed(5);
   fm::DqnNet net(fm::DqnOptions().state_dim(12).hidden({32, 16}).actions(3));
   auto x = torch::randn({6, 12});
@@ -112,9 +112,16 @@ TEST(LeanTest, DqnTakesTheLeanPathOnlyInEvalWithoutGradAndFollowsWeightUpdates) 
     torch::NoGradGuard ng;
     return net->q->forward(x);  // the LibTorch layers
   };
-  // Train mode or grad mode: the autograd path (the output has a grad_fn).
+  // Grad mode: the autograd path (the output has a grad_fn), in train and eval mode.
   auto train_out = net->forward(x);
   EXPECT_TRUE(train_out.requires_grad());
+  {
+    // No grad in train mode (a trainer acting): the lean path, the same numbers.
+    torch::NoGradGuard ng;
+    auto acting = net->forward(x);
+    EXPECT_FALSE(acting.requires_grad());
+    EXPECT_LT(max_rel_diff(acting, train_out.detach()), 1e-5);
+  }
   net->eval();
   EXPECT_TRUE(net->forward(x).requires_grad());
   {

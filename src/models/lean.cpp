@@ -157,8 +157,11 @@ bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* 
 }
 
 bool lean_path_applies(const torch::nn::Module& m, const torch::Tensor& x) {
-  return !torch::GradMode::is_enabled() && !m.is_training() && x.defined() && x.dim() == 2 &&
-         x.device().is_cpu() && x.scalar_type() == torch::kFloat && x.is_contiguous();
+  // Train and eval mode compute the same MLP (no dropout, no batch norm), so a trainer's
+  // no-grad forwards (acting, rollouts, TD targets) take this path too.
+  (void)m;
+  return !torch::GradMode::is_enabled() && x.defined() && x.dim() == 2 && x.device().is_cpu() &&
+         x.scalar_type() == torch::kFloat && x.is_contiguous();
 }
 
 }  // namespace foxhunt::models

@@ -6,10 +6,10 @@
 /// checks use.
 ///
 /// The models take this path on their own when it applies (`lean_path_applies`: CPU, float32,
-/// contiguous input, gradient mode off, module in eval mode) and LibTorch autograd otherwise, so
-/// training is unchanged. Nothing is cached: a snapshot of the weights would go stale silently,
-/// because LibTorch's optimizers update `p.data()`, which does not bump the parameter's version
-/// counter.
+/// contiguous input, gradient mode off) and LibTorch autograd otherwise, so every forward that
+/// records gradients is unchanged. Nothing is cached: a snapshot of the weights would go stale
+/// silently, because LibTorch's optimizers update `p.data()`, which does not bump the parameter's
+/// version counter.
 
 #include <torch/torch.h>
 
@@ -42,8 +42,9 @@ void linear_rows(const float* x, int64_t rows, int64_t in, const float* w, const
 /// intra-op threads.
 bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* y);
 
-/// True when a forward of module `m` on `x` may take the lean path: `x` a contiguous CPU float32
-/// matrix, gradient mode off, `m` in eval mode (`lean_mlp_forward` also checks the weights).
+/// True when a forward of module `m` (an MLP model: train and eval mode compute the same) on `x`
+/// may take the lean path: `x` a contiguous CPU float32 matrix and gradient mode off
+/// (`lean_mlp_forward` also checks the weights).
 bool lean_path_applies(const torch::nn::Module& m, const torch::Tensor& x);
 
 }  // namespace foxhunt::models
