@@ -68,27 +68,25 @@ TEST(FusedAdamTest, StateIsLibTorchAdamStateBothWays) {
     ref.step();
   }
   // Save the fused state, load it into a LibTorch Adam, and the reverse; both continue alike.
-  std::stringstream fused_bytes, ref_bytes;
-  {
+  const auto saved = [](torch::optim::Optimizer& opt) {
     torch::serialize::OutputArchive out;
-    fused.save(out);
-    out.save_to(fused_bytes);
-    torch::serialize::OutputArchive out2;
-    ref.save(out2);
-    out2.save_to(ref_bytes);
-  }
+    opt.save(out);
+    std::stringstream bytes;
+    out.save_to(bytes);
+    return bytes.str();
+  };
+  const auto load = [](torch::optim::Optimizer& opt, const std::string& bytes) {
+    std::stringstream in_bytes(bytes);
+    torch::serialize::InputArchive in;
+    in.load_from(in_bytes);
+    opt.load(in);
+  };
   auto w2 = w.detach().clone().requires_grad_(true);
   auto w3 = w_ref.detach().clone().requires_grad_(true);
   torch::optim::Adam from_fused({w2}, torch::optim::AdamOptions(1e-2));
   foxhunt::train::FusedAdam from_ref({w3}, torch::optim::AdamOptions(1e-2));
-  {
-    torch::serialize::InputArchive in;
-    in.load_from(fused_bytes);
-    from_fused.load(in);
-    torch::serialize::InputArchive in2;
-    in2.load_from(ref_bytes);
-    from_ref.load(in2);
-  }
+  load(from_fused, saved(fused));
+  load(from_ref, saved(ref));
   w2.mutable_grad() = grad(5);
   w3.mutable_grad() = grad(5);
   from_fused.step();
