@@ -179,6 +179,29 @@ SsdResult ssd_chunked(const torch::Tensor& X_in, const torch::Tensor& A_in,
   return {Y, final_state};
 }
 
+namespace {
+
+// Windows up to this length take the single-chunk form when no state is asked for.
+constexpr int64_t kSingleChunkMaxLen = 64;
+
+// The SSD outputs with a zero initial state and no final state, as one chunk spanning the whole
+// sequence (the quadratic form): Y = ((C B^T) o exp(segsum(A))) X per head. Exact algebra, the
+// same sums as ssd_chunked with chunk_size = L; on a 32-bar window it is 2 batched products
+// instead of the chunked form's 5 plus the state passing. C B^T is per group (heads share it).
+torch::Tensor ssd_single_chunk(const torch::Tensor& X, const torch::Tensor& A,
+                               const torch::Tensor& B, const torch::Tensor& C) {
+  const int64_t b = X.size(0), L = X.size(1), H = X.size(2), P = X.size(3), G = B.size(2);
+  const auto Bg = B.permute({0, 2, 1, 3});                     // [b, G, L, N]
+  const auto Cg = C.permute({0, 2, 1, 3});                     // [b, G, L, N]
+  const auto CB = torch::matmul(Cg, Bg.transpose(-1, -2));     // [b, G, l, s]
+  const auto Lmat = torch::exp(segsum(A.permute({0, 2, 1})));  // [b, H, l, s]
+  const auto M = (CB.unsqueeze(2) * Lmat.view({b, G, H / G, L, L})).view({b, H, L, L});
+  const auto Y = torch::matmul(M, X.permute({0, 2, 1, 3}));  // [b, H, l, P]
+  return Y.permute({0, 2, 1, 3}).reshape({b, L, H, P});
+}
+
+}  // namespace
+
 SsdResult ssd_sequential(const torch::Tensor& X, const torch::Tensor& A, const torch::Tensor& B_in,
                          const torch::Tensor& C_in, const torch::Tensor& initial_state) {
   const auto s = check_ssd_inputs("ssd", X, A, B_in, C_in, initial_state);
@@ -305,7 +328,12 @@ torch::Tensor Mamba2MixerImpl::apply(const torch::Tensor& u, Mamba2LayerState* s
 
   auto delta = F::softplus(dt + dt_bias);  // [b, L, H]
   auto A = -torch::exp(A_log);             // [H]
-  auto ssd = ssd_chunked(x * delta.unsqueeze(-1), A * delta, B, C, options.chunk_size());
+  const auto xdt = x * delta.unsqueeze(-1);
+  SsdResult ssd;
+  if (state_out == nullptr && L <= kSingleChunkMaxLen)
+    ssd.y = ssd_single_chunk(xdt, A * delta, B, C);
+  else
+    ssd = ssd_chunked(xdt, A * delta, B, C, options.chunk_size());
   auto y = ssd.y + x * D.view({H, 1});
   auto out = out_proj->forward(gated_norm(y.reshape({b, L, di}), z));
 
