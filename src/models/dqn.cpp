@@ -27,7 +27,7 @@ void DqnNetImpl::reset() {
 torch::Tensor DqnNetImpl::forward(const torch::Tensor& state) {
   check_float_input("dqn", "state", state, {-1, options.state_dim()},
                     q->layers.front()->weight.device());
-  if (lean_path_applies(*this, state)) {
+  if (lean_path_applies(state)) {
     auto out = torch::empty({state.size(0), options.actions()});
     if (lean_mlp_forward(*q, state.const_data_ptr<float>(), state.size(0),
                          out.mutable_data_ptr<float>()))

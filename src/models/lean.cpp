@@ -6,8 +6,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "foxhunt/core/error.h"
-
 #include "simd.h"
 
 namespace foxhunt::models {
@@ -99,11 +97,6 @@ bool tensor_all_finite(const torch::Tensor& t) {
   return torch::isfinite(t).all().item<bool>();
 }
 
-void linear_rows(const float* x, int64_t rows, int64_t in, const float* w, const float* b,
-                 int64_t out, float* y) {
-  linear_kernel(x, rows, in, w, b, out, y);
-}
-
 namespace {
 
 bool cpu_float_contiguous(const torch::Tensor& t) {
@@ -156,10 +149,9 @@ bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* 
   return true;
 }
 
-bool lean_path_applies(const torch::nn::Module& m, const torch::Tensor& x) {
+bool lean_path_applies(const torch::Tensor& x) {
   // Train and eval mode compute the same MLP (no dropout, no batch norm), so a trainer's
   // no-grad forwards (acting, rollouts, TD targets) take this path too.
-  (void)m;
   return !torch::GradMode::is_enabled() && x.defined() && x.dim() == 2 && x.device().is_cpu() &&
          x.scalar_type() == torch::kFloat && x.is_contiguous();
 }

@@ -173,8 +173,8 @@ SsdResult ssd_chunked(const torch::Tensor& X_in, const torch::Tensor& A_in,
   // 4. Contribution of the incoming state to each position of its chunk.
   auto Y_off = torch::matmul(Ch, states.transpose(-1, -2)) *
                torch::exp(A_cum).permute({0, 2, 1, 3}).unsqueeze(-1);  // [b, c, H, l, P]
-  Y_diag = (Y_diag + Y_off).permute({0, 1, 3, 2, 4});                  // [b, c, l, H, P]
-  auto Y = Y_diag.reshape({s.b, nc * Q, s.H, s.P});
+  // [b, c, H, l, P] -> [b, c, l, H, P] -> [b, c * l, H, P]
+  auto Y = (Y_diag + Y_off).permute({0, 1, 3, 2, 4}).reshape({s.b, nc * Q, s.H, s.P});
   if (pad > 0) Y = Y.narrow(1, 0, s.L);
   return {Y, final_state};
 }

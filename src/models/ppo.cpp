@@ -39,7 +39,7 @@ void ActorCriticImpl::reset() {
 PolicyOutput ActorCriticImpl::forward(const torch::Tensor& state) {
   check_float_input("ppo", "state", state, {-1, options.state_dim()},
                     policy->layers.front()->weight.device());
-  if (lean_path_applies(*this, state)) {
+  if (lean_path_applies(state)) {
     const int64_t b = state.size(0);
     auto logits = torch::empty({b, options.actions()});
     auto v = torch::empty({b});

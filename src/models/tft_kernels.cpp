@@ -4,7 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <vector>
+#include <cstring>
 
 #include "simd.h"
 
@@ -29,14 +29,15 @@ FOXHUNT_INLINE v16 rsqrt(v16 x) {
   return y;
 }
 
-// Variables [v0, v1) for lane blocks of positions; xt, wt [V, np] (positions contiguous), acc
-// [H, np] accumulated in place.
+// Every variable over the lane blocks [first, last) of positions; xt, wt [V, np] (positions
+// contiguous), acc [H, np] accumulated in place. Threads given disjoint block ranges write
+// disjoint columns of acc.
 FOXHUNT_KERNEL_CLONES
-void vsn_variables(const VsnGrnWeights& p, const float* xt, const float* wt, int64_t np, int64_t v0,
-                   int64_t v1, float* acc) {
+void vsn_variables(const VsnGrnWeights& p, const float* xt, const float* wt, int64_t np,
+                   int64_t first, int64_t last, float* acc) {
   const int64_t hi = p.inner, h = p.hidden;
   v16 e2[kMaxVsnInner], e1[kMaxVsnInner], y[kMaxVsnHidden];
-  for (int64_t v = v0; v < v1; ++v) {
+  for (int64_t v = 0; v < p.variables; ++v) {
     const float* s2 = p.fc2_slope + v * hi;
     const float* o2 = p.fc2_offset + v * hi;
     const float* w1 = p.fc1_weight + v * hi * hi;
@@ -47,7 +48,7 @@ void vsn_variables(const VsnGrnWeights& p, const float* xt, const float* wt, int
     const float* so = p.skip_offset + v * h;
     const float* nw = p.norm_weight + v * h;
     const float* nb = p.norm_bias + v * h;
-    for (int64_t n0 = 0; n0 < np; n0 += kLanes) {
+    for (int64_t n0 = first * kLanes; n0 < last * kLanes; n0 += kLanes) {
       const v16 xs = simd::load(xt + v * np + n0);
       const v16 ws = simd::load(wt + v * np + n0);
       for (int64_t k = 0; k < hi; ++k) e2[k] = simd::elu(xs * s2[k] + o2[k]);
@@ -104,27 +105,15 @@ void vsn_weighted_grns(const VsnGrnWeights& p, const float* x, const float* w, i
     std::fill(wt + i * np + n, wt + (i + 1) * np, 0.0f);
   }
   // Large inputs: lane blocks of positions split across the intra-op threads, each with the whole
-  // variable loop (the accumulator rows of a position block belong to one thread).
+  // variable loop (the accumulator columns of a position block belong to one thread).
   const int64_t blocks = np / kLanes;
   const int64_t per_task = std::max<int64_t>(1, 2048 / std::max<int64_t>(1, v));
   std::fill(acc, acc + hn, 0.0f);
   if (blocks < 2 * per_task || at::get_num_threads() == 1 || at::in_parallel_region()) {
-    vsn_variables(p, xt, wt, np, 0, v, acc);
+    vsn_variables(p, xt, wt, np, 0, blocks, acc);
   } else {
-    at::parallel_for(0, blocks, per_task, [&](int64_t b0, int64_t b1) {
-      // A private strip of positions [b0, b1) lanes: shift the arrays so the kernel sees them.
-      const int64_t len = (b1 - b0) * kLanes;
-      auto strip = torch::zeros({(2 * v + h) * len}, torch::kFloat);
-      float* xs = strip.mutable_data_ptr<float>();
-      float* wsv = xs + v * len;
-      float* as = wsv + v * len;
-      for (int64_t i = 0; i < v; ++i) {
-        std::copy_n(xt + i * np + b0 * kLanes, len, xs + i * len);
-        std::copy_n(wt + i * np + b0 * kLanes, len, wsv + i * len);
-      }
-      vsn_variables(p, xs, wsv, len, 0, v, as);
-      for (int64_t c = 0; c < h; ++c) std::copy_n(as + c * len, len, acc + c * np + b0 * kLanes);
-    });
+    at::parallel_for(0, blocks, per_task,
+                     [&](int64_t b0, int64_t b1) { vsn_variables(p, xt, wt, np, b0, b1, acc); });
   }
   for (int64_t r = 0; r < n; ++r)
     for (int64_t c = 0; c < h; ++c) out[r * h + c] = acc[c * np + r];

@@ -36,7 +36,7 @@ class DqnNetImpl : public torch::nn::Cloneable<DqnNetImpl> {
   explicit DqnNetImpl(DqnOptions options = {});
   void reset() override;
   /// Validates `state` ([batch, state_dim], float, finite, on the module's device) and returns Q.
-  /// In eval mode without gradients on a CPU float32 input it runs the lean kernel (lean.h).
+  /// Without gradients on a CPU float32 input it runs the lean kernel (lean.h).
   torch::Tensor forward(const torch::Tensor& state);
 
   DqnOptions options;

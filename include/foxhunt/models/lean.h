@@ -27,14 +27,9 @@ bool all_finite(const float* p, int64_t n);
 /// scanned in place by `all_finite`; others by LibTorch ops (which sync a CUDA device).
 bool tensor_all_finite(const torch::Tensor& t);
 
-/// y [rows, out] = x [rows, in] W^T + b on row-major float32 arrays, W [out, in] as
-/// torch::nn::Linear stores it (`b` may be null: no bias). Register-blocked over 4 rows x 4
-/// outputs, so each weight row is read once per 4 input rows; no allocation.
-void linear_rows(const float* x, int64_t rows, int64_t in, const float* w, const float* b,
-                 int64_t out, float* y);
-
-/// The forward of `mlp` on `x` [batch, in] (row-major float32) into `y` [batch, out] with
-/// `linear_rows`, reading the module's live weights (nothing is cached, so an optimizer step or a
+/// The forward of `mlp` on `x` [batch, in] (row-major float32) into `y` [batch, out]: each layer
+/// y = x W^T + b register-blocked over 4 rows x 4 outputs (each weight row read once per 4 input
+/// rows), reading the module's live weights (nothing is cached, so an optimizer step or a
 /// weight copy is seen by the next call). Returns false, writing nothing, when a weight or bias is
 /// not a contiguous CPU float32 tensor (the caller then takes the LibTorch path). Thread-safe:
 /// the activations between layers live in one scratch tensor per call (LibTorch's CPU
@@ -42,9 +37,9 @@ void linear_rows(const float* x, int64_t rows, int64_t in, const float* w, const
 /// intra-op threads.
 bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* y);
 
-/// True when a forward of module `m` (an MLP model: train and eval mode compute the same) on `x`
-/// may take the lean path: `x` a contiguous CPU float32 matrix and gradient mode off
-/// (`lean_mlp_forward` also checks the weights).
-bool lean_path_applies(const torch::nn::Module& m, const torch::Tensor& x);
+/// True when an MLP model's forward on `x` may take the lean path: `x` a contiguous CPU float32
+/// matrix and gradient mode off (train and eval mode compute the same MLP, so the mode does not
+/// matter; `lean_mlp_forward` also checks the weights).
+bool lean_path_applies(const torch::Tensor& x);
 
 }  // namespace foxhunt::models

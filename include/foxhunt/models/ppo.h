@@ -43,8 +43,8 @@ class ActorCriticImpl : public torch::nn::Cloneable<ActorCriticImpl> {
  public:
   explicit ActorCriticImpl(PpoOptions options = {});
   void reset() override;
-  /// Validates `state` ([batch, state_dim]) and returns logits and value. In eval mode without
-  /// gradients on a CPU float32 input it runs the lean kernel (lean.h).
+  /// Validates `state` ([batch, state_dim]) and returns logits and value. Without gradients on a
+  /// CPU float32 input it runs the lean kernel (lean.h).
   PolicyOutput forward(const torch::Tensor& state);
 
   PpoOptions options;
