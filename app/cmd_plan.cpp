@@ -13,6 +13,8 @@ struct PlanArgs {
   plan::PlanOptions o;
   BudgetFlags budget;
   std::string optimizer = plan::to_string(plan::TrainConfig{}.optimizer);
+  std::string step = plan::to_string(plan::TrainConfig{}.step);
+  std::string trainer_options;
   bool no_verify = !plan::PlanOptions{}.verify;
   bool json = false;
 };
@@ -24,7 +26,20 @@ Registrar reg = subcommand<PlanArgs>(
     [](CLI::App* sub, std::shared_ptr<PlanArgs> a) -> Runner {
       sub->add_option("model", a->o.model, "Model name (see `foxhunt models`)")->required();
       a->budget.add(sub);
-      sub->add_option("--optimizer", a->optimizer, "adam, adamw, sgd or sgd-momentum")
+      sub->add_option("--step", a->step,
+                      "Step measured: trainer (the trainer's own update: DQN target network and "
+                      "replay buffer, PPO rollout, forecast step) or synthetic (example batch + "
+                      "Model::loss, the first planner's stand-in)")
+          ->capture_default_str();
+      sub->add_option("--trainer-options", a->trainer_options,
+                      "JSON overrides of the trainer's options (--step trainer), e.g. "
+                      "'{\"buffer_size\": 20000}'");
+      sub->add_option("--optimizer", a->optimizer,
+                      "adam, adamw, sgd or sgd-momentum (others than adam need --step synthetic)")
+          ->capture_default_str();
+      sub->add_option("--device", a->o.train.device,
+                      "cpu (the ledger, the card emulated by its usable bytes) or cuda[:N] (the "
+                      "caching allocator, capped by its memory fraction)")
           ->capture_default_str();
       sub->add_option("--seq-len", a->o.train.seq_len,
                       "Window length (0 = model default; ignored by models without a time axis)")
@@ -45,6 +60,20 @@ Registrar reg = subcommand<PlanArgs>(
       return [a]() {
         plan::PlanOptions o = a->o;
         o.train.optimizer = plan::parse_optimizer(a->optimizer);
+        o.train.step = plan::parse_step_kind(a->step);
+        if (!a->trainer_options.empty()) {
+          FOXHUNT_CHECK(o.train.step == plan::StepKind::kTrainer, "plan",
+                        "--trainer-options applies to --step trainer, got --step ", a->step);
+          try {
+            o.train.trainer_options = nlohmann::json::parse(a->trainer_options);
+          } catch (const nlohmann::json::exception& e) {
+            throw InputError("plan",
+                             std::string("--trainer-options: not valid JSON (") + e.what() + ")");
+          }
+          FOXHUNT_CHECK(o.train.trainer_options.is_object(), "plan",
+                        "--trainer-options: expected a JSON object, got ",
+                        o.train.trainer_options.type_name());
+        }
         o.verify = !a->no_verify;
         const auto budget = a->budget.resolve("plan");
         o.budget_bytes = budget.bytes;

@@ -7,8 +7,11 @@
 #   3. tests:  every *_CUDA GoogleTest (JSON results: passed, failed, skipped)
 #   4. stress: foxhunt stress --device cuda --device-profile rtx3050ti-4gb (concurrent, switch,
 #              soak), the 4 GB card emulated on the big GPU by the allocator's memory fraction
-#   5. budget, plan: foxhunt budget / plan --device-profile rtx3050ti-4gb (these measure with the
-#              CPU ledger: they have no --device yet, which the JSON says)
+#   5. budget: foxhunt budget --device-profile rtx3050ti-4gb (CPU ledger: no --device yet)
+#      plan:   foxhunt plan MODEL --device cuda --device-profile rtx3050ti-4gb for the four models:
+#              the trainers' real steps measured by the caching allocator, verified under the
+#              profile's usable bytes as its memory fraction
+#      train:  foxhunt train tft --batch auto --device cuda (the whole run under the enforced cap)
 # Writes one JSON file with every figure. --dry-run detects and prints the plan, runs nothing.
 # Budget: under 10 minutes on an H200-class machine (the build is most of it).
 set -uo pipefail
@@ -54,6 +57,8 @@ IFS='|' read -r TORCH_VERSION TORCH_CUDA CUDA_OK CUDA_COUNT <<<"$TORCH"
 PREFIX=$("$PY" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || echo "")
 HAVE_GPU=0
 [ "$CUDA_OK" = "True" ] && [ "${CUDA_COUNT:-0}" -gt 0 ] 2>/dev/null && HAVE_GPU=1
+PLAN_DEVICE=cpu  # plans on the card where there is one, with the CPU ledger otherwise
+[ $HAVE_GPU = 1 ] && PLAN_DEVICE=cuda
 step detect done "$(since "$t")" "$(printf '{"nvidia_smi": "%s", "gpu": "%s", "torch": "%s", "torch_cuda": "%s", "cuda_available": %s, "devices": %s, "cmake_prefix_path": "%s", "cores": %s}' \
   "$SMI" "$GPU" "$TORCH_VERSION" "$TORCH_CUDA" "$([ $HAVE_GPU = 1 ] && echo true || echo false)" \
   "${CUDA_COUNT:-0}" "$PREFIX" "$(nproc)")"
@@ -65,7 +70,8 @@ plan() {
   3. tests   build-gpu/foxhunt_tests --gtest_filter='*_CUDA*' --gtest_output=json  $([ $HAVE_GPU = 1 ] || echo "(would be SKIPPED: no CUDA device)")
   4. stress  build-gpu/foxhunt stress --device cuda --device-profile rtx3050ti-4gb --scenario concurrent,switch,soak --json  $([ $HAVE_GPU = 1 ] || echo "(would be SKIPPED: no CUDA device)")
   5. budget  build-gpu/foxhunt budget --device-profile rtx3050ti-4gb --json   (CPU ledger: no --device yet)
-     plan    build-gpu/foxhunt plan MODEL --device-profile rtx3050ti-4gb --json for dqn ppo mamba2 tft (CPU ledger)
+     plan    build-gpu/foxhunt plan MODEL --device $PLAN_DEVICE --device-profile rtx3050ti-4gb --json for dqn ppo mamba2 tft
+     train   build-gpu/foxhunt train tft --batch auto --device cuda --epochs 1 --json $([ $HAVE_GPU = 1 ] || echo "(would be SKIPPED: no CUDA device)")
   6. dist    build-gpu/foxhunt train mamba2 --device cuda --nproc 2 --backend gloo --epochs 1 --json
              (two ranks on one GPU over Gloo; NCCL needs one GPU per rank: also --backend nccl when
              there are >= 2 devices)  $([ $HAVE_GPU = 1 ] || echo "(would be SKIPPED: no CUDA device)")
@@ -120,12 +126,23 @@ else
       "$(json_file_or "$WORK/budget.json" '"no JSON written"')"
     for m in dqn ppo mamba2 tft; do
       t=$(now)
-      "$BIN/foxhunt" plan "$m" --device-profile rtx3050ti-4gb --json >"$WORK/plan_$m.json" 2>/dev/null
+      "$BIN/foxhunt" plan "$m" --device "$PLAN_DEVICE" --device-profile rtx3050ti-4gb --json \
+        >"$WORK/plan_$m.json" 2>/dev/null
       step "plan_$m" "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
         "$(json_file_or "$WORK/plan_$m.json" '"no JSON written"')"
     done
   else
     step budget skipped 0 '"no binary"'
+  fi
+  # 5b. --batch auto on CUDA: planned on the card, trained under the enforced cap
+  t=$(now)
+  if [ ! -x "$BIN/foxhunt" ] || [ $HAVE_GPU = 0 ]; then
+    step train_auto skipped "$(since "$t")" '"no CUDA device or no binary"'
+  else
+    "$BIN/foxhunt" train tft --batch auto --device cuda --device-profile rtx3050ti-4gb --epochs 1 \
+      --progress off --json --out "$WORK/train_auto" >"$WORK/train_auto.json" 2>"$WORK/train_auto.log"
+    step train_auto "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
+      "$(json_file_or "$WORK/train_auto.json" '"no JSON written"')"
   fi
   # 6. data-parallel training with CUDA tensors (Gloo on one GPU; NCCL when there are two)
   t=$(now)

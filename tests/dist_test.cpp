@@ -188,6 +188,7 @@ TEST(GradientSyncTest, ThePlannerPlansPerRankWithTheBucketsResident) {
   o.model = "dqn";
   o.budget_bytes = 4 * 1024 * 1024;
   o.max_batch = 4096;
+  o.train.trainer_options = {{"buffer_size", 1000}};  // a 2 MB replay buffer in the 4 MiB
   const auto alone = plan::plan_batch(o);
   o.train.world_size = 2;
   const auto rank = plan::plan_batch(o);

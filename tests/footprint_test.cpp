@@ -57,6 +57,7 @@ TEST_F(FootprintTest, FixedTagsEqualClosedFormsForEveryModelAndOptimizer) {
       SCOPED_TRACE(name + " " + plan::to_string(k));
       const std::uint64_t live0 = memory::live_bytes();
       plan::TrainConfig cfg;
+      cfg.step = plan::StepKind::kSynthetic;  // every optimizer: the stand-in step
       cfg.optimizer = k;
       cfg.batch = 2;
       const auto fp = plan::measure_training_footprint(name, cfg);
@@ -83,7 +84,9 @@ TEST_F(FootprintTest, FixedTagsEqualClosedFormsForEveryModelAndOptimizer) {
 TEST_F(FootprintTest, ActivationsArePositiveAndGrowWithBatch) {
   for (const auto& name : models::model_names()) {
     SCOPED_TRACE(name);
-    plan::TrainingProbe probe(name, plan::TrainConfig{});
+    plan::TrainConfig synthetic;
+    synthetic.step = plan::StepKind::kSynthetic;  // keeps the batch alive through the step
+    plan::TrainingProbe probe(name, synthetic);
     const auto b1 = probe.probe(1);
     const auto b4 = probe.probe(4);
     const auto b16 = probe.probe(16);
@@ -161,6 +164,7 @@ TEST_F(FootprintTest, InferenceFootprintIsParametersPlusPeakActivations) {
     // Inference keeps no graph: far less than the training step at the same batch.
     plan::TrainConfig cfg;
     cfg.batch = 32;
+    cfg.step = plan::StepKind::kSynthetic;
     cfg.optimizer = OptimizerKind::kSgd;
     const auto train = plan::measure_training_footprint(name, cfg);
     EXPECT_LT(fp.runs[1].activation_bytes, train.activation_bytes);

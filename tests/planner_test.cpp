@@ -18,7 +18,7 @@ namespace {
 
 using plan::OptimizerKind;
 
-// The canonical training step of footprint.h, written out here independently of the library:
+// The synthetic training step of footprint.h (StepKind::kSynthetic), written out here independently of the library:
 // build, Adam/SGD, then two steps of zero_grad(set_to_none=false), loss, backward, step. Returns
 // true when it completes under a cap of live + budget, false on foxhunt::OutOfMemoryError.
 bool trains_under_cap(const std::string& name, OptimizerKind kind, std::int64_t seq_len,
@@ -69,6 +69,7 @@ std::vector<std::int64_t> seq_lens_for(const std::string& name) {
 std::uint64_t budget_for(const std::string& name, std::int64_t seq_len, OptimizerKind kind) {
   plan::PlanOptions o;
   o.model = name;
+  o.train.step = plan::StepKind::kSynthetic;  // the step trains_under_cap writes out
   o.train.optimizer = kind;
   o.train.seq_len = seq_len;
   o.budget_bytes = std::uint64_t{1} << 34;
@@ -93,6 +94,7 @@ TEST_P(PlannerModelTest, FitPredictsVerifiedPeakAndPlanIsTight) {
       const std::uint64_t budget = budget_for(name, seq, OptimizerKind::kAdam);
       plan::PlanOptions o;
       o.model = name;
+      o.train.step = plan::StepKind::kSynthetic;
       o.train.seq_len = seq;
       o.budget_bytes = budget;
       o.margin = 0.0;
@@ -124,6 +126,7 @@ TEST_P(PlannerModelTest, SgdAllowsAtLeastTheAdamBatch) {
   const std::uint64_t budget = budget_for(name, 0, OptimizerKind::kAdam);
   plan::PlanOptions o;
   o.model = name;
+  o.train.step = plan::StepKind::kSynthetic;  // other optimizers than adam: the stand-in step
   o.budget_bytes = budget;
   o.margin = 0.0;
   const auto adam = plan::plan_batch(o);
@@ -231,7 +234,7 @@ TEST(PlannerCliTest, TinyBudgetExits1NamingTheTag) {
 
 TEST(PlannerCliTest, JsonPlanOnSmallBudget) {
   const auto j =
-      testing::run_cli_json("plan ppo --budget-mib 8 --optimizer sgd-momentum --pow2 --json", 0);
+      testing::run_cli_json("plan ppo --budget-mib 8 --step synthetic --optimizer sgd-momentum --pow2 --json", 0);
   EXPECT_TRUE(j["ok"].get<bool>());
   EXPECT_TRUE(j["verified"].get<bool>());
   EXPECT_EQ(j["optimizer"], "sgd-momentum");

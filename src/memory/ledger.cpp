@@ -94,13 +94,14 @@ GlobalRefusal& global_refusal() {
   return *g;
 }
 
-[[noreturn]] void refuse(std::uint64_t requested, std::uint64_t in_use, std::uint64_t limit) {
+[[noreturn]] void refuse(std::uint64_t requested, std::uint64_t in_use, std::uint64_t limit,
+                         std::string_view what = "allocation") {
   Refusal r;
   r.requested = requested;
   r.live = in_use;
   r.limit = limit;
   r.scope = t_current_scope ? t_current_scope->name : "";
-  r.message = detail::cat("out of memory: allocation of ", human_bytes(double(requested)), " (",
+  r.message = detail::cat("out of memory: ", what, " of ", human_bytes(double(requested)), " (",
                           requested, " B)", r.scope.empty() ? "" : " in scope '", r.scope,
                           r.scope.empty() ? "" : "'", " refused: ", human_bytes(double(in_use)),
                           " (", in_use, " B) in use would exceed the cap of ",
@@ -395,6 +396,23 @@ void add_external(std::string_view tag, std::uint64_t bytes) {
   FOXHUNT_CHECK(!tag.empty(), "memory", "add_external: expected a non-empty tag");
   auto& reg = external_registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
+  auto it = reg.bytes.find(tag);
+  if (it == reg.bytes.end()) it = reg.bytes.emplace(std::string(tag), 0).first;
+  it->second += bytes;
+  g_external.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void reserve_external(std::string_view tag, std::uint64_t bytes) {
+  FOXHUNT_CHECK(!tag.empty(), "memory", "reserve_external: expected a non-empty tag");
+  auto& reg = external_registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  const std::uint64_t limit = g_limit.load(std::memory_order_relaxed);
+  if (limit > 0) {
+    const std::uint64_t in_use =
+        g_live.load(std::memory_order_relaxed) + g_external.load(std::memory_order_relaxed);
+    if (in_use > limit || bytes > limit - in_use)
+      refuse(bytes, in_use, limit, detail::cat("external buffer '", tag, "'"));
+  }
   auto it = reg.bytes.find(tag);
   if (it == reg.bytes.end()) it = reg.bytes.emplace(std::string(tag), 0).first;
   it->second += bytes;

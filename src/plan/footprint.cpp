@@ -20,6 +20,16 @@ using detail::tensor_bytes;
 
 // ---- optimizer kinds -------------------------------------------------------------------------
 
+std::string to_string(StepKind kind) {
+  return kind == StepKind::kTrainer ? "trainer" : "synthetic";
+}
+
+StepKind parse_step_kind(const std::string& name) {
+  if (name == "trainer") return StepKind::kTrainer;
+  if (name == "synthetic") return StepKind::kSynthetic;
+  throw InputError("footprint", "step: expected one of trainer, synthetic, got '" + name + "'");
+}
+
 std::string to_string(OptimizerKind kind) {
   static constexpr const char* kNames[] = {"adam", "adamw", "sgd", "sgd-momentum"};
   const auto i = static_cast<size_t>(kind);
@@ -49,7 +59,11 @@ std::uint64_t optimizer_state_bytes(OptimizerKind kind, std::uint64_t trainable_
 }
 
 nlohmann::json to_json(const TrainConfig& c) {
-  return {{"optimizer", to_string(c.optimizer)},
+  return {{"step", to_string(c.step)},
+          {"trainer_options", c.trainer_options},
+          {"custom_env", static_cast<bool>(c.env)},
+          {"device", c.device},
+          {"optimizer", to_string(c.optimizer)},
           {"seq_len", c.seq_len},
           {"batch", c.batch},
           {"lr", c.lr},
@@ -61,7 +75,8 @@ nlohmann::json to_json(const TrainConfig& c) {
 // ---- TrainingFootprint -----------------------------------------------------------------------
 
 bool TrainingFootprint::matches_closed_form() const {
-  return construction_live_bytes == parameter_bytes + buffer_bytes &&
+  return construction_live_bytes == parameter_bytes + buffer_bytes + expected_trainer_state_bytes &&
+         trainer_state_bytes == expected_trainer_state_bytes &&
          gradient_bytes == expected_gradient_bytes && optimizer_bytes == expected_optimizer_bytes &&
          comm_bucket_bytes == expected_comm_bucket_bytes;
 }
@@ -69,9 +84,11 @@ bool TrainingFootprint::matches_closed_form() const {
 std::vector<TagBytes> TrainingFootprint::tags() const {
   return {{model + "/parameters", parameter_bytes},
           {model + "/buffers", buffer_bytes},
+          {model + "/trainer_state", trainer_state_bytes},
           {model + "/gradients", gradient_bytes},
           {model + "/optimizer", optimizer_bytes},
           {model + "/" + dist::kBucketScope, comm_bucket_bytes},
+          {model + "/external", external_bytes},
           {model + "/activations", activation_bytes}};
 }
 
@@ -84,7 +101,13 @@ nlohmann::json TrainingFootprint::to_json() const {
           {"parameter_bytes", parameter_bytes},
           {"trainable_parameter_bytes", trainable_parameter_bytes},
           {"buffer_bytes", buffer_bytes},
+          {"step", step},
           {"construction_live_bytes", construction_live_bytes},
+          {"trainer_state_bytes", trainer_state_bytes},
+          {"expected_trainer_state_bytes", expected_trainer_state_bytes},
+          {"host_bytes", host_bytes},
+          {"external_bytes", external_bytes},
+          {"device", device},
           {"gradient_bytes", gradient_bytes},
           {"expected_gradient_bytes", expected_gradient_bytes},
           {"optimizer_bytes", optimizer_bytes},
@@ -124,13 +147,14 @@ void check_config(const TrainConfig& c) {
 struct TrainingProbe::Impl {
   std::string name;
   TrainConfig config;
-  std::unique_ptr<models::Model> model;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<train::TrainerStep> step;
   std::string scope_root;  // full path prefix of this model's scopes (caller's scope + name)
   TrainingFootprint fp;
   std::uint64_t construction_peak = 0;
   std::int64_t input_elements = 0;
   std::uint64_t fixed_live = 0;  // process live bytes with exactly the fixed tags resident
+  std::uint64_t sample_input_bytes = 0;  // input bytes of one sample
+  MemoryDevice dev;                      // where the step runs and is measured
   std::unique_ptr<dist::GradientSync> buckets;  // world_size > 1: what a rank adds
 
   std::string full(const char* tag) const { return scope_root + "/" + tag; }
@@ -147,55 +171,82 @@ TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config
   const std::string outer = current_scope();
   s.scope_root = outer.empty() ? model : outer + "/" + model;
 
-  const std::uint64_t live0 = live_bytes();
-  const std::uint64_t params0 = scope_live(s.full("parameters"));
-  const std::uint64_t grads0 = scope_live(s.full("gradients"));
-  const std::uint64_t opt0 = scope_live(s.full("optimizer"));
-  reset_peak();
+  // On the CPU every tag is a ledger scope; on CUDA (no scopes) a difference of allocated bytes
+  // between the phases, with the gradients counted from the .grad tensors.
+  s.dev = MemoryDevice::parse(config.device, "footprint");
+  const MemoryDevice& dev = s.dev;
+  const auto tag_live = [&](const char* tag) {
+    return dev.cuda ? std::uint64_t{0} : scope_live(s.full(tag));
+  };
+  const std::uint64_t live0 = device_live_bytes(dev);
+  const std::uint64_t external0 = external_bytes();
+  const std::uint64_t params0 = tag_live("parameters");
+  const std::uint64_t grads0 = tag_live("gradients");
+  const std::uint64_t opt0 = tag_live("optimizer");
+  device_reset_peak(dev);
   torch::manual_seed(config.seed);
   {
+    // The trainer with its network (and, for the DQN, its target network and replay buffer).
     MemoryScope p(model + "/parameters");
-    s.model = models::make_model(model, model_options);
+    s.step = detail::make_step(model, config, model_options);
   }
-  s.construction_peak = peak_bytes() - live0;
-  s.model->module().train();
-  s.config.seq_len = effective_seq_len(*s.model, config.seq_len);
+  s.construction_peak = detail::beyond(device_peak_bytes(dev), live0);
+  models::Model& m = s.step->model();
+  s.config.seq_len = effective_seq_len(m, config.seq_len);
 
   auto& fp = s.fp;
   fp.model = model;
   fp.config = config;
   fp.seq_len = s.config.seq_len;
-  for (const auto& p : s.model->module().parameters()) {
+  fp.step = s.step->describe();
+  fp.device = dev.str();
+  for (const auto& p : m.module().parameters()) {
     fp.parameter_bytes += tensor_bytes(p);
     if (p.requires_grad()) fp.trainable_parameter_bytes += tensor_bytes(p);
   }
-  for (const auto& b : s.model->module().buffers()) fp.buffer_bytes += tensor_bytes(b);
-  fp.construction_live_bytes = scope_live(s.full("parameters")) - params0;
+  for (const auto& b : m.module().buffers()) fp.buffer_bytes += tensor_bytes(b);
+  fp.construction_live_bytes = dev.cuda ? detail::beyond(device_live_bytes(dev), live0)
+                                        : detail::beyond(tag_live("parameters"), params0);
+  const std::uint64_t own = fp.parameter_bytes + fp.buffer_bytes;
+  fp.trainer_state_bytes = fp.construction_live_bytes > own ? fp.construction_live_bytes - own : 0;
+  fp.expected_trainer_state_bytes = s.step->expected_state_bytes();
+  fp.host_bytes = external_bytes() - external0;
+  fp.external_bytes = dev.cuda ? 0 : fp.host_bytes;  // host RAM is not the card's
   fp.expected_gradient_bytes = fp.trainable_parameter_bytes;
   fp.expected_optimizer_bytes =
       optimizer_state_bytes(config.optimizer, fp.trainable_parameter_bytes);
-  s.optimizer =
-      detail::make_optimizer(config.optimizer, detail::trainable_parameters(*s.model), config.lr);
-  const std::uint64_t buckets0 = scope_live(s.full(dist::kBucketScope));
-  s.buckets = detail::make_comm_buckets(*s.model, config, model);
-  fp.comm_bucket_bytes = scope_live(s.full(dist::kBucketScope)) - buckets0;
+  const std::uint64_t buckets0 =
+      dev.cuda ? device_live_bytes(dev) : scope_live(s.full(dist::kBucketScope));
+  s.buckets = detail::make_comm_buckets(m, config, model);
+  fp.comm_bucket_bytes =
+      (dev.cuda ? device_live_bytes(dev) : scope_live(s.full(dist::kBucketScope))) - buckets0;
   // Closed form: one flat copy of the trainable parameters and the weight element (float32).
   fp.expected_comm_bucket_bytes = config.world_size > 1 ? fp.trainable_parameter_bytes + 4 : 0;
+  const auto [sample_bytes, sample_elements] =
+      detail::sample_inputs(m, s.config.seq_len, config.seed);
+  s.input_elements = sample_elements;
+  s.sample_input_bytes = sample_bytes;
 
   // The first real step: its backward creates the .grad tensors (tagged M/gradients) and its
   // optimizer.step() the optimizer state (M/optimizer).
-  const detail::StepMeasure warm = detail::canonical_step(
-      *s.model, *s.optimizer, model, warm_batch, s.config.seq_len, config.seed, "gradients");
-  s.input_elements = warm.input_elements / warm_batch;
-  fp.input_bytes = warm.input_bytes;
-  fp.gradient_bytes = scope_live(s.full("gradients")) - grads0;
-  fp.optimizer_bytes = scope_live(s.full("optimizer")) - opt0;
-  s.fixed_live = live_bytes();
-  fp.fixed_bytes = s.fixed_live - live0;
+  const detail::StepMeasure warm =
+      detail::measured_step(*s.step, model, warm_batch, "gradients", dev);
+  fp.input_bytes = sample_bytes * static_cast<std::uint64_t>(warm_batch);
+  s.fixed_live = device_live_bytes(dev);
+  fp.fixed_bytes = detail::beyond(s.fixed_live, live0);
+  if (dev.cuda) {
+    fp.gradient_bytes = detail::gradient_tensor_bytes(m);
+    const std::uint64_t before_opt =
+        fp.construction_live_bytes + fp.comm_bucket_bytes + fp.gradient_bytes;
+    fp.optimizer_bytes = fp.fixed_bytes > before_opt ? fp.fixed_bytes - before_opt : 0;
+  } else {
+    fp.gradient_bytes = detail::beyond(tag_live("gradients"), grads0);
+    fp.optimizer_bytes = detail::beyond(tag_live("optimizer"), opt0);
+  }
   fp.activation_bytes = warm.forward_backward_peak;
   fp.step_bytes = warm.step_peak;
-  fp.peak_bytes = fp.fixed_bytes + std::max(fp.activation_bytes, fp.step_bytes);
-  // Anything live beyond the three fixed tags was left behind by the step (a cache, a leak).
+  fp.peak_bytes = fp.fixed_bytes + fp.external_bytes + std::max(fp.activation_bytes, fp.step_bytes);
+  // Anything live beyond the fixed tags was left behind by the step (a cache, a leak).
   const std::uint64_t tagged =
       fp.construction_live_bytes + fp.gradient_bytes + fp.optimizer_bytes + fp.comm_bucket_bytes;
   fp.leaked_bytes = fp.fixed_bytes > tagged ? fp.fixed_bytes - tagged : 0;
@@ -206,15 +257,15 @@ TrainingProbe::~TrainingProbe() = default;
 ProbeResult TrainingProbe::probe(std::int64_t batch) {
   FOXHUNT_CHECK(batch >= 1, "footprint", "probe batch: expected >= 1, got ", batch);
   auto& s = *impl_;
-  const detail::StepMeasure m = detail::canonical_step(
-      *s.model, *s.optimizer, s.name, batch, s.config.seq_len, s.config.seed, "activations");
+  const detail::StepMeasure m =
+      detail::measured_step(*s.step, s.name, batch, "activations", s.dev);
   ProbeResult r;
   r.batch = batch;
   r.activation_bytes = m.forward_backward_peak;
   r.step_bytes = m.step_peak;
-  r.peak_bytes = s.fp.fixed_bytes + std::max(r.activation_bytes, r.step_bytes);
-  s.fp.input_bytes = m.input_bytes;
-  const std::uint64_t now = live_bytes();
+  r.peak_bytes = s.fp.fixed_bytes + s.fp.external_bytes + std::max(r.activation_bytes, r.step_bytes);
+  s.fp.input_bytes = s.sample_input_bytes * static_cast<std::uint64_t>(batch);
+  const std::uint64_t now = device_live_bytes(s.dev);
   if (now > s.fixed_live) s.fp.leaked_bytes = std::max(s.fp.leaked_bytes, now - s.fixed_live);
   return r;
 }

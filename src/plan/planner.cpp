@@ -11,9 +11,11 @@
 #include <sstream>
 
 #include "foxhunt/core/units.h"
+#include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
+#include "foxhunt/train/trainer_step.h"
 #include "train_step.h"
 
 namespace foxhunt::plan {
@@ -56,6 +58,9 @@ void check_options(const PlanOptions& o) {
                 o.train.seq_len);
   FOXHUNT_CHECK(o.ladder_ratio >= 0, "planner", "ladder ratio: expected >= 0, got ",
                 o.ladder_ratio);
+  const MemoryDevice dev = MemoryDevice::parse(o.train.device, "planner");
+  FOXHUNT_CHECK(!dev.cuda || cuda_memory_available(), "planner", "--device ", o.train.device,
+                ": expected a CUDA device, found none (", cuda_stats_backend(), ")");
   std::set<std::int64_t> distinct;
   for (auto b : o.probe_batches) {
     FOXHUNT_CHECK(b >= 1, "planner", "probe batch: expected >= 1, got ", b);
@@ -69,7 +74,8 @@ void check_options(const PlanOptions& o) {
 TagBytes largest_tag(const PlanResult& r, std::int64_t b) {
   const std::uint64_t predicted = r.predict(b);
   TrainingFootprint fp = r.fixed;
-  fp.activation_bytes = predicted > fp.fixed_bytes ? predicted - fp.fixed_bytes : 0;
+  const std::uint64_t held = fp.fixed_bytes + fp.external_bytes;
+  fp.activation_bytes = predicted > held ? predicted - held : 0;
   TagBytes best;
   for (const auto& t : fp.tags())
     if (t.bytes > best.bytes || best.tag.empty()) best = t;
@@ -97,33 +103,35 @@ VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, 
   FOXHUNT_CHECK(budget_bytes > 0, "planner", "verify budget: expected > 0 bytes, got 0");
   VerifyAttempt a;
   a.batch = batch;
-  const std::uint64_t base = live_bytes();
+  const MemoryDevice dev = MemoryDevice::parse(config.device, "planner");
+  if (dev.cuda) cuda_empty_cache();  // the CUDA cap bounds reserved bytes: start from allocated
+  const std::uint64_t base = device_live_bytes(dev);
+  const std::uint64_t in_use0 = device_in_use_bytes(dev);
+  const std::uint64_t external0 = external_bytes();
   clear_last_refusal();
-  std::uint64_t peak = 0;
+  std::uint64_t peak = 0, external = 0;
   try {
-    LimitGuard cap(base + budget_bytes);
-    reset_peak();
+    // The cap covers what is in use now plus the budget. On the CPU the trainer's own host
+    // buffers (declared as external bytes) count against it like its tensors.
+    DeviceLimitGuard cap(dev, in_use0 + budget_bytes);
+    device_reset_peak(dev);
     translate_oom([&] {
       torch::manual_seed(config.seed);
-      std::unique_ptr<models::Model> m;
+      std::unique_ptr<train::TrainerStep> step;
       {
         MemoryScope p(model + "/parameters");
-        m = models::make_model(model, model_options);
+        step = detail::make_step(model, config, model_options);
       }
-      peak = std::max(peak, peak_bytes() - base);
-      m->module().train();
-      const std::int64_t seq = detail::effective_seq_len(*m, config.seq_len);
-      auto opt =
-          detail::make_optimizer(config.optimizer, detail::trainable_parameters(*m), config.lr);
-      const auto buckets = detail::make_comm_buckets(*m, config, model);
+      external = dev.cuda ? 0 : external_bytes() - external0;
+      peak = std::max(peak, detail::beyond(device_peak_bytes(dev), base));
+      const auto buckets = detail::make_comm_buckets(step->model(), config, model);
       // A first step at batch 1 creates the gradients and the optimizer state; the step at
       // `batch` is then the steady state, whose peak bounds that of a first step at `batch`
       // (gradients appear during its backward, the state during its optimizer.step()).
       for (int i = 0; i < 2; ++i) {
-        const auto s = detail::canonical_step(*m, *opt, model, i == 0 ? 1 : batch, seq, config.seed,
-                                              i == 0 ? "gradients" : "activations");
-        peak = std::max({peak, s.live_before + s.forward_backward_peak - base,
-                         s.live_before + s.step_peak - base});
+        const auto s = detail::measured_step(*step, model, i == 0 ? 1 : batch,
+                                             i == 0 ? "gradients" : "activations", dev);
+        peak = std::max(peak, detail::beyond(s.peak, base));
       }
     });
     a.ok = true;
@@ -131,9 +139,9 @@ VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, 
     a.ok = false;
     a.error = e.what();
     // The refused allocation never happened: the peak is what was live when it was refused.
-    peak = std::max(peak, peak_bytes() - std::min(base, peak_bytes()));
+    peak = std::max(peak, detail::beyond(device_peak_bytes(dev), base));
   }
-  a.peak_bytes = peak;
+  a.peak_bytes = peak + external;
   return a;
 }
 
@@ -141,8 +149,9 @@ VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, 
 
 std::uint64_t PlanResult::predict(std::int64_t b) const {
   const double x = static_cast<double>(b);
-  const double v = std::max({fit_a + fit_c * x, step_fit_a + step_fit_c * x,
-                             static_cast<double>(construction_peak_bytes)});
+  const double v =
+      std::max({fit_a + fit_c * x, step_fit_a + step_fit_c * x,
+                static_cast<double>(construction_peak_bytes + fixed.external_bytes)});
   if (v <= 0) return 0;
   if (v >= static_cast<double>(std::numeric_limits<std::uint64_t>::max() / 2))
     return std::numeric_limits<std::uint64_t>::max() / 2;
@@ -178,6 +187,9 @@ nlohmann::json PlanResult::to_json() const {
         {{"batch", a.batch}, {"ok", a.ok}, {"peak_bytes", a.peak_bytes}, {"error", a.error}});
   return {
       {"model", model},
+      {"step", to_string(train.step)},
+      {"step_description", fixed.step},
+      {"device", fixed.device},
       {"optimizer", to_string(train.optimizer)},
       {"seq_len", seq_len},
       {"has_time_axis", has_time_axis},
@@ -213,7 +225,10 @@ nlohmann::json PlanResult::to_json() const {
 std::string PlanResult::report() const {
   std::ostringstream os;
   char line[512];
-  os << "plan " << model << ": optimizer " << to_string(train.optimizer) << ", ";
+  os << "plan " << model << " on " << fixed.device
+     << (fixed.device == "cpu" ? " (ledger)" : " (caching allocator)") << ": "
+     << to_string(train.step) << " step (" << fixed.step << "), optimizer "
+     << to_string(train.optimizer) << ", ";
   if (has_time_axis)
     os << "seq-len " << seq_len;
   else
@@ -226,9 +241,11 @@ std::string PlanResult::report() const {
       hb(static_cast<std::uint64_t>(static_cast<double>(budget_bytes) * (1 - margin))).c_str(),
       pow2 ? ", power-of-two batches" : "");
   os << line;
-  os << "fixed tags (measured after a real optimizer step):\n";
+  os << "fixed tags (measured after a real optimizer step; external = host buffers declared to "
+        "the ledger):\n";
   for (const auto& t : fixed.tags()) {
-    if (t.tag == model + "/activations") continue;
+    if (t.tag == model + "/activations" || (t.bytes == 0 && t.tag != model + "/parameters"))
+      continue;
     std::snprintf(line, sizeof(line), "  %-22s %12s %14llu B\n", t.tag.c_str(), hb(t.bytes).c_str(),
                   static_cast<unsigned long long>(t.bytes));
     os << line;
@@ -315,7 +332,8 @@ PlanResult plan_batch(const PlanOptions& o) {
       for (const auto& p : r.probes) {
         if (p.batch < r.fit_min_batch) continue;
         const double x = static_cast<double>(p.batch);
-        const double y = static_cast<double>(r.fixed.fixed_bytes + phase_bytes(p));
+        const double y =
+            static_cast<double>(r.fixed.fixed_bytes + r.fixed.external_bytes + phase_bytes(p));
         sx += x;
         sy += y;
         sxx += x * x;
@@ -357,9 +375,15 @@ PlanResult plan_batch(const PlanOptions& o) {
       const std::int64_t largest = r.probes.back().batch;
       if (largest >= target / o.ladder_ratio) break;
       // Batch-independent bytes beyond the fixed tags at the dominant instant. Every instant
-      // holds the fixed tags, so an instant that overtakes it beyond `largest` can add at most
-      // excess / (c * largest) of the per-sample bytes: stop once that is below 5%.
-      const double excess = r.fit_a - static_cast<double>(r.fixed.fixed_bytes);
+      // holds the fixed tags (but for the gradients, below), so an instant that overtakes it
+      // beyond `largest` can add at most excess / (c * largest) of the per-sample bytes: stop
+      // once that is below 5%.
+      // The trainers zero their gradients with set_to_none (LibTorch's default), so an instant
+      // inside a step may hold the fixed tags without the gradients: bound from that floor.
+      const double floor_bytes = static_cast<double>(r.fixed.fixed_bytes + r.fixed.external_bytes -
+                                                     std::min(r.fixed.gradient_bytes,
+                                                              r.fixed.fixed_bytes));
+      const double excess = r.fit_a - floor_bytes;
       if (r.fit_c > 0 && excess <= kLadderTolerance * r.fit_c * static_cast<double>(largest)) break;
       r.probes.push_back(probe.probe(4 * largest));
       fit();
@@ -415,8 +439,29 @@ PlanResult plan_batch(const PlanOptions& o) {
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         throw_does_not_fit(r, b, "its training step ran out of memory under the cap: " + a.error);
       }
-      b = std::max(o.min_batch, b / 2);
-      r.limited_by = "verification step-down";
+      const std::int64_t half = std::max(o.min_batch, b / 2);
+      // The fit missed a steeper instant between its probes and b (e.g. PPO's rollout, which
+      // grows with the batch only beyond n_envs x n_steps). Probe at b/2 -- below the failed
+      // batch, so it fits what the cap allowed -- refit over the top rungs and choose again,
+      // strictly below the failed batch; halve when the refit gives nothing better.
+      std::int64_t next = half;
+      const bool probed = std::any_of(r.probes.begin(), r.probes.end(),
+                                      [&](const ProbeResult& p) { return p.batch == half; });
+      if (!probed && half > r.probes.back().batch) {
+        TrainConfig warm = o.train;
+        warm.batch = 1;
+        TrainingProbe probe(o.model, warm, o.model_options, 1);
+        r.probes.push_back(probe.probe(half));
+        std::sort(r.probes.begin(), r.probes.end(),
+                  [](const ProbeResult& x, const ProbeResult& y) { return x.batch < y.batch; });
+        fit();
+        std::int64_t refit = std::min({batch_by_budget(), b - 1, o.max_batch});
+        while (refit > half && !fits(refit)) --refit;
+        if (o.pow2) refit = floor_pow2(std::max<std::int64_t>(refit, 1));
+        if (refit > half) next = refit;
+      }
+      r.limited_by = next > half ? "verification refit" : "verification step-down";
+      b = next;
     }
   }
   r.verify_seconds =

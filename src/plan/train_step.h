@@ -1,6 +1,7 @@
 #pragma once
-// Internal to src/memory: the canonical training step shared by the footprint probes and the
-// planner's verification, so that what is measured is exactly what is verified under the cap.
+// Internal to src/plan: the training steps (the trainer's own, or the synthetic stand-in) shared
+// by the footprint probes and the planner's verification, so that what is measured is exactly
+// what is verified under the cap.
 
 #include <torch/torch.h>
 
@@ -9,9 +10,11 @@
 #include <vector>
 
 #include "foxhunt/dist/gradient_sync.h"
+#include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/plan/footprint.h"
+#include "foxhunt/train/trainer_step.h"
 
 namespace foxhunt::plan::detail {
 
@@ -56,51 +59,127 @@ inline std::unique_ptr<torch::optim::Optimizer> make_optimizer(OptimizerKind kin
   return nullptr;
 }
 
-/// What one canonical step measured.
-struct StepMeasure {
-  std::uint64_t live_before = 0;            ///< live bytes at the start (fixed tags resident)
-  std::uint64_t forward_backward_peak = 0;  ///< peak of batch+forward+backward beyond live_before
-  std::uint64_t step_peak = 0;      ///< peak of optimizer.step() beyond live_before (batch alive)
-  std::uint64_t input_bytes = 0;    ///< bytes of the batch's inputs
-  std::int64_t input_elements = 0;  ///< elements of the batch's inputs
+/// The synthetic stand-in step (StepKind::kSynthetic): prepare() = zero_grad(set_to_none =
+/// false), batch = example_batch(b), loss = model.loss(batch), backward; apply() =
+/// optimizer.step(), with the batch alive until the step is over (as in a training loop, where
+/// the batch variable outlives optimizer.step()).
+class SyntheticStep final : public train::TrainerStep {
+ public:
+  SyntheticStep(const std::string& name, const TrainConfig& config,
+                const nlohmann::json& model_options)
+      : config_(config), device_(models::parse_device(config.device, "planner")) {
+    model_ = models::make_model(name, model_options);
+    model_->to(device_);
+    model_->module().train();
+    seq_ = effective_seq_len(*model_, config.seq_len);
+    optimizer_ = make_optimizer(config.optimizer, trainable_parameters(*model_), config.lr);
+  }
+  models::Model& model() override { return *model_; }
+  void prepare(std::int64_t batch) override {
+    optimizer_->zero_grad(/*set_to_none=*/false);
+    batch_ = model_->example_batch(batch, seq_, device_, config_.seed);
+    model_->loss(batch_).backward();
+  }
+  void apply() override {
+    optimizer_->step();
+    batch_ = models::Batch();
+  }
+  std::uint64_t external_bytes() const override { return 0; }
+  std::uint64_t expected_state_bytes() const override { return 0; }
+  std::string describe() const override {
+    return "synthetic: example_batch + Model::loss + " + to_string(config_.optimizer);
+  }
+
+ private:
+  TrainConfig config_;
+  torch::Device device_;
+  std::unique_ptr<models::Model> model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::int64_t seq_ = 0;
+  models::Batch batch_;
 };
 
-/// The canonical training step (footprint.h): zero_grad(set_to_none = false), batch, loss,
-/// backward, optimizer.step(), with the batch alive until the step is over (as in a training
-/// loop, where the batch variable outlives optimizer.step()). Batch creation and forward are
-/// tagged `<name>/activations`, the backward `<name>/<backward_tag>` ("activations" in the
-/// steady state, "gradients" on the first step, which creates the .grad tensors), the step
-/// `<name>/optimizer`. Resets the ledger's peak twice (process-wide).
-inline StepMeasure canonical_step(models::Model& model, torch::optim::Optimizer& optimizer,
-                                  const std::string& name, std::int64_t batch, std::int64_t seq_len,
-                                  std::uint64_t seed, const char* backward_tag) {
+/// Builds the step `config.step` names for `name` (the caller's scope tags its construction).
+/// StepKind::kTrainer requires adam: the trainers' optimizer.
+inline std::unique_ptr<train::TrainerStep> make_step(const std::string& name,
+                                                     const TrainConfig& config,
+                                                     const nlohmann::json& model_options) {
+  if (config.step == StepKind::kSynthetic)
+    return std::make_unique<SyntheticStep>(name, config, model_options);
+  FOXHUNT_CHECK(config.optimizer == OptimizerKind::kAdam, "planner", "optimizer ",
+                to_string(config.optimizer),
+                ": the trainer step uses the trainers' optimizer (adam); measure another "
+                "optimizer with the synthetic step (--step synthetic)");
+  train::TrainerStepSpec spec;
+  spec.model = name;
+  spec.model_options = model_options.is_null() ? nlohmann::json::object() : model_options;
+  spec.trainer_options = config.trainer_options;
+  spec.env = config.env;
+  spec.seq_len = config.seq_len;
+  spec.seed = config.seed;
+  spec.device = config.device;
+  return train::make_trainer_step(spec);
+}
+
+/// What one measured step gave.
+struct StepMeasure {
+  std::uint64_t live_before = 0;            ///< live bytes at the start (fixed tags resident)
+  std::uint64_t forward_backward_peak = 0;  ///< peak of prepare() beyond live_before (>= 0)
+  std::uint64_t step_peak = 0;  ///< peak of apply() (optimizer.step()) beyond live_before (>= 0)
+  std::uint64_t peak = 0;       ///< the absolute peak of live bytes over the step
+};
+
+/// a - b, or 0 when b > a (a phase can end below where the step started: set_to_none frees the
+/// gradients, a parameter without a gradient this step keeps none).
+inline std::uint64_t beyond(std::uint64_t a, std::uint64_t b) {
+  return a > b ? a - b : 0;
+}
+
+/// Runs one step at `batch`: prepare() tagged `<name>/<prepare_tag>` ("activations" in the
+/// steady state, "gradients" on the first step, which creates the .grad tensors), apply()
+/// tagged `<name>/optimizer`. Resets the ledger's peak twice (process-wide).
+inline StepMeasure measured_step(train::TrainerStep& step, const std::string& name,
+                                 std::int64_t batch, const char* prepare_tag,
+                                 const MemoryDevice& dev = {}) {
   StepMeasure m;
-  optimizer.zero_grad(/*set_to_none=*/false);
-  m.live_before = live_bytes();
-  reset_peak();
-  models::Batch b;
-  torch::Tensor loss;
+  m.live_before = device_live_bytes(dev);
+  device_reset_peak(dev);
   {
-    MemoryScope act(name + "/activations");
-    b = model.example_batch(batch, seq_len, torch::kCPU, seed);
-    for (const auto& t : b.inputs) {
-      m.input_bytes += tensor_bytes(t);
-      m.input_elements += t.numel();
-    }
-    loss = model.loss(b);
+    MemoryScope s(name + "/" + prepare_tag);
+    step.prepare(batch);
   }
-  {
-    MemoryScope back(name + "/" + backward_tag);
-    loss.backward();
-  }
-  m.forward_backward_peak = peak_bytes() - m.live_before;
-  reset_peak();
+  const std::uint64_t p1 = device_peak_bytes(dev);
+  m.forward_backward_peak = beyond(p1, m.live_before);
+  device_reset_peak(dev);
   {
     MemoryScope opt(name + "/optimizer");
-    optimizer.step();
+    step.apply();
   }
-  m.step_peak = peak_bytes() - m.live_before;
+  const std::uint64_t p2 = device_peak_bytes(dev);
+  m.step_peak = beyond(p2, m.live_before);
+  m.peak = std::max(p1, p2);
   return m;
+}
+
+/// Bytes of the .grad tensors of `m` (how gradients are counted on CUDA, which has no scopes).
+inline std::uint64_t gradient_tensor_bytes(models::Model& m) {
+  std::uint64_t n = 0;
+  for (const auto& p : m.module().parameters()) n += tensor_bytes(p.grad());
+  return n;
+}
+
+/// Bytes and elements of the inputs of one sample of `m`'s example batch.
+inline std::pair<std::uint64_t, std::int64_t> sample_inputs(const models::Model& m,
+                                                            std::int64_t seq,
+                                                            std::uint64_t seed) {
+  const models::Batch b = m.example_batch(1, seq, torch::kCPU, seed);
+  std::uint64_t bytes = 0;
+  std::int64_t elements = 0;
+  for (const auto& t : b.inputs) {
+    bytes += tensor_bytes(t);
+    elements += t.numel();
+  }
+  return {bytes, elements};
 }
 
 /// The gradient all-reduce buckets one data-parallel rank holds (null for world_size 1), built

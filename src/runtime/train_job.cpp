@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
@@ -14,6 +15,8 @@
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/dist/communicator.h"
 #include "foxhunt/memory/device_profile.h"
+#include "foxhunt/memory/device_memory.h"
+#include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/tft.h"
@@ -59,13 +62,20 @@ nlohmann::json checked_overrides(const nlohmann::json& j, const char* flag) {
 
 // --batch auto: the memory planner's largest verified batch for `model` (built with
 // `model_options`) within the budget, at most `max_batch`. `plan_json` receives its summary.
+// The planner measures the trainer's real step with `trainer_options` (and for RL its real
+// environments `env`).
 int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
                         const nlohmann::json& model_options, int64_t max_batch, uint64_t seed,
-                        nlohmann::json& plan_json) {
+                        nlohmann::json& plan_json, const nlohmann::json& trainer_options,
+                        EnvFactory env = nullptr) {
   plan::PlanOptions po;
   po.model = model;
   po.model_options = model_options;
   po.train.seed = seed;
+  po.train.step = plan::StepKind::kTrainer;
+  po.train.trainer_options = trainer_options;
+  po.train.env = std::move(env);
+  po.train.device = job.device;  // measured and capped on the device the job trains on
   // Data-parallel: the batch is per rank, and each rank also holds the all-reduce buckets.
   po.train.world_size = job.dist.world_size();
   po.train.bucket_mib = job.dist.bucket_mib();
@@ -86,9 +96,49 @@ int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
                {"verified_peak_bytes", r.verified_peak_bytes},
                {"world_size", po.train.world_size},  // the batch is per rank
                {"comm_bucket_bytes", r.fixed.comm_bucket_bytes},
+               {"external_bytes", r.fixed.external_bytes},
+               {"trainer_state_bytes", r.fixed.trainer_state_bytes},
+               {"step", r.fixed.step},
                {"seconds", r.seconds}};
   return r.chosen_batch;
 }
+
+// --batch auto trains under the budget it was planned for, for the whole run: a cap of what was
+// live (and declared) before the trainer existed plus the budget. Reports the cap and the run's
+// peak beyond that base into `plan_json`.
+class RunCap {
+ public:
+  explicit RunCap(const std::string& device)
+      : dev_(memory::MemoryDevice::parse(device, kComponent)),
+        // Without a device the job fails with its own message; the cap is never enforced.
+        live0_(dev_.cuda && !memory::cuda_memory_available() ? 0
+                                                             : memory::device_live_bytes(dev_)),
+        external0_(dev_.cuda ? 0 : memory::external_bytes()) {}
+  // Starts enforcing `budget` bytes beyond the base (call after planning: the planner verifies
+  // under its own cap). What was built since the base counts against it. On CUDA the cap is the
+  // allocator's memory fraction (reserved bytes), on the CPU the ledger's (live + external).
+  void enforce(std::uint64_t budget) {
+    cap_bytes_ = live0_ + external0_ + budget;
+    cap_.emplace(dev_, cap_bytes_);
+    memory::device_reset_peak(dev_);
+  }
+  // The cap and the run's peak beyond the base (device peak + declared host bytes on the CPU).
+  void report(nlohmann::json& plan_json) const {
+    if (!cap_) return;
+    const std::uint64_t peak = memory::device_peak_bytes(dev_);
+    const std::uint64_t ext = dev_.cuda ? 0 : memory::external_bytes();
+    plan_json["enforced_cap_bytes"] = cap_bytes_;
+    plan_json["enforced_on"] = dev_.str();
+    plan_json["run_peak_bytes"] =
+        (peak > live0_ ? peak - live0_ : 0) + (ext > external0_ ? ext - external0_ : 0);
+  }
+
+ private:
+  memory::MemoryDevice dev_;
+  std::uint64_t live0_, external0_;
+  std::uint64_t cap_bytes_ = 0;
+  std::optional<memory::DeviceLimitGuard> cap_;
+};
 
 // RL trainer options: the checkpoint's (on resume) or the defaults, then --options, then flags
 // (--batch auto is planned later, once the network is known).
@@ -370,14 +420,19 @@ template <typename Trainer, typename NetOptions, typename Options>
 RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t plan_clamp,
                    int64_t log_interval) {
   RlOutcome out;
+  RunCap cap(job.device);
   if (job.batch == "auto") {
-    auto probe = ctx.factory(0);
-    const auto net = NetOptions()
-                         .state_dim(probe->observation_size())
-                         .hidden(o.hidden())
-                         .actions(probe->action_count());
-    o.batch_size(plan_auto_batch(job, job.model, models::to_json(net), plan_clamp, o.seed(),
-                                 out.batch_plan));
+    nlohmann::json net;
+    {
+      auto probe = ctx.factory(0);
+      net = models::to_json(NetOptions()
+                                .state_dim(probe->observation_size())
+                                .hidden(o.hidden())
+                                .actions(probe->action_count()));
+    }
+    o.batch_size(plan_auto_batch(job, job.model, net, plan_clamp, o.seed(), out.batch_plan,
+                                 to_json(o), ctx.factory));
+    cap.enforce(out.batch_plan.at("budget_bytes").get<std::uint64_t>());
   }
   Trainer trainer(o, ctx.factory);
   if (ctx.resumed) trainer.load_checkpoint(*ctx.resumed, job.resume);
@@ -399,6 +454,7 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
     s["eval"] = out.eval;
     out.bundle_path = write_bundle(trainer.model(), *ctx.dataset, 1.0, s, out.paths->dir);
   }
+  cap.report(out.batch_plan);
   return out;
 }
 
@@ -474,6 +530,9 @@ nlohmann::json run_rl(const TrainJob& job, const std::optional<Container>& resum
   summary["bundle"] = r.bundle_path;
   summary["eval"] = r.eval;
   if (!r.batch_plan.is_null()) summary["batch_plan"] = r.batch_plan;
+  summary["enforced_cap_bytes"] = r.batch_plan.is_null()
+                                      ? nlohmann::json(nullptr)
+                                      : r.batch_plan.value("enforced_cap_bytes", nlohmann::json());
   if (!data_info.is_null()) summary["data"] = data_info;
   return summary;
 }
@@ -649,6 +708,7 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
                                         : parse_batch(job.batch);
   const torch::Device device = models::parse_device(job.device, kComponent);
 
+  RunCap cap(job.device);        // --batch auto: the whole run under the planned budget
   torch::manual_seed(o.seed());  // deterministic initial weights
   auto model = models::make_model(job.model, model_options);
   model->to(device);
@@ -658,7 +718,8 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
     const auto windows =
         market.dataset->anchors(data::Split::kTrain, window_of(model->spec())).size();
     batch = plan_auto_batch(job, job.model, model->options_json(), static_cast<int64_t>(windows),
-                            o.seed(), batch_plan);
+                            o.seed(), batch_plan, to_json(o));
+    cap.enforce(batch_plan.at("budget_bytes").get<std::uint64_t>());
   }
   MarketBatchSource source(market.dataset, *model, batch, o.seed(), device);
   if (!resumed) init_quantile_head(*model, *market.dataset, source.spec());
@@ -684,7 +745,11 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
                                {"model", compact_model_options(job.model)},
                                {"trainer", compact_trainer_options(job.model)}}
               : nlohmann::json(nullptr);
+  cap.report(batch_plan);
   if (!batch_plan.is_null()) summary["batch_plan"] = batch_plan;
+  summary["enforced_cap_bytes"] = batch_plan.is_null()
+                                      ? nlohmann::json(nullptr)
+                                      : batch_plan.value("enforced_cap_bytes", nlohmann::json());
   add_distributed(summary, result, job);
   if (job.dist.rank() > 0) return summary;  // rank 0 evaluates and writes the bundle
   if (!result.interrupted) {

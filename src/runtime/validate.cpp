@@ -106,9 +106,6 @@ void validate_models_step(const ValidateOptions& options, StepResult& result, st
 }
 
 void validate_plan_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
-  FOXHUNT_CHECK(torch::Device(options.device).is_cpu(), "validate",
-                "plan: the planner measures with the CPU ledger; expected device cpu, got ",
-                options.device);
   const auto profile = memory::find_profile(memory::kReferenceProfile);
   nlohmann::json plans = nlohmann::json::array();
   bool all_ok = true;
@@ -121,6 +118,9 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
     plan::PlanOptions o;
     o.model = name;
     o.train.seed = options.seed;
+    // The trainers' real steps, measured and capped on the device validated (CUDA: the
+    // caching allocator under the profile's usable bytes as its memory fraction).
+    o.train.device = options.device;
     o.budget_bytes = profile.usable_bytes();
     o.budget_source = profile.name + " usable";
     const auto r = plan::plan_batch(o);
@@ -141,7 +141,9 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
   result.ok = all_ok;
   result.details["profile"] = memory::to_json(profile);
   result.details["plans"] = plans;
-  result.summary = "batches on " + profile.name + " verified under the cap: " + summary;
+  result.details["device"] = options.device;
+  result.summary = "batches on " + profile.name + " (" + options.device +
+                   ") verified under the cap: " + summary;
 }
 
 void validate_budget_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {

@@ -81,10 +81,25 @@ torch::Tensor dqn_targets(const torch::Tensor& rewards, const torch::Tensor& ter
 
 // ---- replay buffer ----------------------------------------------------------------------------
 
-ReplayBuffer::ReplayBuffer(int64_t capacity, int64_t obs_size)
-    : capacity_(capacity), obs_size_(obs_size) {
+std::uint64_t ReplayBuffer::storage_bytes(int64_t capacity, int64_t obs_size) {
+  const auto n = static_cast<std::uint64_t>(capacity);
+  return n * (2 * static_cast<std::uint64_t>(obs_size) * sizeof(float) + 2 * sizeof(float) +
+              sizeof(int64_t));
+}
+
+namespace {
+int64_t checked_capacity(int64_t capacity, int64_t obs_size) {
   FOXHUNT_CHECK(capacity > 0 && obs_size > 0, "replay",
                 "expected capacity > 0 and obs_size > 0, got ", capacity, " and ", obs_size);
+  return capacity;
+}
+}  // namespace
+
+ReplayBuffer::ReplayBuffer(int64_t capacity, int64_t obs_size)
+    : reservation_("dqn/replay_buffer",
+                   storage_bytes(checked_capacity(capacity, obs_size), obs_size)),
+      capacity_(capacity),
+      obs_size_(obs_size) {
   const auto n = static_cast<size_t>(capacity);
   obs_.resize(n * static_cast<size_t>(obs_size));
   next_obs_.resize(n * static_cast<size_t>(obs_size));
@@ -230,6 +245,8 @@ DqnTrainer::DqnTrainer(DqnTrainerOptions options, EnvFactory make_env)
                       eval_env_->action_count() == env_->action_count(),
                   "dqn_trainer", "the evaluation environment does not match the training one");
   }
+  envs_reservation_ = memory::ExternalReservation(
+      "dqn/envs", env_->host_bytes() + (eval_env_ ? eval_env_->host_bytes() : 0));
 }
 
 DqnTrainer::~DqnTrainer() = default;
@@ -270,7 +287,13 @@ void DqnTrainer::update_target(double tau) {
 }
 
 double DqnTrainer::train_step() {
-  auto s = buffer_.sample(o_.batch_size(), rng_, o_.device());
+  prepare_update(o_.batch_size());
+  return apply_update();
+}
+
+void DqnTrainer::prepare_update(int64_t batch) {
+  FOXHUNT_CHECK(batch > 0, "dqn_trainer", "update batch: expected > 0, got ", batch);
+  auto s = buffer_.sample(batch, rng_, o_.device());
   torch::Tensor y;
   {
     torch::NoGradGuard no_grad;
@@ -288,10 +311,17 @@ double DqnTrainer::train_step() {
   if (dp_) dp_->finish();
   if (o_.max_grad_norm() > 0)
     torch::nn::utils::clip_grad_norm_(online_->parameters(), o_.max_grad_norm());
+  pending_loss_ = loss.detach();
+}
+
+double DqnTrainer::apply_update() {
+  FOXHUNT_INTERNAL_ASSERT(pending_loss_.defined(), "apply_update without prepare_update");
   optimizer_->step();
   ++updates_;
   if (dp_) dp_->after_step(updates_);
-  return loss.item<double>();
+  const double l = pending_loss_.item<double>();
+  pending_loss_ = torch::Tensor();
+  return l;
 }
 
 nlohmann::json DqnTrainer::metrics_line(double elapsed, double rate) const {

@@ -100,6 +100,50 @@ void CartPole::load_state(const std::string& state) {
   }
 }
 
+// ---- SyntheticEnv -------------------------------------------------------------------------
+
+SyntheticEnv::SyntheticEnv(int64_t observation_size, int64_t action_count, uint64_t seed,
+                           int64_t episode_length)
+    : obs_(observation_size),
+      actions_(action_count),
+      episode_length_(episode_length),
+      rng_(seed) {
+  FOXHUNT_CHECK(observation_size >= 1 && action_count >= 1 && episode_length >= 1, "env",
+                "synthetic env: expected observation_size, action_count and episode_length >= 1, "
+                "got ",
+                observation_size, ", ", action_count, " and ", episode_length);
+}
+
+std::vector<float> SyntheticEnv::draw() {
+  std::vector<float> o(static_cast<size_t>(obs_));
+  for (auto& v : o) v = static_cast<float>(2.0 * rng_.uniform() - 1.0);
+  return o;
+}
+
+std::vector<float> SyntheticEnv::reset(uint64_t seed) {
+  rng_.seed(seed);
+  return reset();
+}
+
+std::vector<float> SyntheticEnv::reset() {
+  t_ = 0;
+  done_ = false;
+  return draw();
+}
+
+EnvStep SyntheticEnv::step(int64_t action) {
+  FOXHUNT_CHECK(action >= 0 && action < actions_, "env", "synthetic env: action expected in [0, ",
+                actions_, "), got ", action);
+  FOXHUNT_CHECK(!done_, "env", "synthetic env: step after the episode ended; call reset()");
+  EnvStep s;
+  s.obs = draw();
+  s.reward = rng_.uniform() - 0.5;
+  ++t_;
+  s.truncated = t_ >= episode_length_;
+  done_ = s.truncated;
+  return s;
+}
+
 EnvFactory env_factory(const std::string& name) {
   if (name == "cartpole")
     return [](int64_t) -> std::unique_ptr<Env> { return std::make_unique<CartPole>(); };

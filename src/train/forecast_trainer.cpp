@@ -183,12 +183,53 @@ nlohmann::json ForecastTrainer::metrics_line(double elapsed, double rate) const 
           {"elapsed_s", elapsed}};
 }
 
+void ForecastTrainer::prepare_step(models::Batch b) {
+  // A data-parallel rank may get no share of a short final batch: it still takes part in the
+  // gradient all-reduce (with weight 0) so every rank steps the same way.
+  const bool empty = b.inputs.empty();
+  const int64_t n = empty ? 0 : b.size();
+  optimizer_->zero_grad();
+  if (dp_) dp_->begin(static_cast<double>(n));
+  torch::Tensor loss;
+  if (!empty) {
+    b = to_device(std::move(b), models::module_device(model_.module()));
+    loss = model_.loss(b);
+    FOXHUNT_CHECK(loss.dim() == 0, "forecast_trainer", "model '", model_.name(),
+                  "': loss() must return a scalar, got shape ",
+                  models::shape_str(loss.sizes().vec()));
+    loss.backward();
+  } else {
+    FOXHUNT_INTERNAL_ASSERT(dp_ != nullptr, "empty training batch without data parallelism");
+  }
+  if (dp_) dp_->finish();
+  if (o_.max_grad_norm() > 0)
+    torch::nn::utils::clip_grad_norm_(model_.module().parameters(), o_.max_grad_norm());
+  // The batch stays alive until the optimizer step is over, as it did in the loop.
+  pending_batch_ = std::move(b);
+  pending_loss_ = loss.defined() ? loss.detach() : torch::Tensor();
+  pending_size_ = n;
+}
+
+double ForecastTrainer::apply_step() {
+  FOXHUNT_INTERNAL_ASSERT(pending_size_ >= 0, "apply_step without prepare_step");
+  optimizer_->step();
+  const int64_t n = pending_size_;
+  const double l = n > 0 ? pending_loss_.item<double>() : NAN;
+  pending_batch_ = models::Batch();
+  pending_loss_ = torch::Tensor();
+  pending_size_ = -1;
+  if (n > 0)
+    FOXHUNT_ENSURE(std::isfinite(l), "forecast_trainer", "model '", model_.name(),
+                   "': non-finite training loss at step ", step_, " (epoch ", epoch_,
+                   "); lower the learning rate");
+  return l;
+}
+
 TrainResult ForecastTrainer::train(const RunConfig& run) {
   const int64_t per_epoch = data_.train_batches();
   RunSession session(run, "forecast", model_.name(), o_.epochs() * per_epoch, step_);
   // A collective costs ~0.7 ms on loopback here: ranks agree on stopping every 16 steps.
   if (dp_) session.set_stop_agreement([this](bool s) { return dp_->agree_stop(s); }, 16);
-  const auto device = models::module_device(model_.module());
   const int64_t samples_before = samples_;
   auto samples_rate = [&] {
     const double t = session.elapsed();
@@ -215,33 +256,10 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
     while (batch_ < per_epoch) {
       if (session.should_stop(step_)) break;
       {
-        auto b = data_.train_batch(epoch_, batch_);
-        // A data-parallel rank may get no share of a short final batch: it still takes part in
-        // the gradient all-reduce (with weight 0) so every rank steps the same way.
-        const bool empty = b.inputs.empty();
-        const int64_t n = empty ? 0 : b.size();
-        optimizer_->zero_grad();
-        if (dp_) dp_->begin(static_cast<double>(n));
-        torch::Tensor loss;
-        if (!empty) {
-          b = to_device(std::move(b), device);
-          loss = model_.loss(b);
-          FOXHUNT_CHECK(loss.dim() == 0, "forecast_trainer", "model '", model_.name(),
-                        "': loss() must return a scalar, got shape ",
-                        models::shape_str(loss.sizes().vec()));
-          loss.backward();
-        } else {
-          FOXHUNT_INTERNAL_ASSERT(dp_ != nullptr, "empty training batch without data parallelism");
-        }
-        if (dp_) dp_->finish();
-        if (o_.max_grad_norm() > 0)
-          torch::nn::utils::clip_grad_norm_(model_.module().parameters(), o_.max_grad_norm());
-        optimizer_->step();
-        if (!empty) {
-          const double l = loss.item<double>();
-          FOXHUNT_ENSURE(std::isfinite(l), "forecast_trainer", "model '", model_.name(),
-                         "': non-finite training loss at step ", step_, " (epoch ", epoch_,
-                         "); lower the learning rate");
+        prepare_step(data_.train_batch(epoch_, batch_));
+        const int64_t n = pending_size_;
+        const double l = apply_step();
+        if (n > 0) {
           epoch_loss_sum_ += l;
           ++epoch_loss_count_;
           window_loss_sum_ += l;

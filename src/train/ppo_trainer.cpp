@@ -1,6 +1,8 @@
 #include "foxhunt/train/ppo_trainer.h"
 #include "foxhunt/train/fused_adam.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
 #include <cstring>
 
@@ -81,6 +83,13 @@ GaeResult compute_gae(const torch::Tensor& rewards, const torch::Tensor& values,
 
 struct PpoTrainer::UpdateStats {
   double loss = 0, approx_kl = 0, clip_fraction = 0, entropy = 0;
+  int64_t batches = 0;
+};
+
+struct PpoTrainer::Pending {
+  models::PolicyOutput out;
+  torch::Tensor actions, log_probs, loss;
+  double clip = 0;
 };
 
 PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env)
@@ -116,6 +125,9 @@ PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env)
                       eval_env_->action_count() == envs_[0]->action_count(),
                   "ppo_trainer", "the evaluation environment does not match the training ones");
   }
+  std::uint64_t env_bytes = eval_env_ ? eval_env_->host_bytes() : 0;
+  for (const auto& e : envs_) env_bytes += e->host_bytes();
+  envs_reservation_ = memory::ExternalReservation("ppo/envs", env_bytes);
   obs_.resize(static_cast<size_t>(o_.n_envs()));
   episode_return_.assign(static_cast<size_t>(o_.n_envs()), 0.0);
   episode_length_.assign(static_cast<size_t>(o_.n_envs()), 0);
@@ -162,55 +174,85 @@ int64_t PpoTrainer::greedy_action(const std::vector<float>& obs) {
   return net_->forward(t.to(o_.device())).logits.argmax(1).item<int64_t>();
 }
 
-PpoTrainer::UpdateStats PpoTrainer::update(const torch::Tensor& obs, const torch::Tensor& actions,
-                                           const torch::Tensor& log_probs,
-                                           const torch::Tensor& advantages,
-                                           const torch::Tensor& returns, double clip) {
-  const int64_t total = obs.size(0);
-  UpdateStats stats;
-  int64_t batches = 0;
+PpoTrainer::Rollout PpoTrainer::synthetic_rollout(int64_t rows, uint64_t seed) const {
+  FOXHUNT_CHECK(rows > 0, "ppo_trainer", "synthetic rollout: expected rows > 0, got ", rows);
+  const int64_t D = envs_[0]->observation_size();
+  const int64_t A = envs_[0]->action_count();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const auto dev = o_.device();
+  Rollout r;
+  r.obs = torch::rand({rows, D}, gen).to(dev);
+  r.actions = torch::randint(0, A, {rows}, gen, torch::kLong).to(dev);
+  r.log_probs = (-std::log(static_cast<double>(A)) + 0.1 * torch::randn({rows}, gen)).to(dev);
+  r.advantages = torch::randn({rows}, gen).to(dev);
+  r.returns = torch::randn({rows}, gen).to(dev);
+  return r;
+}
+
+void PpoTrainer::prepare_minibatch(const Rollout& rollout, const torch::Tensor& indices,
+                                   double clip) {
+  FOXHUNT_CHECK(indices.dim() == 1 && indices.size(0) > 0, "ppo_trainer",
+                "minibatch: expected a non-empty 1-d index tensor, got shape ",
+                models::shape_str(indices.sizes().vec()));
+  auto idx = indices.to(o_.device());
+  auto p = std::make_unique<Pending>();
+  auto mb_obs = rollout.obs.index_select(0, idx);
+  p->actions = rollout.actions.index_select(0, idx);
+  p->log_probs = rollout.log_probs.index_select(0, idx);
+  auto mb_adv = rollout.advantages.index_select(0, idx);
+  auto mb_ret = rollout.returns.index_select(0, idx);
+  if (o_.normalize_advantage() && mb_adv.size(0) > 1)
+    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
+  p->out = net_->forward(mb_obs);
+  p->loss = models::ppo_loss(p->out, p->actions, p->log_probs, mb_adv, mb_ret, clip, o_.vf_coef(),
+                             o_.ent_coef());
+  optimizer_->zero_grad();
+  if (dp_) dp_->begin(1.0);  // equal minibatches on every rank
+  p->loss.backward();
+  if (dp_) dp_->finish();
+  if (o_.max_grad_norm() > 0)
+    torch::nn::utils::clip_grad_norm_(net_->parameters(), o_.max_grad_norm());
+  p->clip = clip;
+  pending_ = std::move(p);
+}
+
+void PpoTrainer::apply_minibatch() {
+  FOXHUNT_INTERNAL_ASSERT(pending_ != nullptr, "apply_minibatch without prepare_minibatch");
+  optimizer_->step();
+  ++minibatch_steps_;
+  if (dp_) dp_->after_step(minibatch_steps_);
+  const auto p = std::move(pending_);
+  if (!stats_) return;  // a step outside update() (the planner): no diagnostics kept
+  torch::NoGradGuard no_grad;
+  auto& stats = *stats_;
+  auto lp_all = torch::log_softmax(p->out.logits.detach(), -1);
+  auto lp = lp_all.gather(1, p->actions.view({-1, 1})).squeeze(1);
+  auto log_ratio = lp - p->log_probs;
+  auto ratio = log_ratio.exp();
+  stats.approx_kl += ((ratio - 1) - log_ratio).mean().item<double>();
+  stats.clip_fraction += ((ratio - 1).abs() > p->clip).to(torch::kFloat).mean().item<double>();
+  stats.entropy += (-(lp_all.exp() * lp_all).sum(-1)).mean().item<double>();
+  stats.loss += p->loss.item<double>();
+  ++stats.batches;
+}
+
+PpoTrainer::UpdateStats PpoTrainer::update(const Rollout& rollout, double clip) {
+  const int64_t total = rollout.size();
+  stats_ = std::make_unique<UpdateStats>();
   for (int64_t epoch = 0; epoch < o_.n_epochs(); ++epoch) {
     const auto perm = rng_.permutation(total);
     for (int64_t start = 0; start < total; start += o_.batch_size()) {
       const int64_t end = std::min(total, start + o_.batch_size());
       auto idx =
           torch::from_blob(const_cast<int64_t*>(perm.data()) + start, {end - start}, torch::kLong)
-              .clone()
-              .to(o_.device());
-      auto mb_obs = obs.index_select(0, idx);
-      auto mb_act = actions.index_select(0, idx);
-      auto mb_logp = log_probs.index_select(0, idx);
-      auto mb_adv = advantages.index_select(0, idx);
-      auto mb_ret = returns.index_select(0, idx);
-      if (o_.normalize_advantage() && mb_adv.size(0) > 1)
-        mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
-      auto out = net_->forward(mb_obs);
-      auto loss =
-          models::ppo_loss(out, mb_act, mb_logp, mb_adv, mb_ret, clip, o_.vf_coef(), o_.ent_coef());
-      optimizer_->zero_grad();
-      if (dp_) dp_->begin(1.0);  // equal minibatches on every rank
-      loss.backward();
-      if (dp_) dp_->finish();
-      if (o_.max_grad_norm() > 0)
-        torch::nn::utils::clip_grad_norm_(net_->parameters(), o_.max_grad_norm());
-      optimizer_->step();
-      ++minibatch_steps_;
-      if (dp_) dp_->after_step(minibatch_steps_);
-      {
-        torch::NoGradGuard no_grad;
-        auto lp_all = torch::log_softmax(out.logits.detach(), -1);
-        auto lp = lp_all.gather(1, mb_act.view({-1, 1})).squeeze(1);
-        auto log_ratio = lp - mb_logp;
-        auto ratio = log_ratio.exp();
-        stats.approx_kl += ((ratio - 1) - log_ratio).mean().item<double>();
-        stats.clip_fraction += ((ratio - 1).abs() > clip).to(torch::kFloat).mean().item<double>();
-        stats.entropy += (-(lp_all.exp() * lp_all).sum(-1)).mean().item<double>();
-        stats.loss += loss.item<double>();
-      }
-      ++batches;
+              .clone();
+      prepare_minibatch(rollout, idx, clip);
+      apply_minibatch();
     }
   }
-  const double b = static_cast<double>(std::max<int64_t>(batches, 1));
+  UpdateStats stats = *stats_;
+  stats_.reset();
+  const double b = static_cast<double>(std::max<int64_t>(stats.batches, 1));
   stats.loss /= b;
   stats.approx_kl /= b;
   stats.clip_fraction /= b;
@@ -345,9 +387,10 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
     const double clip = o_.linear_clip() ? o_.clip_range() * remaining : o_.clip_range();
     for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
     auto dev = o_.device();
-    auto stats = update(obs_buf.view({T * N, D}).to(dev), act_buf.view({T * N}).to(dev),
-                        logp_buf.view({T * N}).to(dev), gae.advantages.view({T * N}).to(dev),
-                        gae.returns.view({T * N}).to(dev), clip);
+    auto stats = update({obs_buf.view({T * N, D}).to(dev), act_buf.view({T * N}).to(dev),
+                         logp_buf.view({T * N}).to(dev), gae.advantages.view({T * N}).to(dev),
+                         gae.returns.view({T * N}).to(dev)},
+                        clip);
     const auto var_ret = gae.returns.var().item<double>();
     const double explained =
         var_ret > 0 ? 1.0 - (gae.returns - val_buf).var().item<double>() / var_ret : NAN;

@@ -78,6 +78,10 @@ class TradingEnv {
 
   /// Observation width: market features + 2.
   int64_t observation_dim() const { return market_.cols + 2; }
+  /// Host bytes of this environment's copy of its bars (features and closes), outside LibTorch.
+  std::uint64_t host_bytes() const {
+    return market_.data.size() * sizeof(float) + closes_.size() * sizeof(double);
+  }
   /// Options in use.
   const TradingEnvOptions& options() const { return options_; }
   /// Bars the env runs over.

@@ -193,9 +193,54 @@ std::vector<ScopeStats> scope_snapshot();
 void add_external(std::string_view tag, std::uint64_t bytes);
 /// Withdraws `bytes` from `tag`; throws foxhunt::InputError when more than declared.
 void remove_external(std::string_view tag, std::uint64_t bytes);
+/// Declares `bytes` more under `tag` like add_external(), but against the cap: when
+/// live_bytes() + external_bytes() + `bytes` would exceed get_limit(), nothing is declared and
+/// foxhunt::OutOfMemoryError is thrown (recorded as a refusal, like an allocator refusal). Used
+/// for host buffers a trainer is about to allocate outside LibTorch (the DQN replay buffer, the
+/// environments' copies of the market): declared first, so an over-budget buffer is refused
+/// before it exists.
+void reserve_external(std::string_view tag, std::uint64_t bytes);
 /// Sum of all declared external bytes.
 std::uint64_t external_bytes();
 /// The declared external bytes per tag (tags at zero are omitted), sorted by tag.
 std::vector<ExternalEntry> external_snapshot();
+
+/// RAII form of reserve_external(): declares the bytes on construction (throwing
+/// OutOfMemoryError over the cap) and withdraws them on destruction. Movable; 0 bytes declares
+/// nothing.
+class ExternalReservation {
+ public:
+  /// No reservation.
+  ExternalReservation() = default;
+  /// reserve_external(tag, bytes).
+  ExternalReservation(std::string tag, std::uint64_t bytes) : tag_(std::move(tag)), bytes_(bytes) {
+    if (bytes_ > 0) reserve_external(tag_, bytes_);
+  }
+  ~ExternalReservation() { release(); }
+  ExternalReservation(ExternalReservation&& o) noexcept
+      : tag_(std::move(o.tag_)), bytes_(std::exchange(o.bytes_, 0)) {}
+  ExternalReservation& operator=(ExternalReservation&& o) noexcept {
+    if (this != &o) {
+      release();
+      tag_ = std::move(o.tag_);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  ExternalReservation(const ExternalReservation&) = delete;
+  ExternalReservation& operator=(const ExternalReservation&) = delete;
+  /// The tag ("" when none).
+  const std::string& tag() const { return tag_; }
+  /// Bytes declared (0 when none).
+  std::uint64_t bytes() const { return bytes_; }
+
+ private:
+  void release() noexcept {
+    if (bytes_ > 0) remove_external(tag_, bytes_);
+    bytes_ = 0;
+  }
+  std::string tag_;
+  std::uint64_t bytes_ = 0;
+};
 
 }  // namespace foxhunt::memory

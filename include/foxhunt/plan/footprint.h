@@ -10,9 +10,15 @@
 ///   M/optimizer    optimizer.step(): the optimizer state stays live
 ///   M/activations  batch creation + forward + backward of every later step (all freed)
 ///
-/// The training step that is measured (and that the planner verifies under a cap) is:
+/// The training step that is measured (and that the planner verifies under a cap) is the
+/// trainer's own (StepKind::kTrainer, train/trainer_step.h), or the synthetic stand-in
+/// (StepKind::kSynthetic):
 ///   optimizer.zero_grad(set_to_none = false); batch = example_batch(b); loss = model.loss(batch);
 ///   loss.backward(); optimizer.step(); (batch and loss released after the step).
+/// Either way the step is split at the optimizer: its first half (batch, forward, backward) is
+/// tagged M/activations (M/gradients on the first step), optimizer.step() M/optimizer. The
+/// trainer's construction (its network, and for the DQN the target network) is M/parameters;
+/// the DQN's target network is reported as trainer_state, host buffers as external.
 /// Gradients are zeroed in place, so the fixed tags (parameters, buffers, gradients, optimizer
 /// state) are all resident during forward and backward: the steady state of a training loop, and
 /// an upper bound for a loop that frees gradients (set_to_none = true) between steps.
@@ -42,6 +48,8 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/train/env.h"
+
 namespace foxhunt::models {
 class Model;
 }  // namespace foxhunt::models
@@ -56,6 +64,23 @@ enum class OptimizerKind {
   kSgdMomentum,  ///< torch::optim::SGD with momentum 0.9: momentum_buffer per parameter
 };
 
+/// Which training step is measured and verified.
+enum class StepKind {
+  /// The step the trainer really runs (train/trainer_step.h): DqnTrainer's update (online and
+  /// target networks, the double forward of the TD targets, the replay buffer declared as
+  /// external bytes), PpoTrainer's minibatch step over a rollout on the device, the
+  /// ForecastTrainer's step with its gradient clip. The trainers use Adam.
+  kTrainer,
+  /// The stand-in: example_batch + Model::loss + a LibTorch optimizer of any OptimizerKind
+  /// (the first planner's step; kept to compare against and for the other optimizers).
+  kSynthetic,
+};
+
+/// "trainer" or "synthetic".
+std::string to_string(StepKind kind);
+/// Parses one of the names of to_string(StepKind); InputError listing them otherwise.
+StepKind parse_step_kind(const std::string& name);
+
 /// "adam", "adamw", "sgd", "sgd-momentum".
 std::string to_string(OptimizerKind kind);
 /// Parses one of the names of to_string; InputError listing them otherwise.
@@ -66,8 +91,18 @@ std::uint64_t optimizer_state_bytes(OptimizerKind kind, std::uint64_t trainable_
 
 /// A training configuration.
 struct TrainConfig {
-  /// Optimizer whose state is measured.
+  /// The step measured: the trainer's own (default) or the synthetic stand-in.
+  StepKind step = StepKind::kTrainer;
+  /// The trainer's options as JSON for StepKind::kTrainer (train/trainer_step.h; missing keys
+  /// keep the trainer's defaults, e.g. the DQN's 100k-transition replay buffer).
+  nlohmann::json trainer_options = nlohmann::json::object();
+  /// RL environments for StepKind::kTrainer (null: a synthetic env of the model's shape).
+  train::EnvFactory env;
+  /// Optimizer whose state is measured (StepKind::kTrainer: adam, what the trainers use).
   OptimizerKind optimizer = OptimizerKind::kAdam;
+  /// Device the step runs and is measured on: "cpu" (the ledger; a card is emulated by its
+  /// usable bytes as the cap) or "cuda[:N]" (the caching allocator; memory/device_memory.h).
+  std::string device = "cpu";
   /// Window length; 0 = the model's default; ignored by models without a time axis.
   std::int64_t seq_len = 0;
   /// Training batch size.
@@ -98,7 +133,18 @@ struct TrainingFootprint {
   std::uint64_t parameter_bytes = 0;            ///< numel x element size of all parameters
   std::uint64_t trainable_parameter_bytes = 0;  ///< of the parameters with requires_grad
   std::uint64_t buffer_bytes = 0;               ///< numel x element size of all buffers
-  std::uint64_t construction_live_bytes = 0;    ///< measured: live bytes of M/parameters
+  std::string step;  ///< the step measured, in words (TrainerStep::describe, or "synthetic ...")
+  std::uint64_t construction_live_bytes = 0;  ///< measured: live bytes of M/parameters
+  /// Of construction_live_bytes, what the trainer holds besides the model (DQN: the target
+  /// network): construction_live_bytes - parameter_bytes - buffer_bytes.
+  std::uint64_t trainer_state_bytes = 0;
+  std::uint64_t expected_trainer_state_bytes = 0;  ///< closed form (DQN: parameter_bytes)
+  /// Host bytes the trainer declared to the ledger (replay buffer, environments' market copies).
+  std::uint64_t host_bytes = 0;
+  /// Of host_bytes, what counts against the device's budget: all of it on the CPU (the cap
+  /// counts them, outside live_bytes; part of peak_bytes), none on CUDA (they are in host RAM).
+  std::uint64_t external_bytes = 0;
+  std::string device = "cpu";  ///< the device measured ("cpu" or "cuda:N")
   std::uint64_t gradient_bytes = 0;             ///< measured: live bytes of M/gradients
   std::uint64_t optimizer_bytes = 0;            ///< measured: live bytes of M/optimizer
   std::uint64_t comm_bucket_bytes = 0;  ///< measured: live bytes of M/comm_buckets (world > 1)
@@ -109,13 +155,15 @@ struct TrainingFootprint {
   std::uint64_t fixed_bytes = 0;       ///< measured live bytes after the step (all fixed tags)
   std::uint64_t activation_bytes = 0;  ///< peak of batch+forward+backward beyond fixed
   std::uint64_t step_bytes = 0;        ///< peak of optimizer.step() beyond fixed
-  std::uint64_t peak_bytes = 0;        ///< fixed + max(activations, step)
+  std::uint64_t peak_bytes = 0;        ///< fixed + external + max(activations, step)
   std::uint64_t input_bytes = 0;       ///< bytes of the batch's input tensors
   std::uint64_t leaked_bytes = 0;      ///< live bytes a step left behind (0 when healthy)
 
-  /// True when parameters+buffers, gradients and optimizer state equal their closed forms.
+  /// True when parameters+buffers (+ the trainer's state), gradients and optimizer state equal
+  /// their closed forms.
   bool matches_closed_form() const;
-  /// The tags with their bytes: parameters, buffers, gradients, optimizer, activations.
+  /// The tags with their bytes: parameters, buffers, trainer_state, gradients, optimizer,
+  /// comm_buckets, external, activations.
   std::vector<TagBytes> tags() const;
   /// JSON with every field, the tags and the closed-form check.
   nlohmann::json to_json() const;
@@ -133,7 +181,7 @@ struct ProbeResult {
   std::int64_t batch = 0;              ///< batch size probed
   std::uint64_t activation_bytes = 0;  ///< peak of batch+forward+backward beyond fixed
   std::uint64_t step_bytes = 0;        ///< peak of optimizer.step() beyond fixed (batch alive)
-  std::uint64_t peak_bytes = 0;        ///< fixed + max(activation_bytes, step_bytes)
+  std::uint64_t peak_bytes = 0;  ///< fixed + external + max(activation_bytes, step_bytes)
 };
 
 /// A model and its optimizer kept alive for repeated probe steps (the planner's measuring tool).
@@ -197,7 +245,7 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
 std::unique_ptr<models::Model> make_model_at(const std::string& name, const std::string& precision,
                                              const nlohmann::json& model_options = {});
 
-/// JSON of a TrainConfig: {optimizer, seq_len, batch, lr, seed}.
+/// JSON of a TrainConfig: {step, trainer_options, optimizer, seq_len, batch, lr, seed, ...}.
 nlohmann::json to_json(const TrainConfig& c);
 
 }  // namespace foxhunt::plan

@@ -4,8 +4,14 @@
 /// then verified under the enforced cap, so a returned plan never runs out of memory.
 /// Torch-free.
 ///
+/// The step measured is the trainer's own (TrainConfig::step = StepKind::kTrainer, default;
+/// train/trainer_step.h): the DQN's update with its target network and replay buffer, PPO's
+/// minibatch over a rollout on the device, the forecast trainer's step. Host buffers the trainer
+/// declares (replay buffer, environments) are external bytes: part of the fixed bytes of the fit
+/// and of every prediction, and counted by the cap in the verification.
+///
 /// Method (DESIGN.md section 2):
-///  1. Probe: build the model and its optimizer once (plan::TrainingProbe), run one real step at
+///  1. Probe: build the trainer once (plan::TrainingProbe), run one real step at
 ///     batch 1 (gradients and optimizer state come into being), then one probe step at each of
 ///     `probe_batches` (default 1, 2, 4, 8). Each probe gives the peak of batch + forward +
 ///     backward (grows with the batch) and the peak of optimizer.step() (does not).
@@ -37,8 +43,10 @@
 ///     model and optimizer, run one training step at batch 1 (creates the gradients and the
 ///     optimizer state) and then one at b: the steady state, whose peak bounds a first step at b
 ///     (there the gradients appear during backward and the state during optimizer.step(), never
-///     all at once with the activations). On foxhunt::OutOfMemoryError halve b (a power of two
-///     stays one) and verify again, down to min_batch; the verified peak is the ledger's peak
+///     all at once with the activations). On foxhunt::OutOfMemoryError probe at b/2 (which the cap
+///     allowed), refit over the top rungs and verify the refit's batch, strictly below b
+///     ("verification refit"), or halve b when the refit gives no more than b/2 (a power of two
+///     stays one; "verification step-down"), down to min_batch; the verified peak is the ledger's peak
 ///     over the whole verification, construction included.
 ///  5. Beside it the reference system's closed-form estimate: fixed (parameters + gradients +
 ///     optimizer state) + b x seq x features x 4 B x 1.2, where seq x features is the number of
@@ -142,7 +150,7 @@ struct PlanResult {
   std::int64_t budget_batch = 0;  ///< largest batch the fit allows (before clamps and rounding)
   std::int64_t chosen_batch = 0;  ///< the plan (verified when verify was on)
   std::string limited_by;         ///< "budget", "max-batch clamp", "power-of-two rounding",
-                                  ///< or "verification step-down"
+                                  ///< "verification refit" or "verification step-down"
   std::vector<VerifyAttempt> attempts;  ///< verification attempts, in order
   bool verified = false;                ///< chosen_batch trained under the cap
 
@@ -171,8 +179,9 @@ struct PlanResult {
 /// when even min_batch does not fit.
 PlanResult plan_batch(const PlanOptions& options);
 
-/// Builds a fresh model under a cap of live_bytes() + `budget_bytes` and runs the canonical
-/// training step (footprint.h) at batch 1, then at `batch`; returns the attempt (ok = false on an
+/// Builds a fresh trainer (config.step) under a cap of live_bytes() + external_bytes() +
+/// `budget_bytes` and runs its training step (footprint.h) at batch 1, then at `batch`; the
+/// attempt's peak includes the external bytes the trainer declared; returns the attempt (ok = false on an
 /// OutOfMemoryError, which is caught). Used by plan_batch and by tests to check a plan.
 VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, std::int64_t batch,
                            std::uint64_t budget_bytes, const nlohmann::json& model_options = {});

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "foxhunt/core/container.h"
+#include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/dqn.h"
 #include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/env.h"
@@ -103,8 +104,13 @@ class ReplayBuffer {
     torch::Tensor terminated;  ///< [batch] float (1 = no bootstrap)
   };
 
-  /// Buffer for `capacity` transitions of `obs_size`-wide observations.
+  /// Buffer for `capacity` transitions of `obs_size`-wide observations. Its storage (a host
+  /// buffer LibTorch never sees, storage_bytes()) is declared to the ledger under
+  /// "dqn/replay_buffer" before it is allocated: over a cap it is refused with
+  /// OutOfMemoryError.
   ReplayBuffer(int64_t capacity, int64_t obs_size);
+  /// Bytes of the storage: capacity x (2 x obs x 4 + 4 + 4 + 8).
+  static std::uint64_t storage_bytes(int64_t capacity, int64_t obs_size);
   /// Appends one transition, overwriting the oldest when full.
   void add(const std::vector<float>& obs, int64_t action, double reward,
            const std::vector<float>& next_obs, bool terminated);
@@ -120,6 +126,7 @@ class ReplayBuffer {
   void from_bytes(const std::string& bytes, const std::string& source);
 
  private:
+  memory::ExternalReservation reservation_;  // first: declared before the storage exists
   int64_t capacity_, obs_size_;
   int64_t size_ = 0, pos_ = 0;
   std::vector<float> obs_, next_obs_, rewards_, terminated_;
@@ -147,6 +154,20 @@ class DqnTrainer final : public RlTrainerBase {
   /// Greedy action (argmax Q) for one observation.
   int64_t greedy_action(const std::vector<float>& obs) override;
 
+  /// The first half of one gradient step, as train() runs it: samples `batch` transitions from
+  /// the replay buffer, evaluates the TD targets with the target network (and the online one
+  /// for Double DQN), the Huber loss on the online network, zero_grad, backward and the
+  /// gradient clip. The planner measures this half and apply_update() apart
+  /// (train/trainer_step.h). The buffer must hold at least one transition.
+  void prepare_update(int64_t batch);
+  /// The second half: optimizer.step() (and the data-parallel bookkeeping); releases the batch
+  /// and returns its loss.
+  double apply_update();
+  /// Transitions in the replay buffer.
+  int64_t replay_size() const { return buffer_.size(); }
+  /// Host bytes of the environments (training and evaluation) declared under "dqn/envs".
+  std::uint64_t env_host_bytes() const { return envs_reservation_.bytes(); }
+
   /// Epsilon at the current step.
   double epsilon() const;
   /// The online Q-network.
@@ -165,6 +186,7 @@ class DqnTrainer final : public RlTrainerBase {
   DqnTrainerOptions o_;
   EnvFactory make_env_;
   std::unique_ptr<Env> env_, eval_env_;
+  memory::ExternalReservation envs_reservation_;
   models::DqnNet online_{nullptr};
   models::DqnNet target_{nullptr};
   std::unique_ptr<torch::optim::Adam> optimizer_;
@@ -178,6 +200,7 @@ class DqnTrainer final : public RlTrainerBase {
   double loss_sum_ = 0.0;
   int64_t loss_count_ = 0;
   double last_loss_ = NAN;
+  torch::Tensor pending_loss_;  // between prepare_update and apply_update
 };
 
 }  // namespace foxhunt::train

@@ -55,6 +55,33 @@ class Env {
   virtual std::optional<std::string> save_state() const { return std::nullopt; }
   /// Restores a state produced by save_state of the same environment kind.
   virtual void load_state(const std::string& state);
+
+  /// Host bytes this environment holds outside LibTorch's allocator (e.g. its copy of the market
+  /// features); the trainers declare them to the ledger (memory::reserve_external). 0 by default.
+  virtual std::uint64_t host_bytes() const { return 0; }
+};
+
+/// An environment of a given observation width and action count with random observations
+/// (uniform in [-1, 1)) and rewards, and episodes of `episode_length` steps. What the planner
+/// trains on when it measures an RL trainer's real step for a model without its market.
+class SyntheticEnv final : public Env {
+ public:
+  /// `observation_size` and `action_count` >= 1, `episode_length` >= 1.
+  SyntheticEnv(int64_t observation_size, int64_t action_count, uint64_t seed = 0,
+               int64_t episode_length = 200);
+  std::string name() const override { return "synthetic"; }
+  int64_t observation_size() const override { return obs_; }
+  int64_t action_count() const override { return actions_; }
+  std::vector<float> reset(uint64_t seed) override;
+  std::vector<float> reset() override;
+  EnvStep step(int64_t action) override;
+
+ private:
+  std::vector<float> draw();
+  int64_t obs_, actions_, episode_length_;
+  Rng rng_;
+  int64_t t_ = 0;
+  bool done_ = true;
 };
 
 /// Index an EnvFactory is called with for the evaluation environment (e.g. the validation split

@@ -122,6 +122,15 @@ class ForecastTrainer {
   /// optimizer state is the last step's), while one that stopped early stays stopped.
   TrainResult train(const RunConfig& run = {});
 
+  /// The first half of one training step, as train() runs it: zero_grad, the batch moved to
+  /// the model's device, the model's loss, backward and the gradient clip. The planner measures
+  /// this half and apply_step() apart (train/trainer_step.h). An empty batch (a data-parallel
+  /// rank without a share) only takes part in the gradient all-reduce.
+  void prepare_step(models::Batch batch);
+  /// The second half: optimizer.step(); releases the batch and returns its loss (NaN for an
+  /// empty batch). Throws CheckFailure on a non-finite loss.
+  double apply_step();
+
   /// Mean loss over the validation batches (eval mode, no gradients), weighted by batch size.
   double validation_loss();
 
@@ -188,6 +197,10 @@ class ForecastTrainer {
   std::vector<double> val_history_;
   nlohmann::json extra_ = nlohmann::json::object();
   std::unique_ptr<DataParallel> dp_;
+  // Between prepare_step and apply_step.
+  models::Batch pending_batch_;
+  torch::Tensor pending_loss_;
+  int64_t pending_size_ = -1;  // -1: nothing pending
 };
 
 /// Rank `rank`'s contiguous share [begin, end) of a global batch of `size` samples over `world`

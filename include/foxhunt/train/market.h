@@ -33,6 +33,7 @@ class TradingEnvAdapter final : public Env {
   std::vector<float> reset(uint64_t seed) override { return env_.reset(seed); }
   std::vector<float> reset() override { return env_.reset(); }
   EnvStep step(int64_t action) override;
+  std::uint64_t host_bytes() const override { return env_.host_bytes(); }
   /// The wrapped environment (positions, equity, buy-and-hold comparison).
   data::TradingEnv& env() { return env_; }
 

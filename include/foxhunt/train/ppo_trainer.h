@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "foxhunt/core/container.h"
+#include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/ppo.h"
 #include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/env.h"
@@ -126,14 +127,35 @@ class PpoTrainer final : public RlTrainerBase {
   /// Learning rate used by the next update.
   double current_lr() const;
 
+  /// One rollout flattened for the update, on the trainer's device: R = n_envs x n_steps rows.
+  struct Rollout {
+    torch::Tensor obs;         ///< [R, obs] float
+    torch::Tensor actions;     ///< [R] int64
+    torch::Tensor log_probs;   ///< [R] float: log pi_old(a | s)
+    torch::Tensor advantages;  ///< [R] float (GAE)
+    torch::Tensor returns;     ///< [R] float (advantages + values)
+    /// Rows.
+    int64_t size() const { return obs.defined() ? obs.size(0) : 0; }
+  };
+  /// A rollout of `rows` rows with random observations, actions, log-probabilities,
+  /// advantages and returns (seeded), allocated as train() allocates its rollout (host buffers,
+  /// then their device copies): what the planner updates on to measure the real minibatch step.
+  Rollout synthetic_rollout(int64_t rows, uint64_t seed) const;
+  /// The first half of one minibatch step, as train() runs it: selects rows `indices` (int64
+  /// on the CPU) of `rollout`, normalises their advantages, runs the network, the clipped PPO
+  /// loss, zero_grad, backward and the gradient clip.
+  void prepare_minibatch(const Rollout& rollout, const torch::Tensor& indices, double clip);
+  /// The second half: optimizer.step() and the minibatch's diagnostics; releases the minibatch.
+  void apply_minibatch();
+  /// Host bytes of the environments declared under "ppo/envs".
+  std::uint64_t env_host_bytes() const { return envs_reservation_.bytes(); }
+
  private:
   /// Calls f(key, field) for every resumable field (train/state_io.h).
   template <typename F>
   void visit_state(F&& f);
   struct UpdateStats;
-  UpdateStats update(const torch::Tensor& obs, const torch::Tensor& actions,
-                     const torch::Tensor& log_probs, const torch::Tensor& advantages,
-                     const torch::Tensor& returns, double clip);
+  UpdateStats update(const Rollout& rollout, double clip);
   torch::Tensor obs_batch() const;
   nlohmann::json metrics_line(double elapsed, double rate) const;
 
@@ -150,6 +172,11 @@ class PpoTrainer final : public RlTrainerBase {
   std::vector<int64_t> episode_length_;
   RollingMean returns_{100}, lengths_{100};
   nlohmann::json last_stats_ = nlohmann::json::object();
+  memory::ExternalReservation envs_reservation_;
+  // Between prepare_minibatch and apply_minibatch.
+  struct Pending;
+  std::unique_ptr<Pending> pending_;
+  std::unique_ptr<UpdateStats> stats_;  // the update in progress
 };
 
 }  // namespace foxhunt::train

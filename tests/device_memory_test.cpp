@@ -1,0 +1,161 @@
+// One memory interface over the CPU ledger and the CUDA caching allocator (device_memory.h), and
+// the planner on CUDA. The *_CUDA tests need a GPU and report as skipped without one; they are
+// what scripts/gpu-check.sh runs: each model's forward on CUDA against the CPU, the CPU ledger's
+// training footprint against the allocator's for the same step, the plan verified under the
+// allocator's cap, and an over-budget step failing with the typed error.
+#include "foxhunt/memory/device_memory.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "foxhunt/models/model.h"
+#include "foxhunt/plan/planner.h"
+#include "test_util.h"
+
+namespace foxhunt {
+namespace {
+
+using memory::MemoryDevice;
+
+TEST(DeviceMemoryTest, ParsesDevicesAndRejectsOthers) {
+  EXPECT_FALSE(MemoryDevice::parse("cpu", "t").cuda);
+  const auto c = MemoryDevice::parse("cuda", "t");
+  EXPECT_TRUE(c.cuda);
+  EXPECT_EQ(c.index, 0);
+  const auto c1 = MemoryDevice::parse("cuda:1", "t");
+  EXPECT_EQ(c1.index, 1);
+  EXPECT_EQ(c1.str(), "cuda:1");
+  EXPECT_EQ(MemoryDevice::parse("cpu", "t").str(), "cpu");
+  for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:x", "CPU", ""})
+    EXPECT_THROW(MemoryDevice::parse(bad, "t"), InputError) << bad;
+}
+
+TEST(DeviceMemoryTest, CpuIsTheLedger) {
+  const MemoryDevice cpu;
+  const std::uint64_t live0 = device_live_bytes(cpu);
+  EXPECT_EQ(live0, memory::live_bytes());
+  EXPECT_EQ(device_in_use_bytes(cpu), memory::live_bytes() + memory::external_bytes());
+  {
+    auto t = torch::zeros({256, 1024});  // 1 MiB
+    EXPECT_EQ(device_live_bytes(cpu), live0 + (1u << 20));
+    device_reset_peak(cpu);
+    EXPECT_EQ(device_peak_bytes(cpu), live0 + (1u << 20));
+  }
+  {
+    memory::DeviceLimitGuard cap(cpu, device_in_use_bytes(cpu) + (1u << 20));
+    EXPECT_EQ(memory::get_limit(), cap.bytes());
+    EXPECT_THROW(memory::translate_oom([] { return torch::zeros({512, 1024}); }),
+                 OutOfMemoryError);
+  }
+  EXPECT_EQ(memory::get_limit(), 0u);
+  const auto o = memory::measure_device_overheads(cpu);
+  EXPECT_FALSE(o.measured);
+  EXPECT_FALSE(o.note.empty());
+}
+
+TEST(DeviceMemoryTest, PlanOnCudaWithoutAGpuIsAnInputError) {
+  if (memory::cuda_memory_available()) GTEST_SKIP() << "a GPU is present; see the *_CUDA tests";
+  plan::PlanOptions o;
+  o.model = "ppo";
+  o.train.device = "cuda";
+  o.budget_bytes = 64u << 20;
+  EXPECT_THROW(plan::plan_batch(o), InputError);
+  const auto r = testing::run_cli("plan ppo --device cuda --budget-mib 64");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("expected a CUDA device"), std::string::npos) << r.err;
+}
+
+class CudaModelTest : public testing::SeededTest,
+                      public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(CudaModelTest, ForwardMatchesCpu_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
+  const std::string name = GetParam();
+  torch::manual_seed(7);
+  auto cpu = models::make_model(name);
+  auto gpu = models::make_model(name);
+  // The same weights on both devices.
+  {
+    torch::NoGradGuard ng;
+    auto src = cpu->module().parameters();
+    auto dst = gpu->module().parameters();
+    ASSERT_EQ(src.size(), dst.size());
+    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+    auto bs = cpu->module().buffers();
+    auto bd = gpu->module().buffers();
+    for (size_t i = 0; i < bs.size(); ++i) bd[i].copy_(bs[i]);
+  }
+  cpu->module().eval();
+  gpu->module().eval();
+  gpu->to(torch::Device(torch::kCUDA));
+  const auto b = cpu->example_batch(8, 0, torch::kCPU, 11);
+  const auto gb = cpu->example_batch(8, 0, torch::Device(torch::kCUDA), 11);
+  torch::NoGradGuard ng;
+  const auto want = cpu->forward(b);
+  const auto got = gpu->forward(gb);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto g = got[i].to(torch::kCPU);
+    // cuDNN/cuBLAS reorder sums (and may use TF32 in convolutions): a relative band of 1e-3.
+    const double err = (g - want[i]).abs().max().item<double>();
+    const double scale = std::max(1.0, want[i].abs().max().item<double>());
+    EXPECT_LE(err, 1e-3 * scale) << name << " output " << i;
+  }
+}
+
+TEST_P(CudaModelTest, LedgerFootprintMatchesTheAllocatorForTheSameStep_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
+  const std::string name = GetParam();
+  plan::TrainConfig cfg;
+  cfg.batch = 16;
+  if (name == "dqn") cfg.trainer_options = {{"buffer_size", 2000}};
+  const auto cpu = plan::measure_training_footprint(name, cfg);
+  cfg.device = "cuda";
+  const auto gpu = plan::measure_training_footprint(name, cfg);
+  EXPECT_EQ(gpu.device, "cuda:0");
+  EXPECT_EQ(gpu.parameter_bytes, cpu.parameter_bytes);
+  // The allocator rounds each block up to 512 B: the fixed tags agree within that per tensor
+  // (a few hundred tensors at most: 10% or 256 KiB, whichever is larger).
+  const auto band = [](std::uint64_t a) { return std::max<double>(0.10 * double(a), 256 << 10); };
+  EXPECT_NEAR(double(gpu.fixed_bytes), double(cpu.fixed_bytes), band(cpu.fixed_bytes));
+  EXPECT_NEAR(double(gpu.gradient_bytes), double(cpu.gradient_bytes), band(cpu.gradient_bytes));
+  EXPECT_NEAR(double(gpu.optimizer_bytes), double(cpu.optimizer_bytes),
+              band(cpu.optimizer_bytes));
+  // Activations: the stated band is +-35% (different kernels keep different temporaries:
+  // cuDNN workspaces, fused CPU paths), reported by gpu-check.sh for every model.
+  EXPECT_NEAR(double(gpu.activation_bytes), double(cpu.activation_bytes),
+              0.35 * double(cpu.activation_bytes) + (1 << 20));
+  // Host buffers are not the card's.
+  EXPECT_EQ(gpu.external_bytes, 0u);
+  EXPECT_EQ(gpu.host_bytes, cpu.host_bytes);
+}
+
+TEST_P(CudaModelTest, PlanIsVerifiedUnderTheAllocatorCapAndTwiceRunsOut_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
+  const std::string name = GetParam();
+  plan::PlanOptions o;
+  o.model = name;
+  o.train.device = "cuda";
+  if (name == "dqn") o.train.trainer_options = {{"buffer_size", 2000}};
+  o.budget_bytes = 256u << 20;
+  o.max_batch = 1 << 20;
+  const auto r = plan::plan_batch(o);
+  ASSERT_TRUE(r.verified);
+  EXPECT_EQ(r.fixed.device, "cuda:0");
+  EXPECT_LE(r.verified_peak_bytes, o.budget_bytes);
+  // The enforced cap makes an over-budget step fail with the typed error.
+  const auto over = plan::verify_batch(name, r.train, 4 * r.chosen_batch, o.budget_bytes);
+  EXPECT_FALSE(over.ok);
+  EXPECT_NE(over.error.find("out of memory"), std::string::npos) << over.error;
+  EXPECT_EQ(memory::cuda_get_limit(0), 0u) << "the cap must be restored";
+  const auto ov = memory::measure_device_overheads(MemoryDevice::parse("cuda", "t"));
+  EXPECT_TRUE(ov.measured);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, CudaModelTest, ::testing::ValuesIn(models::model_names()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace foxhunt
