@@ -374,11 +374,12 @@ TEST(DistCliTest, TwoLocalRanksMatchOneProcessAtTheDoubledBatchAndResume) {
 
 TEST(DistCliTest, RlRanksRunTheirOwnEnvironmentsAndStayIdentical) {
   testing::TempDir dir;
-  // DQN with --batch auto under a 3 MiB budget: the planner plans the per-rank batch with the
-  // all-reduce buckets resident, so a rank gets a smaller batch than a process alone.
+  // DQN with --batch auto under a 6 MiB budget: the planner plans the per-rank batch with the
+  // all-reduce buckets resident, so a rank gets a smaller batch than a process alone. (The
+  // replay buffer counts against the budget: 20k CartPole transitions are 0.96 MB.)
   const std::string dqn =
-      "train dqn --steps 1500 --progress off --json --eval-episodes 2 --batch auto --budget-mib 3 "
-      "--check-interval 50 --options '{\"learning_starts\":200}' --out ";
+      "train dqn --steps 1500 --progress off --json --eval-episodes 2 --batch auto --budget-mib 6 "
+      "--check-interval 50 --options '{\"learning_starts\":200,\"buffer_size\":20000}' --out ";
   auto alone = testing::run_cli_json(dqn + (dir.path() / "dqn1").string(), 0);
   auto s = testing::run_cli_json(dqn + (dir.path() / "dqn").string() + " --nproc 2", 0);
   EXPECT_LT(s["batch_plan"]["chosen_batch"].get<int64_t>(),

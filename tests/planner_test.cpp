@@ -146,6 +146,7 @@ TEST_F(PlannerTest, MaxBatchClampIsReported) {
   plan::PlanOptions o;
   o.model = "dqn";
   o.budget_bytes = 64ull << 20;  // 64 MiB: far more than 100 dqn samples need
+  o.train.trainer_options = {{"buffer_size", 10000}};  // a 20.6 MB replay buffer of it
   o.max_batch = 100;
   const auto r = plan::plan_batch(o);
   EXPECT_EQ(r.chosen_batch, 100);

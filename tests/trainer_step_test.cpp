@@ -262,6 +262,43 @@ TEST_P(TrainerStepModelTest, PlannedBatchTrainsTheRealTrainerAndTwiceRunsOut) {
 INSTANTIATE_TEST_SUITE_P(Registry, TrainerStepModelTest, ::testing::ValuesIn(models::model_names()),
                          [](const auto& info) { return info.param; });
 
+TEST(TrainAutoCliTest, TheWholeRunTrainsUnderTheEnforcedCap) {
+  testing::TempDir dir;
+  const std::uint64_t budget = 4u << 20;
+  // PPO on CartPole: planned from the PpoTrainer's own step with its 8 CartPole environments,
+  // then the whole run (rollouts, updates, evaluation) under a cap of the budget.
+  auto p = testing::run_cli_json(
+      "train ppo --steps 2048 --progress off --json --eval-episodes 1 --batch auto "
+      "--budget-mib 4 --out " +
+          (dir.path() / "ppo").string(),
+      0);
+  const auto& plan = p["batch_plan"];
+  ASSERT_TRUE(plan.is_object()) << p.dump(2);
+  EXPECT_TRUE(plan["verified"].get<bool>());
+  EXPECT_NE(plan["step"].get<std::string>().find("PpoTrainer"), std::string::npos);
+  ASSERT_TRUE(p["enforced_cap_bytes"].is_number()) << p.dump(2);
+  EXPECT_EQ(p["enforced_cap_bytes"], plan["enforced_cap_bytes"]);
+  EXPECT_EQ(plan["enforced_on"], "cpu");
+  EXPECT_GE(p["enforced_cap_bytes"].get<std::uint64_t>(), budget);
+  const auto run_peak = plan["run_peak_bytes"].get<std::uint64_t>();
+  EXPECT_GT(run_peak, 0u);
+  EXPECT_LE(run_peak, budget);
+  // A forecaster: the model, its optimizer and every batch of the run under the cap.
+  auto m = testing::run_cli_json("train mamba2 --epochs 1 --progress off --json --batch auto "
+                                 "--budget-mib 16 --out " +
+                                     (dir.path() / "mamba2").string(),
+                                 0);
+  EXPECT_TRUE(m["batch_plan"]["verified"].get<bool>());
+  EXPECT_LE(m["batch_plan"]["run_peak_bytes"].get<std::uint64_t>(), 16u << 20);
+  EXPECT_GT(m["enforced_cap_bytes"].get<std::uint64_t>(), 0u);
+  // Without --batch auto nothing is enforced, and the summary says so.
+  auto fixed = testing::run_cli_json("train ppo --steps 256 --progress off --json --eval-episodes 1 "
+                                     "--out " +
+                                         (dir.path() / "ppo2").string(),
+                                     0);
+  EXPECT_TRUE(fixed["enforced_cap_bytes"].is_null());
+}
+
 TEST(TrainerStepTest, BadSpecsAreInputErrors) {
   train::TrainerStepSpec spec;
   spec.model = "nosuchmodel";

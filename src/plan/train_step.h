@@ -78,11 +78,13 @@ class SyntheticStep final : public train::TrainerStep {
   void prepare(std::int64_t batch) override {
     optimizer_->zero_grad(/*set_to_none=*/false);
     batch_ = model_->example_batch(batch, seq_, device_, config_.seed);
-    model_->loss(batch_).backward();
+    loss_ = model_->loss(batch_);
+    loss_.backward();
   }
   void apply() override {
     optimizer_->step();
-    batch_ = models::Batch();
+    batch_ = models::Batch();  // batch and loss outlive the step, as in a training loop
+    loss_ = torch::Tensor();
   }
   std::uint64_t external_bytes() const override { return 0; }
   std::uint64_t expected_state_bytes() const override { return 0; }
@@ -97,6 +99,7 @@ class SyntheticStep final : public train::TrainerStep {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::int64_t seq_ = 0;
   models::Batch batch_;
+  torch::Tensor loss_;
 };
 
 /// Builds the step `config.step` names for `name` (the caller's scope tags its construction).
