@@ -46,8 +46,7 @@ TEST(DeviceMemoryTest, CpuIsTheLedger) {
   {
     memory::DeviceLimitGuard cap(cpu, device_in_use_bytes(cpu) + (1u << 20));
     EXPECT_EQ(memory::get_limit(), cap.bytes());
-    EXPECT_THROW(memory::translate_oom([] { return torch::zeros({512, 1024}); }),
-                 OutOfMemoryError);
+    EXPECT_THROW(memory::translate_oom([] { return torch::zeros({512, 1024}); }), OutOfMemoryError);
   }
   EXPECT_EQ(memory::get_limit(), 0u);
   const auto o = memory::measure_device_overheads(cpu);
@@ -121,8 +120,7 @@ TEST_P(CudaModelTest, LedgerFootprintMatchesTheAllocatorForTheSameStep_CUDA) {
   const auto band = [](std::uint64_t a) { return std::max<double>(0.10 * double(a), 256 << 10); };
   EXPECT_NEAR(double(gpu.fixed_bytes), double(cpu.fixed_bytes), band(cpu.fixed_bytes));
   EXPECT_NEAR(double(gpu.gradient_bytes), double(cpu.gradient_bytes), band(cpu.gradient_bytes));
-  EXPECT_NEAR(double(gpu.optimizer_bytes), double(cpu.optimizer_bytes),
-              band(cpu.optimizer_bytes));
+  EXPECT_NEAR(double(gpu.optimizer_bytes), double(cpu.optimizer_bytes), band(cpu.optimizer_bytes));
   // Activations: the stated band is +-35% (different kernels keep different temporaries:
   // cuDNN workspaces, fused CPU paths), reported by gpu-check.sh for every model.
   EXPECT_NEAR(double(gpu.activation_bytes), double(cpu.activation_bytes),

@@ -18,9 +18,10 @@ namespace {
 
 using plan::OptimizerKind;
 
-// The synthetic training step of footprint.h (StepKind::kSynthetic), written out here independently of the library:
-// build, Adam/SGD, then two steps of zero_grad(set_to_none=false), loss, backward, step. Returns
-// true when it completes under a cap of live + budget, false on foxhunt::OutOfMemoryError.
+// The synthetic training step of footprint.h (StepKind::kSynthetic), written out here independently
+// of the library: build, Adam/SGD, then two steps of zero_grad(set_to_none=false), loss, backward,
+// step. Returns true when it completes under a cap of live + budget, false on
+// foxhunt::OutOfMemoryError.
 bool trains_under_cap(const std::string& name, OptimizerKind kind, std::int64_t seq_len,
                       std::int64_t batch, std::uint64_t budget) {
   const std::uint64_t base = memory::live_bytes();
@@ -145,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, PlannerModelTest, ::testing::ValuesIn(models:
 TEST_F(PlannerTest, MaxBatchClampIsReported) {
   plan::PlanOptions o;
   o.model = "dqn";
-  o.budget_bytes = 64ull << 20;  // 64 MiB: far more than 100 dqn samples need
+  o.budget_bytes = 64ull << 20;                        // 64 MiB: far more than 100 dqn samples need
   o.train.trainer_options = {{"buffer_size", 10000}};  // a 20.6 MB replay buffer of it
   o.max_batch = 100;
   const auto r = plan::plan_batch(o);
@@ -234,8 +235,8 @@ TEST(PlannerCliTest, TinyBudgetExits1NamingTheTag) {
 }
 
 TEST(PlannerCliTest, JsonPlanOnSmallBudget) {
-  const auto j =
-      testing::run_cli_json("plan ppo --budget-mib 8 --step synthetic --optimizer sgd-momentum --pow2 --json", 0);
+  const auto j = testing::run_cli_json(
+      "plan ppo --budget-mib 8 --step synthetic --optimizer sgd-momentum --pow2 --json", 0);
   EXPECT_TRUE(j["ok"].get<bool>());
   EXPECT_TRUE(j["verified"].get<bool>());
   EXPECT_EQ(j["optimizer"], "sgd-momentum");

@@ -63,7 +63,8 @@ TEST(ReplayBufferMemoryTest, StorageIsDeclaredBeforeItIsAllocated) {
     EXPECT_EQ(memory::external_bytes(), ext0 + expected);
     const auto snap = memory::external_snapshot();
     bool found = false;
-    for (const auto& e : snap) found = found || (e.tag == "dqn/replay_buffer" && e.bytes == expected);
+    for (const auto& e : snap)
+      found = found || (e.tag == "dqn/replay_buffer" && e.bytes == expected);
     EXPECT_TRUE(found);
   }
   EXPECT_EQ(memory::external_bytes(), ext0);
@@ -284,18 +285,20 @@ TEST(TrainAutoCliTest, TheWholeRunTrainsUnderTheEnforcedCap) {
   EXPECT_GT(run_peak, 0u);
   EXPECT_LE(run_peak, budget);
   // A forecaster: the model, its optimizer and every batch of the run under the cap.
-  auto m = testing::run_cli_json("train mamba2 --epochs 1 --progress off --json --batch auto "
-                                 "--budget-mib 16 --out " +
-                                     (dir.path() / "mamba2").string(),
-                                 0);
+  auto m = testing::run_cli_json(
+      "train mamba2 --epochs 1 --progress off --json --batch auto "
+      "--budget-mib 16 --out " +
+          (dir.path() / "mamba2").string(),
+      0);
   EXPECT_TRUE(m["batch_plan"]["verified"].get<bool>());
   EXPECT_LE(m["batch_plan"]["run_peak_bytes"].get<std::uint64_t>(), 16u << 20);
   EXPECT_GT(m["enforced_cap_bytes"].get<std::uint64_t>(), 0u);
   // Without --batch auto nothing is enforced, and the summary says so.
-  auto fixed = testing::run_cli_json("train ppo --steps 256 --progress off --json --eval-episodes 1 "
-                                     "--out " +
-                                         (dir.path() / "ppo2").string(),
-                                     0);
+  auto fixed = testing::run_cli_json(
+      "train ppo --steps 256 --progress off --json --eval-episodes 1 "
+      "--out " +
+          (dir.path() / "ppo2").string(),
+      0);
   EXPECT_TRUE(fixed["enforced_cap_bytes"].is_null());
 }
 

@@ -71,8 +71,8 @@ DeviceOverheads measure_device_overheads(const MemoryDevice& d) {
   }
   const CudaMemoryStats s = cuda_memory_stats(d.index);
   o.measured = true;
-  o.workspace_bytes = s.reserved_bytes > s.allocated_bytes ? s.reserved_bytes - s.allocated_bytes
-                                                           : 0;
+  o.workspace_bytes =
+      s.reserved_bytes > s.allocated_bytes ? s.reserved_bytes - s.allocated_bytes : 0;
   const DeviceProbe probe = probe_devices();
   for (const auto& g : probe.gpus) {
     if (g.index != d.index || !g.used_bytes) continue;

@@ -152,7 +152,7 @@ struct TrainingProbe::Impl {
   TrainingFootprint fp;
   std::uint64_t construction_peak = 0;
   std::int64_t input_elements = 0;
-  std::uint64_t fixed_live = 0;  // process live bytes with exactly the fixed tags resident
+  std::uint64_t fixed_live = 0;          // process live bytes with exactly the fixed tags resident
   std::uint64_t sample_input_bytes = 0;  // input bytes of one sample
   MemoryDevice dev;                      // where the step runs and is measured
   std::unique_ptr<dist::GradientSync> buckets;  // world_size > 1: what a rank adds
@@ -257,13 +257,13 @@ TrainingProbe::~TrainingProbe() = default;
 ProbeResult TrainingProbe::probe(std::int64_t batch) {
   FOXHUNT_CHECK(batch >= 1, "footprint", "probe batch: expected >= 1, got ", batch);
   auto& s = *impl_;
-  const detail::StepMeasure m =
-      detail::measured_step(*s.step, s.name, batch, "activations", s.dev);
+  const detail::StepMeasure m = detail::measured_step(*s.step, s.name, batch, "activations", s.dev);
   ProbeResult r;
   r.batch = batch;
   r.activation_bytes = m.forward_backward_peak;
   r.step_bytes = m.step_peak;
-  r.peak_bytes = s.fp.fixed_bytes + s.fp.external_bytes + std::max(r.activation_bytes, r.step_bytes);
+  r.peak_bytes =
+      s.fp.fixed_bytes + s.fp.external_bytes + std::max(r.activation_bytes, r.step_bytes);
   s.fp.input_bytes = s.sample_input_bytes * static_cast<std::uint64_t>(batch);
   const std::uint64_t now = device_live_bytes(s.dev);
   if (now > s.fixed_live) s.fp.leaked_bytes = std::max(s.fp.leaked_bytes, now - s.fixed_live);

@@ -149,9 +149,8 @@ VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, 
 
 std::uint64_t PlanResult::predict(std::int64_t b) const {
   const double x = static_cast<double>(b);
-  const double v =
-      std::max({fit_a + fit_c * x, step_fit_a + step_fit_c * x,
-                static_cast<double>(construction_peak_bytes + fixed.external_bytes)});
+  const double v = std::max({fit_a + fit_c * x, step_fit_a + step_fit_c * x,
+                             static_cast<double>(construction_peak_bytes + fixed.external_bytes)});
   if (v <= 0) return 0;
   if (v >= static_cast<double>(std::numeric_limits<std::uint64_t>::max() / 2))
     return std::numeric_limits<std::uint64_t>::max() / 2;
@@ -380,9 +379,9 @@ PlanResult plan_batch(const PlanOptions& o) {
       // once that is below 5%.
       // The trainers zero their gradients with set_to_none (LibTorch's default), so an instant
       // inside a step may hold the fixed tags without the gradients: bound from that floor.
-      const double floor_bytes = static_cast<double>(r.fixed.fixed_bytes + r.fixed.external_bytes -
-                                                     std::min(r.fixed.gradient_bytes,
-                                                              r.fixed.fixed_bytes));
+      const double floor_bytes =
+          static_cast<double>(r.fixed.fixed_bytes + r.fixed.external_bytes -
+                              std::min(r.fixed.gradient_bytes, r.fixed.fixed_bytes));
       const double excess = r.fit_a - floor_bytes;
       if (r.fit_c > 0 && excess <= kLadderTolerance * r.fit_c * static_cast<double>(largest)) break;
       r.probes.push_back(probe.probe(4 * largest));

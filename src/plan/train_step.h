@@ -173,8 +173,7 @@ inline std::uint64_t gradient_tensor_bytes(models::Model& m) {
 
 /// Bytes and elements of the inputs of one sample of `m`'s example batch.
 inline std::pair<std::uint64_t, std::int64_t> sample_inputs(const models::Model& m,
-                                                            std::int64_t seq,
-                                                            std::uint64_t seed) {
+                                                            std::int64_t seq, std::uint64_t seed) {
   const models::Batch b = m.example_batch(1, seq, torch::kCPU, seed);
   std::uint64_t bytes = 0;
   std::int64_t elements = 0;

@@ -14,8 +14,8 @@
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/dist/communicator.h"
-#include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/device_memory.h"
+#include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/model.h"
@@ -111,8 +111,7 @@ class RunCap {
   explicit RunCap(const std::string& device)
       : dev_(memory::MemoryDevice::parse(device, kComponent)),
         // Without a device the job fails with its own message; the cap is never enforced.
-        live0_(dev_.cuda && !memory::cuda_memory_available() ? 0
-                                                             : memory::device_live_bytes(dev_)),
+        live0_(dev_.cuda && !memory::cuda_memory_available() ? 0 : memory::device_live_bytes(dev_)),
         external0_(dev_.cuda ? 0 : memory::external_bytes()) {}
   // Starts enforcing `budget` bytes beyond the base (call after planning: the planner verifies
   // under its own cap). What was built since the base counts against it. On CUDA the cap is the

@@ -142,8 +142,8 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
   result.details["profile"] = memory::to_json(profile);
   result.details["plans"] = plans;
   result.details["device"] = options.device;
-  result.summary = "batches on " + profile.name + " (" + options.device +
-                   ") verified under the cap: " + summary;
+  result.summary =
+      "batches on " + profile.name + " (" + options.device + ") verified under the cap: " + summary;
 }
 
 void validate_budget_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {

@@ -104,10 +104,7 @@ void CartPole::load_state(const std::string& state) {
 
 SyntheticEnv::SyntheticEnv(int64_t observation_size, int64_t action_count, uint64_t seed,
                            int64_t episode_length)
-    : obs_(observation_size),
-      actions_(action_count),
-      episode_length_(episode_length),
-      rng_(seed) {
+    : obs_(observation_size), actions_(action_count), episode_length_(episode_length), rng_(seed) {
   FOXHUNT_CHECK(observation_size >= 1 && action_count >= 1 && episode_length >= 1, "env",
                 "synthetic env: expected observation_size, action_count and episode_length >= 1, "
                 "got ",

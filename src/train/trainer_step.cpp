@@ -60,17 +60,17 @@ EnvFactory rl_envs(const TrainerStepSpec& spec, const RlShape& shape) {
   }
   auto probe = spec.env(0);
   FOXHUNT_CHECK(probe != nullptr, kComponent, "the environment factory returned null");
-  FOXHUNT_CHECK(probe->observation_size() == shape.state_dim && probe->action_count() == shape.actions,
-                kComponent, spec.model, ": the environment has observations of ",
-                probe->observation_size(), " and ", probe->action_count(),
-                " actions, the model options expect state_dim ", shape.state_dim, " and ",
-                shape.actions, " actions");
+  FOXHUNT_CHECK(
+      probe->observation_size() == shape.state_dim && probe->action_count() == shape.actions,
+      kComponent, spec.model, ": the environment has observations of ", probe->observation_size(),
+      " and ", probe->action_count(), " actions, the model options expect state_dim ",
+      shape.state_dim, " and ", shape.actions, " actions");
   return spec.env;
 }
 
 nlohmann::json trainer_json(const TrainerStepSpec& spec) {
-  nlohmann::json j = spec.trainer_options.is_null() ? nlohmann::json::object()
-                                                    : spec.trainer_options;
+  nlohmann::json j =
+      spec.trainer_options.is_null() ? nlohmann::json::object() : spec.trainer_options;
   FOXHUNT_CHECK(j.is_object(), kComponent, "trainer options: expected a JSON object, got ",
                 j.type_name());
   j["seed"] = spec.seed;
@@ -98,8 +98,8 @@ class DqnStep final : public TrainerStep {
                             " x ", shape.state_dim, " (",
                             ReplayBuffer::storage_bytes(o.buffer_size(), shape.state_dim),
                             " B host), Adam, grad clip ", o.max_grad_norm());
-    external_ = ReplayBuffer::storage_bytes(o.buffer_size(), shape.state_dim) +
-                trainer_->env_host_bytes();
+    external_ =
+        ReplayBuffer::storage_bytes(o.buffer_size(), shape.state_dim) + trainer_->env_host_bytes();
   }
   models::Model& model() override { return trainer_->model(); }
   void prepare(std::int64_t batch) override { trainer_->prepare_update(batch); }
@@ -215,8 +215,9 @@ std::unique_ptr<TrainerStep> make_trainer_step(const TrainerStepSpec& spec) {
   if (spec.model == "dqn") return std::make_unique<DqnStep>(spec);
   if (spec.model == "ppo") return std::make_unique<PpoStep>(spec);
   if (spec.model == "mamba2" || spec.model == "tft") return std::make_unique<ForecastStep>(spec);
-  throw InputError(kComponent, "model: expected one of dqn, ppo, mamba2, tft (the trainers), got '" +
-                                   spec.model + "'");
+  throw InputError(
+      kComponent,
+      "model: expected one of dqn, ppo, mamba2, tft (the trainers), got '" + spec.model + "'");
 }
 
 }  // namespace foxhunt::train

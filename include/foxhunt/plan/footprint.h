@@ -144,9 +144,9 @@ struct TrainingFootprint {
   /// Of host_bytes, what counts against the device's budget: all of it on the CPU (the cap
   /// counts them, outside live_bytes; part of peak_bytes), none on CUDA (they are in host RAM).
   std::uint64_t external_bytes = 0;
-  std::string device = "cpu";  ///< the device measured ("cpu" or "cuda:N")
-  std::uint64_t gradient_bytes = 0;             ///< measured: live bytes of M/gradients
-  std::uint64_t optimizer_bytes = 0;            ///< measured: live bytes of M/optimizer
+  std::string device = "cpu";           ///< the device measured ("cpu" or "cuda:N")
+  std::uint64_t gradient_bytes = 0;     ///< measured: live bytes of M/gradients
+  std::uint64_t optimizer_bytes = 0;    ///< measured: live bytes of M/optimizer
   std::uint64_t comm_bucket_bytes = 0;  ///< measured: live bytes of M/comm_buckets (world > 1)
   /// Closed form if world > 1: trainable bytes + the 4-byte float32 sample-weight element.
   std::uint64_t expected_comm_bucket_bytes = 0;
@@ -181,7 +181,7 @@ struct ProbeResult {
   std::int64_t batch = 0;              ///< batch size probed
   std::uint64_t activation_bytes = 0;  ///< peak of batch+forward+backward beyond fixed
   std::uint64_t step_bytes = 0;        ///< peak of optimizer.step() beyond fixed (batch alive)
-  std::uint64_t peak_bytes = 0;  ///< fixed + external + max(activation_bytes, step_bytes)
+  std::uint64_t peak_bytes = 0;        ///< fixed + external + max(activation_bytes, step_bytes)
 };
 
 /// A model and its optimizer kept alive for repeated probe steps (the planner's measuring tool).

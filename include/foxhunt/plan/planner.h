@@ -46,8 +46,8 @@
 ///     all at once with the activations). On foxhunt::OutOfMemoryError probe at b/2 (which the cap
 ///     allowed), refit over the top rungs and verify the refit's batch, strictly below b
 ///     ("verification refit"), or halve b when the refit gives no more than b/2 (a power of two
-///     stays one; "verification step-down"), down to min_batch; the verified peak is the ledger's peak
-///     over the whole verification, construction included.
+///     stays one; "verification step-down"), down to min_batch; the verified peak is the ledger's
+///     peak over the whole verification, construction included.
 ///  5. Beside it the reference system's closed-form estimate: fixed (parameters + gradients +
 ///     optimizer state) + b x seq x features x 4 B x 1.2, where seq x features is the number of
 ///     input elements of one sample (all input tensors; seq = 1 for models without a time axis).
@@ -181,8 +181,8 @@ PlanResult plan_batch(const PlanOptions& options);
 
 /// Builds a fresh trainer (config.step) under a cap of live_bytes() + external_bytes() +
 /// `budget_bytes` and runs its training step (footprint.h) at batch 1, then at `batch`; the
-/// attempt's peak includes the external bytes the trainer declared; returns the attempt (ok = false on an
-/// OutOfMemoryError, which is caught). Used by plan_batch and by tests to check a plan.
+/// attempt's peak includes the external bytes the trainer declared; returns the attempt (ok = false
+/// on an OutOfMemoryError, which is caught). Used by plan_batch and by tests to check a plan.
 VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, std::int64_t batch,
                            std::uint64_t budget_bytes, const nlohmann::json& model_options = {});
 
