@@ -80,7 +80,7 @@ TXT
 
 if [ $DRY = 1 ]; then
   plan
-  for s in build tests stress budget plan dist; do step "$s" "skipped" 0 '"dry run"'; done
+  for s in build tests stress budget plan train_auto dist; do step "$s" "skipped" 0 '"dry run"'; done
 else
   # 2. build
   t=$(now)
