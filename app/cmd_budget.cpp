@@ -42,6 +42,10 @@ Registrar reg = subcommand<BudgetArgs>(
           ->capture_default_str();
       sub->add_option("--precision", a->precision,
                       "Serving precision per model, e.g. tft=int8 (default fp32 for all)");
+      sub->add_option("--device", a->o.device,
+                      "cpu (the ledger, uncapped) or cuda[:N] (the caching allocator, capped at "
+                      "the budget; adds the workspace and context tags)")
+          ->capture_default_str();
       sub->add_flag("--no-views", a->no_views,
                     "Skip the serving / training / mixed deployment views (per-model rows only)");
       sub->add_flag("--json", a->json, "Print JSON only");

@@ -71,10 +71,11 @@ Registrar reg = subcommand<TrainArgs>(
                       "Batch size: a number, or auto (largest batch the memory planner verifies "
                       "within the budget)");
       sub->add_option("--device-profile", args->job.device_profile,
-                      "--batch auto: budget = this device profile's usable bytes")
-          ->capture_default_str();
+                      "Memory budget = this device profile's usable bytes: the whole run is "
+                      "capped at it on --device (--batch auto plans for it; default there "
+                      "rtx3050ti-4gb). Without it or --budget-mib the run is uncapped");
       sub->add_option("--budget-mib", args->job.budget_mib,
-                      "--batch auto: budget in MiB (overrides --device-profile)")
+                      "Memory budget in MiB (overrides --device-profile); caps the whole run")
           ->check(CLI::PositiveNumber);
       auto* seed = sub->add_option("--seed", args->seed, "Seed of every random draw (default 0)");
       sub->add_option("--out", args->job.out_dir,

@@ -7,7 +7,8 @@
 #   3. tests:  every *_CUDA GoogleTest (JSON results: passed, failed, skipped)
 #   4. stress: foxhunt stress --device cuda --device-profile rtx3050ti-4gb (concurrent, switch,
 #              soak), the 4 GB card emulated on the big GPU by the allocator's memory fraction
-#   5. budget: foxhunt budget --device-profile rtx3050ti-4gb (CPU ledger: no --device yet)
+#   5. budget: foxhunt budget --device cuda --device-profile rtx3050ti-4gb: the three views measured
+#              by the caching allocator under the profile's cap, with the workspace/context tags
 #      plan:   foxhunt plan MODEL --device cuda --device-profile rtx3050ti-4gb for the four models:
 #              the trainers' real steps measured by the caching allocator, verified under the
 #              profile's usable bytes as its memory fraction
@@ -69,7 +70,7 @@ plan() {
   2. build   cmake -S . -B build-gpu -G Ninja -DCMAKE_PREFIX_PATH=$PREFIX && cmake --build build-gpu -j $(nproc)
   3. tests   build-gpu/foxhunt_tests --gtest_filter='*_CUDA*' --gtest_output=json  $([ $HAVE_GPU = 1 ] || echo "(would be SKIPPED: no CUDA device)")
   4. stress  build-gpu/foxhunt stress --device cuda --device-profile rtx3050ti-4gb --scenario concurrent,switch,soak --json  $([ $HAVE_GPU = 1 ] || echo "(would be SKIPPED: no CUDA device)")
-  5. budget  build-gpu/foxhunt budget --device-profile rtx3050ti-4gb --json   (CPU ledger: no --device yet)
+  5. budget  build-gpu/foxhunt budget --device $PLAN_DEVICE --device-profile rtx3050ti-4gb --json
      plan    build-gpu/foxhunt plan MODEL --device $PLAN_DEVICE --device-profile rtx3050ti-4gb --json for dqn ppo mamba2 tft
      train   build-gpu/foxhunt train tft --batch auto --device cuda --epochs 1 --json $([ $HAVE_GPU = 1 ] || echo "(would be SKIPPED: no CUDA device)")
   6. dist    build-gpu/foxhunt train mamba2 --device cuda --nproc 2 --backend gloo --epochs 1 --json
@@ -118,10 +119,11 @@ else
     step stress "$([ $rc = 0 ] && echo done || echo failed)" "$(since "$t")" \
       "$(json_file_or "$WORK/stress.json" '"no JSON written"')"
   fi
-  # 5. budget and plan (CPU ledger)
+  # 5. budget and plan (on the card where there is one, the CPU ledger otherwise)
   t=$(now)
   if [ -x "$BIN/foxhunt" ]; then
-    "$BIN/foxhunt" budget --device-profile rtx3050ti-4gb --json >"$WORK/budget.json" 2>/dev/null
+    "$BIN/foxhunt" budget --device "$PLAN_DEVICE" --device-profile rtx3050ti-4gb --json \
+      >"$WORK/budget.json" 2>/dev/null
     step budget "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
       "$(json_file_or "$WORK/budget.json" '"no JSON written"')"
     for m in dqn ppo mamba2 tft; do

@@ -113,6 +113,13 @@ TEST(BudgetCliTest, DefaultProfileExits0WithJsonOnly) {
   EXPECT_EQ(j["models"].size(), models::model_names().size());
   EXPECT_EQ(j["headroom_required_bytes"], 500 * kMiB);
   EXPECT_TRUE(j["headroom_ok"].get<bool>());
+  // The CPU ledger measures uncapped; the GPU-only tags are not measured there.
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["enforced_cap_bytes"], 0);
+  EXPECT_FALSE(j["device_overheads"]["measured"].get<bool>());
+  EXPECT_EQ(j["device_overheads"]["profile_reserve_bytes"],
+            memory::find_profile("rtx3050ti-4gb").reserve_bytes);
+  for (const auto& m : j["models"]) EXPECT_EQ(m["footprint"]["device"], "cpu");
   auto text = testing::run_cli("budget");
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("budget: PASS"), std::string::npos) << text.out;
@@ -164,7 +171,7 @@ TEST(BudgetCliTest, BadInputExits2) {
   for (const std::string args :
        {"--targets " + dir.file("missing.json"), std::string("--budget-mib -5"),
         std::string("--headroom-mib -1"), std::string("--device-profile nosuchcard"),
-        std::string("--serving-batch 0")})
+        std::string("--serving-batch 0"), std::string("--device gpu")})
     EXPECT_EQ(testing::run_cli("budget " + args).exit_code, 2) << args;
 }
 

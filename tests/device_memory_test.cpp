@@ -11,6 +11,8 @@
 #include <cmath>
 
 #include "foxhunt/models/model.h"
+#include "foxhunt/plan/budget.h"
+#include "foxhunt/plan/footprint.h"
 #include "foxhunt/plan/planner.h"
 #include "test_util.h"
 
@@ -64,6 +66,29 @@ TEST(DeviceMemoryTest, PlanOnCudaWithoutAGpuIsAnInputError) {
   const auto r = testing::run_cli("plan ppo --device cuda --budget-mib 64");
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("expected a CUDA device"), std::string::npos) << r.err;
+}
+
+TEST(DeviceMemoryTest, BudgetAndTrainOnCudaWithoutAGpuAreInputErrors) {
+  if (memory::cuda_memory_available()) GTEST_SKIP() << "a GPU is present; see the *_CUDA tests";
+  plan::BudgetOptions o;
+  o.device = "cuda";
+  EXPECT_THROW(plan::validate_budget(o), InputError);
+  auto r = testing::run_cli("budget --device cuda --json");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+  EXPECT_THROW(plan::measure_inference_footprint("dqn", {1}, 0, 42, {}, "fp32", "cuda"),
+               InputError);
+}
+
+TEST(DeviceMemoryTest, CudaFootprintsRejectTheCpuOnlyInt8Tft) {
+  // Checked before any device is touched, so it holds with or without a GPU.
+  EXPECT_THROW(plan::measure_inference_footprint("tft", {1}, 0, 42, {}, "int8", "cuda"),
+               InputError);
+  plan::BudgetOptions o;
+  o.device = "cuda";
+  o.precision = {{"tft", "int8"}};
+  EXPECT_THROW(plan::validate_budget(o), InputError);
 }
 
 class CudaModelTest : public testing::SeededTest,
@@ -150,6 +175,47 @@ TEST_P(CudaModelTest, PlanIsVerifiedUnderTheAllocatorCapAndTwiceRunsOut_CUDA) {
   EXPECT_EQ(memory::cuda_get_limit(0), 0u) << "the cap must be restored";
   const auto ov = memory::measure_device_overheads(MemoryDevice::parse("cuda", "t"));
   EXPECT_TRUE(ov.measured);
+}
+
+TEST_P(CudaModelTest, InferenceFootprintMatchesTheLedger_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
+  const std::string name = GetParam();
+  const auto cpu = plan::measure_inference_footprint(name, {1, 64});
+  const auto gpu = plan::measure_inference_footprint(name, {1, 64}, 0, 42, {}, "fp32", "cuda");
+  EXPECT_EQ(gpu.device, "cuda:0");
+  EXPECT_EQ(gpu.parameter_bytes, cpu.parameter_bytes);
+  // The move to the card allocates the parameters and buffers, rounded to 512 B blocks.
+  EXPECT_NEAR(double(gpu.construction_live_bytes),
+              double(cpu.parameter_bytes + cpu.buffer_bytes),
+              std::max(0.10 * double(cpu.parameter_bytes + cpu.buffer_bytes), 256.0 * 1024));
+  ASSERT_EQ(gpu.runs.size(), 2u);
+  // Serving activations: a stated band of +-50% + 2 MiB (cuDNN/cuBLAS keep other temporaries
+  // than the CPU kernels); gpu-check.sh reports both.
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_NEAR(double(gpu.runs[i].activation_bytes), double(cpu.runs[i].activation_bytes),
+                0.5 * double(cpu.runs[i].activation_bytes) + (2 << 20))
+        << "batch " << gpu.runs[i].batch;
+}
+
+TEST(CudaBudgetTest, BudgetMeasuresTheCardUnderItsCapWithTheGpuTags_CUDA) {
+  FOXHUNT_REQUIRE_CUDA();
+  plan::BudgetOptions o;
+  o.device = "cuda";
+  const auto rep = plan::validate_budget(o);
+  EXPECT_EQ(rep.device, "cuda:0");
+  EXPECT_EQ(rep.enforced_cap_bytes, rep.budget_bytes);
+  EXPECT_EQ(memory::cuda_get_limit(0), 0u) << "the cap must be restored";
+  ASSERT_EQ(rep.views.size(), 3u);
+  for (const auto& v : rep.views) EXPECT_GT(v.bytes, 0u) << v.name;
+  for (const auto& r : rep.rows) EXPECT_EQ(r.footprint.device, "cuda:0");
+  EXPECT_TRUE(rep.overheads.measured);
+  EXPECT_TRUE(rep.ok) << rep.table();
+  const auto j = rep.to_json();
+  EXPECT_TRUE(j["device_overheads"]["measured"].get<bool>());
+  // A budget the training view cannot fit: the allocator cap stops it with the typed error.
+  o.budget_bytes = 4u << 20;
+  EXPECT_THROW(plan::validate_budget(o), OutOfMemoryError);
+  EXPECT_EQ(memory::cuda_get_limit(0), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, CudaModelTest, ::testing::ValuesIn(models::model_names()),

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/plan/planner.h"
@@ -300,6 +301,41 @@ TEST(TrainAutoCliTest, TheWholeRunTrainsUnderTheEnforcedCap) {
           (dir.path() / "ppo2").string(),
       0);
   EXPECT_TRUE(fixed["enforced_cap_bytes"].is_null());
+  EXPECT_TRUE(fixed["memory_cap"].is_null());
+}
+
+TEST(TrainCapCliTest, AGivenBudgetCapsAFixedBatchRun) {
+  testing::TempDir dir;
+  // A fixed batch with --budget-mib: no plan, but the whole run is still capped and reported.
+  auto p = testing::run_cli_json(
+      "train ppo --steps 512 --batch 64 --progress off --json --eval-episodes 1 --budget-mib 4 "
+      "--out " +
+          (dir.path() / "ppo").string(),
+      0);
+  EXPECT_FALSE(p.contains("batch_plan")) << p.dump(2);
+  const auto& cap = p["memory_cap"];
+  ASSERT_TRUE(cap.is_object()) << p.dump(2);
+  EXPECT_EQ(cap["budget_bytes"], 4u << 20);
+  EXPECT_EQ(cap["budget_source"], "--budget-mib");
+  EXPECT_EQ(cap["enforced_on"], "cpu");
+  EXPECT_EQ(p["enforced_cap_bytes"], cap["enforced_cap_bytes"]);
+  EXPECT_GT(cap["run_peak_bytes"].get<std::uint64_t>(), 0u);
+  EXPECT_LE(cap["run_peak_bytes"].get<std::uint64_t>(), 4u << 20);
+  // A profile caps at its usable bytes.
+  auto f = testing::run_cli_json(
+      "train mamba2 --epochs 1 --progress off --json --device-profile rtx3050ti-4gb --out " +
+          (dir.path() / "mamba2").string(),
+      0);
+  EXPECT_EQ(f["memory_cap"]["budget_source"], "rtx3050ti-4gb usable");
+  EXPECT_EQ(f["memory_cap"]["budget_bytes"],
+            memory::find_profile("rtx3050ti-4gb").usable_bytes());
+  // A budget the run does not fit in ends it with the typed error: exit 1, naming the cause.
+  const auto over = testing::run_cli(
+      "train ppo --steps 512 --batch 256 --progress off --json --eval-episodes 1 --budget-mib "
+      "0.25 --out " +
+      (dir.path() / "ppo-over").string());
+  EXPECT_EQ(over.exit_code, 1) << over.out << over.err;
+  EXPECT_NE(over.err.find("out of memory"), std::string::npos) << over.err;
 }
 
 TEST(TrainerStepTest, BadSpecsAreInputErrors) {

@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/units.h"
+#include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
@@ -59,17 +61,21 @@ namespace {
 // The four models built, their serving batches made, then the forwards run on one thread each,
 // all at once: the ledger's peak over the whole run, beyond what was live before it.
 std::uint64_t measure_concurrent_serving(std::int64_t batch, std::uint64_t seed,
-                                         const std::map<std::string, std::string>& precision) {
-  const auto before = live_bytes();
-  reset_peak();
+                                         const std::map<std::string, std::string>& precision,
+                                         const MemoryDevice& dev) {
+  const torch::Device tdev = dev.cuda ? torch::Device(torch::kCUDA, static_cast<int8_t>(dev.index))
+                                      : torch::Device(torch::kCPU);
+  const auto before = device_live_bytes(dev);
+  device_reset_peak(dev);
   std::vector<std::unique_ptr<models::Model>> ms;
   std::vector<models::Batch> batches;
   for (const auto& name : models::model_names()) {
     torch::manual_seed(seed);
     const auto p = precision.find(name);
     ms.push_back(make_model_at(name, p == precision.end() ? "fp32" : p->second));
+    if (dev.cuda) ms.back()->to(tdev);
     ms.back()->module().eval();
-    batches.push_back(ms.back()->example_batch(batch, 0, torch::kCPU, seed));
+    batches.push_back(ms.back()->example_batch(batch, 0, tdev, seed));
   }
   std::vector<std::thread> threads;
   std::exception_ptr error;
@@ -86,7 +92,8 @@ std::uint64_t measure_concurrent_serving(std::int64_t batch, std::uint64_t seed,
     });
   for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
-  return peak_bytes() - before;
+  const auto peak = device_peak_bytes(dev);
+  return peak > before ? peak - before : 0;
 }
 
 DeploymentView make_view(std::string name, std::string description, std::uint64_t bytes,
@@ -193,6 +200,15 @@ nlohmann::json BudgetReport::to_json() const {
   std::uint64_t claimed_total = 0;
   for (const auto& [m, b] : reference_claims()) claimed_total += b;
   return {{"budget_source", budget_source},
+          {"device", device},
+          {"enforced_cap_bytes", enforced_cap_bytes},
+          {"device_overheads",
+           {{"measured", overheads.measured},
+            {"workspace_bytes", overheads.workspace_bytes},
+            {"context_bytes", overheads.context_bytes},
+            {"context_measured", overheads.context_measured},
+            {"profile_reserve_bytes", profile_reserve_bytes},
+            {"note", overheads.note}}},
           {"views", views_json},
           {"serving_concurrent_bytes", serving_concurrent_bytes},
           {"reference_claims",
@@ -277,16 +293,36 @@ std::string BudgetReport::table() const {
                   views.empty() ? "-" : hb(double(views.front().headroom_bytes)).c_str());
     os << line;
   }
+  if (overheads.measured) {
+    std::snprintf(line, sizeof(line),
+                  "device %s (capped at %s): workspace tag %s (reserved - allocated), context tag "
+                  "%s (NVML used - reserved%s); the profile assumes a %s context reserve\n",
+                  device.c_str(), hb(double(enforced_cap_bytes)).c_str(),
+                  hb(double(overheads.workspace_bytes)).c_str(),
+                  overheads.context_measured ? hb(double(overheads.context_bytes)).c_str() : "-",
+                  overheads.context_measured ? "" : (": " + overheads.note).c_str(),
+                  profile_reserve_bytes ? hb(double(profile_reserve_bytes)).c_str() : "-");
+    os << line;
+  }
   std::snprintf(line, sizeof(line), "budget: %s (%.2f s)\n", ok ? "PASS" : "FAIL", seconds);
   os << line;
   return os.str();
 }
 
-BudgetReport validate_budget(const BudgetOptions& o) {
+namespace {
+
+BudgetReport measure_budget(const BudgetOptions& o) {
   FOXHUNT_CHECK(o.serving_batch >= 1, "budget", "serving batch: expected >= 1, got ",
                 o.serving_batch);
   const auto t0 = std::chrono::steady_clock::now();
+  const MemoryDevice dev = MemoryDevice::parse(o.device, "budget");
+  for (const auto& [m, p] : o.precision)
+    FOXHUNT_CHECK(!dev.cuda || p == "fp32", "budget", "--precision ", m, "=", p, " on ", dev.str(),
+                  ": the INT8 TFT runs on the CPU only; expected fp32 on CUDA");
+  FOXHUNT_CHECK(!dev.cuda || cuda_memory_available(), "budget", "--device ", o.device,
+                ": no CUDA device is available (", cuda_stats_backend(), ")");
   BudgetReport rep;
+  rep.device = dev.str();
   if (o.budget_bytes > 0) {
     rep.budget_bytes = o.budget_bytes;
     rep.budget_source = "--budget-mib";
@@ -294,6 +330,14 @@ BudgetReport validate_budget(const BudgetOptions& o) {
     const DeviceProfile p = find_profile(o.device_profile);
     rep.budget_bytes = p.usable_bytes();
     rep.budget_source = p.name + " usable";
+    rep.profile_reserve_bytes = p.reserve_bytes;
+  }
+  // CUDA: the card is capped at the budget for the whole run (the CPU ledger measures uncapped
+  // and judges the figures instead, so an over-budget model is a row that fails, not an abort).
+  std::optional<DeviceLimitGuard> cap;
+  if (dev.cuda) {
+    cap.emplace(dev, rep.budget_bytes);
+    rep.enforced_cap_bytes = rep.budget_bytes;
   }
   rep.headroom_required_bytes = o.headroom_bytes;
   rep.serving_batch = o.serving_batch;
@@ -305,7 +349,8 @@ BudgetReport validate_budget(const BudgetOptions& o) {
     if (o.serving_batch != 1) batches.push_back(o.serving_batch);
     const auto pit = o.precision.find(name);
     r.precision = pit == o.precision.end() ? "fp32" : pit->second;
-    r.footprint = measure_inference_footprint(name, batches, 0, o.seed, {}, r.precision);
+    r.footprint =
+        measure_inference_footprint(name, batches, 0, o.seed, {}, r.precision, o.device);
     std::uint64_t act = 0;
     for (const auto& run : r.footprint.runs) act = std::max(act, run.activation_bytes);
     r.memory_bytes = r.footprint.parameter_bytes + r.footprint.buffer_bytes + act;
@@ -331,6 +376,7 @@ BudgetReport validate_budget(const BudgetOptions& o) {
       TrainConfig tc;
       tc.batch = o.training_batch;
       tc.seed = o.seed;
+      tc.device = o.device;
       r.training_peak_bytes = measure_training_footprint(name, tc).peak_bytes;
     }
     rows_ok = rows_ok && r.ok;
@@ -346,7 +392,7 @@ BudgetReport validate_budget(const BudgetOptions& o) {
   if (o.deployment_views) {
     FOXHUNT_CHECK(o.training_batch >= 1, "budget", "training batch: expected >= 1, got ",
                   o.training_batch);
-    rep.serving_concurrent_bytes = measure_concurrent_serving(o.serving_batch, o.seed, o.precision);
+    rep.serving_concurrent_bytes = measure_concurrent_serving(o.serving_batch, o.seed, o.precision, dev);
     std::uint64_t train_peak = 0;
     std::string trainer;
     for (const auto& r : rep.rows)
@@ -360,15 +406,25 @@ BudgetReport validate_budget(const BudgetOptions& o) {
                                       " forwards on four threads at once (measured peak)",
                                   rep.serving_concurrent_bytes, rep));
     rep.views.push_back(make_view("training",
-                                  "the largest training step: " + trainer + ", Adam, batch " + tb,
+                                  "the largest training step: " + trainer + "'s trainer step, batch " + tb,
                                   train_peak, rep));
     rep.views.push_back(make_view("mixed", "serving + " + trainer + " training (batch " + tb + ")",
                                   rep.serving_concurrent_bytes + train_peak, rep));
     for (const auto& v : rep.views) views_ok = views_ok && v.ok;
   }
+  // At idle, everything measured above freed: the cache left is the workspace, the rest of the
+  // card's used memory is the context.
+  rep.overheads = measure_device_overheads(dev);
   rep.ok = rows_ok && rep.total_within_budget && rep.headroom_ok && views_ok;
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
+}
+
+}  // namespace
+
+BudgetReport validate_budget(const BudgetOptions& o) {
+  // CUDA's allocator error past the cap, as the typed one.
+  return translate_oom([&] { return measure_budget(o); });
 }
 
 }  // namespace foxhunt::plan

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
 #include "train_step.h"
@@ -307,6 +308,7 @@ nlohmann::json InferenceFootprint::to_json() const {
                          {"activation_bytes", r.activation_bytes},
                          {"total_bytes", r.total_bytes}});
   return {{"model", model},
+          {"device", device},
           {"seq_len", seq_len},
           {"parameter_bytes", parameter_bytes},
           {"buffer_bytes", buffer_bytes},
@@ -328,26 +330,38 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
                                                const std::vector<std::int64_t>& batches,
                                                std::int64_t seq_len, std::uint64_t seed,
                                                const nlohmann::json& model_options,
-                                               const std::string& precision) {
+                                               const std::string& precision,
+                                               const std::string& device) {
   FOXHUNT_CHECK(!batches.empty(), "footprint",
                 "inference batches: expected at least one, got none");
   for (auto b : batches)
     FOXHUNT_CHECK(b >= 1, "footprint", "inference batch: expected >= 1, got ", b);
   FOXHUNT_CHECK(seq_len >= 0, "footprint", "seq_len: expected >= 0 (0 = model default), got ",
                 seq_len);
+  const MemoryDevice dev = MemoryDevice::parse(device, "footprint");
+  FOXHUNT_CHECK(!dev.cuda || precision == "fp32", "footprint", "precision '", precision, "' of '",
+                model, "' on ", dev.str(), ": the INT8 TFT runs on the CPU only; expected fp32");
+  FOXHUNT_CHECK(!dev.cuda || cuda_memory_available(), "footprint", "device ", dev.str(),
+                ": no CUDA device is available (", cuda_stats_backend(), ")");
+  const torch::Device tdev = dev.cuda ? torch::Device(torch::kCUDA, static_cast<int8_t>(dev.index))
+                                      : torch::Device(torch::kCPU);
   const std::string outer = current_scope();
   const std::string root = outer.empty() ? model : outer + "/" + model;
   const std::uint64_t params0 = scope_live(root + "/parameters");
 
   InferenceFootprint fp;
   fp.model = model;
+  fp.device = dev.str();
   torch::manual_seed(seed);
   std::unique_ptr<models::Model> m;
+  const std::uint64_t dev0 = device_live_bytes(dev);
   {
     MemoryScope p(model + "/parameters");
     m = make_model_at(model, precision, model_options);
+    if (dev.cuda) m->to(tdev);
   }
-  fp.construction_live_bytes = scope_live(root + "/parameters") - params0;
+  fp.construction_live_bytes = dev.cuda ? detail::beyond(device_live_bytes(dev), dev0)
+                                        : scope_live(root + "/parameters") - params0;
   for (const auto& p : m->module().parameters()) fp.parameter_bytes += tensor_bytes(p);
   for (const auto& b : m->module().buffers()) fp.buffer_bytes += tensor_bytes(b);
   fp.seq_len = effective_seq_len(*m, seq_len);
@@ -357,15 +371,15 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
   for (auto batch : batches) {
     InferenceRun run;
     run.batch = batch;
-    const std::uint64_t before = live_bytes();
+    const std::uint64_t before = device_live_bytes(dev);
     {
       MemoryScope act(model + "/activations");
-      models::Batch b = m->example_batch(batch, fp.seq_len, torch::kCPU, seed);
+      models::Batch b = m->example_batch(batch, fp.seq_len, tdev, seed);
       b.target = torch::Tensor();  // serving has no target
       for (const auto& t : b.inputs) run.input_bytes += tensor_bytes(t);
-      reset_peak();  // the peak starts at live = model + inputs
+      device_reset_peak(dev);  // the peak starts at live = model + inputs
       auto outs = m->forward(b);
-      run.activation_bytes = peak_bytes() - before;
+      run.activation_bytes = detail::beyond(device_peak_bytes(dev), before);
     }
     run.total_bytes = fp.parameter_bytes + fp.buffer_bytes + run.activation_bytes;
     fp.runs.push_back(run);

@@ -60,6 +60,17 @@ nlohmann::json checked_overrides(const nlohmann::json& j, const char* flag) {
   return j;
 }
 
+// The budget a run is capped at: --budget-mib, else --device-profile's usable bytes; --batch
+// auto without either plans for (and is capped at) the reference card. None otherwise.
+std::optional<memory::Budget> run_budget(const TrainJob& job) {
+  const bool given = job.budget_mib > 0 || !job.device_profile.empty();
+  if (!given && job.batch != "auto") return std::nullopt;
+  return memory::resolve_budget(
+      job.budget_mib > 0 ? std::optional<double>(job.budget_mib) : std::nullopt,
+      job.device_profile.empty() ? std::string(memory::kReferenceProfile) : job.device_profile,
+      kComponent);
+}
+
 // --batch auto: the memory planner's largest verified batch for `model` (built with
 // `model_options`) within the budget, at most `max_batch`. `plan_json` receives its summary.
 // The planner measures the trainer's real step with `trainer_options` (and for RL its real
@@ -80,9 +91,7 @@ int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
   po.train.world_size = job.dist.world_size();
   po.train.bucket_mib = job.dist.bucket_mib();
   po.max_batch = std::max<int64_t>(1, max_batch);
-  const auto budget = memory::resolve_budget(
-      job.budget_mib > 0 ? std::optional<double>(job.budget_mib) : std::nullopt, job.device_profile,
-      kComponent);
+  const auto budget = *run_budget(job);
   po.budget_bytes = budget.bytes;
   po.budget_source = budget.source;
   const auto r = plan::plan_batch(po);
@@ -103,41 +112,61 @@ int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
   return r.chosen_batch;
 }
 
-// --batch auto trains under the budget it was planned for, for the whole run: a cap of what was
-// live (and declared) before the trainer existed plus the budget. Reports the cap and the run's
-// peak beyond that base into `plan_json`.
+// A capped run (--batch auto, --budget-mib or --device-profile) trains under its budget for the
+// whole run: a cap of what was live (and declared) before the trainer existed plus the budget.
+// It reports the cap and the run's peak beyond that base.
 class RunCap {
  public:
-  explicit RunCap(const std::string& device)
-      : dev_(memory::MemoryDevice::parse(device, kComponent)),
+  explicit RunCap(const TrainJob& job)
+      : dev_(memory::MemoryDevice::parse(job.device, kComponent)),
+        budget_(run_budget(job)),
         // Without a device the job fails with its own message; the cap is never enforced.
         live0_(dev_.cuda && !memory::cuda_memory_available() ? 0 : memory::device_live_bytes(dev_)),
         external0_(dev_.cuda ? 0 : memory::external_bytes()) {}
-  // Starts enforcing `budget` bytes beyond the base (call after planning: the planner verifies
-  // under its own cap). What was built since the base counts against it. On CUDA the cap is the
-  // allocator's memory fraction (reserved bytes), on the CPU the ledger's (live + external).
-  void enforce(std::uint64_t budget) {
-    cap_bytes_ = live0_ + external0_ + budget;
+  // Starts enforcing the budget beyond the base, when the job has one (call after planning: the
+  // planner verifies under its own cap). What was built since the base counts against it. On
+  // CUDA the cap is the allocator's memory fraction (reserved bytes), on the CPU the ledger's
+  // (live + external).
+  void enforce() {
+    if (!budget_) return;
+    cap_bytes_ = live0_ + external0_ + budget_->bytes;
     cap_.emplace(dev_, cap_bytes_);
     memory::device_reset_peak(dev_);
   }
-  // The cap and the run's peak beyond the base (device peak + declared host bytes on the CPU).
-  void report(nlohmann::json& plan_json) const {
-    if (!cap_) return;
+  // {enforced_cap_bytes, enforced_on, run_peak_bytes (device peak + declared host bytes on the
+  // CPU, beyond the base), budget_bytes, budget_source}; null for an uncapped run.
+  nlohmann::json report() const {
+    if (!cap_) return nullptr;
     const std::uint64_t peak = memory::device_peak_bytes(dev_);
     const std::uint64_t ext = dev_.cuda ? 0 : memory::external_bytes();
-    plan_json["enforced_cap_bytes"] = cap_bytes_;
-    plan_json["enforced_on"] = dev_.str();
-    plan_json["run_peak_bytes"] =
-        (peak > live0_ ? peak - live0_ : 0) + (ext > external0_ ? ext - external0_ : 0);
+    return {{"enforced_cap_bytes", cap_bytes_},
+            {"enforced_on", dev_.str()},
+            {"mechanism", dev_.cuda ? "CUDA caching-allocator memory fraction"
+                                    : "CPU ledger hard cap (live + declared host bytes)"},
+            {"run_peak_bytes",
+             (peak > live0_ ? peak - live0_ : 0) + (ext > external0_ ? ext - external0_ : 0)},
+            {"budget_bytes", budget_->bytes},
+            {"budget_source", budget_->source}};
   }
 
  private:
   memory::MemoryDevice dev_;
+  std::optional<memory::Budget> budget_;
   std::uint64_t live0_, external0_;
   std::uint64_t cap_bytes_ = 0;
   std::optional<memory::DeviceLimitGuard> cap_;
 };
+
+// The summary's memory cap: "memory_cap" (RunCap::report) and "enforced_cap_bytes" (null when
+// uncapped); --batch auto's plan also carries the cap and the run's peak.
+void add_memory_cap(nlohmann::json& summary, nlohmann::json batch_plan, const nlohmann::json& r) {
+  if (!batch_plan.is_null() && !r.is_null())
+    for (const char* k : {"enforced_cap_bytes", "enforced_on", "run_peak_bytes"})
+      batch_plan[k] = r[k];
+  if (!batch_plan.is_null()) summary["batch_plan"] = batch_plan;
+  summary["memory_cap"] = r;
+  summary["enforced_cap_bytes"] = r.is_null() ? nlohmann::json(nullptr) : r["enforced_cap_bytes"];
+}
 
 // RL trainer options: the checkpoint's (on resume) or the defaults, then --options, then flags
 // (--batch auto is planned later, once the network is known).
@@ -411,6 +440,7 @@ struct RlOutcome {
   TrainResult result;
   nlohmann::json options, eval, batch_plan;
   nlohmann::json bundle_path = nullptr;  // written for market-trained (serving) models
+  nlohmann::json memory_cap;             // RunCap::report
 };
 
 // One RL recipe: plan the batch (--batch auto, at most `plan_clamp`), train, evaluate greedily,
@@ -419,7 +449,7 @@ template <typename Trainer, typename NetOptions, typename Options>
 RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t plan_clamp,
                    int64_t log_interval) {
   RlOutcome out;
-  RunCap cap(job.device);
+  RunCap cap(job);
   if (job.batch == "auto") {
     nlohmann::json net;
     {
@@ -431,8 +461,8 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
     }
     o.batch_size(plan_auto_batch(job, job.model, net, plan_clamp, o.seed(), out.batch_plan,
                                  to_json(o), ctx.factory));
-    cap.enforce(out.batch_plan.at("budget_bytes").get<std::uint64_t>());
   }
+  cap.enforce();
   Trainer trainer(o, ctx.factory);
   if (ctx.resumed) trainer.load_checkpoint(*ctx.resumed, job.resume);
   nlohmann::json extra = nlohmann::json::object();
@@ -453,7 +483,7 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
     s["eval"] = out.eval;
     out.bundle_path = write_bundle(trainer.model(), *ctx.dataset, 1.0, s, out.paths->dir);
   }
-  cap.report(out.batch_plan);
+  out.memory_cap = cap.report();
   return out;
 }
 
@@ -528,10 +558,7 @@ nlohmann::json run_rl(const TrainJob& job, const std::optional<Container>& resum
   add_distributed(summary, r.result, job);
   summary["bundle"] = r.bundle_path;
   summary["eval"] = r.eval;
-  if (!r.batch_plan.is_null()) summary["batch_plan"] = r.batch_plan;
-  summary["enforced_cap_bytes"] = r.batch_plan.is_null()
-                                      ? nlohmann::json(nullptr)
-                                      : r.batch_plan.value("enforced_cap_bytes", nlohmann::json());
+  add_memory_cap(summary, r.batch_plan, r.memory_cap);
   if (!data_info.is_null()) summary["data"] = data_info;
   return summary;
 }
@@ -707,7 +734,7 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
                                         : parse_batch(job.batch);
   const torch::Device device = models::parse_device(job.device, kComponent);
 
-  RunCap cap(job.device);        // --batch auto: the whole run under the planned budget
+  RunCap cap(job);               // a budget given: the whole run under it
   torch::manual_seed(o.seed());  // deterministic initial weights
   auto model = models::make_model(job.model, model_options);
   model->to(device);
@@ -718,8 +745,8 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
         market.dataset->anchors(data::Split::kTrain, window_of(model->spec())).size();
     batch = plan_auto_batch(job, job.model, model->options_json(), static_cast<int64_t>(windows),
                             o.seed(), batch_plan, to_json(o));
-    cap.enforce(batch_plan.at("budget_bytes").get<std::uint64_t>());
   }
+  cap.enforce();
   MarketBatchSource source(market.dataset, *model, batch, o.seed(), device);
   if (!resumed) init_quantile_head(*model, *market.dataset, source.spec());
   // --batch is per rank: an epoch is made of global batches of batch x world windows.
@@ -744,11 +771,7 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
                                {"model", compact_model_options(job.model)},
                                {"trainer", compact_trainer_options(job.model)}}
               : nlohmann::json(nullptr);
-  cap.report(batch_plan);
-  if (!batch_plan.is_null()) summary["batch_plan"] = batch_plan;
-  summary["enforced_cap_bytes"] = batch_plan.is_null()
-                                      ? nlohmann::json(nullptr)
-                                      : batch_plan.value("enforced_cap_bytes", nlohmann::json());
+  add_memory_cap(summary, batch_plan, cap.report());
   add_distributed(summary, result, job);
   if (job.dist.rank() > 0) return summary;  // rank 0 evaluates and writes the bundle
   if (!result.interrupted) {

@@ -149,6 +149,7 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
 void validate_budget_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
   plan::BudgetOptions o;
   o.device_profile = memory::kReferenceProfile;
+  o.device = options.device;  // CUDA: measured on the card under the profile's cap
   o.seed = options.seed;
   const auto rep = plan::validate_budget(o);
   std::istringstream table(rep.table());
@@ -204,6 +205,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
     job.data = csv;
     job.seed = options.seed;
     job.device = options.device;
+    job.device_profile = memory::kReferenceProfile;  // each run capped at the reference card
     job.out_dir = (root / model).string();
     job.progress = train::ProgressMode::kOff;
     const bool rl = model == "dqn" || model == "ppo";
@@ -277,6 +279,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
                     {"checkpoint_ok", checkpoint_ok},
                     {"seconds", seconds},
                     {"eval", eval},
+                    {"memory_cap", summary.value("memory_cap", nlohmann::json())},
                     {"summary", verdict}});
   }
   result.ok = all_ok;
@@ -363,6 +366,7 @@ void validate_stress_step(const ValidateOptions& options, StepResult& result, st
   namespace fs = std::filesystem;
   StressOptions o;
   o.device = options.device;
+  o.device_profile = memory::kReferenceProfile;  // served under the reference card's cap
   o.seed = options.seed;
   o.iterations = options.stress_iterations;
   o.soak = options.stress_soak;

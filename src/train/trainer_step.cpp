@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/models/dqn.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/ppo.h"
 #include "foxhunt/train/dqn_trainer.h"
 #include "foxhunt/train/forecast_trainer.h"
 #include "foxhunt/train/infra.h"
@@ -28,23 +30,20 @@ std::uint64_t parameter_bytes(models::Model& m) {
   return n;
 }
 
-// The RL network's shape from the model options (the registry defaults for missing keys).
+// The RL network's shape from the model options.
 struct RlShape {
-  std::int64_t state_dim = 256, actions = 3;
-  std::vector<std::int64_t> hidden = {128, 64};
+  std::int64_t state_dim = 0, actions = 0;
+  std::vector<std::int64_t> hidden;
 };
-RlShape rl_shape(const nlohmann::json& o) {
+// The network shape from the model options, read with the model's own parser (its defaults,
+// declared once in models/dqn.h and ppo.h; unknown keys and bad values are InputError there).
+template <typename NetOptions>
+RlShape rl_shape(const nlohmann::json& o, NetOptions (*from_json)(const nlohmann::json&)) {
+  const NetOptions n = from_json(o.is_null() ? nlohmann::json::object() : o);
   RlShape s;
-  if (o.is_null()) return s;
-  FOXHUNT_CHECK(o.is_object(), kComponent, "model options: expected a JSON object, got ",
-                o.type_name());
-  try {
-    s.state_dim = o.value("state_dim", s.state_dim);
-    s.actions = o.value("actions", s.actions);
-    s.hidden = o.value("hidden", s.hidden);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(kComponent, std::string("model options: ") + e.what());
-  }
+  s.state_dim = n.state_dim();
+  s.actions = n.actions();
+  s.hidden = n.hidden();
   return s;
 }
 
@@ -81,7 +80,7 @@ nlohmann::json trainer_json(const TrainerStepSpec& spec) {
 class DqnStep final : public TrainerStep {
  public:
   explicit DqnStep(const TrainerStepSpec& spec) {
-    const RlShape shape = rl_shape(spec.model_options);
+    const RlShape shape = rl_shape(spec.model_options, &models::dqn_options_from_json);
     nlohmann::json j = trainer_json(spec);
     j["hidden"] = shape.hidden;
     DqnTrainerOptions o = dqn_trainer_options_from_json(j);
@@ -93,13 +92,12 @@ class DqnStep final : public TrainerStep {
     run.progress = ProgressMode::kOff;
     run.stop_at_step = kDqnWarmTransitions;
     trainer_->train(run);
+    const std::uint64_t replay = ReplayBuffer::storage_bytes(o.buffer_size(), shape.state_dim);
     describe_ = detail::cat("DqnTrainer update: ", o.double_dqn() ? "double" : "vanilla",
                             " DQN (online + target networks), replay buffer ", o.buffer_size(),
-                            " x ", shape.state_dim, " (",
-                            ReplayBuffer::storage_bytes(o.buffer_size(), shape.state_dim),
-                            " B host), Adam, grad clip ", o.max_grad_norm());
-    external_ =
-        ReplayBuffer::storage_bytes(o.buffer_size(), shape.state_dim) + trainer_->env_host_bytes();
+                            " x ", shape.state_dim, " (", replay, " B host), Adam, grad clip ",
+                            o.max_grad_norm());
+    external_ = replay + trainer_->env_host_bytes();
   }
   models::Model& model() override { return trainer_->model(); }
   void prepare(std::int64_t batch) override { trainer_->prepare_update(batch); }
@@ -119,7 +117,7 @@ class DqnStep final : public TrainerStep {
 class PpoStep final : public TrainerStep {
  public:
   explicit PpoStep(const TrainerStepSpec& spec) : seed_(spec.seed) {
-    const RlShape shape = rl_shape(spec.model_options);
+    const RlShape shape = rl_shape(spec.model_options, &models::ppo_options_from_json);
     nlohmann::json j = trainer_json(spec);
     j["hidden"] = shape.hidden;
     const PpoTrainerOptions o = ppo_trainer_options_from_json(j);

@@ -15,10 +15,17 @@
 ///
 /// Deployment views (measured, not summed guesses): "serving" = the four models resident with
 /// their serving-batch forwards running on four threads at once (the ledger's peak over that
-/// run); "training" = the largest training-step peak (Adam, at the training batch) of any one
-/// model; "mixed" = serving + that training peak (four models serving while one trains). Each
+/// run); "training" = the largest peak of any one model's trainer step (train/trainer_step.h, at
+/// the training batch); "mixed" = serving + that training peak (four models serving while one trains). Each
 /// passes when budget - bytes >= the required headroom. Each row also carries the reference
 /// system's claimed footprint and claimed / measured.
+///
+/// Devices: "cpu" measures with the ledger, uncapped (an over-budget model is a FAIL row, not an
+/// exception). "cuda[:N]" measures allocated bytes on the card under the budget enforced as the
+/// caching allocator's memory fraction, and adds the two tags only a GPU has (device_memory.h):
+/// workspace (reserved - allocated after the runs) and context (NVML used - reserved, at idle),
+/// reported beside the profile's assumed context reserve. A step past the cap there ends the
+/// run with foxhunt::OutOfMemoryError.
 ///
 /// Verdicts: a model passes when memory <= target and memory <= budget; the run passes when every
 /// model passes, total <= budget, budget - total >= the required headroom and every view passes.
@@ -36,6 +43,7 @@
 #include <vector>
 
 #include "foxhunt/core/units.h"
+#include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/plan/footprint.h"
 
@@ -88,6 +96,8 @@ struct BudgetOptions {
   bool deployment_views = true;
   /// Training batch of the training and mixed views (the trainers' default, 64).
   std::int64_t training_batch = 64;
+  /// Device measured: "cpu" (the ledger) or "cuda[:N]" (the caching allocator, capped).
+  std::string device = "cpu";
   /// Serving precision per model (absent = "fp32"; the TFT also has "int8", quant/tft_int8.h).
   /// Training views stay fp32: QAT trains fp32 master weights.
   std::map<std::string, std::string> precision;
@@ -112,13 +122,19 @@ struct BudgetRow {
   std::string status;                     ///< "PASS", "FAIL: over target", "FAIL: over budget", ...
   std::uint64_t claimed_bytes = 0;        ///< the reference system's claim (0 = none)
   double claimed_over_measured = 0;       ///< claimed / measured (how far the claim was off)
-  std::uint64_t training_peak_bytes = 0;  ///< measured training step peak (Adam) at the
-                                          ///< training batch (0 without the views)
+  std::uint64_t training_peak_bytes = 0;  ///< measured trainer-step peak at the training
+                                          ///< batch (0 without the views)
 };
 
 /// The whole validation.
 struct BudgetReport {
   std::string budget_source;                  ///< profile name or "--budget-mib"
+  std::string device = "cpu";                 ///< the device measured ("cpu" or "cuda:N")
+  std::uint64_t enforced_cap_bytes = 0;       ///< CUDA: the allocator cap (0 on the CPU)
+  /// The profile's assumed context reserve (0 with --budget-mib), beside the measured context.
+  std::uint64_t profile_reserve_bytes = 0;
+  /// CUDA: the workspace and context tags measured after the runs (not measured on the CPU).
+  memory::DeviceOverheads overheads;
   std::uint64_t budget_bytes = 0;             ///< the budget
   std::uint64_t headroom_required_bytes = 0;  ///< as asked
   std::int64_t serving_batch = 0;             ///< as asked
@@ -143,7 +159,7 @@ struct BudgetReport {
 };
 
 /// Measures every model of the registry and checks the budget. InputError for bad options
-/// (unknown profile, serving batch < 1).
+/// (unknown profile, serving batch < 1, a bad device or CUDA without a GPU, int8 on CUDA).
 BudgetReport validate_budget(const BudgetOptions& options);
 
 }  // namespace foxhunt::plan

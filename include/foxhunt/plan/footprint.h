@@ -221,6 +221,7 @@ struct InferenceRun {
 /// Inference footprint (eval mode, c10::InferenceMode): parameters + buffers + peak activations.
 struct InferenceFootprint {
   std::string model;                          ///< registry name
+  std::string device = "cpu";                 ///< the device measured ("cpu" or "cuda:N")
   std::int64_t seq_len = 0;                   ///< window used (0 for models without a time axis)
   std::uint64_t parameter_bytes = 0;          ///< numel x element size of all parameters
   std::uint64_t buffer_bytes = 0;             ///< numel x element size of all buffers
@@ -232,15 +233,20 @@ struct InferenceFootprint {
   nlohmann::json to_json() const;
 };
 
-/// Builds `model` on the CPU in eval mode and runs one forward pass under c10::InferenceMode at
-/// each batch size of `batches` (e.g. {1, 64}). `seq_len` 0 = the model's default window.
+/// Builds `model` in eval mode and runs one forward pass under c10::InferenceMode at each batch
+/// size of `batches` (e.g. {1, 64}). `seq_len` 0 = the model's default window.
 /// `precision` "int8" measures the INT8 TFT (quant/tft_int8.h) in its exact layout (the bytes
 /// do not depend on the values, so no calibration is needed); other models have only "fp32".
+/// `device` "cpu" measures with the ledger (tags M/parameters, M/activations); "cuda[:N]" builds
+/// on the CPU, moves the model to the card and measures allocated bytes there (construction =
+/// allocated growth of the move, activations = the allocator's peak beyond it). The INT8 TFT
+/// runs on the CPU only (InputError on CUDA).
 InferenceFootprint measure_inference_footprint(const std::string& model,
                                                const std::vector<std::int64_t>& batches,
                                                std::int64_t seq_len = 0, std::uint64_t seed = 42,
                                                const nlohmann::json& model_options = {},
-                                               const std::string& precision = "fp32");
+                                               const std::string& precision = "fp32",
+                                               const std::string& device = "cpu");
 /// The model `name` at `precision` ("fp32", or "int8" for the TFT); InputError otherwise.
 std::unique_ptr<models::Model> make_model_at(const std::string& name, const std::string& precision,
                                              const nlohmann::json& model_options = {});

@@ -24,8 +24,10 @@ struct TrainJob {
   int64_t steps = 0;   ///< RL environment steps (0 = the trainer's default)
   int64_t epochs = 0;  ///< forecasting epochs (0 = the trainer's default)
   std::string batch;   ///< "" = default, "auto" = batch planner, or a number
-  std::string device_profile = memory::kReferenceProfile;  ///< --batch auto: its usable bytes
-  double budget_mib = 0;         ///< --batch auto: budget in MiB (overrides)
+  /// Memory budget = this profile's usable bytes ("" = none, or the reference profile for
+  /// --batch auto). Given (or --budget-mib), the whole run is capped at the budget on its device.
+  std::string device_profile;
+  double budget_mib = 0;         ///< budget in MiB (overrides device_profile; > 0 caps the run)
   std::optional<uint64_t> seed;  ///< seed (default: the trainer's, 0)
   std::string out_dir;           ///< output directory ("" = out/train-<model>, or the
                                  ///< resumed checkpoint's directory)
