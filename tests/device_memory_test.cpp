@@ -185,8 +185,7 @@ TEST_P(CudaModelTest, InferenceFootprintMatchesTheLedger_CUDA) {
   EXPECT_EQ(gpu.device, "cuda:0");
   EXPECT_EQ(gpu.parameter_bytes, cpu.parameter_bytes);
   // The move to the card allocates the parameters and buffers, rounded to 512 B blocks.
-  EXPECT_NEAR(double(gpu.construction_live_bytes),
-              double(cpu.parameter_bytes + cpu.buffer_bytes),
+  EXPECT_NEAR(double(gpu.construction_live_bytes), double(cpu.parameter_bytes + cpu.buffer_bytes),
               std::max(0.10 * double(cpu.parameter_bytes + cpu.buffer_bytes), 256.0 * 1024));
   ASSERT_EQ(gpu.runs.size(), 2u);
   // Serving activations: a stated band of +-50% + 2 MiB (cuDNN/cuBLAS keep other temporaries

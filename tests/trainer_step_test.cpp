@@ -327,8 +327,7 @@ TEST(TrainCapCliTest, AGivenBudgetCapsAFixedBatchRun) {
           (dir.path() / "mamba2").string(),
       0);
   EXPECT_EQ(f["memory_cap"]["budget_source"], "rtx3050ti-4gb usable");
-  EXPECT_EQ(f["memory_cap"]["budget_bytes"],
-            memory::find_profile("rtx3050ti-4gb").usable_bytes());
+  EXPECT_EQ(f["memory_cap"]["budget_bytes"], memory::find_profile("rtx3050ti-4gb").usable_bytes());
   // A budget the run does not fit in ends it with the typed error: exit 1, naming the cause.
   const auto over = testing::run_cli(
       "train ppo --steps 512 --batch 256 --progress off --json --eval-episodes 1 --budget-mib "

@@ -349,8 +349,7 @@ BudgetReport measure_budget(const BudgetOptions& o) {
     if (o.serving_batch != 1) batches.push_back(o.serving_batch);
     const auto pit = o.precision.find(name);
     r.precision = pit == o.precision.end() ? "fp32" : pit->second;
-    r.footprint =
-        measure_inference_footprint(name, batches, 0, o.seed, {}, r.precision, o.device);
+    r.footprint = measure_inference_footprint(name, batches, 0, o.seed, {}, r.precision, o.device);
     std::uint64_t act = 0;
     for (const auto& run : r.footprint.runs) act = std::max(act, run.activation_bytes);
     r.memory_bytes = r.footprint.parameter_bytes + r.footprint.buffer_bytes + act;
@@ -392,7 +391,8 @@ BudgetReport measure_budget(const BudgetOptions& o) {
   if (o.deployment_views) {
     FOXHUNT_CHECK(o.training_batch >= 1, "budget", "training batch: expected >= 1, got ",
                   o.training_batch);
-    rep.serving_concurrent_bytes = measure_concurrent_serving(o.serving_batch, o.seed, o.precision, dev);
+    rep.serving_concurrent_bytes =
+        measure_concurrent_serving(o.serving_batch, o.seed, o.precision, dev);
     std::uint64_t train_peak = 0;
     std::string trainer;
     for (const auto& r : rep.rows)
@@ -405,9 +405,9 @@ BudgetReport measure_budget(const BudgetOptions& o) {
                                   "the four models resident, batch-" + b +
                                       " forwards on four threads at once (measured peak)",
                                   rep.serving_concurrent_bytes, rep));
-    rep.views.push_back(make_view("training",
-                                  "the largest training step: " + trainer + "'s trainer step, batch " + tb,
-                                  train_peak, rep));
+    rep.views.push_back(make_view(
+        "training", "the largest training step: " + trainer + "'s trainer step, batch " + tb,
+        train_peak, rep));
     rep.views.push_back(make_view("mixed", "serving + " + trainer + " training (batch " + tb + ")",
                                   rep.serving_concurrent_bytes + train_peak, rep));
     for (const auto& v : rep.views) views_ok = views_ok && v.ok;

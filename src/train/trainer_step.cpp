@@ -93,10 +93,10 @@ class DqnStep final : public TrainerStep {
     run.stop_at_step = kDqnWarmTransitions;
     trainer_->train(run);
     const std::uint64_t replay = ReplayBuffer::storage_bytes(o.buffer_size(), shape.state_dim);
-    describe_ = detail::cat("DqnTrainer update: ", o.double_dqn() ? "double" : "vanilla",
-                            " DQN (online + target networks), replay buffer ", o.buffer_size(),
-                            " x ", shape.state_dim, " (", replay, " B host), Adam, grad clip ",
-                            o.max_grad_norm());
+    describe_ =
+        detail::cat("DqnTrainer update: ", o.double_dqn() ? "double" : "vanilla",
+                    " DQN (online + target networks), replay buffer ", o.buffer_size(), " x ",
+                    shape.state_dim, " (", replay, " B host), Adam, grad clip ", o.max_grad_norm());
     external_ = replay + trainer_->env_host_bytes();
   }
   models::Model& model() override { return trainer_->model(); }

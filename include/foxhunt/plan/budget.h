@@ -16,9 +16,9 @@
 /// Deployment views (measured, not summed guesses): "serving" = the four models resident with
 /// their serving-batch forwards running on four threads at once (the ledger's peak over that
 /// run); "training" = the largest peak of any one model's trainer step (train/trainer_step.h, at
-/// the training batch); "mixed" = serving + that training peak (four models serving while one trains). Each
-/// passes when budget - bytes >= the required headroom. Each row also carries the reference
-/// system's claimed footprint and claimed / measured.
+/// the training batch); "mixed" = serving + that training peak (four models serving while one
+/// trains). Each passes when budget - bytes >= the required headroom. Each row also carries the
+/// reference system's claimed footprint and claimed / measured.
 ///
 /// Devices: "cpu" measures with the ledger, uncapped (an over-budget model is a FAIL row, not an
 /// exception). "cuda[:N]" measures allocated bytes on the card under the budget enforced as the
@@ -128,9 +128,9 @@ struct BudgetRow {
 
 /// The whole validation.
 struct BudgetReport {
-  std::string budget_source;                  ///< profile name or "--budget-mib"
-  std::string device = "cpu";                 ///< the device measured ("cpu" or "cuda:N")
-  std::uint64_t enforced_cap_bytes = 0;       ///< CUDA: the allocator cap (0 on the CPU)
+  std::string budget_source;             ///< profile name or "--budget-mib"
+  std::string device = "cpu";            ///< the device measured ("cpu" or "cuda:N")
+  std::uint64_t enforced_cap_bytes = 0;  ///< CUDA: the allocator cap (0 on the CPU)
   /// The profile's assumed context reserve (0 with --budget-mib), beside the measured context.
   std::uint64_t profile_reserve_bytes = 0;
   /// CUDA: the workspace and context tags measured after the runs (not measured on the CPU).
