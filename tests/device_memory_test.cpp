@@ -68,7 +68,7 @@ TEST(DeviceMemoryTest, PlanOnCudaWithoutAGpuIsAnInputError) {
   EXPECT_NE(r.err.find("expected a CUDA device"), std::string::npos) << r.err;
 }
 
-TEST(DeviceMemoryTest, BudgetAndTrainOnCudaWithoutAGpuAreInputErrors) {
+TEST(DeviceMemoryTest, BudgetOnCudaWithoutAGpuIsAnInputError) {
   if (memory::cuda_memory_available()) GTEST_SKIP() << "a GPU is present; see the *_CUDA tests";
   plan::BudgetOptions o;
   o.device = "cuda";
