@@ -20,6 +20,7 @@
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
+#include "train_step.h"
 
 namespace foxhunt::plan {
 
@@ -63,8 +64,7 @@ namespace {
 std::uint64_t measure_concurrent_serving(std::int64_t batch, std::uint64_t seed,
                                          const std::map<std::string, std::string>& precision,
                                          const MemoryDevice& dev) {
-  const torch::Device tdev = dev.cuda ? torch::Device(torch::kCUDA, static_cast<int8_t>(dev.index))
-                                      : torch::Device(torch::kCPU);
+  const torch::Device tdev = models::parse_device(dev.str(), "budget");
   const auto before = device_live_bytes(dev);
   device_reset_peak(dev);
   std::vector<std::unique_ptr<models::Model>> ms;
@@ -92,8 +92,7 @@ std::uint64_t measure_concurrent_serving(std::int64_t batch, std::uint64_t seed,
     });
   for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
-  const auto peak = device_peak_bytes(dev);
-  return peak > before ? peak - before : 0;
+  return detail::beyond(device_peak_bytes(dev), before);
 }
 
 DeploymentView make_view(std::string name, std::string description, std::uint64_t bytes,

@@ -343,8 +343,7 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
                 model, "' on ", dev.str(), ": the INT8 TFT runs on the CPU only; expected fp32");
   FOXHUNT_CHECK(!dev.cuda || cuda_memory_available(), "footprint", "device ", dev.str(),
                 ": no CUDA device is available (", cuda_stats_backend(), ")");
-  const torch::Device tdev = dev.cuda ? torch::Device(torch::kCUDA, static_cast<int8_t>(dev.index))
-                                      : torch::Device(torch::kCPU);
+  const torch::Device tdev = models::parse_device(dev.str(), "footprint");
   const std::string outer = current_scope();
   const std::string root = outer.empty() ? model : outer + "/" + model;
   const std::uint64_t params0 = scope_live(root + "/parameters");
