@@ -3,6 +3,9 @@
 // of the streaming sequence models against the full-window forward they reproduce.
 // Run: ./build/models_bench [--benchmark_filter=stream]
 //
+// `models_bench --profile MODEL [STEPS]` prints the top ops of its training step (LibTorch's
+// profiler, self CPU time).
+//
 // `models_bench --export DIR` instead writes DIR/<model>.safetensors for each registered model
 // (the weights the benchmarks time: default options, seed 0, eval mode) with its example inputs
 // and C++ outputs at batch 1 and 64, for bench/compare_python.py to time the same networks in
@@ -10,8 +13,14 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <torch/csrc/autograd/profiler_legacy.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <iomanip>
 #include <iostream>
+#include <map>
 
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/model.h"
@@ -217,7 +226,86 @@ int export_models(const std::string& dir) {
   return 0;
 }
 
+// --profile MODEL [STEPS]: STEPS training steps at batch 64 (after two warm-up steps) under
+// LibTorch's profiler; prints the top ops by self CPU time (time in the op minus its children).
+int profile_train_steps(const std::string& name, int steps) {
+  namespace prof = torch::autograd::profiler;
+  foxhunt::runtime_init();
+  auto model = bench_model(name);
+  model->module().train();
+  auto b = model->example_batch(64, 0, torch::kCPU, 1);
+  torch::optim::Adam opt(model->module().parameters(), torch::optim::AdamOptions(1e-4));
+  auto step = [&] {
+    opt.zero_grad();
+    auto loss = model->loss(b);
+    loss.backward();
+    opt.step();
+  };
+  for (int i = 0; i < 2; ++i) step();
+  struct Total {
+    double self_us = 0, total_us = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, Total> ops;
+  double wall_us = 0;
+  {
+    prof::TLSLegacyProfilerGuard guard(
+        torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU),
+        [&](const prof::thread_event_lists& lists) {
+          for (const auto& events : lists) {
+            // Push/pop pairs nest per thread: self time = elapsed minus the children's elapsed.
+            struct Open {
+              const prof::LegacyEvent* push;
+              double child_us;
+            };
+            std::vector<Open> stack;
+            for (const auto& e : events) {
+              if (e.kind() == prof::EventKind::PushRange) {
+                stack.push_back({&e, 0.0});
+              } else if (e.kind() == prof::EventKind::PopRange && !stack.empty()) {
+                const auto open = stack.back();
+                stack.pop_back();
+                const double us = open.push->cpuElapsedUs(e);
+                auto& t = ops[open.push->name()];
+                t.self_us += us - open.child_us;
+                t.total_us += us;
+                ++t.calls;
+                if (!stack.empty()) stack.back().child_us += us;
+              }
+            }
+          }
+        });
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    wall_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::vector<std::pair<std::string, Total>> rows(ops.begin(), ops.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.self_us > b.second.self_us; });
+  std::cout << "train_step/" << name << " batch 64: " << steps << " steps, " << std::fixed
+            << std::setprecision(1) << wall_us / steps / 1000.0 << " ms/step under the profiler\n"
+            << std::setw(48) << std::left << "op" << std::right << std::setw(12) << "self ms"
+            << std::setw(8) << "self%" << std::setw(12) << "total ms" << std::setw(10) << "calls\n";
+  for (size_t i = 0; i < std::min<size_t>(rows.size(), 25); ++i) {
+    const auto& [op, t] = rows[i];
+    std::cout << std::setw(48) << std::left << op.substr(0, 47) << std::right << std::setw(12)
+              << t.self_us / steps / 1000.0 << std::setw(8) << 100.0 * t.self_us / wall_us
+              << std::setw(12) << t.total_us / steps / 1000.0 << std::setw(9) << t.calls / steps
+              << "\n";
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "--profile") == 0) {
+    try {
+      return profile_train_steps(argv[2], argc >= 4 ? std::max(1, std::atoi(argv[3])) : 3);
+    } catch (const std::exception& e) {
+      std::cerr << "models_bench: --profile: " << e.what() << "\n";
+      return 1;
+    }
+  }
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--export") == 0) {
       if (i + 1 >= argc) {

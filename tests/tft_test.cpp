@@ -2,12 +2,16 @@
 // parameter counts, validation, and a short learning check.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/tft.h"
 #include "test_util.h"
+// The fused VSN kernels are private to models/; their dropout contract is tested directly.
+#include "../src/models/tft_kernels.h"
 
 namespace foxhunt::models {
 namespace {
@@ -189,6 +193,163 @@ TEST_F(VsnTest, WeightsSumToOneAndGradientsReachEveryParameter) {
     ASSERT_TRUE(p.value().grad().defined()) << p.key();
     EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0.0) << p.key();
   }
+}
+
+// Gradients of sum(out * r) w.r.t. every parameter and the input, by name ("x" for the input).
+std::map<std::string, torch::Tensor> vsn_gradients(VariableSelectionNetwork& vsn,
+                                                   const torch::Tensor& x, const torch::Tensor& c,
+                                                   const torch::Tensor& r, bool reference) {
+  vsn->zero_grad();
+  auto xg = x.clone().requires_grad_(true);
+  torch::Tensor w;
+  auto out = reference ? reference_vsn(*vsn, xg, c, &w) : vsn->forward(xg, c).output;
+  (out * r).sum().backward();
+  std::map<std::string, torch::Tensor> g{{"x", xg.grad().clone()}};
+  for (const auto& p : vsn->named_parameters())
+    g[p.key()] = p.value().grad().defined() ? p.value().grad().clone() : torch::Tensor();
+  return g;
+}
+
+TEST_F(VsnTest, FusedTrainingGradientsMatchThePerVariableLoop) {
+  // Train mode without dropout: the fused autograd node (forward + recomputing backward) must
+  // give LibTorch autograd's gradients of the unfused per-variable loop, for every parameter
+  // and the input. (V, E, H, T) as in BatchedMatchesPerVariableLoop.
+  for (auto [v, e, h, t] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
+           {5, 3, 6, 5}, {4, 6, 6, 5}, {3, 1, 4, 7}, {40, 8, 32, 9}}) {
+    VariableSelectionNetwork vsn(VariableSelectionNetworkOptions(v, e, h).context(4));
+    vsn->train();
+    {
+      torch::NoGradGuard ng;
+      for (auto& p : vsn->parameters()) p.add_(0.1 * torch::randn_like(p));
+    }
+    auto x = torch::randn({3, t, v});
+    auto c = torch::randn({3, 4});
+    auto r = torch::randn({3, t, h});
+    const auto fused = vsn_gradients(vsn, x, c, r, false);
+    const auto ref = vsn_gradients(vsn, x, c, r, true);
+    for (const auto& [name, g] : ref) {
+      ASSERT_TRUE(g.defined()) << name;
+      ASSERT_TRUE(fused.at(name).defined()) << name;
+      const double scale = std::max(1.0, g.abs().max().item<double>());
+      EXPECT_LT(max_abs_diff(fused.at(name), g), 2e-4 * scale)
+          << name << " V=" << v << " E=" << e << " H=" << h;
+    }
+  }
+}
+
+TEST_F(VsnTest, FusedDropoutIsSeededAndItsGradientsMatchFiniteDifferences) {
+  VariableSelectionNetwork vsn(VariableSelectionNetworkOptions(6, 4, 8).context(3).dropout(0.3));
+  vsn->train();
+  auto x = torch::randn({2, 5, 6});
+  auto c = torch::randn({2, 3});
+  auto r = torch::randn({2, 5, 8});
+  auto loss = [&](uint64_t seed) {
+    torch::manual_seed(seed);
+    return (vsn->forward(x, c).output * r).sum();
+  };
+  // The mask comes from LibTorch's generator: the same seed gives the same output.
+  EXPECT_EQ(loss(11).item<double>(), loss(11).item<double>());
+  EXPECT_NE(loss(11).item<double>(), loss(12).item<double>());
+  {
+    torch::NoGradGuard ng;
+    vsn->eval();
+    const double eval_loss = (vsn->forward(x, c).output * r).sum().item<double>();
+    vsn->train();
+    EXPECT_NE(loss(11).item<double>(), eval_loss) << "train mode must drop units out";
+  }
+  // Backward recomputes the forward's mask: central differences under the same seed agree with
+  // the analytic gradient (a mask that differed would give unrelated numbers).
+  vsn->zero_grad();
+  loss(11).backward();
+  const double eps = 1e-2;
+  for (auto* p : {&vsn->fc1_weight, &vsn->glu_weight, &vsn->fc2_weight, &vsn->norm_weight}) {
+    for (int64_t i : {0L, 7L, 29L}) {
+      const double analytic = p->grad().view(-1)[i].item<double>();
+      torch::NoGradGuard ng;
+      auto flat = p->view(-1);
+      const float orig = flat[i].item<float>();
+      flat[i] = orig + eps;
+      const double up = loss(11).item<double>();
+      flat[i] = orig - eps;
+      const double down = loss(11).item<double>();
+      flat[i] = orig;
+      EXPECT_NEAR(analytic, (up - down) / (2 * eps), 2e-2 * std::max(1.0, std::abs(analytic)))
+          << "parameter element " << i;
+    }
+  }
+}
+
+TEST(VsnKernelTest, DropoutDropsTheStatedFractionAndScalesTheKeptUnits) {
+  // One variable with one inner unit: each position's output is either the GRN with eta1 = 0
+  // (dropped) or with eta1 / (1 - p) (kept); every position must be exactly one of the two, and
+  // the dropped share must be p.
+  const int64_t n = 20000, h = 4;
+  const float p_drop = 0.25f;
+  const float s2 = 0.7f, o2 = 0.1f, w1 = 1.3f, b1 = 0.2f;
+  const float wg[2 * h] = {0.5f, -0.4f, 0.9f, 0.3f, 0.8f, -0.6f, 0.2f, 1.1f};
+  const float bg[2 * h] = {0.1f, 0.2f, -0.3f, 0.0f, 0.05f, -0.1f, 0.2f, 0.3f};
+  const float ss[h] = {0.3f, -0.2f, 0.1f, 0.4f}, so[h] = {0.0f, 0.1f, -0.1f, 0.2f};
+  const float nw[h] = {1, 1, 1, 1}, nb[h] = {0, 0, 0, 0};
+  kernels::VsnGrnWeights p;
+  p.variables = 1;
+  p.inner = 1;
+  p.hidden = h;
+  p.fc2_slope = &s2;
+  p.fc2_offset = &o2;
+  p.fc1_weight = &w1;
+  p.fc1_bias = &b1;
+  p.glu_weight = wg;
+  p.glu_bias = bg;
+  p.skip_slope = ss;
+  p.skip_offset = so;
+  p.norm_weight = nw;
+  p.norm_bias = nb;
+  torch::manual_seed(3);
+  auto x = torch::randn({n, 1});
+  auto w = torch::ones({n, 1});
+  auto out = torch::empty({n, h});
+  kernels::vsn_weighted_grns(p, x.const_data_ptr<float>(), w.const_data_ptr<float>(), n,
+                             out.mutable_data_ptr<float>(), {p_drop, 1234u});
+  // The GRN of x with eta1 multiplied by `keep`, in double.
+  auto grn = [&](double xv, double keep) {
+    const double pre = xv * s2 + o2;
+    const double e1 = (b1 + w1 * (pre > 0 ? pre : std::exp(pre) - 1.0)) * keep;
+    double y[h], mean = 0, var = 0;
+    for (int64_t c = 0; c < h; ++c) {
+      const double a = bg[c] + e1 * wg[c], g = bg[h + c] + e1 * wg[h + c];
+      y[c] = xv * ss[c] + so[c] + a / (1.0 + std::exp(-g));
+      mean += y[c] / h;
+    }
+    for (double yc : y) var += (yc - mean) * (yc - mean) / h;
+    std::array<double, h> z;
+    for (int64_t c = 0; c < h; ++c) z[c] = (y[c] - mean) / std::sqrt(var + 1e-5);
+    return z;
+  };
+  auto dist = [&](const float* row, const std::array<double, h>& z) {
+    double d = 0;
+    for (int64_t c = 0; c < h; ++c) d = std::max(d, std::abs(row[c] - z[c]));
+    return d;
+  };
+  int64_t dropped = 0;
+  const float* o = out.const_data_ptr<float>();
+  for (int64_t r = 0; r < n; ++r) {
+    const double xv = x.const_data_ptr<float>()[r];
+    const double d_drop = dist(o + r * h, grn(xv, 0.0));
+    const double d_keep = dist(o + r * h, grn(xv, 1.0 / (1.0 - p_drop)));
+    ASSERT_LT(std::min(d_drop, d_keep), 1e-4) << "position " << r << " is neither dropped nor kept";
+    dropped += d_drop < d_keep;
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / n, p_drop, 0.015);
+  // Another seed, another mask; no dropout = every unit kept unscaled.
+  auto out2 = torch::empty({n, h});
+  kernels::vsn_weighted_grns(p, x.const_data_ptr<float>(), w.const_data_ptr<float>(), n,
+                             out2.mutable_data_ptr<float>(), {p_drop, 1235u});
+  EXPECT_GT(max_abs_diff(out, out2), 0.01);
+  kernels::vsn_weighted_grns(p, x.const_data_ptr<float>(), w.const_data_ptr<float>(), n,
+                             out2.mutable_data_ptr<float>(), {});
+  for (int64_t r = 0; r < n; r += 97)
+    EXPECT_LT(dist(out2.const_data_ptr<float>() + r * h, grn(x.const_data_ptr<float>()[r], 1.0)),
+              1e-4);
 }
 
 // ---- attention --------------------------------------------------------------------------------

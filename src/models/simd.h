@@ -23,6 +23,7 @@ namespace foxhunt::models::simd {
 constexpr int64_t kLanes = 16;
 typedef float v16 __attribute__((vector_size(kLanes * sizeof(float))));
 typedef int32_t v16i __attribute__((vector_size(kLanes * sizeof(int32_t))));
+typedef uint32_t v16u __attribute__((vector_size(kLanes * sizeof(uint32_t))));
 
 FOXHUNT_INLINE v16 load(const float* p) {
   v16 v;
@@ -82,6 +83,17 @@ FOXHUNT_INLINE v16 tanh(v16 x) {
 // ELU with alpha 1: x > 0 ? x : exp(x) - 1.
 FOXHUNT_INLINE v16 elu(v16 x) {
   return select(x > 0.0f, x, exp(x) - 1.0f);
+}
+
+// A 32-bit integer hash per lane (lowbias32: two multiply-xorshift rounds; every output bit
+// depends on every input bit).
+FOXHUNT_INLINE v16u hash32(v16u x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
 }
 
 // The sum of the 16 lanes: halves added as 8- then 4-float vectors.

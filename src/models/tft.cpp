@@ -288,10 +288,10 @@ bool cpu_float(const torch::Tensor& t) {
   return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat;
 }
 
-// The fused kernel (tft_kernels.h) runs inference only: no autograd, eval mode (no dropout), CPU
-// float32 weights and input, widths within its stack scratch.
+// The fused kernels (tft_kernels.h) take CPU float32 weights and input and widths within their
+// stack scratch; inference, training forward (dropout) and backward alike.
 bool fused_vsn_applies(const VariableSelectionNetworkImpl& m, const torch::Tensor& x) {
-  if (torch::GradMode::is_enabled() || m.is_training() || !cpu_float(x)) return false;
+  if (!cpu_float(x)) return false;
   if (m.inner() > kernels::kMaxVsnInner || m.options.hidden() > kernels::kMaxVsnHidden)
     return false;
   for (const auto* t : {&m.fc1_weight, &m.fc1_bias, &m.glu_weight, &m.glu_bias, &m.norm_weight,
@@ -300,40 +300,119 @@ bool fused_vsn_applies(const VariableSelectionNetworkImpl& m, const torch::Tenso
   return true;
 }
 
-// sum_v w[n, v] GRN_v(x[n, v]) for x, w [N, V]: the fused kernel over the folded weights.
+// The kernels' per-variable weights, in this order (every tensor contiguous, [V, ...]).
+enum VsnWeight { kS2, kO2, kW1, kB1, kWg, kBg, kSs, kSo, kNw, kNb, kVsnWeights };
+
+kernels::VsnGrnWeights grn_weights(const torch::Tensor* t, int64_t variables, int64_t inner,
+                                   int64_t hidden) {
+  kernels::VsnGrnWeights p;
+  p.variables = variables;
+  p.inner = inner;
+  p.hidden = hidden;
+  p.fc2_slope = t[kS2].const_data_ptr<float>();
+  p.fc2_offset = t[kO2].const_data_ptr<float>();
+  p.fc1_weight = t[kW1].const_data_ptr<float>();
+  p.fc1_bias = t[kB1].const_data_ptr<float>();
+  p.glu_weight = t[kWg].const_data_ptr<float>();
+  p.glu_bias = t[kBg].const_data_ptr<float>();
+  p.skip_slope = t[kSs].const_data_ptr<float>();
+  p.skip_offset = t[kSo].const_data_ptr<float>();
+  p.norm_weight = t[kNw].const_data_ptr<float>();
+  p.norm_bias = t[kNb].const_data_ptr<float>();
+  return p;
+}
+
+// sum_v w[n, v] GRN_v(x[n, v]) as one autograd node: the fused forward saves only its inputs,
+// and the fused backward recomputes each position's GRN (no [V, N, .] activation is stored;
+// those were most of a training step's time and memory). Dropout masks come from `seed`.
+struct FusedVsnFunction : public torch::autograd::Function<FusedVsnFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& w, const torch::Tensor& s2,
+                               const torch::Tensor& o2, const torch::Tensor& w1,
+                               const torch::Tensor& b1, const torch::Tensor& wg,
+                               const torch::Tensor& bg, const torch::Tensor& ss,
+                               const torch::Tensor& so, const torch::Tensor& nw,
+                               const torch::Tensor& nb, int64_t inner, double dropout,
+                               int64_t seed) {
+    const torch::Tensor t[] = {s2, o2, w1, b1, wg, bg, ss, so, nw, nb};
+    const int64_t n = x.size(0), v = x.size(1), h = nw.size(1);
+    auto out = torch::empty({n, h});
+    kernels::vsn_weighted_grns(grn_weights(t, v, inner, h), x.const_data_ptr<float>(),
+                               w.const_data_ptr<float>(), n, out.mutable_data_ptr<float>(),
+                               dropout_of(dropout, seed));
+    ctx->save_for_backward({x, w, s2, o2, w1, b1, wg, bg, ss, so, nw, nb});
+    ctx->saved_data["inner"] = inner;
+    ctx->saved_data["dropout"] = dropout;
+    ctx->saved_data["seed"] = seed;
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto& w = saved[1];
+    const torch::Tensor* t = saved.data() + 2;
+    const int64_t n = x.size(0), v = x.size(1), h = t[kNw].size(1);
+    const auto dout = grad_out[0].contiguous();
+    torch::Tensor g[kVsnWeights];
+    for (int i = 0; i < kVsnWeights; ++i) g[i] = torch::empty_like(t[i]);
+    kernels::VsnGrnGrads grads;
+    grads.fc2_slope = g[kS2].mutable_data_ptr<float>();
+    grads.fc2_offset = g[kO2].mutable_data_ptr<float>();
+    grads.fc1_weight = g[kW1].mutable_data_ptr<float>();
+    grads.fc1_bias = g[kB1].mutable_data_ptr<float>();
+    grads.glu_weight = g[kWg].mutable_data_ptr<float>();
+    grads.glu_bias = g[kBg].mutable_data_ptr<float>();
+    grads.skip_slope = g[kSs].mutable_data_ptr<float>();
+    grads.skip_offset = g[kSo].mutable_data_ptr<float>();
+    grads.norm_weight = g[kNw].mutable_data_ptr<float>();
+    grads.norm_bias = g[kNb].mutable_data_ptr<float>();
+    const bool want_dx = ctx->needs_input_grad(0);
+    auto dw = torch::empty_like(w);
+    auto dx = want_dx ? torch::empty_like(x) : torch::Tensor();
+    kernels::vsn_weighted_grns_backward(
+        grn_weights(t, v, ctx->saved_data["inner"].toInt(), h), x.const_data_ptr<float>(),
+        w.const_data_ptr<float>(), dout.const_data_ptr<float>(), n,
+        dropout_of(ctx->saved_data["dropout"].toDouble(), ctx->saved_data["seed"].toInt()),
+        want_dx ? dx.mutable_data_ptr<float>() : nullptr, dw.mutable_data_ptr<float>(), grads);
+    return {dx,     dw,     g[kS2],          g[kO2],          g[kW1],
+            g[kB1], g[kWg], g[kBg],          g[kSs],          g[kSo],
+            g[kNw], g[kNb], torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+
+  static kernels::VsnDropout dropout_of(double p, int64_t seed) {
+    return {static_cast<float>(p), static_cast<uint32_t>(seed)};
+  }
+};
+
+// sum_v w[n, v] GRN_v(x[n, v]) for x, w [N, V]: the fused kernels over the folded weights. With
+// gradients recorded it is one autograd node (FusedVsnFunction); in train mode eta1 is dropped
+// out with a mask seeded from LibTorch's default generator (torch::manual_seed reproduces it).
 torch::Tensor fused_vsn(const VariableSelectionNetworkImpl& m, const VsnFolding& f,
                         const torch::Tensor& x, const torch::Tensor& w) {
   const int64_t n = x.size(0), h = m.options.hidden();
   // Contiguous views (no copy for the module's own parameters) kept alive for the call.
-  const torch::Tensor t[] = {f.fc2_slope.contiguous(),
-                             f.fc2_offset.contiguous(),
-                             m.fc1_weight.contiguous(),
-                             m.fc1_bias.contiguous(),
-                             m.glu_weight.contiguous(),
-                             m.glu_bias.contiguous(),
-                             f.skip_slope.contiguous(),
-                             f.skip_offset.contiguous(),
-                             m.norm_weight.contiguous(),
-                             m.norm_bias.contiguous(),
-                             x.contiguous(),
-                             w.contiguous()};
-  kernels::VsnGrnWeights p;
-  p.variables = m.options.variables();
-  p.inner = m.inner();
-  p.hidden = h;
-  p.fc2_slope = t[0].const_data_ptr<float>();
-  p.fc2_offset = t[1].const_data_ptr<float>();
-  p.fc1_weight = t[2].const_data_ptr<float>();
-  p.fc1_bias = t[3].const_data_ptr<float>();
-  p.glu_weight = t[4].const_data_ptr<float>();
-  p.glu_bias = t[5].const_data_ptr<float>();
-  p.skip_slope = t[6].const_data_ptr<float>();
-  p.skip_offset = t[7].const_data_ptr<float>();
-  p.norm_weight = t[8].const_data_ptr<float>();
-  p.norm_bias = t[9].const_data_ptr<float>();
+  const torch::Tensor t[] = {f.fc2_slope.contiguous(),   f.fc2_offset.contiguous(),
+                             m.fc1_weight.contiguous(),  m.fc1_bias.contiguous(),
+                             m.glu_weight.contiguous(),  m.glu_bias.contiguous(),
+                             f.skip_slope.contiguous(),  f.skip_offset.contiguous(),
+                             m.norm_weight.contiguous(), m.norm_bias.contiguous()};
+  const auto xc = x.contiguous(), wc = w.contiguous();
+  const double p = m.is_training() ? m.options.dropout() : 0.0;
+  const int64_t seed =
+      p > 0.0
+          ? torch::randint(std::numeric_limits<int32_t>::max(), {1}, torch::kLong).item<int64_t>()
+          : 0;
+  bool record = torch::GradMode::is_enabled() && (xc.requires_grad() || wc.requires_grad());
+  for (const auto& ti : t) record = record || (torch::GradMode::is_enabled() && ti.requires_grad());
+  if (record)
+    return FusedVsnFunction::apply(xc, wc, t[kS2], t[kO2], t[kW1], t[kB1], t[kWg], t[kBg], t[kSs],
+                                   t[kSo], t[kNw], t[kNb], m.inner(), p, seed);
   auto out = torch::empty({n, h});
-  kernels::vsn_weighted_grns(p, t[10].const_data_ptr<float>(), t[11].const_data_ptr<float>(), n,
-                             out.mutable_data_ptr<float>());
+  kernels::vsn_weighted_grns(grn_weights(t, m.options.variables(), m.inner(), h),
+                             xc.const_data_ptr<float>(), wc.const_data_ptr<float>(), n,
+                             out.mutable_data_ptr<float>(), FusedVsnFunction::dropout_of(p, seed));
   return out;
 }
 
@@ -353,7 +432,9 @@ torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& x
   hid = torch::dropout(hid, options.dropout(), is_training());
   const auto g = torch::baddbmm(glu_bias.unsqueeze(1), hid, glu_weight);  // [V, N, 2H]
   const auto skip = torch::addcmul(in.skip_offset, xv, in.skip_slope);    // [V, N, H]
-  auto y = torch::addcmul(skip, g.narrow(-1, 0, h), torch::sigmoid(g.narrow(-1, h, h)));
+  // torch::glu: value * sigmoid(gate) as one op with one backward node (two narrows of g would
+  // each zero-fill a whole [V, N, 2H] gradient in backward).
+  auto y = skip + torch::glu(g, -1);
   y = torch::layer_norm(y, {h}, {}, {}, 1e-5);
   return torch::addcmul(norm_bias.unsqueeze(1), y, norm_weight.unsqueeze(1));  // [V, N, H]
 }
@@ -468,13 +549,15 @@ VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const to
   // the default model (V = 225) against 2^16..2^23: 2^17-2^18 were fastest, whole-batch
   // tensors ~2x slower at batch 64.
   const int64_t block = std::max<int64_t>(1, (int64_t{1} << 18) / (v * 2 * h));
+  // One split of the weights (not a narrow per block): in backward a narrow zero-fills a whole
+  // [N, V] gradient per block, which was 44% of a batch-64 training step.
+  const auto weight_blocks = weights.split(block, 0);
   std::vector<torch::Tensor> parts;
-  for (int64_t start = 0; start < n; start += block) {
+  for (int64_t start = 0, i = 0; start < n; start += block, ++i) {
     const int64_t len = std::min(block, n - start);
     auto y = variable_grns(xv.narrow(1, start, len), folded);  // [V, len, H]
     // Selection-weighted sum over variables: [len, 1, V] x [len, V, H].
-    parts.push_back(
-        torch::bmm(weights.narrow(0, start, len).unsqueeze(1), y.transpose(0, 1)).squeeze(1));
+    parts.push_back(torch::bmm(weight_blocks[i].unsqueeze(1), y.transpose(0, 1)).squeeze(1));
   }
   out.output = (parts.size() == 1 ? parts[0] : torch::cat(parts, 0)).view({b, t, h});
   return out;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "simd.h"
 
@@ -15,6 +17,7 @@ namespace {
 using simd::kLanes;
 using simd::v16;
 using simd::v16i;
+using simd::v16u;
 
 // 1 / sqrt(x) for x > 0: the classic exponent-halving first guess, then three Newton steps
 // (relative error 1.7e-3 -> 4.7e-6 -> 3e-11, i.e. float rounding).
@@ -29,63 +32,248 @@ FOXHUNT_INLINE v16 rsqrt(v16 x) {
   return y;
 }
 
+// Dropout of eta1: per lane, the keep factor (0 or 1 / (1 - p)) of unit j of variable v for the
+// 16 positions n0.. (VsnDropout: a hash of the coordinates, recomputed by the backward pass).
+struct DropoutMask {
+  DropoutMask(VsnDropout d, int64_t hi, int64_t np)
+      : hi(hi), np(np), seed(d.seed), scale(1.0f / (1.0f - d.p)) {
+    const double t = static_cast<double>(d.p) * 4294967296.0;
+    threshold = t >= 4294967295.0 ? 0xffffffffu : static_cast<uint32_t>(t);
+    for (int64_t l = 0; l < kLanes; ++l) lane_offset[l] = static_cast<uint32_t>(l * hi);
+  }
+  // Keep factors of units 0..hi-1 of variable v, positions n0..n0+15.
+  FOXHUNT_INLINE void factors(int64_t v, int64_t n0, v16* out) const {
+    const auto base = static_cast<uint32_t>((v * np + n0) * hi);
+    for (int64_t j = 0; j < hi; ++j) {
+      const v16u idx = lane_offset + (base + static_cast<uint32_t>(j));
+      const v16u r = simd::hash32(simd::hash32(idx) ^ seed);
+      out[j] = simd::select(r >= threshold, simd::splat(scale), v16{});
+    }
+  }
+  int64_t hi, np;
+  uint32_t seed, threshold = 0;
+  float scale;
+  v16u lane_offset;
+};
+
+// One variable's GRN for the 16 positions in lanes: eta2, eta1 (dropped out when `mask`), the
+// GLU's value a and gate sigmoid sg, the normalised yhat; returns rstd.
+struct GrnLanes {
+  v16 e2[kMaxVsnInner], e1[kMaxVsnInner], keep[kMaxVsnInner];
+  v16 a[kMaxVsnHidden], sg[kMaxVsnHidden], yhat[kMaxVsnHidden];
+  v16 rstd;
+};
+
+struct VariableWeights {
+  VariableWeights(const VsnGrnWeights& p, int64_t v)
+      : s2(p.fc2_slope + v * p.inner),
+        o2(p.fc2_offset + v * p.inner),
+        w1(p.fc1_weight + v * p.inner * p.inner),
+        b1(p.fc1_bias + v * p.inner),
+        wg(p.glu_weight + v * p.inner * 2 * p.hidden),
+        bg(p.glu_bias + v * 2 * p.hidden),
+        ss(p.skip_slope + v * p.hidden),
+        so(p.skip_offset + v * p.hidden),
+        nw(p.norm_weight + v * p.hidden),
+        nb(p.norm_bias + v * p.hidden) {}
+  const float *s2, *o2, *w1, *b1, *wg, *bg, *ss, *so, *nw, *nb;
+};
+
+// The GRN of one variable on 16 positions (xs); `keep` null = no dropout. Fills g.e2, g.e1
+// (after dropout), g.a, g.sg, g.yhat, g.rstd.
+FOXHUNT_INLINE void grn_lanes(const VariableWeights& w, int64_t hi, int64_t h, float eps, v16 xs,
+                              const v16* keep, GrnLanes& g) {
+  for (int64_t k = 0; k < hi; ++k) g.e2[k] = simd::elu(xs * w.s2[k] + w.o2[k]);
+  for (int64_t j = 0; j < hi; ++j) {
+    v16 s = simd::splat(w.b1[j]);
+    for (int64_t k = 0; k < hi; ++k) s += g.e2[k] * w.w1[k * hi + j];
+    g.e1[j] = keep ? s * keep[j] : s;
+  }
+  v16 sum{};
+  for (int64_t c = 0; c < h; ++c) {
+    v16 a = simd::splat(w.bg[c]), gate = simd::splat(w.bg[h + c]);
+    for (int64_t j = 0; j < hi; ++j) {
+      a += g.e1[j] * w.wg[j * 2 * h + c];
+      gate += g.e1[j] * w.wg[j * 2 * h + h + c];
+    }
+    const v16 sg = simd::sigmoid(gate);
+    g.a[c] = a;
+    g.sg[c] = sg;
+    g.yhat[c] = xs * w.ss[c] + w.so[c] + a * sg;  // y, normalised below
+    sum += g.yhat[c];
+  }
+  const v16 mean = sum * (1.0f / static_cast<float>(h));
+  v16 var{};
+  for (int64_t c = 0; c < h; ++c) {
+    const v16 d = g.yhat[c] - mean;
+    g.yhat[c] = d;
+    var += d * d;
+  }
+  g.rstd = rsqrt(var * (1.0f / static_cast<float>(h)) + eps);
+  for (int64_t c = 0; c < h; ++c) g.yhat[c] *= g.rstd;
+}
+
 // Every variable over the lane blocks [first, last) of positions; xt, wt [V, np] (positions
 // contiguous), acc [H, np] accumulated in place. Threads given disjoint block ranges write
 // disjoint columns of acc.
 FOXHUNT_KERNEL_CLONES
-void vsn_variables(const VsnGrnWeights& p, const float* xt, const float* wt, int64_t np,
-                   int64_t first, int64_t last, float* acc) {
+void vsn_variables(const VsnGrnWeights& p, const DropoutMask* mask, const float* xt,
+                   const float* wt, int64_t np, int64_t first, int64_t last, float* acc) {
   const int64_t hi = p.inner, h = p.hidden;
-  v16 e2[kMaxVsnInner], e1[kMaxVsnInner], y[kMaxVsnHidden];
+  GrnLanes g;
   for (int64_t v = 0; v < p.variables; ++v) {
-    const float* s2 = p.fc2_slope + v * hi;
-    const float* o2 = p.fc2_offset + v * hi;
-    const float* w1 = p.fc1_weight + v * hi * hi;
-    const float* b1 = p.fc1_bias + v * hi;
-    const float* wg = p.glu_weight + v * hi * 2 * h;
-    const float* bg = p.glu_bias + v * 2 * h;
-    const float* ss = p.skip_slope + v * h;
-    const float* so = p.skip_offset + v * h;
-    const float* nw = p.norm_weight + v * h;
-    const float* nb = p.norm_bias + v * h;
+    const VariableWeights w(p, v);
     for (int64_t n0 = first * kLanes; n0 < last * kLanes; n0 += kLanes) {
       const v16 xs = simd::load(xt + v * np + n0);
       const v16 ws = simd::load(wt + v * np + n0);
-      for (int64_t k = 0; k < hi; ++k) e2[k] = simd::elu(xs * s2[k] + o2[k]);
-      for (int64_t j = 0; j < hi; ++j) {
-        v16 s = simd::splat(b1[j]);
-        for (int64_t k = 0; k < hi; ++k) s += e2[k] * w1[k * hi + j];
-        e1[j] = s;
-      }
-      v16 sum{};
-      for (int64_t c = 0; c < h; ++c) {
-        v16 a = simd::splat(bg[c]), g = simd::splat(bg[h + c]);
-        for (int64_t j = 0; j < hi; ++j) {
-          a += e1[j] * wg[j * 2 * h + c];
-          g += e1[j] * wg[j * 2 * h + h + c];
-        }
-        y[c] = xs * ss[c] + so[c] + a * simd::sigmoid(g);
-        sum += y[c];
-      }
-      const v16 mean = sum * (1.0f / static_cast<float>(h));
-      v16 var{};
-      for (int64_t c = 0; c < h; ++c) {
-        const v16 d = y[c] - mean;
-        var += d * d;
-      }
-      const v16 rstd = rsqrt(var * (1.0f / static_cast<float>(h)) + p.norm_eps);
+      if (mask) mask->factors(v, n0, g.keep);
+      grn_lanes(w, hi, h, p.norm_eps, xs, mask ? g.keep : nullptr, g);
       for (int64_t c = 0; c < h; ++c) {
         float* dst = acc + c * np + n0;
-        simd::store(dst, simd::load(dst) + ws * ((y[c] - mean) * rstd * nw[c] + nb[c]));
+        simd::store(dst, simd::load(dst) + ws * (g.yhat[c] * w.nw[c] + w.nb[c]));
       }
     }
   }
 }
 
+// Per-variable weight-gradient accumulators, one vector per weight (lanes = positions, summed
+// at the end of the variable).
+struct GradLanes {
+  // Through LibTorch's CPU allocator (64-byte aligned, counted by the ledger).
+  GradLanes(int64_t hi, int64_t h)
+      : hi(hi),
+        h(h),
+        count(2 * hi + hi * hi + hi + hi * 2 * h + 2 * h + 4 * h),
+        store(torch::empty({count * kLanes}, torch::kFloat)) {
+    s2 = reinterpret_cast<v16*>(store.mutable_data_ptr<float>());
+    o2 = s2 + hi;
+    w1 = o2 + hi;
+    b1 = w1 + hi * hi;
+    wg = b1 + hi;
+    bg = wg + hi * 2 * h;
+    ss = bg + 2 * h;
+    so = ss + h;
+    nw = so + h;
+    nb = nw + h;
+  }
+  void zero() { std::fill(s2, s2 + count, v16{}); }
+  // Lane sums into the variable's rows of `out`.
+  void write(const VsnGrnGrads& out, int64_t v) const {
+    const auto put = [](const v16* a, int64_t count, float* dst) {
+      for (int64_t i = 0; i < count; ++i) dst[i] = simd::hsum(a[i]);
+    };
+    put(s2, hi, out.fc2_slope + v * hi);
+    put(o2, hi, out.fc2_offset + v * hi);
+    put(w1, hi * hi, out.fc1_weight + v * hi * hi);
+    put(b1, hi, out.fc1_bias + v * hi);
+    put(wg, hi * 2 * h, out.glu_weight + v * hi * 2 * h);
+    put(bg, 2 * h, out.glu_bias + v * 2 * h);
+    put(ss, h, out.skip_slope + v * h);
+    put(so, h, out.skip_offset + v * h);
+    put(nw, h, out.norm_weight + v * h);
+    put(nb, h, out.norm_bias + v * h);
+  }
+  int64_t hi, h, count;
+  torch::Tensor store;
+  v16 *s2, *o2, *w1, *b1, *wg, *bg, *ss, *so, *nw, *nb;
+};
+
+// The backward pass for variables [v_first, v_last) over every position: dt [H, np] is the
+// upstream gradient, dwt / dxt [V, np] (dxt may be null). Threads given disjoint variable ranges
+// write disjoint rows and weight gradients.
+FOXHUNT_KERNEL_CLONES
+void vsn_variables_backward(const VsnGrnWeights& p, const DropoutMask* mask, const float* xt,
+                            const float* wt, const float* dt, int64_t np, int64_t v_first,
+                            int64_t v_last, float* dxt, float* dwt, const VsnGrnGrads& out) {
+  const int64_t hi = p.inner, h = p.hidden;
+  const float inv_h = 1.0f / static_cast<float>(h);
+  GrnLanes g;
+  GradLanes acc(hi, h);
+  v16 dz[kMaxVsnHidden], de1[kMaxVsnInner], de2[kMaxVsnInner];
+  for (int64_t v = v_first; v < v_last; ++v) {
+    const VariableWeights w(p, v);
+    acc.zero();
+    for (int64_t n0 = 0; n0 < np; n0 += kLanes) {
+      const v16 xs = simd::load(xt + v * np + n0);
+      const v16 ws = simd::load(wt + v * np + n0);
+      if (mask) mask->factors(v, n0, g.keep);
+      grn_lanes(w, hi, h, p.norm_eps, xs, mask ? g.keep : nullptr, g);
+      // out = sum_v w_v z_v, z = yhat nw + nb: dw_v = <dout, z>, dz = w_v dout.
+      v16 dw{}, s1{}, s2{};
+      for (int64_t c = 0; c < h; ++c) {
+        const v16 d = simd::load(dt + c * np + n0);
+        dw += d * (g.yhat[c] * w.nw[c] + w.nb[c]);
+        const v16 dzc = ws * d;
+        acc.nw[c] += dzc * g.yhat[c];
+        acc.nb[c] += dzc;
+        const v16 dyhat = dzc * w.nw[c];
+        dz[c] = dyhat;
+        s1 += dyhat;
+        s2 += dyhat * g.yhat[c];
+      }
+      simd::store(dwt + v * np + n0, dw);
+      // LayerNorm: dy = rstd (dyhat - mean(dyhat) - yhat mean(dyhat yhat)).
+      const v16 m1 = s1 * inv_h, m2 = s2 * inv_h;
+      v16 dx{};
+      for (int64_t j = 0; j < hi; ++j) de1[j] = v16{};
+      for (int64_t c = 0; c < h; ++c) {
+        const v16 dy = g.rstd * (dz[c] - m1 - g.yhat[c] * m2);
+        // y = x ss + so + a sg.
+        acc.ss[c] += dy * xs;
+        acc.so[c] += dy;
+        dx += dy * w.ss[c];
+        const v16 da = dy * g.sg[c];
+        const v16 dgate = dy * g.a[c] * g.sg[c] * (1.0f - g.sg[c]);
+        acc.bg[c] += da;
+        acc.bg[h + c] += dgate;
+        for (int64_t j = 0; j < hi; ++j) {
+          acc.wg[j * 2 * h + c] += g.e1[j] * da;
+          acc.wg[j * 2 * h + h + c] += g.e1[j] * dgate;
+          de1[j] += da * w.wg[j * 2 * h + c] + dgate * w.wg[j * 2 * h + h + c];
+        }
+      }
+      // Dropout, then eta1 = b1 + eta2 W1.
+      for (int64_t k = 0; k < hi; ++k) de2[k] = v16{};
+      for (int64_t j = 0; j < hi; ++j) {
+        const v16 d = mask ? de1[j] * g.keep[j] : de1[j];
+        acc.b1[j] += d;
+        for (int64_t k = 0; k < hi; ++k) {
+          acc.w1[k * hi + j] += g.e2[k] * d;
+          de2[k] += d * w.w1[k * hi + j];
+        }
+      }
+      // eta2 = ELU(x s2 + o2): ELU' = 1 above 0, else ELU + 1.
+      for (int64_t k = 0; k < hi; ++k) {
+        const v16 slope = simd::select(g.e2[k] > 0.0f, simd::splat(1.0f), g.e2[k] + 1.0f);
+        const v16 dpre = de2[k] * slope;
+        acc.s2[k] += dpre * xs;
+        acc.o2[k] += dpre;
+        dx += dpre * w.s2[k];
+      }
+      if (dxt) simd::store(dxt + v * np + n0, dx);
+    }
+    acc.write(out, v);
+  }
+}
+
+// [N, V] row-major -> [V, np] (positions contiguous, zero-padded to whole lanes).
+void to_lanes(const float* src, int64_t n, int64_t cols, int64_t np, float* dst) {
+  for (int64_t i = 0; i < cols; ++i) {
+    for (int64_t r = 0; r < n; ++r) dst[i * np + r] = src[r * cols + i];
+    std::fill(dst + i * np + n, dst + (i + 1) * np, 0.0f);
+  }
+}
+
+// [cols, np] -> [N, cols] row-major.
+void from_lanes(const float* src, int64_t n, int64_t cols, int64_t np, float* dst) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < cols; ++i) dst[r * cols + i] = src[i * np + r];
+}
+
 }  // namespace
 
 void vsn_weighted_grns(const VsnGrnWeights& p, const float* x, const float* w, int64_t n,
-                       float* out) {
+                       float* out, VsnDropout dropout) {
   const int64_t v = p.variables, h = p.hidden;
   if (n <= 0) return;
   const int64_t np = (n + kLanes - 1) / kLanes * kLanes;
@@ -96,27 +284,66 @@ void vsn_weighted_grns(const VsnGrnWeights& p, const float* x, const float* w, i
   float* xt = scratch.mutable_data_ptr<float>();
   float* wt = xt + vn;
   float* acc = wt + vn;
-  for (int64_t i = 0; i < v; ++i) {
-    for (int64_t r = 0; r < n; ++r) {
-      xt[i * np + r] = x[r * v + i];
-      wt[i * np + r] = w[r * v + i];
-    }
-    std::fill(xt + i * np + n, xt + (i + 1) * np, 0.0f);
-    std::fill(wt + i * np + n, wt + (i + 1) * np, 0.0f);
-  }
+  to_lanes(x, n, v, np, xt);
+  to_lanes(w, n, v, np, wt);
+  const std::optional<DropoutMask> mask =
+      dropout.p > 0.0f ? std::optional<DropoutMask>(std::in_place, dropout, p.inner, np)
+                       : std::nullopt;
+  const DropoutMask* m = mask ? &*mask : nullptr;
   // Large inputs: lane blocks of positions split across the intra-op threads, each with the whole
   // variable loop (the accumulator columns of a position block belong to one thread).
   const int64_t blocks = np / kLanes;
   const int64_t per_task = std::max<int64_t>(1, 2048 / std::max<int64_t>(1, v));
   std::fill(acc, acc + hn, 0.0f);
   if (blocks < 2 * per_task || at::get_num_threads() == 1 || at::in_parallel_region()) {
-    vsn_variables(p, xt, wt, np, 0, blocks, acc);
+    vsn_variables(p, m, xt, wt, np, 0, blocks, acc);
   } else {
     at::parallel_for(0, blocks, per_task,
-                     [&](int64_t b0, int64_t b1) { vsn_variables(p, xt, wt, np, b0, b1, acc); });
+                     [&](int64_t b0, int64_t b1) { vsn_variables(p, m, xt, wt, np, b0, b1, acc); });
   }
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < h; ++c) out[r * h + c] = acc[c * np + r];
+  from_lanes(acc, n, h, np, out);
+}
+
+void vsn_weighted_grns_backward(const VsnGrnWeights& p, const float* x, const float* w,
+                                const float* dout, int64_t n, VsnDropout dropout, float* dx,
+                                float* dw, const VsnGrnGrads& grads) {
+  const int64_t v = p.variables, h = p.hidden;
+  if (n <= 0) {  // no positions: every gradient is zero
+    const int64_t hi = p.inner;
+    const std::pair<float*, int64_t> all[] = {
+        {grads.fc2_slope, v * hi},          {grads.fc2_offset, v * hi},
+        {grads.fc1_weight, v * hi * hi},    {grads.fc1_bias, v * hi},
+        {grads.glu_weight, v * hi * 2 * h}, {grads.glu_bias, v * 2 * h},
+        {grads.skip_slope, v * h},          {grads.skip_offset, v * h},
+        {grads.norm_weight, v * h},         {grads.norm_bias, v * h}};
+    for (const auto& [ptr, count] : all) std::fill(ptr, ptr + count, 0.0f);
+    return;
+  }
+  const int64_t np = (n + kLanes - 1) / kLanes * kLanes;
+  const int64_t vn = v * np, hn = h * np;
+  auto scratch = torch::empty({(dx ? 4 : 3) * vn + hn}, torch::kFloat);
+  float* xt = scratch.mutable_data_ptr<float>();
+  float* wt = xt + vn;
+  float* dwt = wt + vn;
+  float* dt = dwt + vn;
+  float* dxt = dx ? dt + hn : nullptr;
+  to_lanes(x, n, v, np, xt);
+  to_lanes(w, n, v, np, wt);
+  to_lanes(dout, n, h, np, dt);
+  const std::optional<DropoutMask> mask =
+      dropout.p > 0.0f ? std::optional<DropoutMask>(std::in_place, dropout, p.inner, np)
+                       : std::nullopt;
+  const DropoutMask* m = mask ? &*mask : nullptr;
+  // Variables are independent in backward (each owns its rows and weight gradients).
+  if (v < 2 || at::get_num_threads() == 1 || at::in_parallel_region()) {
+    vsn_variables_backward(p, m, xt, wt, dt, np, 0, v, dxt, dwt, grads);
+  } else {
+    at::parallel_for(0, v, 1, [&](int64_t v0, int64_t v1) {
+      vsn_variables_backward(p, m, xt, wt, dt, np, v0, v1, dxt, dwt, grads);
+    });
+  }
+  from_lanes(dwt, n, v, np, dw);
+  if (dx) from_lanes(dxt, n, v, np, dx);
 }
 
 }  // namespace foxhunt::models::kernels

@@ -1,5 +1,6 @@
 #pragma once
-// The fused CPU inference kernel of the TFT's variable selection network (private to models/).
+// The fused CPU kernels of the TFT's variable selection network, forward (inference and
+// training) and backward (private to models/).
 #include <cstdint>
 
 namespace foxhunt::models::kernels {
@@ -21,6 +22,29 @@ struct VsnGrnWeights {
   float norm_eps = 1e-5f;
 };
 
+/// Dropout on each per-variable GRN's eta1 (train mode): unit j of variable v at position r is
+/// kept, scaled by 1 / (1 - p), when a 32-bit hash of (seed, v, r, j) is at least p * 2^32. The
+/// mask is a function of its coordinates, so the backward pass recomputes it instead of storing
+/// it; the same seed gives the same mask.
+struct VsnDropout {
+  float p = 0.0f;     ///< drop probability in [0, 1); 0 = none (eval)
+  uint32_t seed = 0;  ///< the mask's seed (one per forward call)
+};
+
+/// Gradients of the per-variable GRN weights (same layouts as VsnGrnWeights); overwritten.
+struct VsnGrnGrads {
+  float* fc2_slope = nullptr;    ///< [V, Hi]
+  float* fc2_offset = nullptr;   ///< [V, Hi]
+  float* fc1_weight = nullptr;   ///< [V, Hi, Hi]
+  float* fc1_bias = nullptr;     ///< [V, Hi]
+  float* glu_weight = nullptr;   ///< [V, Hi, 2H]
+  float* glu_bias = nullptr;     ///< [V, 2H]
+  float* skip_slope = nullptr;   ///< [V, H]
+  float* skip_offset = nullptr;  ///< [V, H]
+  float* norm_weight = nullptr;  ///< [V, H]
+  float* norm_bias = nullptr;    ///< [V, H]
+};
+
 /// Widest inner / output widths the kernel takes (its per-lane scratch lives on the stack).
 constexpr int64_t kMaxVsnInner = 64;
 constexpr int64_t kMaxVsnHidden = 256;
@@ -29,7 +53,15 @@ constexpr int64_t kMaxVsnHidden = 256;
 /// GRN (ELU, fc1, GLU, skip, LayerNorm) in eval mode: the selection-weighted VSN output without
 /// any [V, N, .] intermediate. x and w are [N, V] row-major. Lanes are positions: 16 positions
 /// run together through one variable's weights, which stay in L1 for the whole pass.
+/// With `dropout.p > 0` eta1 is dropped out as VsnDropout says (the training forward).
 void vsn_weighted_grns(const VsnGrnWeights& p, const float* x, const float* w, int64_t n,
-                       float* out);
+                       float* out, VsnDropout dropout = {});
+
+/// The backward pass of vsn_weighted_grns for the upstream gradient `dout` [N, H]: recomputes
+/// each position's GRN (nothing but the inputs is saved) and writes dw [N, V], dx [N, V] (skipped
+/// when null) and every weight gradient in `grads`. Same `dropout` as the forward.
+void vsn_weighted_grns_backward(const VsnGrnWeights& p, const float* x, const float* w,
+                                const float* dout, int64_t n, VsnDropout dropout, float* dx,
+                                float* dw, const VsnGrnGrads& grads);
 
 }  // namespace foxhunt::models::kernels
