@@ -237,9 +237,12 @@ TEST_P(TrainerStepModelTest, PlannedBatchTrainsTheRealTrainerAndTwiceRunsOut) {
   const auto r = plan::plan_batch(o);
   ASSERT_TRUE(r.verified);
   EXPECT_EQ(r.train.step, plan::StepKind::kTrainer);
-  // PPO's rollout grows with the batch only beyond n_envs x n_steps (256): a fit across that kink
-  // can be refitted once after a verification ran out of memory.
-  EXPECT_TRUE(r.limited_by == "budget" || (name == "ppo" && r.limited_by == "verification refit"))
+  // A fit across a kink can be refitted once after a verification ran out of memory. PPO's
+  // rollout grows with the batch only beyond n_envs x n_steps (256); the TFT's peak is the
+  // optimizer step's fixed temporaries up to batch ~4 and the backward's activations beyond (the
+  // fused VSN stores no [V, N, .] activations, 0.86 MB per sample instead of ~13 MB).
+  EXPECT_TRUE(r.limited_by == "budget" ||
+              ((name == "ppo" || name == "tft") && r.limited_by == "verification refit"))
       << r.limited_by;
   EXPECT_GE(r.chosen_batch, around * 9 / 10);
   EXPECT_LE(r.chosen_batch, around * 12 / 10);
