@@ -7,6 +7,7 @@
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/options_io.h"
 #include "foxhunt/train/checkpointing.h"
+#include "foxhunt/train/fused_adam.h"
 #include "foxhunt/train/loop.h"
 #include "foxhunt/train/state_io.h"
 
@@ -237,8 +238,8 @@ DqnTrainer::DqnTrainer(DqnTrainerOptions options, EnvFactory make_env)
       models::DqnNet(std::dynamic_pointer_cast<models::DqnNetImpl>(online_->clone(o_.device())));
   for (auto& p : target_->parameters()) p.set_requires_grad(false);
   target_->eval();
-  optimizer_ = std::make_unique<torch::optim::Adam>(online_->parameters(),
-                                                    torch::optim::AdamOptions(o_.learning_rate()));
+  optimizer_ = std::make_unique<FusedAdam>(online_->parameters(),
+                                           torch::optim::AdamOptions(o_.learning_rate()));
   if (o_.eval_interval() > 0) {
     eval_env_ = make_env_(kEvalEnvIndex);
     FOXHUNT_CHECK(eval_env_ && eval_env_->observation_size() == env_->observation_size() &&

@@ -21,11 +21,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "foxhunt/core/fp_env.h"
 #include "foxhunt/train/infra.h"
 
 namespace foxhunt::train {
 
 /// One call of a trainer's train(): owns the metrics log, the progress display and the result.
+/// The calling thread flushes denormals to zero for the session (core/fp_env.h).
 class RunSession {
  public:
   /// Clears any earlier stop request and opens the metrics log. `algo` goes into the result,
@@ -81,6 +83,7 @@ class RunSession {
   TrainResult finish(int64_t steps, int64_t episodes, bool completed, nlohmann::json metrics);
 
  private:
+  FlushDenormalsGuard flush_denormals_;
   const RunConfig& run_;
   MetricsLog log_;
   Progress progress_;
