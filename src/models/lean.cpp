@@ -104,11 +104,43 @@ void linear_kernel_lanes(const float* x, int64_t rows, int64_t in, const float* 
 
 // wt [in, outp] = W^T for W [out, in], columns out..outp zero; in 16 x 16 tiles so that reads and
 // writes both stay within a few cache lines (a plain strided loop cost more than the kernel).
+// The 16 x 16 block at w (row stride ldw) transposed into wt (row stride ldt): four butterfly
+// stages; at distance k, rows j and j + k swap the halves of their columns that differ in bit k.
+template <int K>
+inline __attribute__((always_inline)) void butterfly(v16* r) {
+  simd::v16i lo, hi;
+  for (int l = 0; l < kLanes; ++l) {
+    lo[l] = (l & K) ? kLanes + l - K : l;
+    hi[l] = (l & K) ? kLanes + l : l + K;
+  }
+  for (int j = 0; j < kLanes; ++j) {
+    if (j & K) continue;
+    const v16 a = r[j], b = r[j + K];
+    r[j] = __builtin_shuffle(a, b, lo);
+    r[j + K] = __builtin_shuffle(a, b, hi);
+  }
+}
+
+inline __attribute__((always_inline)) void transpose_tile(const float* w, int64_t ldw, float* wt,
+                                                          int64_t ldt) {
+  v16 r[kLanes];
+  for (int j = 0; j < kLanes; ++j) r[j] = simd::load(w + j * ldw);
+  butterfly<1>(r);
+  butterfly<2>(r);
+  butterfly<4>(r);
+  butterfly<8>(r);
+  for (int j = 0; j < kLanes; ++j) simd::store(wt + j * ldt, r[j]);
+}
+
 FOXHUNT_KERNEL_CLONES
 void transpose_padded(const float* w, int64_t out, int64_t in, int64_t outp, float* wt) {
   for (int64_t i0 = 0; i0 < in; i0 += kLanes) {
     const int64_t i1 = std::min(in, i0 + kLanes);
     for (int64_t o0 = 0; o0 < outp; o0 += kLanes) {
+      if (i1 - i0 == kLanes && o0 + kLanes <= out) {  // a whole tile: in registers
+        transpose_tile(w + o0 * in + i0, in, wt + i0 * outp + o0, outp);
+        continue;
+      }
       float tile[kLanes][kLanes] = {};
       const int64_t o1 = std::min(out, o0 + kLanes);
       for (int64_t o = o0; o < o1; ++o)
@@ -170,6 +202,28 @@ bool cpu_float_contiguous(const torch::Tensor& t) {
          t.is_contiguous();
 }
 
+// One layer y = act(x W^T + b) on `rows` rows, W [out, in] (no activation when `act` is false).
+void layer_rows(const float* w, const float* b, int64_t in, int64_t out, Activation activation,
+                bool act, const float* x, int64_t rows, float* y) {
+  if (rows >= kLaneRows || in < kLanes) {
+    // Output lanes over the transposed weights (measured: CartPole DQN's batch-64 TD-target
+    // forwards, [4 -> 256 -> 256 -> 2]).
+    const int64_t outp = (out + kLanes - 1) / kLanes * kLanes;
+    auto wt_t = torch::empty({in * outp}, torch::kFloat);
+    float* wt = wt_t.mutable_data_ptr<float>();
+    transpose_padded(w, out, in, outp, wt);
+    linear_kernel_lanes(x, rows, in, wt, outp, b, out, y);
+  } else {
+    linear_kernel(x, rows, in, w, b, out, y);
+  }
+  if (act) {
+    if (activation == Activation::kReLU)
+      relu_inplace(y, rows * out);
+    else
+      tanh_inplace(y, rows * out);
+  }
+}
+
 // The MLP on `rows` rows: layer by layer through two ping-pong buffers in `scratch`.
 void mlp_rows(const MlpImpl& mlp, const float* x, int64_t rows, float* y) {
   int64_t widest = 0;
@@ -181,32 +235,173 @@ void mlp_rows(const MlpImpl& mlp, const float* x, int64_t rows, float* y) {
   const float* cur = x;
   const size_t n = mlp.layers.size();
   for (size_t k = 0; k < n; ++k) {
-    const auto& l = *mlp.layers[k];
-    const int64_t out = l.weight.size(0), in = l.weight.size(1);
     const bool last = k + 1 == n;
     float* dst = last ? y : bufs[k % 2];
-    const float* w = l.weight.const_data_ptr<float>();
-    const float* b = l.bias.defined() ? l.bias.const_data_ptr<float>() : nullptr;
-    if (rows >= kLaneRows || in < kLanes) {
-      // Output lanes over the transposed weights (measured: CartPole DQN's batch-64 TD-target
-      // forwards, [4 -> 256 -> 256 -> 2]).
-      const int64_t outp = (out + kLanes - 1) / kLanes * kLanes;
-      auto wt_t = torch::empty({in * outp}, torch::kFloat);
-      float* wt = wt_t.mutable_data_ptr<float>();
-      transpose_padded(w, out, in, outp, wt);
-      linear_kernel_lanes(cur, rows, in, wt, outp, b, out, dst);
-    } else {
-      linear_kernel(cur, rows, in, w, b, out, dst);
-    }
-    if (!last) {
-      if (mlp.options.activation() == Activation::kReLU)
-        relu_inplace(dst, rows * out);
-      else
-        tanh_inplace(dst, rows * out);
-    }
+    const auto& l = *mlp.layers[k];
+    layer_rows(l.weight.const_data_ptr<float>(),
+               l.bias.defined() ? l.bias.const_data_ptr<float>() : nullptr, l.weight.size(1),
+               l.weight.size(0), mlp.options.activation(), !last, cur, rows, dst);
     cur = dst;
   }
 }
+
+// ---- training: the MLP as one autograd node ---------------------------------------------------
+
+// dW rows o0..o0+NO-1 of dW [out, in] = g^T a: NO outputs x 4 lane groups of inputs in registers
+// over all rows. (A template, not a lambda: a lambda in a target_clones function is compiled once
+// for the baseline instruction set and called out of line.)
+template <int NO>
+inline __attribute__((always_inline)) void weight_grad_rows(const float* g, const float* a,
+                                                            int64_t rows, int64_t in, int64_t out,
+                                                            int64_t o0, float* dw) {
+  const int64_t full = in / kLanes * kLanes;
+  int64_t i = 0;
+  for (; i + 4 * kLanes <= full; i += 4 * kLanes) {
+    v16 acc[NO][4] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      v16 av[4];
+      for (int v = 0; v < 4; ++v) av[v] = simd::load(a + r * in + i + v * kLanes);
+      for (int q = 0; q < NO; ++q) {
+        const v16 gq = simd::splat(g[r * out + o0 + q]);
+        for (int v = 0; v < 4; ++v) acc[q][v] += gq * av[v];
+      }
+    }
+    for (int q = 0; q < NO; ++q)
+      for (int v = 0; v < 4; ++v) simd::store(dw + (o0 + q) * in + i + v * kLanes, acc[q][v]);
+  }
+  for (; i < full; i += kLanes) {
+    v16 acc[NO] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const v16 av = simd::load(a + r * in + i);
+      for (int q = 0; q < NO; ++q) acc[q] += simd::splat(g[r * out + o0 + q]) * av;
+    }
+    for (int q = 0; q < NO; ++q) simd::store(dw + (o0 + q) * in + i, acc[q]);
+  }
+  for (; i < in; ++i)
+    for (int q = 0; q < NO; ++q) {
+      float sum = 0.0f;
+      for (int64_t r = 0; r < rows; ++r) sum += g[r * out + o0 + q] * a[r * in + i];
+      dw[(o0 + q) * in + i] = sum;
+    }
+}
+
+// dW [out, in] = g^T a and db [out] = column sums of g, for g [rows, out], a [rows, in].
+FOXHUNT_KERNEL_CLONES
+void weight_grad(const float* g, const float* a, int64_t rows, int64_t in, int64_t out, float* dw,
+                 float* db) {
+  int64_t o = 0;
+  for (; o + 4 <= out; o += 4) weight_grad_rows<4>(g, a, rows, in, out, o, dw);
+  for (; o < out; ++o) weight_grad_rows<1>(g, a, rows, in, out, o, dw);
+  for (int64_t q = 0; q < out; ++q) db[q] = 0.0f;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t q = 0; q < out; ++q) db[q] += g[r * out + q];
+}
+
+// da [rows, in] = g W for g [rows, out], W [out, in], times the activation's derivative at the
+// layer input's post-activation values h (ReLU: h > 0; tanh: 1 - h^2; none when h is null).
+FOXHUNT_KERNEL_CLONES
+void input_grad(const float* g, const float* w, int64_t rows, int64_t in, int64_t out,
+                const float* h, Activation activation, float* da) {
+  const int64_t full = in / kLanes * kLanes;
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+    const int64_t nr = std::min<int64_t>(4, rows - r0);
+    int64_t i = 0;
+    // 4 rows x 4 lane groups of inputs in registers: 4 weight loads per 16 FMAs.
+    for (; nr == 4 && i + 4 * kLanes <= full; i += 4 * kLanes) {
+      v16 acc[4][4] = {};
+      for (int64_t o = 0; o < out; ++o) {
+        v16 wv[4];
+        for (int v = 0; v < 4; ++v) wv[v] = simd::load(w + o * in + i + v * kLanes);
+        for (int r = 0; r < 4; ++r) {
+          const v16 gr = simd::splat(g[(r0 + r) * out + o]);
+          for (int v = 0; v < 4; ++v) acc[r][v] += gr * wv[v];
+        }
+      }
+      for (int r = 0; r < 4; ++r)
+        for (int v = 0; v < 4; ++v) simd::store(da + (r0 + r) * in + i + v * kLanes, acc[r][v]);
+    }
+    for (; i < full; i += kLanes) {
+      v16 acc[4] = {};
+      for (int64_t o = 0; o < out; ++o) {
+        const v16 wv = simd::load(w + o * in + i);
+        for (int64_t r = 0; r < nr; ++r) acc[r] += simd::splat(g[(r0 + r) * out + o]) * wv;
+      }
+      for (int64_t r = 0; r < nr; ++r) simd::store(da + (r0 + r) * in + i, acc[r]);
+    }
+    for (int64_t i = full; i < in; ++i)
+      for (int64_t r = r0; r < r0 + nr; ++r) {
+        float sum = 0.0f;
+        for (int64_t o = 0; o < out; ++o) sum += g[r * out + o] * w[o * in + i];
+        da[r * in + i] = sum;
+      }
+  }
+  if (!h) return;
+  const int64_t n = rows * in;
+  if (activation == Activation::kReLU) {
+    for (int64_t k = 0; k < n; ++k) da[k] = h[k] > 0.0f ? da[k] : 0.0f;
+  } else {
+    for (int64_t k = 0; k < n; ++k) da[k] *= 1.0f - h[k] * h[k];
+  }
+}
+
+// The MLP's forward (the lean kernels, every hidden layer's output saved) and backward (dW, db
+// and the input gradients by the kernels above) as one autograd node. Inputs: x, then each
+// layer's weight and bias.
+struct MlpFunction : public torch::autograd::Function<MlpFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               torch::TensorList params, int64_t activation) {
+    const auto act = static_cast<Activation>(activation);
+    const int64_t rows = x.size(0);
+    const size_t n = params.size() / 2;
+    torch::autograd::variable_list saved{x};
+    torch::Tensor cur = x;
+    for (size_t k = 0; k < n; ++k) {
+      const auto& w = params[2 * k];
+      const auto& b = params[2 * k + 1];
+      const int64_t out = w.size(0), in = w.size(1);
+      auto y = torch::empty({rows, out}, torch::kFloat);
+      layer_rows(w.const_data_ptr<float>(), b.const_data_ptr<float>(), in, out, act, k + 1 < n,
+                 cur.const_data_ptr<float>(), rows, y.mutable_data_ptr<float>());
+      if (k + 1 < n) saved.push_back(y);
+      cur = y;
+    }
+    for (const auto& p : params) saved.push_back(p);
+    ctx->save_for_backward(saved);
+    ctx->saved_data["activation"] = activation;
+    ctx->saved_data["layers"] = static_cast<int64_t>(n);
+    return cur;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    const auto saved = ctx->get_saved_variables();
+    const auto act = static_cast<Activation>(ctx->saved_data["activation"].toInt());
+    const auto n = static_cast<size_t>(ctx->saved_data["layers"].toInt());
+    // saved: x, h_1 .. h_{n-1}, then (W, b) per layer.
+    const auto& x = saved[0];
+    const int64_t rows = x.size(0);
+    torch::autograd::variable_list grads(1 + 2 * n + 1);
+    torch::Tensor g = grad_out[0].contiguous();
+    for (size_t k = n; k-- > 0;) {
+      const auto& w = saved[n + 2 * k];
+      const int64_t out = w.size(0), in = w.size(1);
+      const auto& a = k == 0 ? x : saved[k];  // this layer's input
+      auto dw = torch::empty_like(w);
+      auto db = torch::empty({out}, torch::kFloat);
+      weight_grad(g.const_data_ptr<float>(), a.const_data_ptr<float>(), rows, in, out,
+                  dw.mutable_data_ptr<float>(), db.mutable_data_ptr<float>());
+      grads[1 + 2 * k] = dw;
+      grads[2 + 2 * k] = db;
+      if (k == 0 && !ctx->needs_input_grad(0)) break;
+      auto da = torch::empty({rows, in}, torch::kFloat);
+      input_grad(g.const_data_ptr<float>(), w.const_data_ptr<float>(), rows, in, out,
+                 k == 0 ? nullptr : a.const_data_ptr<float>(), act, da.mutable_data_ptr<float>());
+      if (k == 0) grads[0] = da;
+      g = da;
+    }
+    return grads;
+  }
+};
 
 }  // namespace
 
@@ -224,6 +419,25 @@ bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* 
     mlp_rows(mlp, x + begin * in, end - begin, y + begin * out);
   });
   return true;
+}
+
+bool fused_mlp_applies(const MlpImpl& mlp, const torch::Tensor& x) {
+  if (!torch::GradMode::is_enabled() || !cpu_float_contiguous(x) || x.dim() != 2 || x.size(0) == 0)
+    return false;
+  for (const auto& l : mlp.layers)
+    if (!cpu_float_contiguous(l->weight) || !cpu_float_contiguous(l->bias)) return false;
+  return true;
+}
+
+torch::Tensor fused_mlp_forward(const MlpImpl& mlp, const torch::Tensor& x) {
+  std::vector<torch::Tensor> params;
+  for (const auto& l : mlp.layers) {
+    params.push_back(l->weight);
+    params.push_back(l->bias);
+  }
+  // As a TensorList: a std::vector would be taken for a non-tensor argument (no gradients).
+  return MlpFunction::apply(x, torch::TensorList(params),
+                            static_cast<int64_t>(mlp.options.activation()));
 }
 
 bool lean_path_applies(const torch::Tensor& x) {

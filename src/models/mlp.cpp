@@ -1,6 +1,7 @@
 #include "foxhunt/models/mlp.h"
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/models/lean.h"
 
 namespace foxhunt::models {
 
@@ -33,6 +34,7 @@ void MlpImpl::reset() {
 }
 
 torch::Tensor MlpImpl::forward(torch::Tensor x) {
+  if (fused_mlp_applies(*this, x)) return fused_mlp_forward(*this, x);
   for (size_t i = 0; i < layers.size(); ++i) {
     x = layers[i]->forward(x);
     if (i + 1 < layers.size())

@@ -37,6 +37,17 @@ bool tensor_all_finite(const torch::Tensor& t);
 /// intra-op threads.
 bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* y);
 
+/// True when `fused_mlp_forward` applies: gradient mode on, `x` a non-empty contiguous CPU
+/// float32 matrix, every weight and bias a contiguous CPU float32 tensor.
+bool fused_mlp_applies(const MlpImpl& mlp, const torch::Tensor& x);
+
+/// The training forward of `mlp` on `x` as one autograd node: the lean kernels forward (every
+/// hidden layer's output saved, as LibTorch's Linear/ReLU/Tanh nodes save them) and a backward
+/// of register-blocked kernels for dW = g^T a, db and the input gradients. The same function as
+/// the LibTorch layers (equal up to float summation order): on this CPU MKL's sgemm for these
+/// shapes and its vector tanh were most of a CartPole update.
+torch::Tensor fused_mlp_forward(const MlpImpl& mlp, const torch::Tensor& x);
+
 /// True when an MLP model's forward on `x` may take the lean path: `x` a contiguous CPU float32
 /// matrix and gradient mode off (train and eval mode compute the same MLP, so the mode does not
 /// matter; `lean_mlp_forward` also checks the weights).
