@@ -326,6 +326,41 @@ TEST_F(LedgerTest, ForcedOomInATrainingStepIsTypedAndRecoverable) {
   EXPECT_LE(live_bytes(), cap_bytes);
 }
 
+TEST_F(LedgerTest, AnOomInOneBranchOfABackwardLeavesNothingQueued) {
+  // PPO's two heads are two branches of one backward: a refusal in one leaves the other's task
+  // (its saved activations and pending gradient) in the autograd engine's queue unless
+  // translate_oom releases it (release_failed_backward). Caps from "refused at once" to "fits"
+  // put the refusal everywhere in the step, the backward branches included.
+  int refused = 0;
+  for (std::uint64_t cap = 200'000; cap <= 2'400'000; cap += 20'000) {
+    const std::uint64_t base = live_bytes();
+    bool oom = false;
+    {
+      LimitGuard guard(base + cap);
+      try {
+        translate_oom([&] {
+          torch::manual_seed(42);
+          auto m = models::make_model("ppo");
+          m->module().train();
+          torch::optim::Adam opt(m->module().parameters(), torch::optim::AdamOptions(1e-3));
+          for (int i = 0; i < 2; ++i) {
+            opt.zero_grad(false);
+            auto loss = m->loss(m->example_batch(48, 0, torch::kCPU, 42));
+            loss.backward();
+            opt.step();
+          }
+        });
+      } catch (const OutOfMemoryError&) {
+        oom = true;
+      }
+    }
+    refused += oom;
+    ASSERT_EQ(live_bytes(), base) << "cap " << cap << (oom ? " (refused)" : " (fitted)");
+  }
+  EXPECT_GT(refused, 10);
+  EXPECT_LT(refused, 111) << "the largest caps must fit the step";
+}
+
 TEST_F(LedgerTest, RethrowIfOomConvertsOnlyOurRefusals) {
   // A c10::Error that carries a refusal (as LibTorch re-throws it) becomes the typed error.
   const auto base = live_bytes();

@@ -54,7 +54,8 @@ bool trains_under_cap(const std::string& name, OptimizerKind kind, std::int64_t 
     }
   }
   EXPECT_EQ(memory::get_limit(), 0u) << "the cap must be restored";
-  EXPECT_EQ(memory::live_bytes(), base) << "everything must be freed after " << name;
+  EXPECT_EQ(memory::live_bytes(), base) << "everything must be freed after " << name << " batch "
+                                        << batch << " budget " << budget << " ok " << ok;
   return ok;
 }
 

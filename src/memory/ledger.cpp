@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <atomic>
@@ -309,19 +310,37 @@ void clear_last_refusal() {
   t_last_refusal.reset();
 }
 
+void release_failed_backward() noexcept {
+  // LibTorch's autograd engine leaves the tasks a failed backward had queued (the nodes, with
+  // their saved tensors, and the gradient buffers waiting for them) in the calling thread's ready
+  // queue; the thread's next backward pops and drops them. Without this, an out-of-memory error
+  // in one branch of a backward (PPO's value head while the policy head waits) left ~0.4 MB
+  // counted as live until the next training step, and a planner measurement taken in between
+  // started from a wrong base.
+  try {
+    at::AutoGradMode grad(true);
+    auto t = torch::ones({1}, torch::requires_grad());
+    (t * 2.0).sum().backward();
+  } catch (...) {  // a refusal of these few bytes under the cap: nothing more to release
+  }
+}
+
 void rethrow_if_oom(std::exception_ptr error) {
   if (!error) return;
   try {
     std::rethrow_exception(error);
   } catch (const OutOfMemoryError&) {
+    release_failed_backward();
     throw;
   } catch (const c10::OutOfMemoryError& e) {
     // The CUDA caching allocator's own OOM: the device (or setMemoryFraction's cap) is full.
+    release_failed_backward();
     throw OutOfMemoryError("cuda", std::string("out of memory: ") + e.what_without_backtrace(), 0,
                            0, 0);
   } catch (const std::exception& e) {
     const std::string_view what = e.what();
     if (what.find(kOomMarker) == std::string_view::npos) return;
+    release_failed_backward();
     // A ledger refusal re-thrown by LibTorch: recover the exact numbers from the record whose
     // message it carries (this thread's first; a refusal on an intra-op thread is global).
     std::optional<Refusal> r = t_last_refusal;

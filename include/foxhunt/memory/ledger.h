@@ -135,6 +135,12 @@ std::optional<Refusal> last_refusal();
 /// Forgets the calling thread's last refusal.
 void clear_last_refusal();
 
+/// Drops what a backward that failed on this thread left queued in LibTorch's autograd engine
+/// (its nodes' saved tensors and pending gradient buffers stay counted as live until the thread's
+/// next backward otherwise) by running one trivial backward. rethrow_if_oom and translate_oom
+/// call it for every out-of-memory error, so a refused step leaves the ledger at its base.
+void release_failed_backward() noexcept;
+
 /// If `error` is (or wraps) an out-of-memory condition — a ledger refusal that LibTorch re-threw
 /// as c10::Error, or a CUDA caching-allocator c10::OutOfMemoryError — throws the equivalent
 /// foxhunt::OutOfMemoryError (with requested/live/limit when known). Otherwise returns, and the
@@ -149,6 +155,7 @@ decltype(auto) translate_oom(F&& f) {
   try {
     return std::forward<F>(f)();
   } catch (const OutOfMemoryError&) {
+    release_failed_backward();
     throw;
   } catch (...) {
     rethrow_if_oom(std::current_exception());
