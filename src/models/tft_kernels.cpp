@@ -79,7 +79,8 @@ struct VariableWeights {
   const float *s2, *o2, *w1, *b1, *wg, *bg, *ss, *so, *nw, *nb;
 };
 
-// The GRN of one variable on 16 positions (xs); `keep` null = no dropout. Fills g.e2, g.e1
+// The GRN of one variable on 16 positions (xs) as the backward pass needs it (the forward kernel
+// computes the same numbers in the same order); `keep` null = no dropout. Fills g.e2, g.e1
 // (after dropout), g.a, g.sg, g.yhat, g.rstd.
 FOXHUNT_INLINE void grn_lanes(const VariableWeights& w, int64_t hi, int64_t h, float eps, v16 xs,
                               const v16* keep, GrnLanes& g) {
@@ -119,18 +120,42 @@ FOXHUNT_INLINE void grn_lanes(const VariableWeights& w, int64_t hi, int64_t h, f
 FOXHUNT_KERNEL_CLONES
 void vsn_variables(const VsnGrnWeights& p, const DropoutMask* mask, const float* xt,
                    const float* wt, int64_t np, int64_t first, int64_t last, float* acc) {
+  // The forward keeps only what it needs per lane (no GLU parts for a backward), and normalises in
+  // the accumulating store.
   const int64_t hi = p.inner, h = p.hidden;
-  GrnLanes g;
+  v16 e2[kMaxVsnInner], e1[kMaxVsnInner], keep[kMaxVsnInner], y[kMaxVsnHidden];
   for (int64_t v = 0; v < p.variables; ++v) {
     const VariableWeights w(p, v);
     for (int64_t n0 = first * kLanes; n0 < last * kLanes; n0 += kLanes) {
       const v16 xs = simd::load(xt + v * np + n0);
       const v16 ws = simd::load(wt + v * np + n0);
-      if (mask) mask->factors(v, n0, g.keep);
-      grn_lanes(w, hi, h, p.norm_eps, xs, mask ? g.keep : nullptr, g);
+      if (mask) mask->factors(v, n0, keep);
+      for (int64_t k = 0; k < hi; ++k) e2[k] = simd::elu(xs * w.s2[k] + w.o2[k]);
+      for (int64_t j = 0; j < hi; ++j) {
+        v16 s = simd::splat(w.b1[j]);
+        for (int64_t k = 0; k < hi; ++k) s += e2[k] * w.w1[k * hi + j];
+        e1[j] = mask ? s * keep[j] : s;
+      }
+      v16 sum{};
+      for (int64_t c = 0; c < h; ++c) {
+        v16 a = simd::splat(w.bg[c]), gate = simd::splat(w.bg[h + c]);
+        for (int64_t j = 0; j < hi; ++j) {
+          a += e1[j] * w.wg[j * 2 * h + c];
+          gate += e1[j] * w.wg[j * 2 * h + h + c];
+        }
+        y[c] = xs * w.ss[c] + w.so[c] + a * simd::sigmoid(gate);
+        sum += y[c];
+      }
+      const v16 mean = sum * (1.0f / static_cast<float>(h));
+      v16 var{};
+      for (int64_t c = 0; c < h; ++c) {
+        const v16 d = y[c] - mean;
+        var += d * d;
+      }
+      const v16 rstd = rsqrt(var * (1.0f / static_cast<float>(h)) + p.norm_eps);
       for (int64_t c = 0; c < h; ++c) {
         float* dst = acc + c * np + n0;
-        simd::store(dst, simd::load(dst) + ws * (g.yhat[c] * w.nw[c] + w.nb[c]));
+        simd::store(dst, simd::load(dst) + ws * ((y[c] - mean) * rstd * w.nw[c] + w.nb[c]));
       }
     }
   }
