@@ -114,9 +114,8 @@ PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env)
   auto impl = std::dynamic_pointer_cast<models::ActorCriticImpl>(model_->module_ptr());
   FOXHUNT_INTERNAL_ASSERT(impl != nullptr, "registry 'ppo' did not build an ActorCriticImpl");
   net_ = models::ActorCritic(impl);
-  // FusedAdam (fused_adam.h): CartPole 100k steps in 6.1 s instead of 6.8-7.0 s. The DQN keeps
-  // LibTorch's Adam: with FusedAdam its CartPole 50k run took 27 s instead of 21 s, for a reason
-  // not found (the same update alone is 16% faster; see ARCHITECTURE.md, Performance).
+  // FusedAdam (fused_adam.h): CartPole 100k steps in 6.1 s instead of 6.8-7.0 s (the DQN uses it
+  // too; see ARCHITECTURE.md, Performance).
   optimizer_ = std::make_unique<FusedAdam>(
       net_->parameters(), torch::optim::AdamOptions(o_.learning_rate()).eps(o_.adam_eps()));
   if (o_.eval_interval() > 0) {
