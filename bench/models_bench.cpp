@@ -59,19 +59,27 @@ void BM_Forward(benchmark::State& state, const std::string& name) {
 
 // One training step at batch `range(0)`: the model's training loss on an example batch, backward
 // and an Adam step (train mode: dropout on). items/s = training samples per second.
-void BM_TrainStep(benchmark::State& state, const std::string& name) {
-  const int64_t batch = state.range(0);
-  auto model = bench_model(name);
-  model->module().train();
-  auto b = model->example_batch(batch, 0, torch::kCPU, 1);
-  torch::optim::Adam opt(model->module().parameters(), torch::optim::AdamOptions(1e-4));
-  auto step = [&] {
+// The benchmarked training step: the model in train mode on its example batch (seed 1), Adam.
+struct TrainStep {
+  TrainStep(const std::string& name, int64_t batch)
+      : model(bench_model(name)),
+        b((model->module().train(), model->example_batch(batch, 0, torch::kCPU, 1))),
+        opt(model->module().parameters(), torch::optim::AdamOptions(1e-4)) {}
+  double operator()() {
     opt.zero_grad();
     auto loss = model->loss(b);
     loss.backward();
     opt.step();
     return loss.item<double>();
-  };
+  }
+  std::unique_ptr<foxhunt::models::Model> model;
+  foxhunt::models::Batch b;
+  torch::optim::Adam opt;
+};
+
+void BM_TrainStep(benchmark::State& state, const std::string& name) {
+  const int64_t batch = state.range(0);
+  TrainStep step(name, batch);
   for (int i = 0; i < 2; ++i) step();
   for (auto _ : state) benchmark::DoNotOptimize(step());
   state.SetItemsProcessed(state.iterations() * batch);
@@ -231,16 +239,7 @@ int export_models(const std::string& dir) {
 int profile_train_steps(const std::string& name, int steps) {
   namespace prof = torch::autograd::profiler;
   foxhunt::runtime_init();
-  auto model = bench_model(name);
-  model->module().train();
-  auto b = model->example_batch(64, 0, torch::kCPU, 1);
-  torch::optim::Adam opt(model->module().parameters(), torch::optim::AdamOptions(1e-4));
-  auto step = [&] {
-    opt.zero_grad();
-    auto loss = model->loss(b);
-    loss.backward();
-    opt.step();
-  };
+  TrainStep step(name, 64);
   for (int i = 0; i < 2; ++i) step();
   struct Total {
     double self_us = 0, total_us = 0;

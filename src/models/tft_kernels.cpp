@@ -281,6 +281,12 @@ void vsn_variables_backward(const VsnGrnWeights& p, const DropoutMask* mask, con
   }
 }
 
+// The mask of `d` (none when p = 0).
+std::optional<DropoutMask> dropout_mask(VsnDropout d, int64_t hi, int64_t np) {
+  if (d.p <= 0.0f) return std::nullopt;
+  return std::optional<DropoutMask>(std::in_place, d, hi, np);
+}
+
 // [N, V] row-major -> [V, np] (positions contiguous, zero-padded to whole lanes).
 void to_lanes(const float* src, int64_t n, int64_t cols, int64_t np, float* dst) {
   for (int64_t i = 0; i < cols; ++i) {
@@ -311,9 +317,7 @@ void vsn_weighted_grns(const VsnGrnWeights& p, const float* x, const float* w, i
   float* acc = wt + vn;
   to_lanes(x, n, v, np, xt);
   to_lanes(w, n, v, np, wt);
-  const std::optional<DropoutMask> mask =
-      dropout.p > 0.0f ? std::optional<DropoutMask>(std::in_place, dropout, p.inner, np)
-                       : std::nullopt;
+  const auto mask = dropout_mask(dropout, p.inner, np);
   const DropoutMask* m = mask ? &*mask : nullptr;
   // Large inputs: lane blocks of positions split across the intra-op threads, each with the whole
   // variable loop (the accumulator columns of a position block belong to one thread).
@@ -355,9 +359,7 @@ void vsn_weighted_grns_backward(const VsnGrnWeights& p, const float* x, const fl
   to_lanes(x, n, v, np, xt);
   to_lanes(w, n, v, np, wt);
   to_lanes(dout, n, h, np, dt);
-  const std::optional<DropoutMask> mask =
-      dropout.p > 0.0f ? std::optional<DropoutMask>(std::in_place, dropout, p.inner, np)
-                       : std::nullopt;
+  const auto mask = dropout_mask(dropout, p.inner, np);
   const DropoutMask* m = mask ? &*mask : nullptr;
   // Variables are independent in backward (each owns its rows and weight gradients).
   if (v < 2 || at::get_num_threads() == 1 || at::in_parallel_region()) {
