@@ -4,7 +4,8 @@
 // Run: ./build/models_bench [--benchmark_filter=stream]
 //
 // `models_bench --profile MODEL [STEPS]` prints the top ops of its training step (LibTorch's
-// profiler, self CPU time).
+// profiler, self CPU time); `models_bench --profile-forward MODEL BATCH [CALLS]` the same for
+// its inference forward, with the time spent outside every op (our own kernels and glue).
 //
 // `models_bench --export DIR` instead writes DIR/<model>.safetensors for each registered model
 // (the weights the benchmarks time: default options, seed 0, eval mode) with its example inputs
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -234,19 +236,16 @@ int export_models(const std::string& dir) {
   return 0;
 }
 
-// --profile MODEL [STEPS]: STEPS training steps at batch 64 (after two warm-up steps) under
-// LibTorch's profiler; prints the top ops by self CPU time (time in the op minus its children).
-int profile_train_steps(const std::string& name, int steps) {
+// Runs `work` `calls` times under LibTorch's profiler and prints the top ops by self CPU time
+// (time in the op minus its children) and the time outside every op (our own kernels, glue).
+void profile_ops(const std::string& label, int calls, const std::function<void()>& work) {
   namespace prof = torch::autograd::profiler;
-  foxhunt::runtime_init();
-  TrainStep step(name, 64);
-  for (int i = 0; i < 2; ++i) step();
   struct Total {
     double self_us = 0, total_us = 0;
     int64_t calls = 0;
   };
   std::map<std::string, Total> ops;
-  double wall_us = 0;
+  double wall_us = 0, top_us = 0;
   {
     prof::TLSLegacyProfilerGuard guard(
         torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU),
@@ -269,34 +268,70 @@ int profile_train_steps(const std::string& name, int steps) {
                 t.self_us += us - open.child_us;
                 t.total_us += us;
                 ++t.calls;
-                if (!stack.empty()) stack.back().child_us += us;
+                if (!stack.empty())
+                  stack.back().child_us += us;
+                else
+                  top_us += us;
               }
             }
           }
         });
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) step();
+    for (int i = 0; i < calls; ++i) work();
     wall_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   }
   std::vector<std::pair<std::string, Total>> rows(ops.begin(), ops.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.self_us > b.second.self_us; });
-  std::cout << "train_step/" << name << " batch 64: " << steps << " steps, " << std::fixed
-            << std::setprecision(1) << wall_us / steps / 1000.0 << " ms/step under the profiler\n"
-            << std::setw(48) << std::left << "op" << std::right << std::setw(12) << "self ms"
-            << std::setw(8) << "self%" << std::setw(12) << "total ms" << std::setw(10) << "calls\n";
+  std::cout << label << ": " << calls << " calls, " << std::fixed << std::setprecision(3)
+            << wall_us / calls / 1000.0 << " ms/call under the profiler; outside every op "
+            << (wall_us - top_us) / calls / 1000.0 << " ms/call (" << std::setprecision(1)
+            << 100.0 * (wall_us - top_us) / wall_us << "%)\n"
+            << std::setprecision(3) << std::setw(48) << std::left << "op" << std::right
+            << std::setw(12) << "self ms" << std::setw(8) << "self%" << std::setw(12) << "total ms"
+            << std::setw(10) << "calls\n";
   for (size_t i = 0; i < std::min<size_t>(rows.size(), 25); ++i) {
     const auto& [op, t] = rows[i];
     std::cout << std::setw(48) << std::left << op.substr(0, 47) << std::right << std::setw(12)
-              << t.self_us / steps / 1000.0 << std::setw(8) << 100.0 * t.self_us / wall_us
-              << std::setw(12) << t.total_us / steps / 1000.0 << std::setw(9) << t.calls / steps
-              << "\n";
+              << t.self_us / calls / 1000.0 << std::setw(8) << std::setprecision(1)
+              << 100.0 * t.self_us / wall_us << std::setprecision(3) << std::setw(12)
+              << t.total_us / calls / 1000.0 << std::setw(9) << t.calls / calls << "\n";
   }
+}
+
+// --profile MODEL [STEPS]: STEPS training steps at batch 64 (after two warm-up steps).
+int profile_train_steps(const std::string& name, int steps) {
+  foxhunt::runtime_init();
+  TrainStep step(name, 64);
+  for (int i = 0; i < 2; ++i) step();
+  profile_ops("train_step/" + name + " batch 64", steps, [&] { step(); });
+  return 0;
+}
+
+// --profile-forward MODEL BATCH [CALLS]: CALLS inference forwards (after three warm-up calls),
+// the path forward/<model>/<batch> times.
+int profile_forward(const std::string& name, int64_t batch, int calls) {
+  foxhunt::runtime_init();
+  auto model = bench_model(name);
+  auto b = model->example_batch(batch, 0, torch::kCPU, 1);
+  c10::InferenceMode guard;
+  for (int i = 0; i < 3; ++i) model->forward(b);
+  profile_ops("forward/" + name + "/" + std::to_string(batch), calls,
+              [&] { benchmark::DoNotOptimize(model->forward(b)); });
   return 0;
 }
 
 int main(int argc, char** argv) {
+  if (argc >= 4 && std::strcmp(argv[1], "--profile-forward") == 0) {
+    try {
+      return profile_forward(argv[2], std::max(1, std::atoi(argv[3])),
+                             argc >= 5 ? std::max(1, std::atoi(argv[4])) : 100);
+    } catch (const std::exception& e) {
+      std::cerr << "models_bench: --profile-forward: " << e.what() << "\n";
+      return 1;
+    }
+  }
   if (argc >= 3 && std::strcmp(argv[1], "--profile") == 0) {
     try {
       return profile_train_steps(argv[2], argc >= 4 ? std::max(1, std::atoi(argv[3])) : 3);

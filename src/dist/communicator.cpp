@@ -303,6 +303,10 @@ void broadcast_from_rank0(Communicator& comm, std::vector<torch::Tensor> tensors
       defined.push_back(t);
     }
   comm.broadcast_(defined, 0);
+  // The collective wrote the parameters' memory directly: bump their versions as an in-place op
+  // would, so values derived from them (models::DerivedCache) are recomputed.
+  for (auto& t : defined)
+    if (!t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
 }
 
 }  // namespace foxhunt::dist

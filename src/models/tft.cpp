@@ -3,6 +3,7 @@
 #include "tft_kernels.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <cmath>
@@ -440,6 +441,7 @@ torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& x
 }
 
 VsnFolding VariableSelectionNetworkImpl::fold() const {
+  RECORD_FUNCTION("tft::vsn_fold", std::vector<c10::IValue>());
   const int64_t v = options.variables(), e = options.embedding();
   const auto we = emb_weight.squeeze(1);  // [V, E]
   // fc2 and the skip projection of each variable's embedding as affine maps of the raw value
@@ -510,11 +512,17 @@ torch::Tensor VariableSelectionNetworkImpl::forward_rows(const torch::Tensor& x,
 }
 
 VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const torch::Tensor& c) {
-  return forward(x, c, fold());
+  if (torch::GradMode::is_enabled()) return forward(x, c, fold());
+  return forward(x, c, *folded());
+}
+
+std::shared_ptr<const VsnFolding> VariableSelectionNetworkImpl::folded() const {
+  return fold_cache_.get(module_state(*this), [&] { return fold(); });
 }
 
 VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const torch::Tensor& c,
                                                 const VsnFolding& folded) {
+  RECORD_FUNCTION("tft::vsn_forward", std::vector<c10::IValue>());
   const int64_t v = options.variables(), e = options.embedding(), h = options.hidden();
   FOXHUNT_CHECK(x.dim() == 3 && x.size(2) == v, "tft", "vsn: expected input [batch, time, ", v,
                 "], got ", shape_str(x.sizes().vec()));
@@ -721,8 +729,14 @@ TftOutput TftNetImpl::forward_selected(const torch::Tensor& past_selected,
   // state.
   auto state0 = std::make_tuple(ctx.hidden.unsqueeze(0).repeat({layers, 1, 1}),
                                 ctx.cell.unsqueeze(0).repeat({layers, 1, 1}));
-  auto [enc_out, enc_state] = encoder->forward(past_selected, state0);
-  auto dec_out = std::get<0>(decoder->forward(future_selected, enc_state));
+  std::tuple<torch::Tensor, std::tuple<torch::Tensor, torch::Tensor>> enc;
+  torch::Tensor dec_out;
+  {
+    RECORD_FUNCTION("tft::lstms", std::vector<c10::IValue>());
+    enc = encoder->forward(past_selected, state0);
+    dec_out = std::get<0>(decoder->forward(future_selected, std::get<1>(enc)));
+  }
+  auto enc_out = std::get<0>(enc);
 
   // Gated skip over the LSTMs, static enrichment.
   const auto phi = lstm_gate->forward(torch::cat({enc_out, dec_out}, 1),
@@ -731,6 +745,7 @@ TftOutput TftNetImpl::forward_selected(const torch::Tensor& past_selected,
   const auto theta_dec = theta.narrow(1, t, k);
 
   // Decoder steps attend to the whole window and to decoder steps up to and including their own.
+  RECORD_FUNCTION("tft::attention_on", std::vector<c10::IValue>());
   auto att = attention->forward(theta_dec, theta, tft_causal_mask(t, k, theta.device()));
   auto delta = attention_gate->forward(att.output, theta_dec);
   auto psi = positionwise->forward(delta);

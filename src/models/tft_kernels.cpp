@@ -116,14 +116,18 @@ FOXHUNT_INLINE void grn_lanes(const VariableWeights& w, int64_t hi, int64_t h, f
 
 // Every variable over the lane blocks [first, last) of positions; xt, wt [V, np] (positions
 // contiguous), acc [H, np] accumulated in place. Threads given disjoint block ranges write
-// disjoint columns of acc.
-FOXHUNT_KERNEL_CLONES
-void vsn_variables(const VsnGrnWeights& p, const DropoutMask* mask, const float* xt,
-                   const float* wt, int64_t np, int64_t first, int64_t last, float* acc) {
+// disjoint columns of acc. HI and H > 0 fix the inner and hidden widths at compile time (then
+// eta1 and eta2 stay in registers and the small loops unroll); 0 takes them from `p`.
+template <int64_t HI, int64_t H>
+FOXHUNT_INLINE void vsn_variables_body(const VsnGrnWeights& p, const DropoutMask* mask,
+                                       const float* xt, const float* wt, int64_t np, int64_t first,
+                                       int64_t last, float* acc) {
   // The forward keeps only what it needs per lane (no GLU parts for a backward), and normalises in
   // the accumulating store.
-  const int64_t hi = p.inner, h = p.hidden;
-  v16 e2[kMaxVsnInner], e1[kMaxVsnInner], keep[kMaxVsnInner], y[kMaxVsnHidden];
+  const int64_t hi = HI > 0 ? HI : p.inner, h = H > 0 ? H : p.hidden;
+  constexpr int64_t kHi = HI > 0 ? HI : kMaxVsnInner, kH = H > 0 ? H : kMaxVsnHidden;
+  const float inv_h = 1.0f / static_cast<float>(h);
+  v16 e2[kHi], e1[kHi], keep[kHi], y[kH];
   for (int64_t v = 0; v < p.variables; ++v) {
     const VariableWeights w(p, v);
     for (int64_t n0 = first * kLanes; n0 < last * kLanes; n0 += kLanes) {
@@ -146,19 +150,38 @@ void vsn_variables(const VsnGrnWeights& p, const DropoutMask* mask, const float*
         y[c] = xs * w.ss[c] + w.so[c] + a * simd::sigmoid(gate);
         sum += y[c];
       }
-      const v16 mean = sum * (1.0f / static_cast<float>(h));
+      const v16 mean = sum * inv_h;
       v16 var{};
       for (int64_t c = 0; c < h; ++c) {
         const v16 d = y[c] - mean;
         var += d * d;
       }
-      const v16 rstd = rsqrt(var * (1.0f / static_cast<float>(h)) + p.norm_eps);
+      const v16 rstd = rsqrt(var * inv_h + p.norm_eps);
       for (int64_t c = 0; c < h; ++c) {
         float* dst = acc + c * np + n0;
         simd::store(dst, simd::load(dst) + ws * ((y[c] - mean) * rstd * w.nw[c] + w.nb[c]));
       }
     }
   }
+}
+
+// The default TFT's widths (embedding 8, hidden 32), then any.
+FOXHUNT_KERNEL_CLONES
+void vsn_variables_8_32(const VsnGrnWeights& p, const DropoutMask* mask, const float* xt,
+                        const float* wt, int64_t np, int64_t first, int64_t last, float* acc) {
+  vsn_variables_body<8, 32>(p, mask, xt, wt, np, first, last, acc);
+}
+FOXHUNT_KERNEL_CLONES
+void vsn_variables_any(const VsnGrnWeights& p, const DropoutMask* mask, const float* xt,
+                       const float* wt, int64_t np, int64_t first, int64_t last, float* acc) {
+  vsn_variables_body<0, 0>(p, mask, xt, wt, np, first, last, acc);
+}
+void vsn_variables(const VsnGrnWeights& p, const DropoutMask* mask, const float* xt,
+                   const float* wt, int64_t np, int64_t first, int64_t last, float* acc) {
+  if (p.inner == 8 && p.hidden == 32)
+    vsn_variables_8_32(p, mask, xt, wt, np, first, last, acc);
+  else
+    vsn_variables_any(p, mask, xt, wt, np, first, last, acc);
 }
 
 // Per-variable weight-gradient accumulators, one vector per weight (lanes = positions, summed

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "foxhunt/models/derived_cache.h"
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 // Vectorised for three x86-64 levels (the file is compiled with -fno-math-errno: see
 // CMakeLists.txt).
@@ -82,6 +84,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
                   static_cast<float>(b1), static_cast<float>(b2),
                   static_cast<float>(o.weight_decay()), static_cast<float>(o.eps()),
                   static_cast<float>(o.lr() / bc1), static_cast<float>(1.0 / std::sqrt(bc2)));
+      models::mark_written(p);  // written through its pointer: no op bumped the version
     }
   }
   return loss;

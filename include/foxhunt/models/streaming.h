@@ -10,12 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/models/derived_cache.h"
+
 namespace foxhunt::models {
 
-/// A fingerprint of a module's parameters and buffers: for each tensor, its data pointer and
-/// version counter. In-place updates (optimizer steps, checkpoint loads) bump the version and
-/// device or dtype moves replace the storage, so `changed()` reports both. Streaming caches use
-/// it to notice that the weights behind their cached per-bar values moved.
+/// A fingerprint of a module's parameters and buffers (TensorFingerprint, inference tensors by
+/// identity). In-place updates (optimizer steps, checkpoint loads) bump the version and device or
+/// dtype moves replace the storage, so `changed()` reports both. Streaming caches use it to
+/// notice that the weights behind their cached per-bar values moved.
 class ParameterStamp {
  public:
   /// An empty stamp (`changed()` is false).
@@ -28,8 +30,7 @@ class ParameterStamp {
 
  private:
   std::vector<torch::Tensor> tensors_;  // the recorded tensors (shared handles)
-  std::vector<const void*> data_;       // data pointer of each at stamp time
-  std::vector<int64_t> versions_;       // version counter of each at stamp time
+  TensorFingerprint fingerprint_;       // theirs at stamp time
 };
 
 /// Throws InputError unless `t` is defined, has `expected_sizes` (-1 = any), lies on `device`,
