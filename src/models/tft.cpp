@@ -441,6 +441,7 @@ torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& x
 }
 
 VsnFolding VariableSelectionNetworkImpl::fold() const {
+  // Named in profiles (models_bench --profile-forward): our own work, not one ATen op.
   RECORD_FUNCTION("tft::vsn_fold", std::vector<c10::IValue>());
   const int64_t v = options.variables(), e = options.embedding();
   const auto we = emb_weight.squeeze(1);  // [V, E]
@@ -729,14 +730,8 @@ TftOutput TftNetImpl::forward_selected(const torch::Tensor& past_selected,
   // state.
   auto state0 = std::make_tuple(ctx.hidden.unsqueeze(0).repeat({layers, 1, 1}),
                                 ctx.cell.unsqueeze(0).repeat({layers, 1, 1}));
-  std::tuple<torch::Tensor, std::tuple<torch::Tensor, torch::Tensor>> enc;
-  torch::Tensor dec_out;
-  {
-    RECORD_FUNCTION("tft::lstms", std::vector<c10::IValue>());
-    enc = encoder->forward(past_selected, state0);
-    dec_out = std::get<0>(decoder->forward(future_selected, std::get<1>(enc)));
-  }
-  auto enc_out = std::get<0>(enc);
+  auto [enc_out, enc_state] = encoder->forward(past_selected, state0);
+  auto dec_out = std::get<0>(decoder->forward(future_selected, enc_state));
 
   // Gated skip over the LSTMs, static enrichment.
   const auto phi = lstm_gate->forward(torch::cat({enc_out, dec_out}, 1),
@@ -745,7 +740,6 @@ TftOutput TftNetImpl::forward_selected(const torch::Tensor& past_selected,
   const auto theta_dec = theta.narrow(1, t, k);
 
   // Decoder steps attend to the whole window and to decoder steps up to and including their own.
-  RECORD_FUNCTION("tft::attention_on", std::vector<c10::IValue>());
   auto att = attention->forward(theta_dec, theta, tft_causal_mask(t, k, theta.device()));
   auto delta = attention_gate->forward(att.output, theta_dec);
   auto psi = positionwise->forward(delta);
