@@ -4,6 +4,7 @@
 
 #include "foxhunt/models/options_io.h"
 #include "foxhunt/models/quantile_loss.h"
+#include "mamba2_kernels.h"
 
 namespace foxhunt::models {
 
@@ -247,6 +248,40 @@ void check_module_input(const char* component, const char* name, const torch::Te
                 shape_str(x.sizes().vec()));
 }
 
+// The fused CPU kernels serve inference only (no autograd graph, float32, CPU, contiguous);
+// everything else runs LibTorch ops, which the tests compare the kernels against.
+bool fused_inference(const torch::Tensor& x, const torch::Tensor& weight) {
+  return !at::GradMode::is_enabled() && x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
+         weight.scalar_type() == torch::kFloat && weight.device().is_cpu() && x.is_contiguous() &&
+         weight.is_contiguous();
+}
+
+// The mixer between in_proj and out_proj for a zero initial state (gated-norm rows [b, L,
+// d_inner]), through the fused kernel; undefined when it does not apply.
+torch::Tensor fused_core(Mamba2MixerImpl& m, const torch::Tensor& zxbcdt) {
+  const auto& o = m.options;
+  for (const auto* t :
+       {&m.conv1d->weight, &m.conv1d->bias, &m.dt_bias, &m.A_log, &m.D, &m.norm_weight})
+    if (!fused_inference(zxbcdt, *t)) return {};
+  kernels::Mamba2CoreWeights w;
+  w.d_inner = o.d_inner();
+  w.nheads = o.nheads();
+  w.headdim = o.headdim();
+  w.ngroups = o.ngroups();
+  w.d_state = o.d_state();
+  w.d_conv = o.d_conv();
+  w.conv_weight = m.conv1d->weight.data_ptr<float>();
+  w.conv_bias = m.conv1d->bias.data_ptr<float>();
+  w.dt_bias = m.dt_bias.data_ptr<float>();
+  w.A_log = m.A_log.data_ptr<float>();
+  w.D = m.D.data_ptr<float>();
+  w.norm_weight = m.norm_weight.data_ptr<float>();
+  const int64_t b = zxbcdt.size(0), L = zxbcdt.size(1);
+  auto out = torch::empty({b, L, o.d_inner()}, zxbcdt.options());
+  kernels::mamba2_mixer_core(w, zxbcdt.data_ptr<float>(), b, L, out.data_ptr<float>());
+  return out;
+}
+
 }  // namespace
 
 Mamba2RMSNormImpl::Mamba2RMSNormImpl(int64_t dim_, double eps_) : dim(dim_), eps(eps_) {
@@ -258,6 +293,13 @@ void Mamba2RMSNormImpl::reset() {
 }
 
 torch::Tensor Mamba2RMSNormImpl::forward(const torch::Tensor& x) {
+  if (fused_inference(x, weight) && x.dim() >= 1 && x.size(-1) == weight.numel()) {
+    auto out = torch::empty_like(x);
+    const int64_t d = x.size(-1);
+    kernels::rms_norm_rows(x.data_ptr<float>(), weight.data_ptr<float>(), d > 0 ? x.numel() / d : 0,
+                           d, static_cast<float>(eps), out.data_ptr<float>());
+    return out;
+  }
   return rms_normalize(x, eps) * weight;
 }
 
@@ -310,6 +352,10 @@ torch::Tensor Mamba2MixerImpl::apply(const torch::Tensor& u, Mamba2LayerState* s
   const int64_t conv_dim = options.conv_dim();
 
   auto zxbcdt = in_proj->forward(u);  // [b, L, 2 di + 2 GN + H]
+  if (state_out == nullptr && L <= kSingleChunkMaxLen) {
+    auto g = fused_core(*this, zxbcdt);
+    if (g.defined()) return out_proj->forward(g);
+  }
   auto z = zxbcdt.narrow(-1, 0, di);
   auto xBC_pre = zxbcdt.narrow(-1, di, conv_dim);
   auto dt = zxbcdt.narrow(-1, di + conv_dim, H);
@@ -449,8 +495,10 @@ torch::Tensor Mamba2NetImpl::head_out(const torch::Tensor& h) {
 
 torch::Tensor Mamba2NetImpl::forward(const torch::Tensor& x) {
   check_x("x", x, {-1, -1, options.input_dim()});
-  auto h = hidden(x, nullptr);
-  return head_out(h.select(1, h.size(1) - 1));
+  // The final norm is per position: normalise the last one only.
+  auto h = embed->forward(x);
+  for (size_t i = 0; i < blocks->size(); ++i) h = block(i).apply(h, nullptr);
+  return head_out(norm_f->forward(h.select(1, h.size(1) - 1).contiguous()));
 }
 
 torch::Tensor Mamba2NetImpl::forward_sequence(const torch::Tensor& x) {
