@@ -127,7 +127,7 @@ FOXHUNT_INLINE void vsn_variables_body(const VsnGrnWeights& p, const DropoutMask
   const int64_t hi = HI > 0 ? HI : p.inner, h = H > 0 ? H : p.hidden;
   constexpr int64_t kHi = HI > 0 ? HI : kMaxVsnInner, kH = H > 0 ? H : kMaxVsnHidden;
   const float inv_h = 1.0f / static_cast<float>(h);
-  v16 e2[kHi], e1[kHi], keep[kHi], y[kH];
+  v16 e2[kHi], e1[kHi], keep[kHi], y[kH], g[kH];
   for (int64_t v = 0; v < p.variables; ++v) {
     const VariableWeights w(p, v);
     for (int64_t n0 = first * kLanes; n0 < last * kLanes; n0 += kLanes) {
@@ -140,23 +140,31 @@ FOXHUNT_INLINE void vsn_variables_body(const VsnGrnWeights& p, const DropoutMask
         for (int64_t k = 0; k < hi; ++k) s += e2[k] * w.w1[k * hi + j];
         e1[j] = mask ? s * keep[j] : s;
       }
-      v16 sum{};
+      // Three passes over the units (GLU products, then the sigmoids, then the skip) give the
+      // out-of-order core h independent exp/divide chains at a time; one fused pass left each
+      // unit's chain (8 FMAs, exp, divide) to run nearly serially. Sums use two accumulators.
       for (int64_t c = 0; c < h; ++c) {
         v16 a = simd::splat(w.bg[c]), gate = simd::splat(w.bg[h + c]);
         for (int64_t j = 0; j < hi; ++j) {
           a += e1[j] * w.wg[j * 2 * h + c];
           gate += e1[j] * w.wg[j * 2 * h + h + c];
         }
-        y[c] = xs * w.ss[c] + w.so[c] + a * simd::sigmoid(gate);
-        sum += y[c];
+        y[c] = a;
+        g[c] = gate;
       }
-      const v16 mean = sum * inv_h;
-      v16 var{};
+      for (int64_t c = 0; c < h; ++c) g[c] = simd::sigmoid(g[c]);
+      v16 sum0{}, sum1{};
+      for (int64_t c = 0; c < h; ++c) {
+        y[c] = xs * w.ss[c] + w.so[c] + y[c] * g[c];
+        (c % 2 == 0 ? sum0 : sum1) += y[c];
+      }
+      const v16 mean = (sum0 + sum1) * inv_h;
+      v16 var0{}, var1{};
       for (int64_t c = 0; c < h; ++c) {
         const v16 d = y[c] - mean;
-        var += d * d;
+        (c % 2 == 0 ? var0 : var1) += d * d;
       }
-      const v16 rstd = rsqrt(var * inv_h + p.norm_eps);
+      const v16 rstd = rsqrt((var0 + var1) * inv_h + p.norm_eps);
       for (int64_t c = 0; c < h; ++c) {
         float* dst = acc + c * np + n0;
         simd::store(dst, simd::load(dst) + ws * ((y[c] - mean) * rstd * w.nw[c] + w.nb[c]));
