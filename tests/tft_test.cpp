@@ -11,6 +11,7 @@
 #include "foxhunt/models/tft.h"
 #include "test_util.h"
 // The fused VSN kernels are private to models/; their dropout contract is tested directly.
+#include "../src/models/lstm_kernel.h"
 #include "../src/models/tft_kernels.h"
 
 namespace foxhunt::models {
@@ -675,6 +676,64 @@ TEST_F(TftTest, RegisteredLastWithQuantileLoss) {
   auto bad = b;
   bad.target = torch::randn({3, 5});
   EXPECT_THROW(m->loss(bad), InputError);
+}
+
+// ---- fused LSTM recurrence ----------------------------------------------------------------------
+
+// The recurrence kernel after one input-gate GEMM equals LibTorch's LSTM layer, for widths that
+// take every path: 4H a multiple of 128 (8 accumulators), of 16 only, and with a scalar tail.
+TEST(LstmKernelTest, MatchesLibTorchLstmLayer) {
+  torch::manual_seed(7);
+  for (int64_t H : {32, 40, 20, 8, 5}) {
+    for (int64_t B : {1, 3}) {
+      for (int64_t T : {1, 9}) {
+        torch::nn::LSTM lstm(torch::nn::LSTMOptions(7, H).batch_first(true));
+        auto x = torch::randn({B, T, 7});
+        auto h0 = torch::randn({1, B, H}), c0 = torch::randn({1, B, H}) * 2.0;
+        auto [ref, ref_state] = lstm->forward(x, std::make_tuple(h0, c0));
+        torch::NoGradGuard ng;
+        const auto p = lstm->named_parameters();
+        const auto w_ih = p["weight_ih_l0"], w_hh = p["weight_hh_l0"].contiguous();
+        auto xg = torch::addmm(p["bias_ih_l0"] + p["bias_hh_l0"], x.view({B * T, 7}), w_ih.t());
+        auto h = h0[0].clone(), c = c0[0].clone();
+        auto out = torch::empty({B, T, H});
+        auto scratch = torch::empty({kernels::lstm_scratch_floats(H)});
+        kernels::lstm_recurrence(xg.data_ptr<float>(), w_hh.data_ptr<float>(), B, T, H,
+                                 h.data_ptr<float>(), c.data_ptr<float>(), out.data_ptr<float>(),
+                                 scratch.data_ptr<float>());
+        const auto what =
+            "H " + std::to_string(H) + " B " + std::to_string(B) + " T " + std::to_string(T);
+        EXPECT_LT(max_abs_diff(out, ref), 2e-6) << what;
+        EXPECT_LT(max_abs_diff(h, std::get<0>(ref_state)[0]), 2e-6) << what;
+        EXPECT_LT(max_abs_diff(c, std::get<1>(ref_state)[0]), 4e-6) << what;
+      }
+    }
+  }
+}
+
+// Inference (fused VSN and LSTM kernels) equals the autograd forward (LibTorch ops), with the
+// LSTM in one, two and three layers and hidden widths on and off the kernels' vector sizes.
+TEST_F(TftTest, InferenceForwardMatchesTheAutogradForward) {
+  const std::vector<TftOptions> cases = {
+      small_options(),
+      small_options().lstm_layers(1),
+      small_options().hidden(12).heads(3).lstm_layers(3),
+      small_options().hidden(32).heads(4).window(20),
+  };
+  for (const auto& o : cases) {
+    TftNet net(o);
+    net->eval();
+    for (int64_t batch : {1, 3}) {
+      auto in = random_inputs(o, batch);
+      ASSERT_TRUE(torch::GradMode::is_enabled());
+      auto ref = net->forward(in.past, in.future, in.static_id).detach();
+      torch::NoGradGuard ng;
+      auto out = net->forward(in.past, in.future, in.static_id);
+      const double scale = ref.abs().max().item<double>();
+      EXPECT_LT(max_abs_diff(out, ref), 2e-5 * std::max(scale, 1.0))
+          << "hidden " << o.hidden() << " layers " << o.lstm_layers() << " batch " << batch;
+    }
+  }
 }
 
 }  // namespace

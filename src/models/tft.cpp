@@ -1,11 +1,13 @@
 #include "foxhunt/models/tft.h"
 
+#include "lstm_kernel.h"
 #include "tft_kernels.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -721,6 +723,67 @@ TftOutput TftNetImpl::forward_with_details(const torch::Tensor& past_in,
   return r;
 }
 
+namespace {
+
+using LstmState = std::tuple<torch::Tensor, torch::Tensor>;
+
+// An LSTM over x [B, T, in] from `state0` (h0, c0 [layers, B, H]), returning what the module
+// returns: (out [B, T, H], (h_n, c_n)). CPU fp32 inference runs one GEMM for the input gates of
+// every position and the fused recurrence kernel per layer (LibTorch's LSTM stacked its weights
+// and ran oneDNN's RNN primitive on each call: ~40% of a batch-1 TFT forward); autograd, other
+// devices or dtypes, dropout between layers in train mode and projections run the module.
+std::tuple<torch::Tensor, LstmState> run_lstm(torch::nn::LSTMImpl& m, const torch::Tensor& x,
+                                              const LstmState& state0) {
+  const auto& o = m.options;
+  const auto& [h0, c0] = state0;
+  bool fused = !torch::GradMode::is_enabled() && x.device().is_cpu() &&
+               x.scalar_type() == torch::kFloat && x.dim() == 3 && x.size(1) > 0 &&
+               o.batch_first() && !o.bidirectional() && o.proj_size() == 0 &&
+               !(m.is_training() && o.dropout() > 0.0) && h0.scalar_type() == torch::kFloat &&
+               c0.scalar_type() == torch::kFloat && h0.device().is_cpu() && c0.device().is_cpu();
+  std::vector<std::array<torch::Tensor, 4>> layers;  // w_ih, w_hh, b_ih, b_hh
+  if (fused) {
+    const auto params = m.named_parameters(/*recurse=*/false);
+    for (int64_t l = 0; l < o.num_layers() && fused; ++l) {
+      const auto suffix = "_l" + std::to_string(l);
+      std::array<torch::Tensor, 4> w;
+      const char* names[] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+      for (int i = 0; i < 4; ++i) {
+        const auto* t = params.find(names[i] + suffix);
+        if (t == nullptr) {
+          if (i < 2 || o.bias()) fused = false;
+          continue;
+        }
+        if (t->scalar_type() != torch::kFloat || !t->device().is_cpu() || !t->is_contiguous())
+          fused = false;
+        w[i] = *t;
+      }
+      layers.push_back(std::move(w));
+    }
+  }
+  if (!fused) return m.forward(x, state0);
+
+  const int64_t B = x.size(0), T = x.size(1), H = o.hidden_size();
+  auto hn = h0.contiguous().clone(), cn = c0.contiguous().clone();  // the kernel updates them
+  auto scratch = torch::empty({kernels::lstm_scratch_floats(H)}, x.options());
+  auto in = x.contiguous();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const auto& [w_ih, w_hh, b_ih, b_hh] = layers[l];
+    const auto flat = in.view({B * T, in.size(2)});
+    auto xg =
+        b_ih.defined() ? torch::addmm(b_ih + b_hh, flat, w_ih.t()) : torch::mm(flat, w_ih.t());
+    auto out = torch::empty({B, T, H}, x.options());
+    kernels::lstm_recurrence(xg.data_ptr<float>(), w_hh.data_ptr<float>(), B, T, H,
+                             hn[static_cast<int64_t>(l)].data_ptr<float>(),
+                             cn[static_cast<int64_t>(l)].data_ptr<float>(), out.data_ptr<float>(),
+                             scratch.data_ptr<float>());
+    in = out;
+  }
+  return {in, {hn, cn}};
+}
+
+}  // namespace
+
 TftOutput TftNetImpl::forward_selected(const torch::Tensor& past_selected,
                                        const torch::Tensor& future_selected,
                                        const TftStaticContext& ctx) {
@@ -730,8 +793,8 @@ TftOutput TftNetImpl::forward_selected(const torch::Tensor& past_selected,
   // state.
   auto state0 = std::make_tuple(ctx.hidden.unsqueeze(0).repeat({layers, 1, 1}),
                                 ctx.cell.unsqueeze(0).repeat({layers, 1, 1}));
-  auto [enc_out, enc_state] = encoder->forward(past_selected, state0);
-  auto dec_out = std::get<0>(decoder->forward(future_selected, enc_state));
+  auto [enc_out, enc_state] = run_lstm(*encoder, past_selected, state0);
+  auto dec_out = std::get<0>(run_lstm(*decoder, future_selected, enc_state));
 
   // Gated skip over the LSTMs, static enrichment.
   const auto phi = lstm_gate->forward(torch::cat({enc_out, dec_out}, 1),
@@ -920,8 +983,8 @@ torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& 
   auto past_sel = buf_.narrow(0, (bars_ - n) % W, n).narrow(1, P, H);
   auto future_sel =
       net_->future_vsn->forward_rows(future.to(dtype), p.future_selection_bias, future_folding_);
-  auto [enc_out, enc_state] = net_->encoder->forward(past_sel.unsqueeze(0), p.h0);
-  auto dec_out = std::get<0>(net_->decoder->forward(future_sel.unsqueeze(0), enc_state));
+  auto [enc_out, enc_state] = run_lstm(*net_->encoder, past_sel.unsqueeze(0), p.h0);
+  auto dec_out = std::get<0>(run_lstm(*net_->decoder, future_sel.unsqueeze(0), enc_state));
   auto phi = apply(p.lstm_gate, torch::cat({enc_out.squeeze(0), dec_out.squeeze(0)}, 0),
                    torch::cat({past_sel, future_sel}, 0));  // [L, H]
   auto theta = apply(p.enrichment, phi, p.enrichment_bias);

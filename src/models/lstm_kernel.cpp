@@ -1,0 +1,92 @@
+#include "lstm_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "simd.h"
+
+namespace foxhunt::models::kernels {
+
+namespace {
+
+using simd::kLanes;
+using simd::v16;
+
+FOXHUNT_INLINE float sigmoid1(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+
+FOXHUNT_KERNEL_CLONES
+void recurrence(const float* xg, const float* w_hh, int64_t B, int64_t T, int64_t H, float* h,
+                float* c, float* out, float* scratch) {
+  const int64_t G = 4 * H;
+  float* wt = scratch;        // [H, 4H]: W_hh transposed, so a step is axpys over the 4H gates
+  float* gates = wt + H * G;  // [4H]
+  for (int64_t o = 0; o < G; ++o)
+    for (int64_t k = 0; k < H; ++k) wt[k * G + o] = w_hh[o * H + k];
+  const int64_t G128 = G / (8 * kLanes) * (8 * kLanes), G16 = G / kLanes * kLanes;
+  const int64_t H16 = H / kLanes * kLanes;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t b = 0; b < B; ++b) {
+      const float* x = xg + (b * T + t) * G;
+      float* hb = h + b * H;
+      float* cb = c + b * H;
+      // gates = xg_t + W_hh h: eight 16-gate accumulators at a time hide the FMA latency.
+      int64_t o0 = 0;
+      for (; o0 < G128; o0 += 8 * kLanes) {
+        v16 acc[8];
+        for (int64_t v = 0; v < 8; ++v) acc[v] = simd::load(x + o0 + v * kLanes);
+        for (int64_t k = 0; k < H; ++k) {
+          const v16 hk = simd::splat(hb[k]);
+          const float* row = wt + k * G + o0;
+          for (int64_t v = 0; v < 8; ++v) acc[v] += hk * simd::load(row + v * kLanes);
+        }
+        for (int64_t v = 0; v < 8; ++v) simd::store(gates + o0 + v * kLanes, acc[v]);
+      }
+      for (; o0 < G16; o0 += kLanes) {
+        v16 acc = simd::load(x + o0);
+        for (int64_t k = 0; k < H; ++k) acc += simd::splat(hb[k]) * simd::load(wt + k * G + o0);
+        simd::store(gates + o0, acc);
+      }
+      for (; o0 < G; ++o0) {
+        float acc = x[o0];
+        for (int64_t k = 0; k < H; ++k) acc += hb[k] * wt[k * G + o0];
+        gates[o0] = acc;
+      }
+      float* ob = out + (b * T + t) * H;
+      int64_t j = 0;
+      for (; j < H16; j += kLanes) {
+        const v16 i = simd::sigmoid(simd::load(gates + j));
+        const v16 f = simd::sigmoid(simd::load(gates + H + j));
+        const v16 g = simd::tanh(simd::load(gates + 2 * H + j));
+        const v16 o = simd::sigmoid(simd::load(gates + 3 * H + j));
+        const v16 cn = f * simd::load(cb + j) + i * g;
+        const v16 hn = o * simd::tanh(cn);
+        simd::store(cb + j, cn);
+        simd::store(hb + j, hn);
+        simd::store(ob + j, hn);
+      }
+      for (; j < H; ++j) {
+        const float cn =
+            sigmoid1(gates[H + j]) * cb[j] + sigmoid1(gates[j]) * std::tanh(gates[2 * H + j]);
+        const float hn = sigmoid1(gates[3 * H + j]) * std::tanh(cn);
+        cb[j] = cn;
+        hb[j] = hn;
+        ob[j] = hn;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t lstm_scratch_floats(int64_t hidden) {
+  return 4 * hidden * hidden + 4 * hidden;
+}
+
+void lstm_recurrence(const float* xg, const float* w_hh, int64_t batch, int64_t steps,
+                     int64_t hidden, float* h, float* c, float* out, float* scratch) {
+  recurrence(xg, w_hh, batch, steps, hidden, h, c, out, scratch);
+}
+
+}  // namespace foxhunt::models::kernels
