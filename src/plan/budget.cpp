@@ -50,7 +50,7 @@ std::string known_models() {
 }  // namespace
 
 std::map<std::string, std::uint64_t> default_targets() {
-  return {{"dqn", 1 * kMiB}, {"ppo", 1 * kMiB}, {"mamba2", 33 * kMiB}, {"tft", 55 * kMiB}};
+  return {{"dqn", 1 * kMiB}, {"ppo", 1 * kMiB}, {"mamba2", 11 * kMiB}, {"tft", 55 * kMiB}};
 }
 
 std::map<std::string, std::uint64_t> reference_claims() {
