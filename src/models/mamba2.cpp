@@ -256,13 +256,17 @@ bool fused_inference(const torch::Tensor& x, const torch::Tensor& weight) {
          weight.is_contiguous();
 }
 
-// The mixer between in_proj and out_proj for a zero initial state (gated-norm rows [b, L,
-// d_inner]), through the fused kernel; undefined when it does not apply.
-torch::Tensor fused_core(Mamba2MixerImpl& m, const torch::Tensor& zxbcdt) {
-  const auto& o = m.options;
+// Whether the mixer's weights between its projections can feed the fused kernel with `like`'s
+// device and dtype, and those weights as raw arrays.
+bool core_weights_fit(const Mamba2MixerImpl& m, const torch::Tensor& like) {
   for (const auto* t :
        {&m.conv1d->weight, &m.conv1d->bias, &m.dt_bias, &m.A_log, &m.D, &m.norm_weight})
-    if (!fused_inference(zxbcdt, *t)) return {};
+    if (!fused_inference(like, *t)) return false;
+  return true;
+}
+
+kernels::Mamba2CoreWeights core_weights(const Mamba2MixerImpl& m) {
+  const auto& o = m.options;
   kernels::Mamba2CoreWeights w;
   w.d_inner = o.d_inner();
   w.nheads = o.nheads();
@@ -276,9 +280,17 @@ torch::Tensor fused_core(Mamba2MixerImpl& m, const torch::Tensor& zxbcdt) {
   w.A_log = m.A_log.data_ptr<float>();
   w.D = m.D.data_ptr<float>();
   w.norm_weight = m.norm_weight.data_ptr<float>();
+  return w;
+}
+
+// The mixer between in_proj and out_proj for a zero initial state (gated-norm rows [b, L,
+// d_inner]), through the fused kernel; undefined when it does not apply.
+torch::Tensor fused_core(Mamba2MixerImpl& m, const torch::Tensor& zxbcdt) {
+  if (!core_weights_fit(m, zxbcdt)) return {};
   const int64_t b = zxbcdt.size(0), L = zxbcdt.size(1);
-  auto out = torch::empty({b, L, o.d_inner()}, zxbcdt.options());
-  kernels::mamba2_mixer_core(w, zxbcdt.data_ptr<float>(), b, L, out.data_ptr<float>());
+  auto out = torch::empty({b, L, m.options.d_inner()}, zxbcdt.options());
+  kernels::mamba2_mixer_core(core_weights(m), zxbcdt.data_ptr<float>(), b, L,
+                             out.data_ptr<float>());
   return out;
 }
 
@@ -705,17 +717,13 @@ void Mamba2Stream::reset() {
   allocate();
 }
 
-// Cached rows of consecutive bars `x` [m, input_dim]: [raw x | u | SiLU(z) | pre-conv xBC |
-// softplus(dt + dt_bias)], all position-wise.
+// Cached rows of consecutive bars `x` [m, input_dim]: [raw x | u | z | pre-conv xBC | dt], all
+// position-wise; [z | xBC | dt] is layer 1's in-projection row as the fused kernel reads it.
 torch::Tensor Mamba2Stream::bar_rows(const torch::Tensor& x) {
-  const auto& o = net_->options;
-  const int64_t di = o.d_inner(), C = o.conv_dim(), H = o.nheads();
   const auto& w = layers_.front();
   auto u = torch::addmm(embed_b_, x, embed_t_);
   auto p = torch::mm(rms_unit(u, block_of(net_, 0).norm->eps), w.in_t);
-  return torch::cat({x, u, F::silu(p.narrow(1, 0, di)), p.narrow(1, di, C),
-                     F::softplus(p.narrow(1, di + C, H) + w.dt_bias)},
-                    1);
+  return torch::cat({x, u, p}, 1);
 }
 
 void Mamba2Stream::rebuild_cache() {
@@ -763,20 +771,54 @@ torch::Tensor Mamba2Stream::push(const torch::Tensor& x_t) {
   const auto block = [&](const torch::Tensor& m) {
     return n == W ? m : m.narrow(0, 0, n).narrow(1, 0, n);
   };
-  const auto not_lower = block(not_lower_), upper = block(upper_);
-  const auto strict_upper = block(strict_upper_);
   auto u = win.narrow(1, off_u, D);  // residual stream entering layer 1
   const size_t L = layers_.size();
   torch::Tensor h;  // [1, D] residual stream after the last layer at the last position
+
+  bool fused = true;  // CPU fp32 (any window length: the scan is one quadratic block either way)
+  for (size_t l = 0; l < L && fused; ++l) fused = core_weights_fit(*block_of(net_, l).mixer, buf_);
+  if (fused) {
+    // The fused kernel from each layer's in-projection rows (layer 1's straight from the cache,
+    // rows width_ apart); out_t has the gated norm's weight and sqrt(group) folded in, so the
+    // kernel normalises without the weight and scales by 1 / sqrt(group) (rms_unit's form).
+    const int64_t R = di + C + H, gs = di / o.ngroups();
+    for (size_t l = 0; l < L; ++l) {
+      const auto& w = layers_[l];
+      const bool last = l + 1 == L;
+      auto cw = core_weights(*block_of(net_, l).mixer);
+      cw.norm_weight = nullptr;
+      cw.norm_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(gs)));
+      torch::Tensor p;
+      const float* rows = win.data_ptr<float>() + off_sz;
+      int64_t stride = width_;
+      if (l > 0) {
+        p = torch::mm(rms_unit(u, block_of(net_, l).norm->eps), w.in_t);
+        rows = p.data_ptr<float>();
+        stride = R;
+      }
+      auto g = torch::empty({last ? 1 : n, di}, buf_.options());
+      kernels::mamba2_mixer_core(cw, rows, 1, n, g.data_ptr<float>(), stride, last);
+      if (last)
+        h = torch::addmm(u.narrow(0, n - 1, 1), g, w.out_t);
+      else
+        u = torch::addmm(u, g, w.out_t);
+    }
+    auto y = torch::addmm(head_b_, rms_unit(h, net_->norm_f->eps), head_t_);
+    return y.view({o.horizon(), static_cast<int64_t>(o.quantiles().size())});
+  }
+
+  const auto not_lower = block(not_lower_), upper = block(upper_);
+  const auto strict_upper = block(strict_upper_);
   for (size_t l = 0; l < L; ++l) {
     const auto& w = layers_[l];
     const bool last = l + 1 == L;
     LayerRows r;
-    if (l == 0) {  // from the cache
+    if (l == 0) {  // from the cache (the raw in-projection row)
       r.sz = win.narrow(1, off_sz, di);
       if (last) r.sz = r.sz.narrow(0, n - 1, 1);
+      r.sz = F::silu(r.sz);
       r.xbc = conv_window(win.narrow(1, off_pre, C), w.taps, w.conv_b);
-      r.delta = win.narrow(1, off_delta, H);
+      r.delta = F::softplus(win.narrow(1, off_delta, H) + w.dt_bias);
     } else {
       auto nu = rms_unit(u, block_of(net_, l).norm->eps);
       torch::Tensor pd;  // [n, C + H]

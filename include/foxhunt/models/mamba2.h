@@ -240,11 +240,12 @@ TORCH_MODULE(Mamba2Net);
 ///
 /// What is cached (exact, because it is position-wise): for each bar of the window its raw input
 /// row and everything layer 1 computes before the convolution: the embedding (layer 1's
-/// residual input) and its in-projection (SiLU(z), pre-conv xBC, softplus(dt + dt_bias)). Per
-/// new bar the stream computes that row, then one batched pass over the window: layer 1's
-/// convolution (zero-padded at the window start) and its scan as one masked quadratic SSD block
-/// at every position, every middle layer in full, and the last layer only at the last position
-/// (its scan output there is a single decay-weighted sum over the window). Derived weights
+/// residual input) and its in-projection (z, pre-conv xBC, dt). Per new bar the stream computes
+/// that row, then one batched pass over the window: layer 1's convolution (zero-padded at the
+/// window start) and its scan as one masked quadratic SSD block at every position, every middle
+/// layer in full, and the last layer only at the last position (its scan output there is a
+/// single decay-weighted sum over the window). On CPU in fp32 each layer's pass is the fused
+/// mixer kernel (`forward`'s), reading layer 1's rows straight from the cache. Derived weights
 /// (transposes, -exp(A_log), RMSNorm weights folded into the next projection) are prepared once.
 /// The result equals `forward` to rounding (below 1e-6 absolute in fp32 in the tests).
 ///
