@@ -1,5 +1,6 @@
 #pragma once
 // Shared helpers for the test suite.
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -7,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,6 +31,30 @@ class SeededTest : public ::testing::Test {
  protected:
   void SetUp() override { torch::manual_seed(1234); }
 };
+
+/// Where `ops_run` counts (a callback of RecordFunction is a plain function pointer).
+inline std::map<std::string, int>*& ops_sink() {
+  thread_local std::map<std::string, int>* sink = nullptr;
+  return sink;
+}
+
+inline std::unique_ptr<at::ObserverContext> count_op(const at::RecordFunction& fn) {
+  if (auto* sink = ops_sink()) ++(*sink)[fn.name()];
+  return nullptr;
+}
+
+/// The LibTorch ops `f` runs on this thread (RecordFunction names, e.g. "aten::mm") and how
+/// often: tells which path a forward took.
+inline std::map<std::string, int> ops_run(const std::function<void()>& f) {
+  std::map<std::string, int> ops;
+  ops_sink() = &ops;
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(count_op).scopes({at::RecordScope::FUNCTION}));
+  f();
+  at::removeCallback(handle);
+  ops_sink() = nullptr;
+  return ops;
+}
 
 /// Result of running the CLI.
 struct CliResult {

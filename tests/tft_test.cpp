@@ -732,6 +732,16 @@ TEST_F(TftTest, InferenceForwardMatchesTheAutogradForward) {
       const double scale = ref.abs().max().item<double>();
       EXPECT_LT(max_abs_diff(out, ref), 2e-5 * std::max(scale, 1.0))
           << "hidden " << o.hidden() << " layers " << o.lstm_layers() << " batch " << batch;
+      // The kernels ran: LibTorch's LSTM did not (it does with autograd on).
+      const auto ops =
+          foxhunt::testing::ops_run([&] { net->forward(in.past, in.future, in.static_id); });
+      EXPECT_EQ(ops.count("aten::lstm"), 0u);
+      EXPECT_FALSE(ops.empty());  // the counter sees inference ops
+      torch::AutoGradMode on(true);
+      EXPECT_EQ(foxhunt::testing::ops_run([&] {
+                  net->forward(in.past, in.future, in.static_id);
+                }).count("aten::lstm"),
+                1u);
     }
   }
 }
