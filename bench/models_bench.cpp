@@ -246,9 +246,22 @@ void profile_ops(const std::string& label, int calls, const std::function<void()
   };
   std::map<std::string, Total> ops;
   double wall_us = 0, top_us = 0;
+  // FOXHUNT_PROFILE_SHAPES=1: one row per op and input shapes (which call of an op costs).
+  const char* env = std::getenv("FOXHUNT_PROFILE_SHAPES");
+  const bool shapes = env != nullptr && std::strcmp(env, "1") == 0;
+  const auto key = [&](const prof::LegacyEvent& e) {
+    std::string k = e.name();
+    if (!shapes) return k;
+    for (const auto& s : e.shapes()) {
+      k += " [";
+      for (size_t i = 0; i < s.size(); ++i) k += (i ? "," : "") + std::to_string(s[i]);
+      k += "]";
+    }
+    return k;
+  };
   {
     prof::TLSLegacyProfilerGuard guard(
-        torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU),
+        torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU, shapes),
         [&](const prof::thread_event_lists& lists) {
           for (const auto& events : lists) {
             // Push/pop pairs nest per thread: self time = elapsed minus the children's elapsed.
@@ -264,7 +277,7 @@ void profile_ops(const std::string& label, int calls, const std::function<void()
                 const auto open = stack.back();
                 stack.pop_back();
                 const double us = open.push->cpuElapsedUs(e);
-                auto& t = ops[open.push->name()];
+                auto& t = ops[key(*open.push)];
                 t.self_us += us - open.child_us;
                 t.total_us += us;
                 ++t.calls;
@@ -293,8 +306,8 @@ void profile_ops(const std::string& label, int calls, const std::function<void()
             << std::setw(10) << "calls\n";
   for (size_t i = 0; i < std::min<size_t>(rows.size(), 25); ++i) {
     const auto& [op, t] = rows[i];
-    std::cout << std::setw(48) << std::left << op.substr(0, 47) << std::right << std::setw(12)
-              << t.self_us / calls / 1000.0 << std::setw(8) << std::setprecision(1)
+    std::cout << std::setw(48) << std::left << (shapes ? op : op.substr(0, 47)) << std::right
+              << std::setw(12) << t.self_us / calls / 1000.0 << std::setw(8) << std::setprecision(1)
               << 100.0 * t.self_us / wall_us << std::setprecision(3) << std::setw(12)
               << t.total_us / calls / 1000.0 << std::setw(9) << t.calls / calls << "\n";
   }

@@ -678,6 +678,20 @@ TEST_F(TftTest, RegisteredLastWithQuantileLoss) {
   EXPECT_THROW(m->loss(bad), InputError);
 }
 
+// The vector ELU equals LibTorch's to float rounding over the whole range: the Taylor branch
+// near 0 (where exp(x) - 1 cancels), the exp branch, the clamp below -87 and the tail.
+TEST(EluKernelTest, MatchesLibTorchElu) {
+  auto x = torch::cat({torch::linspace(-100.0, 30.0, 100003), torch::linspace(-0.2, 0.2, 4001),
+                       torch::tensor({-1e-30f, 1e-30f, -1e-8f, -0.125f, -0.12499f, -0.12501f, 0.0f,
+                                      -0.0f, -87.5f, 88.5f})});
+  auto out = torch::empty_like(x);
+  kernels::elu(x.data_ptr<float>(), x.numel(), out.data_ptr<float>());
+  const auto ref = torch::elu(x.to(torch::kDouble));
+  const auto err = (out.to(torch::kDouble) - ref).abs();
+  EXPECT_LT((err / ref.abs().clamp_min(1e-30)).max().item<double>(), 2e-6);
+  EXPECT_LT(err.max().item<double>(), 4e-6);  // 30 * 6e-8 rounding at the top of the range
+}
+
 // ---- fused LSTM recurrence ----------------------------------------------------------------------
 
 // The recurrence kernel after one input-gate GEMM equals LibTorch's LSTM layer, for widths that

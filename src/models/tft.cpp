@@ -21,6 +21,20 @@ namespace F = torch::nn::functional;
 
 namespace {
 
+// ELU; at inference on contiguous CPU fp32 the vector kernel (see kernels::elu), else LibTorch's.
+torch::Tensor fast_elu(const torch::Tensor& x) {
+  if (torch::GradMode::is_enabled() || !x.device().is_cpu() || x.scalar_type() != torch::kFloat ||
+      !x.is_contiguous())
+    return torch::elu(x);
+  auto out = torch::empty_like(x);
+  kernels::elu(x.data_ptr<float>(), x.numel(), out.data_ptr<float>());
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
 // ---- overflow-checked counting ----------------------------------------------------------------
 
 int64_t mul(int64_t a, int64_t b) {
@@ -236,7 +250,7 @@ torch::Tensor GatedResidualNetworkImpl::forward_projected(const torch::Tensor& f
                   shape_str(c.sizes().vec()));
     h = h + align_context(context->forward(c), h);
   }  // no context given: the W3 c term is zero (as with no static inputs)
-  h = fc1->forward(torch::elu(h));
+  h = fc1->forward(fast_elu(h));
   return gate_norm->forward(h, skip_term);
 }
 
@@ -430,8 +444,8 @@ torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& x
                                                           const VsnFolding& in) {
   const int64_t h = options.hidden();
   // Contiguous operands throughout: elementwise kernels on strided views are several times slower.
-  auto hid = torch::elu(torch::addcmul(in.fc2_offset, xv, in.fc2_slope));  // eta2 [V, N, Hi]
-  hid = torch::baddbmm(fc1_bias.unsqueeze(1), hid, fc1_weight);            // eta1
+  auto hid = fast_elu(torch::addcmul(in.fc2_offset, xv, in.fc2_slope));  // eta2 [V, N, Hi]
+  hid = torch::baddbmm(fc1_bias.unsqueeze(1), hid, fc1_weight);     // eta1
   hid = torch::dropout(hid, options.dropout(), is_training());
   const auto g = torch::baddbmm(glu_bias.unsqueeze(1), hid, glu_weight);  // [V, N, 2H]
   const auto skip = torch::addcmul(in.skip_offset, xv, in.skip_slope);    // [V, N, H]
@@ -501,7 +515,7 @@ torch::Tensor VariableSelectionNetworkImpl::forward_rows(const torch::Tensor& x,
   const auto& sel = *selection;
   const auto& glu = *sel.gate_norm->glu;
   const auto& ln = *sel.gate_norm->norm;
-  auto hid = torch::elu(torch::addmm(sel_bias, x, f.sel_fc2));
+  auto hid = fast_elu(torch::addmm(sel_bias, x, f.sel_fc2));
   hid = torch::addmm(sel.fc1->bias, hid, f.sel_fc1_t);
   auto g = torch::addmm(glu.fc->bias, hid, f.sel_glu_t);  // [N, 2V]
   auto skip = f.sel_skip.defined() ? torch::addmm(f.sel_skip_offset, x, f.sel_skip)
@@ -870,7 +884,7 @@ Grn grn_of(const GatedResidualNetwork& g) {
 
 // GRN(a) with fc2's bias replaced by `fc2_bias` (fc2 bias + W3 c when there is a context).
 torch::Tensor apply(const Grn& g, const torch::Tensor& a, const torch::Tensor& fc2_bias) {
-  auto h = apply(g.fc1, torch::elu(torch::addmm(fc2_bias, a, g.fc2.wt)));
+  auto h = apply(g.fc1, fast_elu(torch::addmm(fc2_bias, a, g.fc2.wt)));
   return apply(g.gan, h, g.skip.wt.defined() ? apply(g.skip, a) : a);
 }
 

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -402,6 +403,21 @@ void vsn_weighted_grns_backward(const VsnGrnWeights& p, const float* x, const fl
   }
   from_lanes(dwt, n, v, np, dw);
   if (dx) from_lanes(dxt, n, v, np, dx);
+}
+
+namespace {
+
+FOXHUNT_KERNEL_CLONES
+void elu_floats(const float* x, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) simd::store(out + i, simd::elu(simd::load(x + i)));
+  for (; i < n; ++i) out[i] = x[i] > 0.0f ? x[i] : std::expm1(x[i]);
+}
+
+}  // namespace
+
+void elu(const float* x, int64_t n, float* out) {
+  elu_floats(x, n, out);
 }
 
 }  // namespace foxhunt::models::kernels
