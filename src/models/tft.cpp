@@ -445,7 +445,7 @@ torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& x
   const int64_t h = options.hidden();
   // Contiguous operands throughout: elementwise kernels on strided views are several times slower.
   auto hid = fast_elu(torch::addcmul(in.fc2_offset, xv, in.fc2_slope));  // eta2 [V, N, Hi]
-  hid = torch::baddbmm(fc1_bias.unsqueeze(1), hid, fc1_weight);     // eta1
+  hid = torch::baddbmm(fc1_bias.unsqueeze(1), hid, fc1_weight);          // eta1
   hid = torch::dropout(hid, options.dropout(), is_training());
   const auto g = torch::baddbmm(glu_bias.unsqueeze(1), hid, glu_weight);  // [V, N, 2H]
   const auto skip = torch::addcmul(in.skip_offset, xv, in.skip_slope);    // [V, N, H]

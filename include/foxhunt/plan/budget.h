@@ -53,8 +53,9 @@ namespace foxhunt::plan {
 /// set (2026-12-01, this file's method: dqn 337.5 KiB, ppo 498.5 KiB, mamba2 16.37 MiB, tft
 /// 27.48 MiB), rounded up to whole MiB: dqn 1, ppo 1, mamba2 33, tft 55 MiB. A change that
 /// doubles a model's memory fails. Mamba-2's was reset on 2026-12-03, when its fused inference
-/// kernel took its batch-64 peak from 16.37 to 5.29 MiB: 2 x 5.29 -> 11 MiB. (The reference system's targets, 150/200/500/200 MiB, were
-/// 5-400x the measured values and could not fail; pass them with --targets to compare.)
+/// kernel took its batch-64 peak from 16.37 to 5.29 MiB: 2 x 5.29 -> 11 MiB. (The reference
+/// system's targets, 150/200/500/200 MiB, were 5-400x the measured values and could not fail; pass
+/// them with --targets to compare.)
 std::map<std::string, std::uint64_t> default_targets();
 
 /// The reference system's claimed serving footprints in bytes (its README, "MB" = MiB): dqn 6,
