@@ -4,6 +4,7 @@
 
 #include "foxhunt/models/options_io.h"
 #include "foxhunt/models/quantile_loss.h"
+#include "fused_path.h"
 #include "mamba2_kernels.h"
 
 namespace foxhunt::models {
@@ -248,20 +249,13 @@ void check_module_input(const char* component, const char* name, const torch::Te
                 shape_str(x.sizes().vec()));
 }
 
-// The fused CPU kernels serve inference only (no autograd graph, float32, CPU, contiguous);
-// everything else runs LibTorch ops, which the tests compare the kernels against.
-bool fused_inference(const torch::Tensor& x, const torch::Tensor& weight) {
-  return !at::GradMode::is_enabled() && x.device().is_cpu() && x.scalar_type() == torch::kFloat &&
-         weight.scalar_type() == torch::kFloat && weight.device().is_cpu() && x.is_contiguous() &&
-         weight.is_contiguous();
-}
-
 // Whether the mixer's weights between its projections can feed the fused kernel with `like`'s
 // device and dtype, and those weights as raw arrays.
 bool core_weights_fit(const Mamba2MixerImpl& m, const torch::Tensor& like) {
+  if (!fused_cpu_float(like)) return false;
   for (const auto* t :
        {&m.conv1d->weight, &m.conv1d->bias, &m.dt_bias, &m.A_log, &m.D, &m.norm_weight})
-    if (!fused_inference(like, *t)) return false;
+    if (!fused_cpu_float(*t)) return false;
   return true;
 }
 
@@ -305,7 +299,8 @@ void Mamba2RMSNormImpl::reset() {
 }
 
 torch::Tensor Mamba2RMSNormImpl::forward(const torch::Tensor& x) {
-  if (fused_inference(x, weight) && x.dim() >= 1 && x.size(-1) == weight.numel()) {
+  if (fused_cpu_float(x) && fused_cpu_float(weight) && x.dim() >= 1 &&
+      x.size(-1) == weight.numel()) {
     auto out = torch::empty_like(x);
     const int64_t d = x.size(-1);
     kernels::rms_norm_rows(x.data_ptr<float>(), weight.data_ptr<float>(), d > 0 ? x.numel() / d : 0,

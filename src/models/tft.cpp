@@ -1,5 +1,6 @@
 #include "foxhunt/models/tft.h"
 
+#include "fused_path.h"
 #include "lstm_kernel.h"
 #include "tft_kernels.h"
 
@@ -23,9 +24,7 @@ namespace {
 
 // ELU; at inference on contiguous CPU fp32 the vector kernel (see kernels::elu), else LibTorch's.
 torch::Tensor fast_elu(const torch::Tensor& x) {
-  if (torch::GradMode::is_enabled() || !x.device().is_cpu() || x.scalar_type() != torch::kFloat ||
-      !x.is_contiguous())
-    return torch::elu(x);
+  if (!fused_cpu_float(x)) return torch::elu(x);
   auto out = torch::empty_like(x);
   kernels::elu(x.data_ptr<float>(), x.numel(), out.data_ptr<float>());
   return out;
@@ -768,8 +767,7 @@ std::tuple<torch::Tensor, LstmState> run_lstm(torch::nn::LSTMImpl& m, const torc
           if (i < 2 || o.bias()) fused = false;
           continue;
         }
-        if (t->scalar_type() != torch::kFloat || !t->device().is_cpu() || !t->is_contiguous())
-          fused = false;
+        if (!fused_cpu_float(*t)) fused = false;
         w[i] = *t;
       }
       layers.push_back(std::move(w));
