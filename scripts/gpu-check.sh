@@ -14,6 +14,10 @@
 #              profile's usable bytes as its memory fraction
 #      train:  foxhunt train tft --batch auto --device cuda (the whole run under the enforced cap)
 # Writes one JSON file with every figure. --dry-run detects and prints the plan, runs nothing.
+# A bare GPU machine (no apt) finds nlohmann-json, CLI11, Gloo's headers and GoogleTest in
+# .gpu-deps/usr, packed here by scripts/gpu-deps.sh. GPU_CHECK_WORK=DIR keeps each step's log and
+# the steps so far in DIR (so a run cut short still tells how far it got); GPU_CHECK_STEP_S caps
+# each step after the build (default 150 s).
 # Budget: under 10 minutes on an H200-class machine (the build is most of it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,8 +34,15 @@ while [ $# -gt 0 ]; do
   shift
 done
 PY="${PYTHON:-python3}"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+if [ -n "${GPU_CHECK_WORK:-}" ]; then
+  WORK="$GPU_CHECK_WORK"; mkdir -p "$WORK"
+else
+  WORK=$(mktemp -d)
+  trap 'rm -rf "$WORK"' EXIT
+fi
+STEP_S="${GPU_CHECK_STEP_S:-150}"
+# timeout(1) where there is one: a hung step must not take the whole run with it.
+TO=""; command -v timeout >/dev/null 2>&1 && TO="timeout --kill-after=10 $STEP_S"
 log() { echo "[gpu-check] $*" >&2; }
 
 # Results accumulate as one JSON object per step in $WORK/steps.jsonl.
@@ -41,7 +52,10 @@ step() {  # name status seconds detail-json
   log "$1: $2 (${3} s)"
 }
 now() { date +%s.%N; }
-since() { echo "$(now) - $1" | bc; }
+since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }  # no bc on bare images
+# The step's JSON where it wrote valid JSON, else the tail of its log as a JSON string.
+json_or_log() { [ -s "$1" ] && "$PY" -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null \
+  && cat "$1" || "$PY" -c 'import json,sys,os; print(json.dumps("no JSON written; log tail: " + (open(sys.argv[1], errors="replace").read()[-3000:] if os.path.exists(sys.argv[1]) else "(no log)")))' "$2"; }
 json_file_or() { [ -s "$1" ] && "$PY" -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null \
   && cat "$1" || echo "$2"; }
 
@@ -56,6 +70,8 @@ fi
 TORCH=$("$PY" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.cuda.device_count(), sep="|")' 2>/dev/null || echo "absent|||")
 IFS='|' read -r TORCH_VERSION TORCH_CUDA CUDA_OK CUDA_COUNT <<<"$TORCH"
 PREFIX=$("$PY" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || echo "")
+DEPS_PREFIX=""
+[ -d "$ROOT/.gpu-deps/usr" ] && DEPS_PREFIX=";$ROOT/.gpu-deps/usr"
 HAVE_GPU=0
 [ "$CUDA_OK" = "True" ] && [ "${CUDA_COUNT:-0}" -gt 0 ] 2>/dev/null && HAVE_GPU=1
 PLAN_DEVICE=cpu  # plans on the card where there is one, with the CPU ledger otherwise
@@ -87,12 +103,12 @@ else
   t=$(now)
   if [ -z "$PREFIX" ]; then
     step build skipped "$(since "$t")" '"Python torch not importable: nothing to build against"'
-  elif cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" \
+  elif cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX$DEPS_PREFIX" \
         -DFOXHUNT_BUILD_BENCH=OFF >"$WORK/configure.log" 2>&1 &&
       cmake --build build-gpu -j "$(nproc)" >"$WORK/build.log" 2>&1; then
     step build done "$(since "$t")" '"build-gpu"'
   else
-    step build failed "$(since "$t")" "$("$PY" -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read()[-4000:]))' "$WORK/build.log" 2>/dev/null || echo '"see build-gpu"')"
+    step build failed "$(since "$t")" "$("$PY" -c 'import json,sys; print(json.dumps("".join(open(f).read() for f in sys.argv[1:] if __import__("os").path.exists(f))[-4000:]))' "$WORK/configure.log" "$WORK/build.log" 2>/dev/null || echo '"see build-gpu"')"
   fi
   BIN="$ROOT/build-gpu"
   # 3. CUDA tests
@@ -102,36 +118,36 @@ else
   elif [ $HAVE_GPU = 0 ]; then
     step tests skipped "$(since "$t")" '"no CUDA device"'
   else
-    "$BIN/foxhunt_tests" --gtest_filter='*_CUDA*' --gtest_output="json:$WORK/cuda_tests.json" \
+    $TO "$BIN/foxhunt_tests" --gtest_filter='*_CUDA*' --gtest_output="json:$WORK/cuda_tests.json" \
       >"$WORK/cuda_tests.log" 2>&1
     rc=$?
     step tests "$([ $rc = 0 ] && echo done || echo failed)" "$(since "$t")" \
-      "$(json_file_or "$WORK/cuda_tests.json" '"no JSON written"')"
+      "$(json_or_log "$WORK/cuda_tests.json" "$WORK/cuda_tests.log")"
   fi
   # 4. stress on the emulated 4 GB card
   t=$(now)
   if [ ! -x "$BIN/foxhunt" ] || [ $HAVE_GPU = 0 ]; then
     step stress skipped "$(since "$t")" '"no CUDA device or no binary"'
   else
-    "$BIN/foxhunt" stress --device cuda --device-profile rtx3050ti-4gb \
+    $TO "$BIN/foxhunt" stress --device cuda --device-profile rtx3050ti-4gb \
       --scenario concurrent,switch,soak --json >"$WORK/stress.json" 2>"$WORK/stress.log"
     rc=$?
     step stress "$([ $rc = 0 ] && echo done || echo failed)" "$(since "$t")" \
-      "$(json_file_or "$WORK/stress.json" '"no JSON written"')"
+      "$(json_or_log "$WORK/stress.json" "$WORK/stress.log")"
   fi
   # 5. budget and plan (on the card where there is one, the CPU ledger otherwise)
   t=$(now)
   if [ -x "$BIN/foxhunt" ]; then
-    "$BIN/foxhunt" budget --device "$PLAN_DEVICE" --device-profile rtx3050ti-4gb --json \
-      >"$WORK/budget.json" 2>/dev/null
+    $TO "$BIN/foxhunt" budget --device "$PLAN_DEVICE" --device-profile rtx3050ti-4gb --json \
+      >"$WORK/budget.json" 2>"$WORK/budget.log"
     step budget "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
-      "$(json_file_or "$WORK/budget.json" '"no JSON written"')"
+      "$(json_or_log "$WORK/budget.json" "$WORK/budget.log")"
     for m in dqn ppo mamba2 tft; do
       t=$(now)
-      "$BIN/foxhunt" plan "$m" --device "$PLAN_DEVICE" --device-profile rtx3050ti-4gb --json \
-        >"$WORK/plan_$m.json" 2>/dev/null
+      $TO "$BIN/foxhunt" plan "$m" --device "$PLAN_DEVICE" --device-profile rtx3050ti-4gb --json \
+        >"$WORK/plan_$m.json" 2>"$WORK/plan_$m.log"
       step "plan_$m" "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
-        "$(json_file_or "$WORK/plan_$m.json" '"no JSON written"')"
+        "$(json_or_log "$WORK/plan_$m.json" "$WORK/plan_$m.log")"
     done
   else
     step budget skipped 0 '"no binary"'
@@ -141,10 +157,10 @@ else
   if [ ! -x "$BIN/foxhunt" ] || [ $HAVE_GPU = 0 ]; then
     step train_auto skipped "$(since "$t")" '"no CUDA device or no binary"'
   else
-    "$BIN/foxhunt" train tft --batch auto --device cuda --device-profile rtx3050ti-4gb --epochs 1 \
+    $TO "$BIN/foxhunt" train tft --batch auto --device cuda --device-profile rtx3050ti-4gb --epochs 1 \
       --progress off --json --out "$WORK/train_auto" >"$WORK/train_auto.json" 2>"$WORK/train_auto.log"
     step train_auto "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
-      "$(json_file_or "$WORK/train_auto.json" '"no JSON written"')"
+      "$(json_or_log "$WORK/train_auto.json" "$WORK/train_auto.log")"
   fi
   # 6. data-parallel training with CUDA tensors (Gloo on one GPU; NCCL when there are two)
   t=$(now)
@@ -156,10 +172,10 @@ else
       backends="gloo nccl"
     for b in $backends; do
       t=$(now)
-      "$BIN/foxhunt" train mamba2 --device cuda --nproc 2 --backend "$b" --epochs 1 --progress off \
+      $TO "$BIN/foxhunt" train mamba2 --device cuda --nproc 2 --backend "$b" --epochs 1 --progress off \
         --timeout 120 --json --out "$WORK/dist_$b" >"$WORK/dist_$b.json" 2>"$WORK/dist_$b.log"
       step "dist_$b" "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
-        "$(json_file_or "$WORK/dist_$b.json" '"no JSON written"')"
+        "$(json_or_log "$WORK/dist_$b.json" "$WORK/dist_$b.log")"
     done
   fi
 fi
