@@ -55,7 +55,9 @@ Registrar reg = subcommand<BudgetArgs>(
         const auto budget = a->budget.resolve("budget");  // also checks the profile name
         if (a->budget.budget_given()) o.budget_bytes = budget.bytes;
         o.headroom_bytes = mib_to_bytes(a->headroom_mib, "budget", "--headroom-mib", true);
-        if (!a->targets.empty()) o.targets = plan::load_targets(a->targets);
+        if (!a->targets.empty())
+          o.targets =
+              plan::load_targets(a->targets, memory::MemoryDevice::parse(o.device, "budget"));
         if (!a->precision.empty()) o.precision = plan::parse_precisions(a->precision);
         const auto rep = plan::validate_budget(o);
         if (a->json)

@@ -182,7 +182,15 @@ fi
 
 "$PY" - "$WORK/steps.jsonl" "$OUT" <<'PYEOF'
 import json, os, sys, tempfile
-steps = [json.loads(l) for l in open(sys.argv[1])]
+# One JSON object per step; a step's detail may span lines (pretty-printed reports).
+text, steps, dec, i = open(sys.argv[1]).read(), [], json.JSONDecoder(), 0
+while True:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text):
+        break
+    obj, i = dec.raw_decode(text, i)
+    steps.append(obj)
 out = {"steps": steps,
        "skipped": [s["step"] for s in steps if s["status"] == "skipped"],
        "failed": [s["step"] for s in steps if s["status"] == "failed"],

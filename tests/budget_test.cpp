@@ -80,6 +80,20 @@ TEST_F(BudgetTest, OverTargetOverBudgetAndHeadroomFail) {
   EXPECT_TRUE(rep.total_within_budget);
 }
 
+TEST_F(BudgetTest, CudaTargetsDifferOnlyWhereNoFusedKernelRuns) {
+  memory::MemoryDevice cuda;
+  cuda.cuda = true;
+  const auto cpu_t = plan::default_targets();
+  const auto gpu_t = plan::default_targets(cuda);
+  ASSERT_EQ(cpu_t.size(), gpu_t.size());
+  for (const auto& [name, bytes] : cpu_t)
+    if (name == "mamba2")
+      EXPECT_EQ(gpu_t.at(name), 31 * kMiB);
+    else
+      EXPECT_EQ(gpu_t.at(name), bytes) << name;
+  EXPECT_EQ(cpu_t.at("mamba2"), 11 * kMiB);
+}
+
 TEST_F(BudgetTest, TargetsJsonIsValidated) {
   const auto base = plan::default_targets();
   auto t = plan::targets_from_json(nlohmann::json::parse(R"({"targets_mib": {"ppo": 12.5}})"), "t",

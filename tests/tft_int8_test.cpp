@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "../src/quant/int8_gemm.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/tft.h"
 #include "foxhunt/quant/tft_int8.h"
@@ -217,6 +218,25 @@ TEST(TftInt8Test, RoundTripsBitExactlyThroughBytes) {
   // Bytes stored as int8: the archive is far below the FP32 model's.
   const auto fp_bytes = models::module_to_bytes(*net);
   EXPECT_LT(static_cast<double>(bytes.size()), 0.6 * static_cast<double>(fp_bytes.size()));
+}
+
+// The fallback of the int8 GEMM (shapes cuBLASLt refuses on CUDA) gives _int_mm's integers
+// exactly: fp32 sums up to k = 1040, fp64 beyond (fp32 would round there).
+TEST(TftInt8Test, FloatProductsAreTheInt8GemmExactly) {
+  torch::manual_seed(5);
+  for (int64_t k : {16, 1040, 2048}) {
+    const auto a = torch::randint(-127, 128, {24, k}, torch::kChar);
+    const auto b = torch::randint(-127, 128, {k, 32}, torch::kChar);
+    const auto want = at::_int_mm(a, b);
+    const auto got = quant::detail::float_products(a, b);
+    EXPECT_EQ(got.scalar_type(), torch::kInt) << k;
+    EXPECT_TRUE(torch::equal(got, want)) << "k " << k;
+    EXPECT_TRUE(torch::equal(quant::detail::int8_products(a, b), want)) << "k " << k;
+  }
+  // Worst case for fp32: every product 127 * 127 over k = 2048 sums past 2^24.
+  const auto a = torch::full({17, 2048}, 127, torch::kChar);
+  const auto b = torch::full({2048, 8}, 127, torch::kChar);
+  EXPECT_TRUE(torch::equal(quant::detail::float_products(a, b), at::_int_mm(a, b)));
 }
 
 // The same converted model on CUDA: cuBLAS int8 GEMMs where the shapes allow, the exact fp32

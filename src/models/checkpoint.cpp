@@ -12,8 +12,13 @@ void module_from_bytes(torch::nn::Module& m, const std::string& bytes, const std
   try {
     std::istringstream is(bytes);
     torch::serialize::InputArchive archive;
-    archive.load_from(is, module_device(m));
+    const torch::Device device = module_device(m);
+    archive.load_from(is, device);
     m.load(archive);
+    // Loading gives each parameter new storage (InputArchive set_s it), which breaks the single
+    // flat weight buffer cuDNN's RNNs need (built by `to`): without this every LSTM call on CUDA
+    // re-packs its weights (and warns). A move to the same device rebuilds it.
+    if (device.is_cuda()) m.to(device);
   } catch (const c10::Error& e) {
     throw InputError("checkpoint", "'" + source + "': weights do not match the model (" +
                                        std::string(e.what_without_backtrace()) + ")");

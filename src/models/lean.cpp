@@ -1,5 +1,7 @@
 #include "foxhunt/models/lean.h"
 
+#include "foxhunt/models/fused_kernels.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -198,8 +200,8 @@ bool tensor_all_finite(const torch::Tensor& t) {
 namespace {
 
 bool cpu_float_contiguous(const torch::Tensor& t) {
-  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat &&
-         t.is_contiguous();
+  return fused_cpu_kernels() && t.defined() && t.device().is_cpu() &&
+         t.scalar_type() == torch::kFloat && t.is_contiguous();
 }
 
 // One layer y = act(x W^T + b) on `rows` rows, W [out, in] (no activation when `act` is false).
@@ -443,8 +445,8 @@ torch::Tensor fused_mlp_forward(const MlpImpl& mlp, const torch::Tensor& x) {
 bool lean_path_applies(const torch::Tensor& x) {
   // Train and eval mode compute the same MLP (no dropout, no batch norm), so a trainer's
   // no-grad forwards (acting, rollouts, TD targets) take this path too.
-  return !torch::GradMode::is_enabled() && x.defined() && x.dim() == 2 && x.device().is_cpu() &&
-         x.scalar_type() == torch::kFloat && x.is_contiguous();
+  return fused_cpu_kernels() && !torch::GradMode::is_enabled() && x.defined() && x.dim() == 2 &&
+         x.device().is_cpu() && x.scalar_type() == torch::kFloat && x.is_contiguous();
 }
 
 }  // namespace foxhunt::models

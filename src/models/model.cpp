@@ -1,4 +1,8 @@
 #include "foxhunt/models/model.h"
+
+#include "foxhunt/models/fused_kernels.h"
+
+#include <atomic>
 #include "foxhunt/models/options_io.h"
 
 #include <map>
@@ -130,6 +134,7 @@ void check_common(const std::string& component, const std::string& name, const t
 
 namespace {
 thread_local bool t_host_validated = false;
+std::atomic<bool> g_fused_cpu_kernels{true};
 
 // The finite scan syncs with a CUDA device: skipped for device tensors a caller scanned on the
 // host (HostValidatedInputs).
@@ -146,6 +151,18 @@ HostValidatedInputs::~HostValidatedInputs() {
 }
 bool HostValidatedInputs::active() {
   return t_host_validated;
+}
+
+bool fused_cpu_kernels() {
+  return g_fused_cpu_kernels.load(std::memory_order_relaxed);
+}
+
+FusedCpuKernels::FusedCpuKernels(bool enabled) : previous_(fused_cpu_kernels()) {
+  g_fused_cpu_kernels.store(enabled, std::memory_order_relaxed);
+}
+
+FusedCpuKernels::~FusedCpuKernels() {
+  g_fused_cpu_kernels.store(previous_, std::memory_order_relaxed);
 }
 
 void check_input(const std::string& component, const std::string& name, const torch::Tensor& t,

@@ -301,7 +301,8 @@ void VariableSelectionNetworkImpl::reset() {
 namespace {
 
 bool cpu_float(const torch::Tensor& t) {
-  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat;
+  return fused_cpu_kernels() && t.defined() && t.device().is_cpu() &&
+         t.scalar_type() == torch::kFloat;
 }
 
 // The fused kernels (tft_kernels.h) take CPU float32 weights and input and widths within their
@@ -749,7 +750,7 @@ std::tuple<torch::Tensor, LstmState> run_lstm(torch::nn::LSTMImpl& m, const torc
                                               const LstmState& state0) {
   const auto& o = m.options;
   const auto& [h0, c0] = state0;
-  bool fused = !torch::GradMode::is_enabled() && x.device().is_cpu() &&
+  bool fused = fused_cpu_kernels() && !torch::GradMode::is_enabled() && x.device().is_cpu() &&
                x.scalar_type() == torch::kFloat && x.dim() == 3 && x.size(1) > 0 &&
                o.batch_first() && !o.bidirectional() && o.proj_size() == 0 &&
                !(m.is_training() && o.dropout() > 0.0) && h0.scalar_type() == torch::kFloat &&

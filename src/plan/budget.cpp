@@ -49,8 +49,11 @@ std::string known_models() {
 
 }  // namespace
 
-std::map<std::string, std::uint64_t> default_targets() {
-  return {{"dqn", 1 * kMiB}, {"ppo", 1 * kMiB}, {"mamba2", 11 * kMiB}, {"tft", 55 * kMiB}};
+std::map<std::string, std::uint64_t> default_targets(const memory::MemoryDevice& device) {
+  return {{"dqn", 1 * kMiB},
+          {"ppo", 1 * kMiB},
+          {"mamba2", (device.cuda ? 31 : 11) * kMiB},
+          {"tft", 55 * kMiB}};
 }
 
 std::map<std::string, std::uint64_t> reference_claims() {
@@ -159,7 +162,8 @@ std::map<std::string, std::string> parse_precisions(const std::string& text) {
   return out;
 }
 
-std::map<std::string, std::uint64_t> load_targets(const std::string& path) {
+std::map<std::string, std::uint64_t> load_targets(const std::string& path,
+                                                  const memory::MemoryDevice& device) {
   const std::string text = read_file(path);
   nlohmann::json j;
   try {
@@ -167,7 +171,7 @@ std::map<std::string, std::uint64_t> load_targets(const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError("budget", "targets file '" + path + "': invalid JSON: " + e.what());
   }
-  return targets_from_json(j, "targets file '" + path + "'", default_targets());
+  return targets_from_json(j, "targets file '" + path + "'", default_targets(device));
 }
 
 nlohmann::json BudgetReport::to_json() const {
@@ -320,6 +324,8 @@ BudgetReport measure_budget(const BudgetOptions& o) {
                   ": the INT8 TFT runs on the CPU only; expected fp32 on CUDA");
   FOXHUNT_CHECK(!dev.cuda || cuda_memory_available(), "budget", "--device ", o.device,
                 ": no CUDA device is available (", cuda_stats_backend(), ")");
+  auto targets = default_targets(dev);
+  for (const auto& [name, bytes] : o.targets) targets[name] = bytes;
   BudgetReport rep;
   rep.device = dev.str();
   if (o.budget_bytes > 0) {
@@ -352,8 +358,8 @@ BudgetReport measure_budget(const BudgetOptions& o) {
     std::uint64_t act = 0;
     for (const auto& run : r.footprint.runs) act = std::max(act, run.activation_bytes);
     r.memory_bytes = r.footprint.parameter_bytes + r.footprint.buffer_bytes + act;
-    auto it = o.targets.find(name);
-    r.target_bytes = it == o.targets.end() ? 0 : it->second;
+    auto it = targets.find(name);
+    r.target_bytes = it == targets.end() ? 0 : it->second;
     r.pct_of_budget = pct(r.memory_bytes, rep.budget_bytes);
     r.pct_of_target = pct(r.memory_bytes, r.target_bytes);
     r.within_target = r.target_bytes > 0 && r.memory_bytes <= r.target_bytes;

@@ -1,5 +1,7 @@
 #include "foxhunt/quant/int8_linear.h"
 
+#include "int8_gemm.h"
+
 #include "foxhunt/core/error.h"
 #include "foxhunt/quant/quantize.h"
 
@@ -35,7 +37,7 @@ torch::Tensor Int8Linear::forward(const torch::Tensor& x) const {
                 "] input, got shape ", x.sizes());
   auto shape = x.sizes().vec();
   const auto rows = quantize_rows(x.reshape({-1, in_}));
-  const auto acc = at::_int_mm(rows.codes, codes_t_);  // [rows, out] int32
+  const auto acc = detail::int8_products(rows.codes, codes_t_);  // [rows, out] int32
   torch::Tensor y;
   if (acc.device().is_cpu() && acc.numel() <= 4096) {
     // Few rows: one scalar pass from int32 to the result (ATen's four ops cost more in

@@ -1,5 +1,7 @@
 #include "foxhunt/quant/tft_int8.h"
 
+#include "int8_gemm.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -761,18 +763,7 @@ torch::Tensor layer_forward(const Int8TftImpl::Layer& l, bool batched, const tor
     return acc.view(torch::kFloat).view(shape);
   }
   const auto xq = x2.to(torch::kFloat).div(l.input_scale).round_().clamp_(-kQMax, kQMax);
-  torch::Tensor acc;
-  if (rows > 16 && in % 8 == 0 && out % 8 == 0) {
-    acc = at::_int_mm(xq.to(torch::kChar), l.codes).to(torch::kFloat);
-  } else if (in <= kMaxExactFloatInner) {
-    // Shapes cuBLAS's int8 GEMM refuses: the same integer products on the fp32 unit (exact:
-    // every partial sum is an integer below 2^24).
-    acc = torch::mm(xq, l.codes.to(torch::kFloat));
-  } else {
-    auto padded = torch::zeros({std::max<int64_t>(rows, 17), in}, xq.options().dtype(torch::kChar));
-    padded.narrow(0, 0, rows).copy_(xq);
-    acc = at::_int_mm(padded, l.codes).narrow(0, 0, rows).to(torch::kFloat);
-  }
+  const auto acc = detail::int8_products(xq.to(torch::kChar), l.codes).to(torch::kFloat);
   auto y = l.bias.defined() ? torch::addcmul(l.bias, acc, l.scale) : acc.mul_(l.scale);
   return y.view(shape);
 }

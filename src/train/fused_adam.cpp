@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "foxhunt/models/derived_cache.h"
+#include "foxhunt/models/fused_kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 // Vectorised for three x86-64 levels (the file is compiled with -fno-math-errno: see
@@ -38,9 +39,9 @@ void adam_kernel(float* __restrict p, const float* __restrict g, float* __restri
 
 bool fusable(const torch::Tensor& p) {
   const auto& g = p.grad();
-  return p.device().is_cpu() && p.scalar_type() == torch::kFloat && p.is_contiguous() &&
-         g.defined() && g.device().is_cpu() && g.scalar_type() == torch::kFloat &&
-         g.is_contiguous() && !g.is_sparse();
+  return models::fused_cpu_kernels() && p.device().is_cpu() && p.scalar_type() == torch::kFloat &&
+         p.is_contiguous() && g.defined() && g.device().is_cpu() &&
+         g.scalar_type() == torch::kFloat && g.is_contiguous() && !g.is_sparse();
 }
 
 }  // namespace
