@@ -1,13 +1,10 @@
 // foxhunt: the command-line front end. Thin by design: it parses arguments and calls the library.
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <iostream>
 
 #include "command.h"
 #include "foxhunt/core/error.h"
-#include "foxhunt/memory/cuda_memory.h"
 #include "foxhunt/memory/runtime_init.h"
 
 namespace foxhunt::cli {
@@ -47,35 +44,7 @@ void print_json(const std::string& dumped) {
 
 }  // namespace foxhunt::cli
 
-namespace {
-
-// A process that ran CUDA work leaves with std::_Exit once its output is flushed: the static
-// destructors of LibTorch's CUDA libraries (handle pools, the caching allocator) ran in an order
-// that crashed `foxhunt stress --device cuda` (SIGSEGV at address 0 during exit) on an H200 on
-// 2026-12-04, after every result was computed and with stdout's buffer still unwritten. Every
-// file is already written atomically by then; the OS reclaims the rest. FOXHUNT_FULL_EXIT=1 keeps
-// the ordinary exit (for leak checkers).
-int leave(int rc) {
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  const char* full = std::getenv("FOXHUNT_FULL_EXIT");
-  if ((full == nullptr || std::string(full) != "1") && foxhunt::memory::cuda_context_started())
-    std::_Exit(rc);
-  return rc;
-}
-
-int run_command(int argc, char** argv);
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  return leave(run_command(argc, argv));
-}
-
-namespace {
-
-int run_command(int argc, char** argv) {
   using namespace foxhunt;
   // Must run before any tensor exists: installs the accounting allocator and sets threads.
   foxhunt::runtime_init();
@@ -123,5 +92,3 @@ int run_command(int argc, char** argv) {
     return kExitCheckFailed;
   }
 }
-
-}  // namespace

@@ -111,6 +111,13 @@ else
     step build failed "$(since "$t")" "$("$PY" -c 'import json,sys; print(json.dumps("".join(open(f).read() for f in sys.argv[1:] if __import__("os").path.exists(f))[-4000:]))' "$WORK/configure.log" "$WORK/build.log" 2>/dev/null || echo '"see build-gpu"')"
   fi
   BIN="$ROOT/build-gpu"
+  # Which C++ runtime the binary really loads (a libstdc++ other than the compiler's is the first
+  # suspect for a crash inside std::filesystem seen on an H200 machine).
+  if [ -x "$BIN/foxhunt" ]; then
+    LIBS=$( (c++ --version | head -1; ldd "$BIN/foxhunt" | grep -E 'libstdc|libgcc_s') 2>&1 |
+      "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read().strip().splitlines()))')
+    step runtime_libs done 0 "$LIBS"
+  fi
   # 3. CUDA tests
   t=$(now)
   if [ ! -x "$BIN/foxhunt_tests" ]; then

@@ -68,10 +68,27 @@ TEST(FileIoTest, ScopedDirectoryRemovesOnlyWhatItCreated) {
     EXPECT_TRUE(a.temporary());
     EXPECT_NE(a.path(), b.path());
     write_file_atomic((fs::path(a.path()) / "x").string(), "data");
+    fs::create_directories(fs::path(a.path()) / "d1" / "d2");
+    write_file_atomic((fs::path(a.path()) / "d1" / "d2" / "y").string(), "data");
+    // A link to b: removed as a link, b's contents untouched.
+    write_file_atomic((fs::path(b.path()) / "z").string(), "data");
+    fs::create_directory_symlink(b.path(), fs::path(a.path()) / "d1" / "to_b");
     temp_path = a.path();
     EXPECT_TRUE(fs::exists(temp_path));
   }
   EXPECT_FALSE(fs::exists(temp_path));  // removed with its contents
+  {
+    // The link's target survives its link: only what a created is removed (checked before b
+    // goes, so b is removed second, by its own scope).
+    ScopedDirectory t("", "foxhunt-core-test");
+    fs::create_directory(fs::path(t.path()) / "keep");
+    write_file_atomic((fs::path(t.path()) / "keep" / "k").string(), "data");
+    {
+      ScopedDirectory u("", "foxhunt-core-test");
+      fs::create_directory_symlink(fs::path(t.path()) / "keep", fs::path(u.path()) / "link");
+    }
+    EXPECT_TRUE(fs::exists(fs::path(t.path()) / "keep" / "k"));
+  }
   foxhunt::testing::TempDir keep;
   const auto given = keep.file("kept/sub");
   {

@@ -1,6 +1,7 @@
 #include "foxhunt/core/file_io.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <unistd.h>
 
 #include <array>
@@ -114,9 +115,21 @@ ScopedDirectory::ScopedDirectory(const std::string& dir, const std::string& pref
   fs::create_directories(path_);
 }
 
+namespace {
+
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  ::remove(path);  // files and links, then (FTW_DEPTH) their emptied directories
+  return 0;
+}
+
+}  // namespace
+
 ScopedDirectory::~ScopedDirectory() {
-  std::error_code ec;  // a destructor must not throw; a leftover temp dir is harmless
-  if (temporary_) std::filesystem::remove_all(path_, ec);
+  // POSIX nftw (children first, links not followed) rather than std::filesystem::remove_all: on
+  // an H200 machine (Ubuntu 24.04, GCC 13) remove_all(path, error_code&) called a null function
+  // pointer here, at the end of `foxhunt stress --device cuda`, every run. A destructor must not
+  // throw; a leftover temp dir is harmless.
+  if (temporary_) ::nftw(path_.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 }  // namespace foxhunt

@@ -42,9 +42,6 @@ bool cuda_stats_compiled();
 int cuda_device_count();
 /// True when the backend is compiled and at least one device is usable.
 bool cuda_memory_available();
-/// True once this process holds a CUDA context on some device (it has run CUDA work); never
-/// creates one, never throws.
-bool cuda_context_started();
 /// A one-line description of the backend, e.g. "c10 CUDACachingAllocator (0 devices)" or
 /// "none (built without CUDA)".
 std::string cuda_stats_backend();

@@ -66,16 +66,6 @@ bool cuda_memory_available() {
   return cuda_device_count() > 0;
 }
 
-bool cuda_context_started() {
-  try {
-    const int n = cuda_device_count();
-    for (int i = 0; i < n; ++i)
-      if (c10::cuda::hasPrimaryContext(static_cast<c10::DeviceIndex>(i))) return true;
-  } catch (...) {
-  }
-  return false;
-}
-
 std::string cuda_stats_backend() {
   const int n = cuda_device_count();
   return detail::cat("c10 CUDACachingAllocator (", n, n == 1 ? " device)" : " devices)");

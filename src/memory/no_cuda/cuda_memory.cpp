@@ -19,9 +19,6 @@ int cuda_device_count() {
 bool cuda_memory_available() {
   return false;
 }
-bool cuda_context_started() {
-  return false;
-}
 std::string cuda_stats_backend() {
   return "none (built without CUDA)";
 }
