@@ -4,8 +4,7 @@
 #include "command.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/models/summary.h"
-#include "foxhunt/models/tft.h"
-#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/quant/precision.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -20,20 +19,12 @@ Registrar reg = subcommand<ModelsArgs>(
       sub->add_flag("--json", args->json, "Print JSON only");
       return [args]() {
         auto summaries = models::describe_models();
-        // Parameter bytes per precision: the TFT also has its INT8 form (quant/tft_int8.h).
-        const auto precisions = [](const std::string& name) {
-          nlohmann::json p;
-          if (name == "tft") return quant::tft_precision_bytes(models::TftOptions());
-          return p;
-        };
         if (args->json) {
           nlohmann::json j = nlohmann::json::array();
           for (const auto& s : summaries) {
             auto m = models::to_json(s);
-            auto p = precisions(s.name);
-            m["precisions"] =
-                p.is_null() ? nlohmann::json{{"fp32", {{"parameter_bytes", s.parameter_bytes}}}}
-                            : p;
+            // Parameter bytes per precision (quant/precision.h: the INT8 TFT adds its own).
+            m["precisions"] = quant::precision_bytes(s.name);
             j.push_back(m);
           }
           print_json(nlohmann::json{{"models", j}}.dump(2));
@@ -48,14 +39,17 @@ Registrar reg = subcommand<ModelsArgs>(
                       static_cast<long long>(s.buffers),
                       human_bytes(static_cast<double>(s.buffer_bytes)).c_str(),
                       static_cast<long long>(s.seq_len));
-        const auto p = precisions("tft");
-        const auto& i8 = p["int8"];
-        std::printf(
-            "\ntft int8: %s (%s int8 codes + %s fp32: scales, biases, LayerNorms, embedding, "
-            "folded embedding maps), %.3fx fp32\n",
-            human_bytes(i8["parameter_bytes"].get<double>()).c_str(),
-            human_bytes(i8["int8_bytes"].get<double>()).c_str(),
-            human_bytes(i8["fp32_bytes"].get<double>()).c_str(), i8["ratio_to_fp32"].get<double>());
+        for (const auto& name : quant::models_with_precision("int8")) {
+          const auto p = quant::precision_bytes(name);
+          const auto& i8 = p["int8"];
+          std::printf(
+              "\n%s int8: %s (%s int8 codes + %s fp32: scales, biases, LayerNorms, embedding, "
+              "folded embedding maps), %.3fx fp32\n",
+              name.c_str(), human_bytes(i8["parameter_bytes"].get<double>()).c_str(),
+              human_bytes(i8["int8_bytes"].get<double>()).c_str(),
+              human_bytes(i8["fp32_bytes"].get<double>()).c_str(),
+              i8["ratio_to_fp32"].get<double>());
+        }
         return 0;
       };
     });

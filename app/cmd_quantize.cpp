@@ -4,6 +4,7 @@
 
 #include "command.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/quant/precision.h"
 #include "foxhunt/runtime/quantize_job.h"
 
 namespace foxhunt::cli {
@@ -23,7 +24,7 @@ Registrar reg = subcommand<QuantizeArgs>(
       auto& j = a->job;
       sub->add_option("model", a->model, "The model to quantize (tft)")
           ->required()
-          ->check(CLI::IsMember({"tft"}));
+          ->check(CLI::IsMember(quant::models_with_precision("int8")));
       sub->add_option("--bundle", j.bundle, "FP32 bundle (DIR/tft/bundle.fhb)")->required();
       sub->add_option("--out", j.out, "INT8 bundle to write")->required();
       auto* ptq = sub->add_flag("--ptq", a->ptq, "Post-training quantization (default)");

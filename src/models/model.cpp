@@ -1,50 +1,25 @@
 #include "foxhunt/models/model.h"
 
-#include "foxhunt/models/fused_kernels.h"
-
 #include <atomic>
-#include "foxhunt/models/options_io.h"
-
 #include <map>
 #include <sstream>
 
-#include "foxhunt/models/dqn.h"
+#include "foxhunt/models/catalog.h"
+#include "foxhunt/models/fused_kernels.h"
 #include "foxhunt/models/lean.h"
-#include "foxhunt/models/mamba2.h"
-#include "foxhunt/models/ppo.h"
+#include "foxhunt/models/options_io.h"
 #include "foxhunt/models/quantile_loss.h"
-#include "foxhunt/models/tft.h"
 
 namespace foxhunt::models {
 
-namespace {
-
-using Factory = std::unique_ptr<Model> (*)(const nlohmann::json&);
-
-// Canonical order matters: reports list the models in this order.
-const std::vector<std::pair<std::string, Factory>>& registry() {
-  static const std::vector<std::pair<std::string, Factory>> r = {
-      {"dqn", &make_dqn_model},
-      {"ppo", &make_ppo_model},
-      {"mamba2", &make_mamba2_model},
-      {"tft", &make_tft_model},
-  };
-  return r;
-}
-
-}  // namespace
-
 std::unique_ptr<Model> make_model(const std::string& name, const nlohmann::json& options) {
-  for (const auto& [n, f] : registry())
-    if (n == name) return f(options.is_null() ? nlohmann::json::object() : options);
-  std::string known;
-  for (const auto& [n, f] : registry()) known += (known.empty() ? "" : ", ") + n;
-  throw InputError("models", "unknown model '" + name + "'; expected one of: " + known);
+  const auto& entry = catalog_entry(name, "models");
+  return entry.make(options.is_null() ? nlohmann::json::object() : options);
 }
 
 std::vector<std::string> model_names() {
   std::vector<std::string> names;
-  for (const auto& [n, f] : registry()) names.push_back(n);
+  for (const auto& e : catalog()) names.push_back(e.name);
   return names;
 }
 

@@ -18,8 +18,10 @@
 #include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
+#include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
+#include "foxhunt/quant/precision.h"
 #include "train_step.h"
 
 namespace foxhunt::plan {
@@ -37,27 +39,32 @@ double pct(std::uint64_t part, std::uint64_t whole) {
 }
 
 bool is_model(const std::string& name) {
-  const auto names = models::model_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
+  return models::in_catalog(name);
 }
 
 std::string known_models() {
-  std::string s;
-  for (const auto& n : models::model_names()) s += (s.empty() ? "" : ", ") + n;
-  return s;
+  return models::joined_model_names();
+}
+
+std::string joined(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
 }
 
 }  // namespace
 
 std::map<std::string, std::uint64_t> default_targets(const memory::MemoryDevice& device) {
-  return {{"dqn", 1 * kMiB},
-          {"ppo", 1 * kMiB},
-          {"mamba2", (device.cuda ? 31 : 11) * kMiB},
-          {"tft", 55 * kMiB}};
+  std::map<std::string, std::uint64_t> t;
+  for (const auto& e : models::catalog())
+    t[e.name] = device.cuda ? e.serving_target_cuda_bytes : e.serving_target_cpu_bytes;
+  return t;
 }
 
 std::map<std::string, std::uint64_t> reference_claims() {
-  return {{"dqn", 6 * kMiB}, {"ppo", 145 * kMiB}, {"mamba2", 164 * kMiB}, {"tft", 125 * kMiB}};
+  std::map<std::string, std::uint64_t> c;
+  for (const auto& e : models::catalog()) c[e.name] = e.reference_claim_bytes;
+  return c;
 }
 
 namespace {
@@ -154,9 +161,9 @@ std::map<std::string, std::string> parse_precisions(const std::string& text) {
     const std::string model = pair.substr(0, eq), precision = pair.substr(eq + 1);
     FOXHUNT_CHECK(is_model(model), "budget", "--precision '", pair, "': unknown model '", model,
                   "'; expected one of: ", known_models());
-    FOXHUNT_CHECK(precision == "fp32" || (precision == "int8" && model == "tft"), "budget",
-                  "--precision '", pair, "': ", model, " has fp32",
-                  model == "tft" ? " and int8" : "", ", got '", precision, "'");
+    FOXHUNT_CHECK(quant::has_precision(model, precision), "budget", "--precision '", pair,
+                  "': ", model, " has ", joined(quant::precisions(model), " and "), ", got '",
+                  precision, "'");
     out[model] = precision;
   }
   return out;

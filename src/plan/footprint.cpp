@@ -1,6 +1,6 @@
 #include "foxhunt/plan/footprint.h"
 
-#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/quant/precision.h"
 
 #include <torch/torch.h>
 
@@ -319,11 +319,7 @@ nlohmann::json InferenceFootprint::to_json() const {
 
 std::unique_ptr<models::Model> make_model_at(const std::string& name, const std::string& precision,
                                              const nlohmann::json& model_options) {
-  if (precision == "fp32") return models::make_model(name, model_options);
-  FOXHUNT_CHECK(precision == "int8" && name == "tft", "footprint", "precision of '", name,
-                "': expected fp32", name == "tft" ? " or int8" : "", ", got '", precision, "'");
-  return quant::make_int8_tft_model(model_options.is_null() ? nlohmann::json::object()
-                                                            : model_options);
+  return quant::make_model_at(name, precision, model_options, "footprint");
 }
 
 InferenceFootprint measure_inference_footprint(const std::string& model,

@@ -7,8 +7,9 @@
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/models/catalog.h"
 #include "foxhunt/models/checkpoint.h"
-#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/quant/precision.h"
 
 namespace foxhunt::runtime {
 
@@ -106,15 +107,15 @@ Bundle load_bundle(const std::string& path, const torch::Device& device,
     if (precision == "fp32") {
       model = models::model_from_container(c, path, device, expected_model);
     } else {
-      FOXHUNT_CHECK(precision == "int8" && h.value("model", std::string()) == "tft", kComponent,
-                    "'", path, "': precision '", precision, "' of a '",
-                    h.value("model", std::string("?")), "' model; this build serves fp32 models ",
-                    "and the int8 tft");
-      FOXHUNT_CHECK(expected_model.empty() || expected_model == "tft", kComponent, "'", path,
-                    "': expected a '", expected_model, "' bundle, got 'tft'");
+      const std::string name = h.value("model", std::string("?"));
+      FOXHUNT_CHECK(quant::has_precision(name, precision), kComponent, "'", path, "': precision '",
+                    precision, "' of a '", name, "' model; this build serves ", "fp32 models and ",
+                    quant::quantized_forms_text());
+      FOXHUNT_CHECK(expected_model.empty() || expected_model == name, kComponent, "'", path,
+                    "': expected a '", expected_model, "' bundle, got '", name, "'");
       auto it = c.blobs.find("module");
       FOXHUNT_CHECK(it != c.blobs.end(), kComponent, "'", path, "': no 'module' blob");
-      model = quant::make_int8_tft_model(h.at("options"));
+      model = quant::make_model_at(name, precision, h.at("options"), kComponent);
       model->to(device);
       models::module_from_bytes(model->module(), it->second, path);
     }

@@ -16,6 +16,7 @@
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/trading_env.h"
 #include "foxhunt/memory/ledger.h"
+#include "foxhunt/models/catalog.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/tft.h"
 
@@ -74,7 +75,7 @@ void from_json(const nlohmann::json& j, DecisionRule& r) {
     if (j.contains("weights")) {
       for (const auto& [model, w] : j.at("weights").items()) {
         FOXHUNT_CHECK(r.weights.count(model) > 0, c, "weights: unknown model '", model,
-                      "'; expected dqn, ppo, mamba2, tft");
+                      "'; expected ", models::joined_model_names());
         const double v = w.get<double>();
         FOXHUNT_CHECK(std::isfinite(v) && v >= 0, c, "weights.", model, ": expected >= 0, got ", v);
         r.weights[model] = v;
@@ -430,10 +431,16 @@ nlohmann::json to_json(const BarDecision& d) {
           {"position", d.position},   {"latency_us", d.latency_us}, {"models", models}};
 }
 
+std::map<std::string, double> default_ensemble_weights() {
+  std::map<std::string, double> w;
+  for (const auto& e : models::catalog()) w[e.name] = e.ensemble_weight;
+  return w;
+}
+
 std::vector<Bundle> load_ensemble_bundles(const std::string& dir, const torch::Device& device) {
   std::vector<Bundle> bundles;
   std::string problems;
-  for (const char* name : {"dqn", "ppo", "mamba2", "tft"}) {
+  for (const auto& name : models::model_names()) {
     const auto path = (std::filesystem::path(dir) / name / kBundleFile).string();
     try {
       FOXHUNT_CHECK(std::filesystem::exists(path), "bundle", "'", path,
@@ -443,8 +450,8 @@ std::vector<Bundle> load_ensemble_bundles(const std::string& dir, const torch::D
       problems += std::string(problems.empty() ? "" : "; ") + e.what();
     }
   }
-  FOXHUNT_CHECK(problems.empty(), kComponent, "--bundles ", dir,
-                ": expected the four bundles dqn, ppo, mamba2, tft: ", problems);
+  FOXHUNT_CHECK(problems.empty(), kComponent, "--bundles ", dir, ": expected the bundles ",
+                models::joined_model_names(), ": ", problems);
   return bundles;
 }
 

@@ -24,6 +24,7 @@
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/memory/profiler.h"
+#include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/runtime/bundle.h"
 #include "foxhunt/runtime/reports.h"
@@ -90,8 +91,8 @@ std::vector<std::string> served_models(const StressOptions& o) {
   const auto all = models::model_names();
   if (o.models.empty()) return all;
   for (const auto& m : o.models)
-    FOXHUNT_CHECK(std::find(all.begin(), all.end(), m) != all.end(), kComponent,
-                  "--models: expected some of dqn, ppo, mamba2, tft, got '", m, "'");
+    FOXHUNT_CHECK(models::in_catalog(m), kComponent, "--models: expected some of ",
+                  models::joined_model_names(), ", got '", m, "'");
   return o.models;
 }
 
@@ -434,7 +435,7 @@ void run_train(Context& c, ScenarioResult& r) {
     job.device = c.o.device;
     job.out_dir = (root / model).string();
     job.progress = train::ProgressMode::kOff;
-    if (model == "dqn" || model == "ppo") {
+    if (models::is_policy(model)) {
       job.env = "trading";
       job.steps = c.o.train_steps;
       job.eval_episodes = 0;

@@ -17,6 +17,7 @@
 #include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
+#include "foxhunt/models/catalog.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/tft.h"
@@ -33,8 +34,20 @@ namespace foxhunt::runtime {
 
 using namespace ::foxhunt::train;  // the trainers this job drives
 
+namespace {
+
+// "dqn/ppo" and "mamba2/tft", for the messages that say which flags apply to whom.
+std::string policy_names() {
+  return models::joined_model_names(models::Family::kPolicy, "/");
+}
+std::string forecaster_names() {
+  return models::joined_model_names(models::Family::kForecaster, "/");
+}
+
+}  // namespace
+
 const std::vector<std::string>& trainable_models() {
-  static const std::vector<std::string> names = {"dqn", "ppo", "mamba2", "tft"};
+  static const std::vector<std::string> names = models::model_names();
   return names;
 }
 
@@ -489,14 +502,14 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
 
 nlohmann::json run_rl(const TrainJob& job, const std::optional<Container>& resumed) {
   const std::string env_name = job.env.empty() ? "cartpole" : job.env;
-  FOXHUNT_CHECK(job.epochs == 0, kComponent, "--epochs applies to mamba2/tft; ", job.model,
-                " trains for --steps");
+  FOXHUNT_CHECK(job.epochs == 0, kComponent, "--epochs applies to ", forecaster_names(), "; ",
+                job.model, " trains for --steps");
   FOXHUNT_CHECK(env_name == "cartpole" || env_name == "trading", kComponent,
                 "--env: expected cartpole or trading, got '", env_name, "'");
   FOXHUNT_CHECK(job.data.empty() || env_name == "trading", kComponent,
-                "--data applies to --env trading and to mamba2/tft");
-  FOXHUNT_CHECK(job.model_options.empty(), kComponent,
-                "--model-options applies to mamba2/tft; use --options for ", job.model);
+                "--data applies to --env trading and to ", forecaster_names());
+  FOXHUNT_CHECK(job.model_options.empty(), kComponent, "--model-options applies to ",
+                forecaster_names(), "; use --options for ", job.model);
   FOXHUNT_CHECK(job.eval_episodes >= 0, kComponent, "--eval-episodes: expected >= 0, got ",
                 job.eval_episodes);
 
@@ -540,19 +553,26 @@ nlohmann::json run_rl(const TrainJob& job, const std::optional<Container>& resum
                 data_info,
                 resumed ? &*resumed : nullptr};
   RlOutcome r;
-  if (job.model == "dqn") {
-    auto base = job.resume.empty()
-                    ? dqn_defaults
-                    : resumed_checkpoint(resumed, job, "dqn").header["trainer"]["options"];
-    const auto o = dqn_trainer_options_from_json(rl_options(base, job));
-    r = train_rl<DqnTrainer, models::DqnOptions>(job, ctx, o, o.buffer_size(), 1000);
-  } else {
-    auto base = job.resume.empty()
-                    ? ppo_defaults
-                    : resumed_checkpoint(resumed, job, "ppo").header["trainer"]["options"];
-    const auto o = ppo_trainer_options_from_json(rl_options(base, job));
-    // A minibatch larger than one rollout is pointless: clamp to n_envs * n_steps.
-    r = train_rl<PpoTrainer, models::PpoOptions>(job, ctx, o, o.n_envs() * o.n_steps(), 4096);
+  switch (models::catalog_entry(job.model).trainer) {
+    case models::TrainerKind::kDqn: {
+      auto base = job.resume.empty()
+                      ? dqn_defaults
+                      : resumed_checkpoint(resumed, job, "dqn").header["trainer"]["options"];
+      const auto o = dqn_trainer_options_from_json(rl_options(base, job));
+      r = train_rl<DqnTrainer, models::DqnOptions>(job, ctx, o, o.buffer_size(), 1000);
+      break;
+    }
+    case models::TrainerKind::kPpo: {
+      auto base = job.resume.empty()
+                      ? ppo_defaults
+                      : resumed_checkpoint(resumed, job, "ppo").header["trainer"]["options"];
+      const auto o = ppo_trainer_options_from_json(rl_options(base, job));
+      // A minibatch larger than one rollout is pointless: clamp to n_envs * n_steps.
+      r = train_rl<PpoTrainer, models::PpoOptions>(job, ctx, o, o.n_envs() * o.n_steps(), 4096);
+      break;
+    }
+    case models::TrainerKind::kForecast:
+      FOXHUNT_INTERNAL_ASSERT(false, "run_rl on a forecaster (" + job.model + ")");
   }
   auto summary = summary_of(job, env_name, r.result, *r.paths, r.options);
   add_distributed(summary, r.result, job);
@@ -607,15 +627,13 @@ double unconditional_baseline(const data::MarketDataset& ds, const data::WindowS
 // [-5%, +1%]; Mamba-2 d_model 64 x 2 layers -16%, d_model 16 x 1 layer -5%.
 constexpr int64_t kShortSeriesBars = 5000;
 
+// The measured choices live in each model's catalog entry (models/catalog.cpp).
 nlohmann::json compact_model_options(const std::string& model) {
-  if (model == "tft") return {{"hidden", 8}, {"heads", 2}, {"dropout", 0.2}};
-  if (model == "mamba2") return {{"d_model", 16}, {"n_layers", 1}};
-  return nlohmann::json::object();
+  return models::catalog_entry(model).compact_model_options;
 }
 
 nlohmann::json compact_trainer_options(const std::string& model) {
-  if (model == "tft") return {{"learning_rate", 3e-4}};
-  return nlohmann::json::object();
+  return models::catalog_entry(model).compact_trainer_options;
 }
 
 // The forecaster's quantile head starts at the constant forecast: bias = the quantile levels of
@@ -692,9 +710,9 @@ nlohmann::json next_bar_evaluation(models::Model& model, MarketBatchSource& sour
 }
 
 nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>& resumed) {
-  FOXHUNT_CHECK(job.steps == 0, kComponent, "--steps applies to dqn/ppo; ", job.model,
+  FOXHUNT_CHECK(job.steps == 0, kComponent, "--steps applies to ", policy_names(), "; ", job.model,
                 " trains for --epochs");
-  FOXHUNT_CHECK(job.env.empty(), kComponent, "--env applies to dqn/ppo; ", job.model,
+  FOXHUNT_CHECK(job.env.empty(), kComponent, "--env applies to ", policy_names(), "; ", job.model,
                 " trains on market data (--data)");
   const auto names = models::model_names();
   FOXHUNT_CHECK(std::find(names.begin(), names.end(), job.model) != names.end(), kComponent,
@@ -811,9 +829,8 @@ nlohmann::json run_train_job(const TrainJob& given) {
   TrainJob job = given;
   if (job.dist.world_size() > 1 && job.device == "cuda" && torch::cuda::device_count() > 1)
     job.device = "cuda:" + std::to_string(job.dist.rank() % torch::cuda::device_count());
-  const auto& names = trainable_models();
-  FOXHUNT_CHECK(std::find(names.begin(), names.end(), job.model) != names.end(), kComponent,
-                "unknown model '", job.model, "'; expected one of: dqn, ppo, mamba2, tft");
+  FOXHUNT_CHECK(models::in_catalog(job.model), kComponent, "unknown model '", job.model,
+                "'; expected one of: ", models::joined_model_names());
   FOXHUNT_CHECK(job.steps >= 0 && job.epochs >= 0, kComponent,
                 "--steps and --epochs must be positive");
   FOXHUNT_CHECK(job.steps == 0 || job.epochs == 0, kComponent,
@@ -830,7 +847,7 @@ nlohmann::json run_train_job(const TrainJob& given) {
   }
   dist::validate(job.dist);
   nlohmann::json summary =
-      job.model == "dqn" || job.model == "ppo" ? run_rl(job, resumed) : run_forecast(job, resumed);
+      models::is_policy(job.model) ? run_rl(job, resumed) : run_forecast(job, resumed);
   if (job.dist.rank() > 0) return summary;
   const auto dir = std::filesystem::path(summary["metrics_file"].get<std::string>()).parent_path();
   write_file_atomic((dir / "summary.json").string(), summary.dump(2) + "\n");
@@ -855,7 +872,7 @@ nlohmann::json run_train_all(const TrainJob& base) {
     TrainJob job = base;
     job.model = name;
     job.out_dir = (std::filesystem::path(out) / name).string();
-    const bool rl = name == "dqn" || name == "ppo";
+    const bool rl = models::is_policy(name);
     job.env = rl ? "trading" : "";
     job.steps = rl ? base.steps : 0;    // --steps: the RL models
     job.epochs = rl ? 0 : base.epochs;  // --epochs: the forecasters

@@ -17,10 +17,12 @@
 #include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/memory/device_profile.h"
+#include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
 #include "foxhunt/plan/budget.h"
 #include "foxhunt/plan/planner.h"
+#include "foxhunt/quant/precision.h"
 #include "foxhunt/runtime/backtest.h"
 #include "foxhunt/runtime/bundle.h"
 #include "foxhunt/runtime/quantize_job.h"
@@ -208,7 +210,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
     job.device_profile = memory::kReferenceProfile;  // each run capped at the reference card
     job.out_dir = (root / model).string();
     job.progress = train::ProgressMode::kOff;
-    const bool rl = model == "dqn" || model == "ppo";
+    const bool rl = models::is_policy(model);
     if (rl) {
       job.env = "trading";
       job.steps = options.rl_steps;
@@ -296,14 +298,16 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
 
 void validate_quantize_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
   namespace fs = std::filesystem;
-  const auto fp = fs::path(options.out_dir) / "tft" / kBundleFile;
+  // The model with an INT8 form (the TFT): its FP32 bundle is what is quantized.
+  const std::string quantizable = quant::models_with_precision("int8").front();
+  const auto fp = fs::path(options.out_dir) / quantizable / kBundleFile;
   FOXHUNT_CHECK(!options.out_dir.empty() && fs::exists(fp), "validate",
                 "quantize: needs the train step's TFT bundle ", fp.string());
   // Outside DIR/<model>/bundle.fhb, so the backtest's ensemble stays the four FP32 models.
   fs::create_directories(fs::path(options.out_dir) / "quantized");
   QuantizeJob job;
   job.bundle = fp.string();
-  job.out = (fs::path(options.out_dir) / "quantized" / "tft-int8.fhb").string();
+  job.out = (fs::path(options.out_dir) / "quantized" / (quantizable + "-int8.fhb")).string();
   job.method = "ptq";
   job.device = options.device;
   job.seed = options.seed;
@@ -373,7 +377,7 @@ void validate_stress_step(const ValidateOptions& options, StepResult& result, st
   o.switch_cycles = options.stress_cycles;
   // The bundles the train step wrote, when it ran; fresh default models otherwise.
   bool trained = !options.out_dir.empty();
-  for (const char* m : {"dqn", "ppo", "mamba2", "tft"})
+  for (const auto& m : models::model_names())
     trained = trained && fs::exists(fs::path(options.out_dir) / m / kBundleFile);
   if (trained) o.bundles = options.out_dir;
   auto shared =

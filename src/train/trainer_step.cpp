@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/models/catalog.h"
 #include "foxhunt/models/dqn.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/ppo.h"
@@ -210,12 +211,17 @@ class ForecastStep final : public TrainerStep {
 std::unique_ptr<TrainerStep> make_trainer_step(const TrainerStepSpec& spec) {
   FOXHUNT_CHECK(spec.seq_len >= 0, kComponent, "seq_len: expected >= 0 (0 = model default), got ",
                 spec.seq_len);
-  if (spec.model == "dqn") return std::make_unique<DqnStep>(spec);
-  if (spec.model == "ppo") return std::make_unique<PpoStep>(spec);
-  if (spec.model == "mamba2" || spec.model == "tft") return std::make_unique<ForecastStep>(spec);
-  throw InputError(
-      kComponent,
-      "model: expected one of dqn, ppo, mamba2, tft (the trainers), got '" + spec.model + "'");
+  FOXHUNT_CHECK(models::in_catalog(spec.model), kComponent, "model: expected one of ",
+                models::joined_model_names(), " (the trainers), got '", spec.model, "'");
+  switch (models::catalog_entry(spec.model).trainer) {
+    case models::TrainerKind::kDqn:
+      return std::make_unique<DqnStep>(spec);
+    case models::TrainerKind::kPpo:
+      return std::make_unique<PpoStep>(spec);
+    case models::TrainerKind::kForecast:
+      return std::make_unique<ForecastStep>(spec);
+  }
+  throw Error(kComponent, "unhandled trainer kind of '" + spec.model + "'");
 }
 
 }  // namespace foxhunt::train

@@ -49,15 +49,11 @@
 
 namespace foxhunt::plan {
 
-/// Default per-model serving targets in bytes: twice the fp32 footprint measured when they were
-/// set (2026-12-01, this file's method: dqn 337.5 KiB, ppo 498.5 KiB, mamba2 16.37 MiB, tft
-/// 27.48 MiB), rounded up to whole MiB: dqn 1, ppo 1, mamba2 33, tft 55 MiB. A change that
-/// doubles a model's memory fails. Mamba-2's was reset on 2026-12-03, when its fused inference
-/// kernel took its batch-64 peak from 16.37 to 5.29 MiB: 2 x 5.29 -> 11 MiB. (The reference
-/// system's targets, 150/200/500/200 MiB, were 5-400x the measured values and could not fail; pass
-/// them with --targets to compare.)
-/// On CUDA the fused CPU kernels do not run: Mamba-2's target there is twice its ATen path's
-/// batch-64 peak measured on an H200 on 2026-12-04 (15.03 MiB) -> 31 MiB; the others are the same.
+/// Default per-model serving targets in bytes on `device`: each model's catalog entry
+/// (models/catalog.h: twice its fp32 batch-64 footprint measured when set, on the CPU and on
+/// CUDA, where the fused CPU kernels do not run; the measurements are cited there). A change that
+/// doubles a model's memory fails. (The reference system's targets, 150/200/500/200 MiB, were
+/// 5-400x the measured values and could not fail; pass them with --targets to compare.)
 std::map<std::string, std::uint64_t> default_targets(
     const memory::MemoryDevice& device = memory::MemoryDevice{});
 

@@ -38,11 +38,13 @@
 
 namespace foxhunt::runtime {
 
+/// Each catalog model's ensemble_weight (models/catalog.h): 1 for the four.
+std::map<std::string, double> default_ensemble_weights();
+
 /// Weights and thresholds of the ensemble's decision (see the file comment).
 struct DecisionRule {
   /// Weight of each model's signal (registry name -> weight >= 0).
-  std::map<std::string, double> weights = {
-      {"dqn", 1.0}, {"ppo", 1.0}, {"mamba2", 1.0}, {"tft", 1.0}};
+  std::map<std::string, double> weights = default_ensemble_weights();
   /// Forecast signal = clamp(gain * P50 / (P90 - P10), -1, 1).
   double forecast_gain = 2.0;
   /// DQN action probabilities = softmax(q / temperature).

@@ -1,0 +1,70 @@
+#pragma once
+/// \file catalog.h
+/// The model catalog: everything the layers above need to know about each model, in one
+/// registration per model (src/models/catalog.cpp). Code outside models/ asks the catalog (its
+/// family, its trainer, its defaults) and never compares a model's name. Precisions other than
+/// fp32 are registered by the area that builds them (quant/ for the INT8 TFT: quant/precision.h).
+///
+/// Adding a fifth model: its module and ModelAdapter in models/, one CatalogEntry below, and (if
+/// it trains with a new kind of step) a TrainerKind with its case in train/trainer_step.cpp and
+/// runtime/train_job.cpp, which the compiler's -Wswitch points to.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace foxhunt::models {
+
+class Model;
+
+/// What a model produces: an RL policy (actions from a state) or a quantile forecaster.
+enum class Family { kPolicy, kForecaster };
+
+/// The training step a model runs (train/ maps each kind to its trainer classes).
+enum class TrainerKind { kDqn, kPpo, kForecast };
+
+/// One model of the catalog.
+struct CatalogEntry {
+  std::string name;         ///< registry name ("dqn", ...), also the bundle directory's name
+  Family family;            ///< policy or forecaster
+  TrainerKind trainer;      ///< which trainer step trains it
+  std::string description;  ///< one line for listings
+  /// Builds the fp32 model from options JSON (missing keys take defaults).
+  std::unique_ptr<Model> (*make)(const nlohmann::json& options);
+  /// Model and trainer options for a short series (see runtime/train_job.cpp, which measured
+  /// them); empty objects where the defaults already suit one.
+  nlohmann::json compact_model_options;
+  nlohmann::json compact_trainer_options;
+  /// Serving memory targets (plan/budget.h: twice the measured fp32 batch-64 footprint), on the
+  /// CPU and on CUDA (where the fused CPU kernels do not run).
+  std::uint64_t serving_target_cpu_bytes = 0;
+  std::uint64_t serving_target_cuda_bytes = 0;
+  /// The reference system's claimed serving footprint (its README's "MB" = MiB).
+  std::uint64_t reference_claim_bytes = 0;
+  /// Weight of the model's signal in the default ensemble decision.
+  double ensemble_weight = 1.0;
+};
+
+/// Every model, in canonical order (dqn, ppo, mamba2, tft): reports list models in this order.
+const std::vector<CatalogEntry>& catalog();
+
+/// The entry named `name`; InputError naming `component` and the known names otherwise.
+const CatalogEntry& catalog_entry(const std::string& name, const char* component = "models");
+
+/// True when `name` is in the catalog.
+bool in_catalog(const std::string& name);
+
+/// The names of one family, in canonical order.
+std::vector<std::string> model_names(Family family);
+
+/// The catalog's names joined by `separator` ("dqn, ppo, mamba2, tft"), for messages and help.
+std::string joined_model_names(const char* separator = ", ");
+/// The names of one family joined by `separator` ("dqn/ppo").
+std::string joined_model_names(Family family, const char* separator);
+
+/// Whether `name` is an RL policy (InputError for an unknown name).
+bool is_policy(const std::string& name);
+
+}  // namespace foxhunt::models

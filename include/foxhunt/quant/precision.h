@@ -1,0 +1,39 @@
+#pragma once
+/// \file precision.h
+/// Models at a precision. Every catalog model (models/catalog.h) has fp32; the quantized forms
+/// are registered here, one entry each (today: the INT8 TFT, quant/tft_int8.h). Code above quant/
+/// asks these functions instead of comparing model or precision names.
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace foxhunt::models {
+class Model;
+}
+
+namespace foxhunt::quant {
+
+/// The precisions `model` can be built at, "fp32" first; InputError for an unknown model.
+std::vector<std::string> precisions(const std::string& model);
+
+/// True when `model` (a catalog name) exists at `precision`.
+bool has_precision(const std::string& model, const std::string& precision);
+
+/// The catalog models that have `precision`, in canonical order ("int8" -> {"tft"}).
+std::vector<std::string> models_with_precision(const std::string& precision);
+
+/// `model` at `precision` from options JSON (null: defaults). InputError naming `component`,
+/// the model and its precisions when it has no such precision.
+std::unique_ptr<models::Model> make_model_at(const std::string& model, const std::string& precision,
+                                             const nlohmann::json& options, const char* component);
+
+/// The quantized forms for messages: "the int8 tft" (joined with " and ").
+std::string quantized_forms_text();
+
+/// Parameter bytes per precision of `model` at its default options: {"fp32": {"parameter_bytes":
+/// N}, "int8": {...}} (the quantized forms add their own breakdown).
+nlohmann::json precision_bytes(const std::string& model);
+
+}  // namespace foxhunt::quant

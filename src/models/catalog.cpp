@@ -1,0 +1,78 @@
+#include "foxhunt/models/catalog.h"
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/models/dqn.h"
+#include "foxhunt/models/mamba2.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/models/ppo.h"
+#include "foxhunt/models/tft.h"
+
+namespace foxhunt::models {
+namespace {
+
+constexpr std::uint64_t kMiB = 1024ull * 1024;
+
+}  // namespace
+
+const std::vector<CatalogEntry>& catalog() {
+  // Serving targets: twice the fp32 batch-64 footprint measured when set (2026-12-01: dqn
+  // 337.5 KiB, ppo 498.5 KiB, tft 27.48 MiB; Mamba-2 2026-12-03 with its fused kernel, 5.29 MiB,
+  // and on an H200 2026-12-04 without it, 15.03 MiB), rounded up to whole MiB. A change that
+  // doubles a model's memory fails `foxhunt budget`.
+  // Compact options: see compact_model_options() in runtime/train_job.cpp for the measurements.
+  static const std::vector<CatalogEntry> entries = {
+      {"dqn", Family::kPolicy, TrainerKind::kDqn, "double DQN policy (MLP over the state)",
+       &make_dqn_model, nlohmann::json::object(), nlohmann::json::object(), 1 * kMiB, 1 * kMiB,
+       6 * kMiB},
+      {"ppo", Family::kPolicy, TrainerKind::kPpo, "PPO actor-critic policy (MLP trunk, two heads)",
+       &make_ppo_model, nlohmann::json::object(), nlohmann::json::object(), 1 * kMiB, 1 * kMiB,
+       145 * kMiB},
+      {"mamba2", Family::kForecaster, TrainerKind::kForecast,
+       "Mamba-2 (SSD) quantile forecaster over a window of bars", &make_mamba2_model,
+       nlohmann::json{{"d_model", 16}, {"n_layers", 1}}, nlohmann::json::object(), 11 * kMiB,
+       31 * kMiB, 164 * kMiB},
+      {"tft", Family::kForecaster, TrainerKind::kForecast,
+       "Temporal Fusion Transformer quantile forecaster", &make_tft_model,
+       nlohmann::json{{"hidden", 8}, {"heads", 2}, {"dropout", 0.2}},
+       nlohmann::json{{"learning_rate", 3e-4}}, 55 * kMiB, 55 * kMiB, 125 * kMiB},
+  };
+  return entries;
+}
+
+const CatalogEntry& catalog_entry(const std::string& name, const char* component) {
+  for (const auto& e : catalog())
+    if (e.name == name) return e;
+  throw InputError(component,
+                   "unknown model '" + name + "'; expected one of: " + joined_model_names());
+}
+
+bool in_catalog(const std::string& name) {
+  for (const auto& e : catalog())
+    if (e.name == name) return true;
+  return false;
+}
+
+std::vector<std::string> model_names(Family family) {
+  std::vector<std::string> names;
+  for (const auto& e : catalog())
+    if (e.family == family) names.push_back(e.name);
+  return names;
+}
+
+std::string joined_model_names(const char* separator) {
+  std::string out;
+  for (const auto& e : catalog()) out += (out.empty() ? "" : separator) + e.name;
+  return out;
+}
+
+std::string joined_model_names(Family family, const char* separator) {
+  std::string out;
+  for (const auto& n : model_names(family)) out += (out.empty() ? "" : separator) + n;
+  return out;
+}
+
+bool is_policy(const std::string& name) {
+  return catalog_entry(name).family == Family::kPolicy;
+}
+
+}  // namespace foxhunt::models

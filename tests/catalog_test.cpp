@@ -1,0 +1,96 @@
+// The model catalog (models/catalog.h) and the precisions registered above it (quant/precision.h):
+// every fact an entry states is checked against the model it builds.
+#include <gtest/gtest.h>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/models/catalog.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/plan/budget.h"
+#include "foxhunt/quant/precision.h"
+#include "foxhunt/runtime/serving.h"
+#include "foxhunt/train/trainer_step.h"
+
+namespace foxhunt {
+namespace {
+
+TEST(CatalogTest, EntriesDescribeTheModelsTheyBuild) {
+  const auto& cat = models::catalog();
+  ASSERT_EQ(models::model_names(), (std::vector<std::string>{"dqn", "ppo", "mamba2", "tft"}));
+  for (const auto& e : cat) {
+    SCOPED_TRACE(e.name);
+    auto m = e.make(nlohmann::json::object());
+    EXPECT_EQ(m->name(), e.name);
+    EXPECT_EQ(m->spec().is_forecaster(), e.family == models::Family::kForecaster);
+    EXPECT_EQ(e.trainer == models::TrainerKind::kForecast, e.family == models::Family::kForecaster);
+    EXPECT_EQ(models::is_policy(e.name), e.family == models::Family::kPolicy);
+    // The compact options build a smaller model of the same kind.
+    auto compact = models::make_model(e.name, e.compact_model_options);
+    EXPECT_LE(compact->parameter_bytes(), m->parameter_bytes());
+    EXPECT_GT(e.serving_target_cpu_bytes, 0u);
+    EXPECT_GE(e.serving_target_cuda_bytes, e.serving_target_cpu_bytes);
+    EXPECT_FALSE(e.description.empty());
+  }
+  EXPECT_EQ(models::model_names(models::Family::kPolicy), (std::vector<std::string>{"dqn", "ppo"}));
+  EXPECT_EQ(models::joined_model_names(models::Family::kForecaster, "/"), "mamba2/tft");
+  EXPECT_EQ(models::joined_model_names(), "dqn, ppo, mamba2, tft");
+}
+
+TEST(CatalogTest, UnknownNamesAreInputErrorsListingTheCatalog) {
+  EXPECT_FALSE(models::in_catalog("lstm"));
+  try {
+    models::catalog_entry("lstm", "here");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("[here]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected one of: dqn, ppo, mamba2, tft"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(models::make_model("lstm"), InputError);
+  EXPECT_THROW(models::is_policy("lstm"), InputError);
+}
+
+TEST(CatalogTest, EveryEntryReachesItsTrainerAndTheBudgetAndTheEnsemble) {
+  const auto weights = runtime::default_ensemble_weights();
+  const auto targets = plan::default_targets();
+  for (const auto& name : models::model_names()) {
+    SCOPED_TRACE(name);
+    train::TrainerStepSpec spec;
+    spec.model = name;
+    if (name == "dqn") spec.trainer_options = {{"buffer_size", 1000}};
+    const auto step = train::make_trainer_step(spec);
+    EXPECT_EQ(step->model().name(), name);
+    EXPECT_EQ(weights.at(name), 1.0);
+    EXPECT_EQ(targets.at(name), models::catalog_entry(name).serving_target_cpu_bytes);
+  }
+  EXPECT_EQ(weights.size(), models::catalog().size());
+}
+
+TEST(CatalogTest, PrecisionsAreFp32AndTheRegisteredInt8Tft) {
+  EXPECT_EQ(quant::models_with_precision("int8"), std::vector<std::string>{"tft"});
+  EXPECT_EQ(quant::models_with_precision("fp32"), models::model_names());
+  EXPECT_EQ(quant::precisions("tft"), (std::vector<std::string>{"fp32", "int8"}));
+  EXPECT_EQ(quant::precisions("dqn"), std::vector<std::string>{"fp32"});
+  EXPECT_FALSE(quant::has_precision("dqn", "int8"));
+  EXPECT_FALSE(quant::has_precision("lstm", "fp32"));
+  EXPECT_EQ(quant::quantized_forms_text(), "the int8 tft");
+  auto i8 = quant::make_model_at("tft", "int8", nullptr, "t");
+  EXPECT_EQ(i8->precision(), "int8");
+  EXPECT_EQ(quant::make_model_at("ppo", "fp32", nullptr, "t")->precision(), "fp32");
+  try {
+    quant::make_model_at("dqn", "int8", nullptr, "here");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("precision of 'dqn': expected fp32, got 'int8'"),
+              std::string::npos)
+        << e.what();
+  }
+  const auto bytes = quant::precision_bytes("tft");
+  EXPECT_LT(bytes["int8"]["parameter_bytes"].get<double>(),
+            bytes["fp32"]["parameter_bytes"].get<double>());
+  EXPECT_EQ(quant::precision_bytes("dqn")["fp32"]["parameter_bytes"].get<std::int64_t>(),
+            models::make_model("dqn")->parameter_bytes());
+}
+
+}  // namespace
+}  // namespace foxhunt
