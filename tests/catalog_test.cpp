@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/plan/budget.h"
 #include "foxhunt/quant/precision.h"
+#include "foxhunt/runtime/bundle.h"
 #include "foxhunt/runtime/serving.h"
 #include "foxhunt/train/trainer_step.h"
+#include "test_util.h"
 
 namespace foxhunt {
 namespace {
@@ -90,6 +93,24 @@ TEST(CatalogTest, PrecisionsAreFp32AndTheRegisteredInt8Tft) {
             bytes["fp32"]["parameter_bytes"].get<double>());
   EXPECT_EQ(quant::precision_bytes("dqn")["fp32"]["parameter_bytes"].get<std::int64_t>(),
             models::make_model("dqn")->parameter_bytes());
+}
+
+// The ensemble directory's layout lives in one type; complete() needs every catalog model.
+TEST(CatalogTest, BundleDirectoryOwnsTheEnsembleLayout) {
+  testing::TempDir tmp;
+  const runtime::BundleDirectory d(tmp.file("ens"));
+  EXPECT_EQ(d.model_dir("tft"), tmp.file("ens/tft"));
+  EXPECT_EQ(d.bundle_path("tft"), tmp.file("ens/tft/bundle.fhb"));
+  EXPECT_EQ(runtime::BundleDirectory::bundle_in(tmp.file("x")), tmp.file("x/bundle.fhb"));
+  EXPECT_FALSE(d.complete());
+  const auto names = models::model_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_FALSE(d.complete()) << i << " of " << names.size() << " bundles";
+    std::filesystem::create_directories(d.model_dir(names[i]));
+    write_file_atomic(d.bundle_path(names[i]), "x");
+  }
+  EXPECT_TRUE(d.complete());
+  EXPECT_FALSE(runtime::BundleDirectory("").complete());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Footprint: exact fixed tags (parameters, buffers, gradients, optimizer state) against the closed
-// forms of DESIGN.md 2 for every model and optimizer, measured activations, inference footprint.
+// forms of ARCHITECTURE.md ("Memory accounting") for every model and optimizer, measured
+// activations, inference footprint.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

@@ -12,14 +12,7 @@
 namespace foxhunt {
 namespace {
 
-// Where scripts/setup.sh put the S&P 500 daily closes (1999-2018, 5,031 bars, date,close).
-std::string sp500_csv() {
-  if (const char* d = std::getenv("FOXHUNT_DATA_DIR")) return std::string(d) + "/sp500_close.csv";
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string cache = xdg ? xdg : std::string(home ? home : "/root") + "/.cache";
-  return cache + "/foxhunt/sp500_close.csv";
-}
+using foxhunt::testing::sp500_csv;
 
 void expect_no_worse_than_naive(const std::string& model) {
   const std::string csv = sp500_csv();

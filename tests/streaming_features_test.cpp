@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -15,6 +16,7 @@
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/features.h"
 #include "foxhunt/data/streaming_features.h"
+#include "test_util.h"
 
 namespace foxhunt::data {
 namespace {
@@ -119,6 +121,37 @@ TEST_F(StreamingFeaturesTest, MatchesBatchOnCloseOnlySeriesWithoutVolume) {
   auto s = series(1500, 11);
   for (Bar& b : s.bars) b.open = b.high = b.low = b.close, b.volume = 0.0;
   s.close_only = true;
+  const Comparison cmp = compare(s);
+  EXPECT_LE(cmp.max_rel_warm, kRelTolerance) << "worst: " << cmp.worst;
+  EXPECT_LE(cmp.max_rel_early, kRelTolerance) << "worst: " << cmp.worst;
+}
+
+// Train and serve must see the same features on real data: the S&P 500 daily closes (close
+// only, no volume), every bar, warm-up included.
+TEST_F(StreamingFeaturesTest, MatchesBatchOnTheSp500Closes) {
+  const std::string csv = foxhunt::testing::sp500_csv();
+  ASSERT_TRUE(std::filesystem::exists(csv))
+      << csv << " is missing: scripts/setup.sh fetches it (the arch wheel's S&P 500 data)";
+  const BarSeries s = load_bars_csv(csv);
+  ASSERT_EQ(s.size(), 5031);
+  const Comparison cmp = compare(s);
+  EXPECT_LE(cmp.max_rel_warm, kRelTolerance) << "worst: " << cmp.worst;
+  EXPECT_LE(cmp.max_rel_early, kRelTolerance) << "worst: " << cmp.worst;
+  std::cout << "[stream] S&P 500: max rel diff " << cmp.max_rel_warm << " (warm), "
+            << cmp.max_rel_early << " (warm-up rows); bit-identical " << cmp.identical << "/"
+            << cmp.total << "\n";
+}
+
+// Flat windows (a halted instrument: one price, one volume, for longer than every lookback) are
+// where a two-pass variance leaves a rounding residue; both paths must give exactly 0 there.
+TEST_F(StreamingFeaturesTest, MatchesBatchThroughFlatStretches) {
+  auto s = series(1500, 3);
+  const double c = s.bars[400].close;
+  for (size_t i = 400; i < 700; ++i) {
+    Bar& b = s.bars[i];
+    b.open = b.high = b.low = b.close = c;
+    b.volume = 1000.0;
+  }
   const Comparison cmp = compare(s);
   EXPECT_LE(cmp.max_rel_warm, kRelTolerance) << "worst: " << cmp.worst;
   EXPECT_LE(cmp.max_rel_early, kRelTolerance) << "worst: " << cmp.worst;

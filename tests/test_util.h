@@ -96,6 +96,16 @@ inline nlohmann::json run_cli_json(const std::string& args, int exit_code) {
 }
 
 /// A fresh temporary directory removed at the end of the scope.
+/// Where scripts/setup.sh put the S&P 500 daily closes (1999-2018, 5,031 bars, date,close):
+/// $FOXHUNT_DATA_DIR, else $XDG_CACHE_HOME/foxhunt, else ~/.cache/foxhunt.
+inline std::string sp500_csv() {
+  if (const char* d = std::getenv("FOXHUNT_DATA_DIR")) return std::string(d) + "/sp500_close.csv";
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string cache = xdg ? xdg : std::string(home ? home : "/root") + "/.cache";
+  return cache + "/foxhunt/sp500_close.csv";
+}
+
 class TempDir {
  public:
   TempDir() {

@@ -17,13 +17,6 @@ const char* split_name(Split split) {
   return kNames[static_cast<int>(split)];
 }
 
-Split split_from_name(const std::string& name) {
-  if (name == "train") return Split::kTrain;
-  if (name == "validation" || name == "val") return Split::kValidation;
-  if (name == "test") return Split::kTest;
-  throw InputError(kComponent, "unknown split '" + name + "' (expected train, validation, test)");
-}
-
 const BarRange& SplitRanges::get(Split split) const {
   switch (split) {
     case Split::kTrain:

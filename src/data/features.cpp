@@ -73,10 +73,21 @@ double wmean_sq(const Vec& x, int64_t t, int64_t w) {
   return s / static_cast<double>(t - b + 1);
 }
 
-/// Population std over the window (two-pass).
+/// Mean of the window taken about its first value: x[b] + mean(x[i] - x[b]). Equal to wmean up
+/// to rounding, and exactly x[b] when the window is flat, so that the deviations below are exactly
+/// 0 there (a plain sum/n can miss the value by an ulp and leave a ~1e-16 variance, which the
+/// streaming engine, whose flat-window variance is exactly 0, does not: train and serve agree).
+double wmean_shifted(const Vec& x, int64_t t, int64_t w) {
+  const int64_t b = wbegin(t, w);
+  double s = 0.0;
+  for (int64_t i = b; i <= t; ++i) s += x[i] - x[b];
+  return x[b] + s / static_cast<double>(t - b + 1);
+}
+
+/// Population std over the window (two-pass, about the shifted mean: exactly 0 when flat).
 double wstd(const Vec& x, int64_t t, int64_t w) {
   const int64_t b = wbegin(t, w);
-  const double m = wmean(x, t, w);
+  const double m = wmean_shifted(x, t, w);
   double s = 0.0;
   for (int64_t i = b; i <= t; ++i) s += (x[i] - m) * (x[i] - m);
   return std::sqrt(s / static_cast<double>(t - b + 1));
@@ -106,7 +117,7 @@ double log_ratio(double a, double b) {
 /// Pearson correlation of x[i] and y[i] over the window (0 when a variance is 0).
 double wcorr(const Vec& x, const Vec& y, int64_t t, int64_t w) {
   const int64_t b = wbegin(t, w);
-  const double mx = wmean(x, t, w), my = wmean(y, t, w);
+  const double mx = wmean_shifted(x, t, w), my = wmean_shifted(y, t, w);
   double sxy = 0, sxx = 0, syy = 0;
   for (int64_t i = b; i <= t; ++i) {
     sxy += (x[i] - mx) * (y[i] - my);

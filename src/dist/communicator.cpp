@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "foxhunt/dist/nccl_backend.h"
+#include "nccl_backend.h"
 
 namespace foxhunt::dist {
 

@@ -9,10 +9,14 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/ledger.h"
+#include "foxhunt/memory/tags.h"
 #include "foxhunt/models/model.h"
 #include "train_step.h"
 
 namespace foxhunt::plan {
+
+using memory::Tag;
+using memory::tag_scope;
 
 using namespace ::foxhunt::memory;  // the ledger, scopes and profiles this area measures with
 
@@ -83,14 +87,14 @@ bool TrainingFootprint::matches_closed_form() const {
 }
 
 std::vector<TagBytes> TrainingFootprint::tags() const {
-  return {{model + "/parameters", parameter_bytes},
+  return {{tag_scope(model, Tag::kParameters), parameter_bytes},
           {model + "/buffers", buffer_bytes},
           {model + "/trainer_state", trainer_state_bytes},
-          {model + "/gradients", gradient_bytes},
-          {model + "/optimizer", optimizer_bytes},
-          {model + "/" + dist::kBucketScope, comm_bucket_bytes},
+          {tag_scope(model, Tag::kGradients), gradient_bytes},
+          {tag_scope(model, Tag::kOptimizer), optimizer_bytes},
+          {tag_scope(model, Tag::kCommBuckets), comm_bucket_bytes},
           {model + "/external", external_bytes},
-          {model + "/activations", activation_bytes}};
+          {tag_scope(model, Tag::kActivations), activation_bytes}};
 }
 
 nlohmann::json TrainingFootprint::to_json() const {
@@ -158,7 +162,7 @@ struct TrainingProbe::Impl {
   MemoryDevice dev;                      // where the step runs and is measured
   std::unique_ptr<dist::GradientSync> buckets;  // world_size > 1: what a rank adds
 
-  std::string full(const char* tag) const { return scope_root + "/" + tag; }
+  std::string full(memory::Tag tag) const { return memory::tag_scope(scope_root, tag); }
 };
 
 TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config,
@@ -176,19 +180,19 @@ TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config
   // between the phases, with the gradients counted from the .grad tensors.
   s.dev = MemoryDevice::parse(config.device, "footprint");
   const MemoryDevice& dev = s.dev;
-  const auto tag_live = [&](const char* tag) {
+  const auto tag_live = [&](Tag tag) {
     return dev.cuda ? std::uint64_t{0} : scope_live(s.full(tag));
   };
   const std::uint64_t live0 = device_live_bytes(dev);
   const std::uint64_t external0 = external_bytes();
-  const std::uint64_t params0 = tag_live("parameters");
-  const std::uint64_t grads0 = tag_live("gradients");
-  const std::uint64_t opt0 = tag_live("optimizer");
+  const std::uint64_t params0 = tag_live(Tag::kParameters);
+  const std::uint64_t grads0 = tag_live(Tag::kGradients);
+  const std::uint64_t opt0 = tag_live(Tag::kOptimizer);
   device_reset_peak(dev);
   torch::manual_seed(config.seed);
   {
     // The trainer with its network (and, for the DQN, its target network and replay buffer).
-    MemoryScope p(model + "/parameters");
+    MemoryScope p(tag_scope(model, Tag::kParameters));
     s.step = detail::make_step(model, config, model_options);
   }
   s.construction_peak = detail::beyond(device_peak_bytes(dev), live0);
@@ -207,7 +211,7 @@ TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config
   }
   for (const auto& b : m.module().buffers()) fp.buffer_bytes += tensor_bytes(b);
   fp.construction_live_bytes = dev.cuda ? detail::beyond(device_live_bytes(dev), live0)
-                                        : detail::beyond(tag_live("parameters"), params0);
+                                        : detail::beyond(tag_live(Tag::kParameters), params0);
   const std::uint64_t own = fp.parameter_bytes + fp.buffer_bytes;
   fp.trainer_state_bytes = fp.construction_live_bytes > own ? fp.construction_live_bytes - own : 0;
   fp.expected_trainer_state_bytes = s.step->expected_state_bytes();
@@ -217,10 +221,10 @@ TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config
   fp.expected_optimizer_bytes =
       optimizer_state_bytes(config.optimizer, fp.trainable_parameter_bytes);
   const std::uint64_t buckets0 =
-      dev.cuda ? device_live_bytes(dev) : scope_live(s.full(dist::kBucketScope));
+      dev.cuda ? device_live_bytes(dev) : scope_live(s.full(Tag::kCommBuckets));
   s.buckets = detail::make_comm_buckets(m, config, model);
   fp.comm_bucket_bytes =
-      (dev.cuda ? device_live_bytes(dev) : scope_live(s.full(dist::kBucketScope))) - buckets0;
+      (dev.cuda ? device_live_bytes(dev) : scope_live(s.full(Tag::kCommBuckets))) - buckets0;
   // Closed form: one flat copy of the trainable parameters and the weight element (float32).
   fp.expected_comm_bucket_bytes = config.world_size > 1 ? fp.trainable_parameter_bytes + 4 : 0;
   const auto [sample_bytes, sample_elements] =
@@ -231,7 +235,7 @@ TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config
   // The first real step: its backward creates the .grad tensors (tagged M/gradients) and its
   // optimizer.step() the optimizer state (M/optimizer).
   const detail::StepMeasure warm =
-      detail::measured_step(*s.step, model, warm_batch, "gradients", dev);
+      detail::measured_step(*s.step, model, warm_batch, Tag::kGradients, dev);
   fp.input_bytes = sample_bytes * static_cast<std::uint64_t>(warm_batch);
   s.fixed_live = device_live_bytes(dev);
   fp.fixed_bytes = detail::beyond(s.fixed_live, live0);
@@ -241,8 +245,8 @@ TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config
         fp.construction_live_bytes + fp.comm_bucket_bytes + fp.gradient_bytes;
     fp.optimizer_bytes = fp.fixed_bytes > before_opt ? fp.fixed_bytes - before_opt : 0;
   } else {
-    fp.gradient_bytes = detail::beyond(tag_live("gradients"), grads0);
-    fp.optimizer_bytes = detail::beyond(tag_live("optimizer"), opt0);
+    fp.gradient_bytes = detail::beyond(tag_live(Tag::kGradients), grads0);
+    fp.optimizer_bytes = detail::beyond(tag_live(Tag::kOptimizer), opt0);
   }
   fp.activation_bytes = warm.forward_backward_peak;
   fp.step_bytes = warm.step_peak;
@@ -258,7 +262,8 @@ TrainingProbe::~TrainingProbe() = default;
 ProbeResult TrainingProbe::probe(std::int64_t batch) {
   FOXHUNT_CHECK(batch >= 1, "footprint", "probe batch: expected >= 1, got ", batch);
   auto& s = *impl_;
-  const detail::StepMeasure m = detail::measured_step(*s.step, s.name, batch, "activations", s.dev);
+  const detail::StepMeasure m =
+      detail::measured_step(*s.step, s.name, batch, Tag::kActivations, s.dev);
   ProbeResult r;
   r.batch = batch;
   r.activation_bytes = m.forward_backward_peak;
@@ -342,7 +347,7 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
   const torch::Device tdev = models::parse_device(dev.str(), "footprint");
   const std::string outer = current_scope();
   const std::string root = outer.empty() ? model : outer + "/" + model;
-  const std::uint64_t params0 = scope_live(root + "/parameters");
+  const std::uint64_t params0 = scope_live(tag_scope(root, Tag::kParameters));
 
   InferenceFootprint fp;
   fp.model = model;
@@ -351,12 +356,12 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
   std::unique_ptr<models::Model> m;
   const std::uint64_t dev0 = device_live_bytes(dev);
   {
-    MemoryScope p(model + "/parameters");
+    MemoryScope p(tag_scope(model, Tag::kParameters));
     m = make_model_at(model, precision, model_options);
     if (dev.cuda) m->to(tdev);
   }
   fp.construction_live_bytes = dev.cuda ? detail::beyond(device_live_bytes(dev), dev0)
-                                        : scope_live(root + "/parameters") - params0;
+                                        : scope_live(tag_scope(root, Tag::kParameters)) - params0;
   for (const auto& p : m->module().parameters()) fp.parameter_bytes += tensor_bytes(p);
   for (const auto& b : m->module().buffers()) fp.buffer_bytes += tensor_bytes(b);
   fp.seq_len = effective_seq_len(*m, seq_len);
@@ -377,7 +382,7 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
     run.batch = batch;
     const std::uint64_t before = device_live_bytes(dev);
     {
-      MemoryScope act(model + "/activations");
+      MemoryScope act(tag_scope(model, Tag::kActivations));
       models::Batch b = m->example_batch(batch, fp.seq_len, tdev, seed);
       b.target = torch::Tensor();  // serving has no target
       for (const auto& t : b.inputs) run.input_bytes += tensor_bytes(t);

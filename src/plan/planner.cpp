@@ -119,7 +119,7 @@ VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, 
       torch::manual_seed(config.seed);
       std::unique_ptr<train::TrainerStep> step;
       {
-        MemoryScope p(model + "/parameters");
+        MemoryScope p(memory::tag_scope(model, memory::Tag::kParameters));
         step = detail::make_step(model, config, model_options);
       }
       external = dev.cuda ? 0 : external_bytes() - external0;
@@ -129,8 +129,9 @@ VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, 
       // `batch` is then the steady state, whose peak bounds that of a first step at `batch`
       // (gradients appear during its backward, the state during its optimizer.step()).
       for (int i = 0; i < 2; ++i) {
-        const auto s = detail::measured_step(*step, model, i == 0 ? 1 : batch,
-                                             i == 0 ? "gradients" : "activations", dev);
+        const auto s = detail::measured_step(
+            *step, model, i == 0 ? 1 : batch,
+            i == 0 ? memory::Tag::kGradients : memory::Tag::kActivations, dev);
         peak = std::max(peak, detail::beyond(s.peak, base));
       }
     });

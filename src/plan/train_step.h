@@ -12,6 +12,7 @@
 #include "foxhunt/dist/gradient_sync.h"
 #include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/ledger.h"
+#include "foxhunt/memory/tags.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/plan/footprint.h"
 #include "foxhunt/train/trainer_step.h"
@@ -138,24 +139,24 @@ inline std::uint64_t beyond(std::uint64_t a, std::uint64_t b) {
   return a > b ? a - b : 0;
 }
 
-/// Runs one step at `batch`: prepare() tagged `<name>/<prepare_tag>` ("activations" in the
-/// steady state, "gradients" on the first step, which creates the .grad tensors), apply()
+/// Runs one step at `batch`: prepare() tagged `<name>/<prepare_tag>` (kActivations in the
+/// steady state, kGradients on the first step, which creates the .grad tensors), apply()
 /// tagged `<name>/optimizer`. Resets the ledger's peak twice (process-wide).
 inline StepMeasure measured_step(train::TrainerStep& step, const std::string& name,
-                                 std::int64_t batch, const char* prepare_tag,
+                                 std::int64_t batch, memory::Tag prepare_tag,
                                  const MemoryDevice& dev = {}) {
   StepMeasure m;
   m.live_before = device_live_bytes(dev);
   device_reset_peak(dev);
   {
-    MemoryScope s(name + "/" + prepare_tag);
+    MemoryScope s(memory::tag_scope(name, prepare_tag));
     step.prepare(batch);
   }
   const std::uint64_t p1 = device_peak_bytes(dev);
   m.forward_backward_peak = beyond(p1, m.live_before);
   device_reset_peak(dev);
   {
-    MemoryScope opt(name + "/optimizer");
+    MemoryScope opt(memory::tag_scope(name, memory::Tag::kOptimizer));
     step.apply();
   }
   const std::uint64_t p2 = device_peak_bytes(dev);

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
@@ -12,6 +13,25 @@
 #include "foxhunt/quant/precision.h"
 
 namespace foxhunt::runtime {
+
+std::string BundleDirectory::model_dir(const std::string& model) const {
+  return (std::filesystem::path(dir_) / model).string();
+}
+
+std::string BundleDirectory::bundle_path(const std::string& model) const {
+  return bundle_in(model_dir(model));
+}
+
+bool BundleDirectory::complete() const {
+  if (dir_.empty()) return false;
+  for (const auto& name : models::model_names())
+    if (!std::filesystem::exists(bundle_path(name))) return false;
+  return true;
+}
+
+std::string BundleDirectory::bundle_in(const std::string& model_out_dir) {
+  return (std::filesystem::path(model_out_dir) / kBundleFile).string();
+}
 
 namespace {
 

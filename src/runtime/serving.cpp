@@ -441,7 +441,7 @@ std::vector<Bundle> load_ensemble_bundles(const std::string& dir, const torch::D
   std::vector<Bundle> bundles;
   std::string problems;
   for (const auto& name : models::model_names()) {
-    const auto path = (std::filesystem::path(dir) / name / kBundleFile).string();
+    const auto path = BundleDirectory(dir).bundle_path(name);
     try {
       FOXHUNT_CHECK(std::filesystem::exists(path), "bundle", "'", path,
                     "' does not exist (foxhunt train all --out ", dir, " writes it)");

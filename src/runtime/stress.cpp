@@ -82,9 +82,7 @@ struct BundleSource {
   std::vector<std::string> names;
   std::string dir;
   std::unique_ptr<ScopedDirectory> temp;  ///< the fresh models' bundles, removed at the end
-  std::string path(const std::string& name) const {
-    return (fs::path(dir) / name / kBundleFile).string();
-  }
+  std::string path(const std::string& name) const { return BundleDirectory(dir).bundle_path(name); }
 };
 
 std::vector<std::string> served_models(const StressOptions& o) {
@@ -112,7 +110,7 @@ void make_default_bundles(const StressOptions& o, BundleSource& src) {
     b.data = fingerprint(ds.series());
     b.data.source = "synthetic(seed=" + std::to_string(o.seed) + ")";
     b.training = {{"note", "untrained default model (foxhunt stress without --bundles)"}};
-    fs::create_directories(fs::path(src.dir) / name);
+    fs::create_directories(BundleDirectory(src.dir).model_dir(name));
     save_bundle(b, src.path(name));
   }
 }
@@ -433,7 +431,7 @@ void run_train(Context& c, ScenarioResult& r) {
     job.data = csv;
     job.seed = c.o.seed;
     job.device = c.o.device;
-    job.out_dir = (root / model).string();
+    job.out_dir = BundleDirectory(root.string()).model_dir(model);
     job.progress = train::ProgressMode::kOff;
     if (models::is_policy(model)) {
       job.env = "trading";

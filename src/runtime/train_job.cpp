@@ -419,7 +419,7 @@ std::string write_bundle(models::Model& model, const data::MarketDataset& ds, do
   b.warmup = ds.options().warmup;
   b.data = fingerprint(ds.series());
   b.training = summary;
-  const auto path = (std::filesystem::path(dir) / kBundleFile).string();
+  const auto path = BundleDirectory::bundle_in(dir);
   save_bundle(b, path);
   return path;
 }
@@ -525,7 +525,8 @@ nlohmann::json run_rl(const TrainJob& job, const std::optional<Container>& resum
     factory = env_factory("cartpole");
     make_eval_env = [factory] { return factory(kEvalEnvIndex); };
   } else {
-    // DESIGN.md's reference trading configuration: 256-d state, hidden [128, 64], DQN lr 1e-4.
+    // The reference trading configuration (ARCHITECTURE.md, "Memory accounting"): 256-d state,
+    // hidden [128, 64], DQN lr 1e-4.
     market = load_market(job, resumed, false);
     data_info = market->info;
     factory = trading_env_factory(market->dataset, data::Split::kTrain);
@@ -871,7 +872,7 @@ nlohmann::json run_train_all(const TrainJob& base) {
   for (const auto& name : trainable_models()) {
     TrainJob job = base;
     job.model = name;
-    job.out_dir = (std::filesystem::path(out) / name).string();
+    job.out_dir = BundleDirectory(out).model_dir(name);
     const bool rl = models::is_policy(name);
     job.env = rl ? "trading" : "";
     job.steps = rl ? base.steps : 0;    // --steps: the RL models

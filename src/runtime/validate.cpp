@@ -208,7 +208,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
     job.seed = options.seed;
     job.device = options.device;
     job.device_profile = memory::kReferenceProfile;  // each run capped at the reference card
-    job.out_dir = (root / model).string();
+    job.out_dir = BundleDirectory(root.string()).model_dir(model);
     job.progress = train::ProgressMode::kOff;
     const bool rl = models::is_policy(model);
     if (rl) {
@@ -300,7 +300,7 @@ void validate_quantize_step(const ValidateOptions& options, StepResult& result, 
   namespace fs = std::filesystem;
   // The model with an INT8 form (the TFT): its FP32 bundle is what is quantized.
   const std::string quantizable = quant::models_with_precision("int8").front();
-  const auto fp = fs::path(options.out_dir) / quantizable / kBundleFile;
+  const fs::path fp = BundleDirectory(options.out_dir).bundle_path(quantizable);
   FOXHUNT_CHECK(!options.out_dir.empty() && fs::exists(fp), "validate",
                 "quantize: needs the train step's TFT bundle ", fp.string());
   // Outside DIR/<model>/bundle.fhb, so the backtest's ensemble stays the four FP32 models.
@@ -376,9 +376,7 @@ void validate_stress_step(const ValidateOptions& options, StepResult& result, st
   o.soak = options.stress_soak;
   o.switch_cycles = options.stress_cycles;
   // The bundles the train step wrote, when it ran; fresh default models otherwise.
-  bool trained = !options.out_dir.empty();
-  for (const auto& m : models::model_names())
-    trained = trained && fs::exists(fs::path(options.out_dir) / m / kBundleFile);
+  const bool trained = BundleDirectory(options.out_dir).complete();
   if (trained) o.bundles = options.out_dir;
   auto shared =
       std::make_shared<StressReport>(run_stress(o, {"concurrent", "switch", "soak"}, log));

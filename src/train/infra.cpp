@@ -181,9 +181,6 @@ extern "C" void foxhunt_sigint_handler(int) {
 }
 }  // namespace
 
-void request_stop() {
-  g_stop = 1;
-}
 bool stop_requested() {
   return g_stop != 0;
 }

@@ -30,9 +30,6 @@ enum class Split { kTrain = 0, kValidation = 1, kTest = 2 };
 /// "train", "validation" or "test".
 const char* split_name(Split split);
 
-/// Parses "train", "validation"/"val" or "test"; throws InputError otherwise.
-Split split_from_name(const std::string& name);
-
 /// Fractions of the usable (post-warm-up) bars given to each split; they must sum to 1.
 struct SplitOptions {
   double train = 0.7;        ///< first part, used to fit normalisation and models

@@ -10,9 +10,9 @@
 ///
 /// Row t equals row t of `compute_observed_features` on bars 0..t, up to floating-point rounding
 /// (the test bounds the relative difference by 1e-6; most values are bit-identical), on every
-/// bar including the warm-up. Deliberate exception: in a window whose values are all identical
-/// (flat prices or volume) variances here are exactly 0, where the batch two-pass may leave a
-/// rounding residue of ~1e-16 and, for `bollinger_*`, divide by it.
+/// bar including the warm-up, flat windows (one price or volume throughout) included: variances
+/// are exactly 0 there on both paths. Checked on synthetic series with jumps, flat stretches and
+/// overflowing volumes, and on the S&P 500 daily closes (streaming_features_test.cpp).
 ///
 /// Serving boundary: `update` rejects a bar with a non-finite or non-positive price, a
 /// non-finite or negative volume, high < low, open/close outside [low, high], or a timestamp not

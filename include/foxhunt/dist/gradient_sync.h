@@ -35,11 +35,12 @@
 #include <vector>
 
 #include "foxhunt/dist/communicator.h"
+#include "foxhunt/memory/tags.h"
 
 namespace foxhunt::dist {
 
 /// Ledger scope of the gradient buckets.
-inline constexpr const char* kBucketScope = "comm_buckets";
+inline constexpr const char* kBucketScope = memory::tag_name(memory::Tag::kCommBuckets);
 
 /// Bytes of a bucket of `mib` MiB (at least 1): the one conversion the trainer and the planner use.
 int64_t bucket_bytes(double mib);

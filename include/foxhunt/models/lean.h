@@ -7,9 +7,10 @@
 ///
 /// The models take this path on their own when it applies (`lean_path_applies`: CPU, float32,
 /// contiguous input, gradient mode off) and LibTorch autograd otherwise, so every forward that
-/// records gradients is unchanged. Nothing is cached: a snapshot of the weights would go stale
-/// silently, because LibTorch's optimizers update `p.data()`, which does not bump the parameter's
-/// version counter.
+/// records gradients is unchanged. Nothing is cached: these kernels read the weights as they are
+/// (transposing nothing), so there is nothing to keep fresh; where a derived form does pay
+/// (folded or packed weights), models/derived_cache.h keys it on the tensors' version counters,
+/// which LibTorch's in-place optimizer updates bump and raw-pointer writers mark.
 
 #include <torch/torch.h>
 

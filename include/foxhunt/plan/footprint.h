@@ -1,8 +1,8 @@
 #pragma once
 /// \file footprint.h
 /// Exact, tagged memory footprint of one model, measured with the ledger (ledger.h) on real
-/// training and inference steps, next to the closed forms of DESIGN.md section 2. Torch-free: the
-/// model is named by its registry name and built inside.
+/// training and inference steps, next to the closed forms of ARCHITECTURE.md ("Memory accounting").
+/// Torch-free: the model is named by its registry name and built inside.
 ///
 /// Tags (scopes) used for a model called M:
 ///   M/parameters   the module's construction: parameters + buffers stay live
@@ -32,7 +32,7 @@
 ///                 training loop keeps alive until the step is over
 ///   training peak = fixed + max(activations, step)
 ///
-/// Closed forms (DESIGN.md 2), checked exactly by tests:
+/// Closed forms (ARCHITECTURE.md, "Memory accounting"), checked exactly by tests:
 ///   gradients = trainable parameter bytes;
 ///   optimizer state: adam/adamw 2 x trainable parameter bytes (exp_avg + exp_avg_sq), sgd with
 ///   momentum 1 x (momentum_buffer), sgd 0. LibTorch's C++ AdamParamState keeps `step` as an

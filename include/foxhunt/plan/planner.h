@@ -10,7 +10,7 @@
 /// declares (replay buffer, environments) are external bytes: part of the fixed bytes of the fit
 /// and of every prediction, and counted by the cap in the verification.
 ///
-/// Method (DESIGN.md section 2):
+/// Method (ARCHITECTURE.md, "Memory accounting"):
 ///  1. Probe: build the trainer once (plan::TrainingProbe), run one real step at
 ///     batch 1 (gradients and optimizer state come into being), then one probe step at each of
 ///     `probe_batches` (default 1, 2, 4, 8). Each probe gives the peak of batch + forward +

@@ -25,6 +25,28 @@ inline constexpr int kBundleVersion = 1;
 /// File name of a model's bundle inside its training output directory.
 inline constexpr const char* kBundleFile = "bundle.fhb";
 
+/// The layout of an ensemble directory, in one place: DIR/<model>/ is a model's training output
+/// (its bundle, checkpoint, metrics) and DIR/<model>/bundle.fhb its bundle, for each catalog
+/// model. `foxhunt train all --out DIR` writes it; `predict`, `backtest`, `stress --bundles DIR`
+/// and validate read it.
+class BundleDirectory {
+ public:
+  explicit BundleDirectory(std::string dir) : dir_(std::move(dir)) {}
+  /// DIR.
+  const std::string& dir() const { return dir_; }
+  /// DIR/<model>: the model's training output directory.
+  std::string model_dir(const std::string& model) const;
+  /// DIR/<model>/bundle.fhb.
+  std::string bundle_path(const std::string& model) const;
+  /// True when the bundle of every catalog model exists.
+  bool complete() const;
+  /// OUT/bundle.fhb: the bundle inside one model's output directory.
+  static std::string bundle_in(const std::string& model_out_dir);
+
+ private:
+  std::string dir_;
+};
+
 /// Identity of the bars a model was trained on.
 struct DataFingerprint {
   std::string source;           ///< file path or "synthetic(seed=...)"

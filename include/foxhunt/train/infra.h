@@ -48,7 +48,7 @@ struct TrainResult {
   int64_t total_steps = 0;      ///< steps the run was configured for
   int64_t episodes = 0;         ///< finished episodes (RL) or epochs (forecast)
   bool completed = false;       ///< reached the configured length (or early stopping)
-  bool interrupted = false;     ///< stopped by SIGINT / request_stop
+  bool interrupted = false;     ///< stopped by SIGINT
   double seconds = 0.0;         ///< wall time of this call
   std::string checkpoint_path;  ///< last checkpoint written ("" if none)
   nlohmann::json metrics = nlohmann::json::object();  ///< final metrics (algorithm-specific)
@@ -124,9 +124,6 @@ class RollingMean {
   std::deque<double> values_;
 };
 
-/// Asks every running trainer to stop at its next step (they save a checkpoint and return).
-/// Async-signal-safe.
-void request_stop();
 /// True once a stop was requested.
 bool stop_requested();
 /// Clears the stop request (trainers do so when they start).

@@ -4,7 +4,7 @@
 #endif
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
-#include "foxhunt/dist/nccl_backend.h"
+#include "nccl_backend.h"
 
 namespace foxhunt::dist::detail {
 

@@ -1,5 +1,5 @@
 // Builds without CUDA: no NCCL process group.
-#include "foxhunt/dist/nccl_backend.h"
+#include "nccl_backend.h"
 
 #include "foxhunt/core/error.h"
 
