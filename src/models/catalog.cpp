@@ -1,6 +1,7 @@
 #include "foxhunt/models/catalog.h"
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/strings.h"
 #include "foxhunt/models/dqn.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/model.h"
@@ -60,15 +61,11 @@ std::vector<std::string> model_names(Family family) {
 }
 
 std::string joined_model_names(const char* separator) {
-  std::string out;
-  for (const auto& e : catalog()) out += (out.empty() ? "" : separator) + e.name;
-  return out;
+  return join(model_names(), separator);
 }
 
 std::string joined_model_names(Family family, const char* separator) {
-  std::string out;
-  for (const auto& n : model_names(family)) out += (out.empty() ? "" : separator) + n;
-  return out;
+  return join(model_names(family), separator);
 }
 
 bool is_policy(const std::string& name) {

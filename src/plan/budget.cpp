@@ -14,6 +14,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/strings.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/device_profile.h"
@@ -44,12 +45,6 @@ bool is_model(const std::string& name) {
 
 std::string known_models() {
   return models::joined_model_names();
-}
-
-std::string joined(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
 }
 
 }  // namespace
@@ -162,7 +157,7 @@ std::map<std::string, std::string> parse_precisions(const std::string& text) {
     FOXHUNT_CHECK(is_model(model), "budget", "--precision '", pair, "': unknown model '", model,
                   "'; expected one of: ", known_models());
     FOXHUNT_CHECK(quant::has_precision(model, precision), "budget", "--precision '", pair,
-                  "': ", model, " has ", joined(quant::precisions(model), " and "), ", got '",
+                  "': ", model, " has ", join(quant::precisions(model), " and "), ", got '",
                   precision, "'");
     out[model] = precision;
   }

@@ -5,9 +5,6 @@
 namespace foxhunt::quant::detail {
 namespace {
 
-// Largest inner width whose int8 products sum exactly in fp32: k * 127 * 127 < 2^24.
-constexpr int64_t kMaxExactFloatInner = 1040;
-
 // Cleared for the process when cuBLASLt refuses a shape it is documented to take, so the
 // refusal (an exception and a log line inside LibTorch) is paid once.
 std::atomic<bool> g_cuda_int8_gemm{true};

@@ -4,6 +4,9 @@
 
 namespace foxhunt::quant::detail {
 
+/// Largest inner width whose int8 products sum exactly in fp32: k * 127^2 < 2^24.
+inline constexpr int64_t kMaxExactFloatInner = 1040;
+
 /// The int32 products `a` [m, k] x `b` [k, n] of int8 codes (`b` row-major), on their device.
 /// The CPU runs at::_int_mm for every shape. CUDA runs it (cuBLASLt) where the library takes the
 /// shape: m > 16, k and n multiples of 8, and `b` laid out column-major (Hopper's int8 GEMM

@@ -1,6 +1,7 @@
 #include "foxhunt/quant/precision.h"
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/strings.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/tft.h"
@@ -31,12 +32,6 @@ const QuantizedForm* find_form(const std::string& model, const std::string& prec
   return nullptr;
 }
 
-std::string joined(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::string> precisions(const std::string& model) {
@@ -65,7 +60,7 @@ std::unique_ptr<models::Model> make_model_at(const std::string& model, const std
   if (precision == "fp32") return models::make_model(model, o);
   const auto* f = find_form(model, precision);
   FOXHUNT_CHECK(f != nullptr, component, "precision of '", model, "': expected ",
-                joined(precisions(model), " or "), ", got '", precision, "'");
+                join(precisions(model), " or "), ", got '", precision, "'");
   return f->make(o);
 }
 

@@ -16,8 +16,7 @@ namespace foxhunt::quant {
 namespace {
 
 constexpr const char* kComponent = "quant";
-// Sums of products of int8 codes stay exact in fp32 while |sum| < 2^24: 127^2 * K < 2^24.
-constexpr int64_t kMaxExactFloatInner = 1040;
+using detail::kMaxExactFloatInner;  // int8_gemm.h: sums exact in fp32 up to this inner width
 
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
