@@ -139,6 +139,14 @@ else
     $TO "$BIN/foxhunt" stress --device cuda --device-profile rtx3050ti-4gb \
       --scenario concurrent,switch,soak --json >"$WORK/stress.json" 2>"$WORK/stress.log"
     rc=$?
+    # A crash (signal): the same run once more under gdb, its backtraces kept with the log.
+    DBG=$(command -v gdb || command -v cuda-gdb || true)
+    if [ $rc -ge 128 ] && [ $rc -ne 137 ] && [ -n "$DBG" ]; then
+      $TO "$DBG" -q -batch -ex run -ex "thread apply all bt 12" --args "$BIN/foxhunt" stress \
+        --device cuda --device-profile rtx3050ti-4gb --scenario concurrent,switch,soak --json \
+        >"$WORK/stress_gdb.log" 2>&1
+      tail -c 6000 "$WORK/stress_gdb.log" >>"$WORK/stress.log"
+    fi
     step stress "$([ $rc = 0 ] && echo done || echo failed)" "$(since "$t")" \
       "$(json_or_log "$WORK/stress.json" "$WORK/stress.log")"
   fi

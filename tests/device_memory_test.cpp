@@ -122,6 +122,23 @@ TEST(DeviceMemoryTest, CudaFootprintsRejectTheCpuOnlyInt8Tft) {
   EXPECT_THROW(plan::validate_budget(o), InputError);
 }
 
+// cuDNN off for the scope: CUDA then runs the RNNs with the native kernels (the LibTorch ops the
+// CPU runs), so the ledger comparison compares the same ops. With cuDNN on, its RNN workspace,
+// reserve and dropout state are real card bytes the product's CUDA footprints do measure; the
+// tests record them (gpu-check.sh reports them) but cannot predict them from the CPU ledger.
+class CudnnOff {
+ public:
+  CudnnOff() : was_(at::globalContext().userEnabledCuDNN()) {
+    at::globalContext().setUserEnabledCuDNN(false);
+  }
+  ~CudnnOff() { at::globalContext().setUserEnabledCuDNN(was_); }
+  CudnnOff(const CudnnOff&) = delete;
+  CudnnOff& operator=(const CudnnOff&) = delete;
+
+ private:
+  bool was_;
+};
+
 class CudaModelTest : public testing::SeededTest,
                       public ::testing::WithParamInterface<std::string> {};
 
@@ -173,7 +190,18 @@ TEST_P(CudaModelTest, LedgerFootprintMatchesTheAllocatorForTheSameStep_CUDA) {
     return plan::measure_training_footprint(name, cfg);
   }();
   cfg.device = "cuda";
-  const auto gpu = plan::measure_training_footprint(name, cfg);
+  // What cuDNN adds (its kernels, their workspaces and state), recorded, not compared.
+  const auto with_cudnn = plan::measure_training_footprint(name, cfg);
+  RecordProperty("cudnn_activation_bytes", std::to_string(with_cudnn.activation_bytes));
+  RecordProperty("cudnn_optimizer_bytes", std::to_string(with_cudnn.optimizer_bytes));
+  const auto gpu = [&] {
+    CudnnOff native_rnn;
+    return plan::measure_training_footprint(name, cfg);
+  }();
+  RecordProperty("native_activation_bytes", std::to_string(gpu.activation_bytes));
+  RecordProperty("native_optimizer_bytes", std::to_string(gpu.optimizer_bytes));
+  RecordProperty("cpu_activation_bytes", std::to_string(cpu.activation_bytes));
+  RecordProperty("cpu_optimizer_bytes", std::to_string(cpu.optimizer_bytes));
   EXPECT_EQ(gpu.device, "cuda:0");
   EXPECT_EQ(gpu.parameter_bytes, cpu.parameter_bytes);
   // The allocator rounds each block up to 512 B: the fixed tags agree within that per tensor
@@ -221,7 +249,21 @@ TEST_P(CudaModelTest, InferenceFootprintMatchesTheLedger_CUDA) {
     models::FusedCpuKernels aten_ops(false);
     return plan::measure_inference_footprint(name, {1, 64});
   }();
-  const auto gpu = plan::measure_inference_footprint(name, {1, 64}, 0, 42, {}, "fp32", "cuda");
+  const auto with_cudnn =
+      plan::measure_inference_footprint(name, {1, 64}, 0, 42, {}, "fp32", "cuda");
+  for (const auto& r : with_cudnn.runs)
+    RecordProperty("cudnn_activation_bytes_batch_" + std::to_string(r.batch),
+                   std::to_string(r.activation_bytes));
+  const auto gpu = [&] {
+    CudnnOff native_rnn;
+    return plan::measure_inference_footprint(name, {1, 64}, 0, 42, {}, "fp32", "cuda");
+  }();
+  for (size_t i = 0; i < gpu.runs.size() && i < cpu.runs.size(); ++i) {
+    RecordProperty("native_activation_bytes_batch_" + std::to_string(gpu.runs[i].batch),
+                   std::to_string(gpu.runs[i].activation_bytes));
+    RecordProperty("cpu_activation_bytes_batch_" + std::to_string(cpu.runs[i].batch),
+                   std::to_string(cpu.runs[i].activation_bytes));
+  }
   EXPECT_EQ(gpu.device, "cuda:0");
   EXPECT_EQ(gpu.parameter_bytes, cpu.parameter_bytes);
   // The move to the card allocates the parameters and buffers, rounded to 512 B blocks.
