@@ -2,6 +2,8 @@
 // (a planted leak is caught, a clean run is not), the cap, the report and the CLI.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -80,11 +82,18 @@ TEST(Stress, PlantedLeakIsCaughtAndACleanSoakIsNot) {
 
 TEST(Stress, SwitchCyclesLoadAndUnloadBackToBaseline) {
   std::ostringstream log;
+  const auto t0 = std::chrono::steady_clock::now();
   const auto r = run_stress(small_options(), {"switch"}, log);
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const auto& s = only(r);
   ASSERT_TRUE(s.error.empty()) << s.error;
   EXPECT_TRUE(s.ok) << s.summary;
   EXPECT_EQ(s.details.at("cycles_off_baseline").get<int64_t>(), 0);
+  // Milliseconds, as named: a cycle holds its load and fits in the whole run.
+  const auto& cycle = s.details.at("cycle_ms");
+  EXPECT_GE(cycle.at("p50").get<double>(), s.details.at("load_ms").at("p50").get<double>());
+  EXPECT_LE(cycle.at("max").get<double>(), wall_ms);
   EXPECT_EQ(s.memory_x.size(), 4u);  // the baseline and one sample per cycle
   for (double live : s.live_bytes) EXPECT_EQ(live, s.live_bytes.front());
 }
