@@ -37,7 +37,7 @@ Registrar reg = subcommand<BacktestArgs>(
           "First scored bar (Unix seconds or ISO 8601); must be after the training data");
       sub->add_option("--to", a->job.to, "Last bar (Unix seconds or ISO 8601)");
       sub->add_option("--rule", a->rule, "Decision rule JSON (see foxhunt predict)");
-      sub->add_option("--device", a->job.device, "cpu, cuda or cuda:N")->capture_default_str();
+      add_device_flag(sub, &a->job.device);
       sub->add_option("--seed", a->job.seed, "Seed of the random policy and the bootstrap")
           ->capture_default_str();
       sub->add_option("--report", a->report,

@@ -42,10 +42,9 @@ Registrar reg = subcommand<BudgetArgs>(
           ->capture_default_str();
       sub->add_option("--precision", a->precision,
                       "Serving precision per model, e.g. tft=int8 (default fp32 for all)");
-      sub->add_option("--device", a->o.device,
+      add_device_flag(sub, &a->o.device,
                       "cpu (the ledger, uncapped) or cuda[:N] (the caching allocator, capped at "
-                      "the budget; adds the workspace and context tags)")
-          ->capture_default_str();
+                      "the budget; adds the workspace and context tags)");
       sub->add_flag("--no-views", a->no_views,
                     "Skip the serving / training / mixed deployment views (per-model rows only)");
       sub->add_flag("--json", a->json, "Print JSON only");
@@ -55,9 +54,7 @@ Registrar reg = subcommand<BudgetArgs>(
         const auto budget = a->budget.resolve("budget");  // also checks the profile name
         if (a->budget.budget_given()) o.budget_bytes = budget.bytes;
         o.headroom_bytes = mib_to_bytes(a->headroom_mib, "budget", "--headroom-mib", true);
-        if (!a->targets.empty())
-          o.targets =
-              plan::load_targets(a->targets, memory::MemoryDevice::parse(o.device, "budget"));
+        if (!a->targets.empty()) o.targets = plan::load_targets(a->targets, o.device);
         if (!a->precision.empty()) o.precision = plan::parse_precisions(a->precision);
         const auto rep = plan::validate_budget(o);
         if (a->json)

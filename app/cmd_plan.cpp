@@ -37,10 +37,9 @@ Registrar reg = subcommand<PlanArgs>(
       sub->add_option("--optimizer", a->optimizer,
                       "adam, adamw, sgd or sgd-momentum (others than adam need --step synthetic)")
           ->capture_default_str();
-      sub->add_option("--device", a->o.train.device,
+      add_device_flag(sub, &a->o.train.device,
                       "cpu (the ledger, the card emulated by its usable bytes) or cuda[:N] (the "
-                      "caching allocator, capped by its memory fraction)")
-          ->capture_default_str();
+                      "caching allocator, capped by its memory fraction)");
       sub->add_option("--seq-len", a->o.train.seq_len,
                       "Window length (0 = model default; ignored by models without a time axis)")
           ->capture_default_str();

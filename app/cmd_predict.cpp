@@ -20,7 +20,7 @@ struct PredictArgs {
   std::string data;
   std::string from;
   std::string rule;
-  std::string device = "cpu";
+  Device device;
   bool skip_bad = false;
   bool serial = false;
   bool json = false;
@@ -63,7 +63,7 @@ Registrar reg = subcommand<PredictArgs>(
       sub->add_option(
           "--rule", a->rule,
           "Decision rule JSON: {\"weights\": {...}, \"forecast_gain\", \"dead_band\", ...}");
-      sub->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
+      add_device_flag(sub, &a->device);
       sub->add_flag("--skip-bad-bars", a->skip_bad,
                     "Skip an invalid bar with a warning on stderr instead of stopping (exit 2)");
       sub->add_flag("--serial", a->serial,
@@ -72,7 +72,7 @@ Registrar reg = subcommand<PredictArgs>(
       return [a]() {
         runtime::DecisionRule rule;
         if (!a->rule.empty()) rule = runtime::load_decision_rule(a->rule);
-        const torch::Device device = models::parse_device(a->device, "predict");
+        const torch::Device device = models::to_torch(a->device);
         const int64_t from = a->from.empty() ? INT64_MIN : data::parse_timestamp(a->from);
         auto ensemble = runtime::Ensemble::load(a->bundles, rule, device);
         ensemble.set_parallel(!a->serial);

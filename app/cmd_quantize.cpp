@@ -43,7 +43,7 @@ Registrar reg = subcommand<QuantizeArgs>(
       sub->add_option("--batch", j.batch, "Windows per batch")->capture_default_str();
       sub->add_option("--data", j.data, "Bars CSV (default: the bundle's training data)");
       sub->add_option("--seed", j.seed, "Seed (QAT batches, dropout)")->capture_default_str();
-      sub->add_option("--device", j.device, "cpu, cuda or cuda:N")->capture_default_str();
+      add_device_flag(sub, &j.device);
       sub->add_option("--progress", a->progress, "auto, bar, lines or off (QAT, on stderr)")
           ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
       sub->add_flag("--json", a->json, "Print the JSON summary only");

@@ -35,7 +35,7 @@ Registrar reg = subcommand<StressArgs>(
                       "models)");
       sub->add_option("--models", a->models,
                       "Serve only these models, comma-separated (default: all four)");
-      sub->add_option("--device", a->o.device, "cpu, cuda or cuda:N")->capture_default_str();
+      add_device_flag(sub, &a->o.device);
       sub->add_option("--device-profile", a->o.device_profile,
                       "Enforce this card's usable bytes for the whole run (ledger cap on CPU, "
                       "allocator memory fraction on CUDA); default: no cap");

@@ -82,7 +82,7 @@ Registrar reg = subcommand<TrainArgs>(
                       "Output directory (default out/train-MODEL, or the resumed checkpoint's)");
       sub->add_option("--resume", args->job.resume, "Continue from a trainer checkpoint")
           ->check(CLI::ExistingFile);
-      sub->add_option("--device", args->job.device, "cpu, cuda or cuda:N")->capture_default_str();
+      add_device_flag(sub, &args->job.device);
       sub->add_option("--options", args->options_json,
                       "Trainer option overrides as a JSON object, e.g. '{\"learning_rate\":1e-3}'");
       sub->add_option("--model-options", args->model_options_json,

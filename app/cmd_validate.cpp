@@ -14,8 +14,7 @@ struct ValidateArgs {
 Registrar reg = subcommand<ValidateArgs>(
     "validate", 100, "The main job: every check of the product on the embedded defaults",
     [](CLI::App* sub, std::shared_ptr<ValidateArgs> args) -> Runner {
-      sub->add_option("--device", args->options.device, "Device: cpu, cuda, cuda:N")
-          ->capture_default_str();
+      add_device_flag(sub, &args->options.device);
       sub->add_option("--seed", args->options.seed, "Seed for every random draw")
           ->capture_default_str();
       sub->add_option(

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "foxhunt/core/device.h"
 #include "foxhunt/memory/device_profile.h"
 
 #include <functional>
@@ -60,6 +61,11 @@ struct BudgetFlags {
   /// True when --budget-mib was given.
   bool budget_given() const { return budget_option != nullptr && budget_option->count() > 0; }
 };
+
+/// Adds --device to `sub`, parsed into `*target` once, while the flags are read: "cpu", "cuda"
+/// or "cuda:N" (anything else is a usage error, exit 2). `help` describes what the device does
+/// for this command ("" = the generic line); the default shown is `*target`'s.
+CLI::Option* add_device_flag(CLI::App* sub, Device* target, const std::string& help = "");
 
 /// Prints JSON to stdout (the only thing --json commands print there).
 void print_json(const std::string& dumped);

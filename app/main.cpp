@@ -33,6 +33,25 @@ memory::Budget BudgetFlags::resolve(const char* component) {
                                 *profile_ptr_, component);
 }
 
+CLI::Option* add_device_flag(CLI::App* sub, Device* target, const std::string& help) {
+  return sub
+      ->add_option_function<std::string>(
+          "--device",
+          [target](const std::string& text) { *target = Device::parse(text, "--device"); },
+          help.empty() ? "cpu, cuda or cuda:N" : help)
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              Device::parse(text, "--device");
+              return {};
+            } catch (const InputError&) {
+              return "expected cpu, cuda or cuda:N, got '" + text + "'";
+            }
+          },
+          "DEVICE"))
+      ->default_str(target->str());
+}
+
 std::vector<std::string>& program_args() {
   static std::vector<std::string> args;
   return args;
@@ -75,6 +94,9 @@ int main(int argc, char** argv) {
     // One line, exit 2 (usage), whatever CLI11's own code is.
     std::cerr << "foxhunt: " << e.what() << " (see --help)" << std::endl;
     return kExitUsage;
+  } catch (const Error& e) {  // a flag's own parse (e.g. a profiles file) while reading flags
+    std::cerr << "foxhunt: " << e.what() << std::endl;
+    return exit_code_for(e);
   }
   try {
     for (auto& [sub, run] : runners)

@@ -81,8 +81,7 @@ TEST_F(BudgetTest, OverTargetOverBudgetAndHeadroomFail) {
 }
 
 TEST_F(BudgetTest, CudaTargetsDifferOnlyWhereNoFusedKernelRuns) {
-  memory::MemoryDevice cuda;
-  cuda.cuda = true;
+  const Device cuda = Device::cuda(0);
   const auto cpu_t = plan::default_targets();
   const auto gpu_t = plan::default_targets(cuda);
   ASSERT_EQ(cpu_t.size(), gpu_t.size());

@@ -20,19 +20,51 @@
 namespace foxhunt {
 namespace {
 
+using memory::device_in_use_bytes;
+using memory::device_live_bytes;
+using memory::device_peak_bytes;
+using memory::device_reset_peak;
 using memory::MemoryDevice;
 
 TEST(DeviceMemoryTest, ParsesDevicesAndRejectsOthers) {
-  EXPECT_FALSE(MemoryDevice::parse("cpu", "t").cuda);
-  const auto c = MemoryDevice::parse("cuda", "t");
-  EXPECT_TRUE(c.cuda);
-  EXPECT_EQ(c.index, 0);
-  const auto c1 = MemoryDevice::parse("cuda:1", "t");
-  EXPECT_EQ(c1.index, 1);
+  EXPECT_FALSE(Device::parse("cpu", "t").is_cuda());
+  const auto c = Device::parse("cuda", "t");
+  EXPECT_TRUE(c.is_cuda());
+  EXPECT_EQ(c.index(), -1);  // the current device: data-parallel ranks pick their own
+  EXPECT_EQ(c.ordinal(), 0);
+  EXPECT_EQ(c.str(), "cuda");
+  EXPECT_EQ(c.resolved().str(), "cuda:0");
+  const auto c1 = Device::parse("cuda:1", "t");
+  EXPECT_EQ(c1.index(), 1);
   EXPECT_EQ(c1.str(), "cuda:1");
-  EXPECT_EQ(MemoryDevice::parse("cpu", "t").str(), "cpu");
-  for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:x", "CPU", ""})
-    EXPECT_THROW(MemoryDevice::parse(bad, "t"), InputError) << bad;
+  EXPECT_EQ(Device::parse("cpu", "t").str(), "cpu");
+  EXPECT_EQ(Device::parse("cuda:12", "t").ordinal(), 12);
+  for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:x", "cuda:1x", "CPU", "", "cuda:99999"})
+    EXPECT_THROW(Device::parse(bad, "t"), InputError) << bad;
+  try {
+    Device::parse("gpu", "stress");
+    ADD_FAILURE() << "no throw";
+  } catch (const InputError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("[stress] device: expected cpu, cuda or cuda:N, got 'gpu'"),
+        std::string::npos)
+        << e.what();
+  }
+  // Options read as the flag does; JSON is the string both ways.
+  Device d;
+  EXPECT_TRUE(d.is_cpu());
+  d = "cuda:2";
+  EXPECT_EQ(d, Device::cuda(2));
+  EXPECT_NE(Device::cuda(), Device::cuda(0));
+  EXPECT_EQ(Device::cuda().resolved(), Device::cuda(0));
+  EXPECT_EQ(nlohmann::json(d).get<std::string>(), "cuda:2");
+  EXPECT_EQ(nlohmann::json("cpu").get<Device>(), Device::cpu());
+  EXPECT_THROW(nlohmann::json(3).get<Device>(), InputError);
+  EXPECT_THROW(nlohmann::json("tpu").get<Device>(), InputError);
+  // The torch device: a plain "cuda" stays the current device, an index is kept.
+  EXPECT_EQ(models::to_torch(Device::cpu()), torch::Device(torch::kCPU));
+  EXPECT_EQ(models::to_torch(Device::cuda(3)), torch::Device(torch::kCUDA, 3));
+  EXPECT_EQ(models::to_torch(Device::cuda()), torch::Device(torch::kCUDA));
 }
 
 TEST(DeviceMemoryTest, CpuIsTheLedger) {

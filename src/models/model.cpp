@@ -173,12 +173,9 @@ torch::Device module_device(const torch::nn::Module& m) {
   return torch::kCPU;
 }
 
-torch::Device parse_device(const std::string& text, const char* component) {
-  try {
-    return torch::Device(text);
-  } catch (const c10::Error&) {
-    throw InputError(component, "--device: expected cpu, cuda or cuda:N, got '" + text + "'");
-  }
+torch::Device to_torch(const Device& d) {
+  if (d.is_cpu()) return torch::kCPU;
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(d.index()));
 }
 
 void check_known_keys(const nlohmann::json& j, const char* component,

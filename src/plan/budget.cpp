@@ -69,7 +69,7 @@ namespace {
 std::uint64_t measure_concurrent_serving(std::int64_t batch, std::uint64_t seed,
                                          const std::map<std::string, std::string>& precision,
                                          const MemoryDevice& dev) {
-  const torch::Device tdev = models::parse_device(dev.str(), "budget");
+  const torch::Device tdev = models::to_torch(dev);
   const auto before = device_live_bytes(dev);
   device_reset_peak(dev);
   std::vector<std::unique_ptr<models::Model>> ms;
@@ -78,7 +78,7 @@ std::uint64_t measure_concurrent_serving(std::int64_t batch, std::uint64_t seed,
     torch::manual_seed(seed);
     const auto p = precision.find(name);
     ms.push_back(make_model_at(name, p == precision.end() ? "fp32" : p->second));
-    if (dev.cuda) ms.back()->to(tdev);
+    if (dev.is_cuda()) ms.back()->to(tdev);
     ms.back()->module().eval();
     batches.push_back(ms.back()->example_batch(batch, 0, tdev, seed));
   }
@@ -302,7 +302,7 @@ std::string BudgetReport::table() const {
     std::snprintf(line, sizeof(line),
                   "device %s (capped at %s): workspace tag %s (reserved - allocated), context tag "
                   "%s (NVML used - reserved%s); the profile assumes a %s context reserve\n",
-                  device.c_str(), hb(double(enforced_cap_bytes)).c_str(),
+                  device.str().c_str(), hb(double(enforced_cap_bytes)).c_str(),
                   hb(double(overheads.workspace_bytes)).c_str(),
                   overheads.context_measured ? hb(double(overheads.context_bytes)).c_str() : "-",
                   overheads.context_measured ? "" : (": " + overheads.note).c_str(),
@@ -320,16 +320,16 @@ BudgetReport measure_budget(const BudgetOptions& o) {
   FOXHUNT_CHECK(o.serving_batch >= 1, "budget", "serving batch: expected >= 1, got ",
                 o.serving_batch);
   const auto t0 = std::chrono::steady_clock::now();
-  const MemoryDevice dev = MemoryDevice::parse(o.device, "budget");
+  const MemoryDevice dev = o.device.resolved();
   for (const auto& [m, p] : o.precision)
-    FOXHUNT_CHECK(!dev.cuda || p == "fp32", "budget", "--precision ", m, "=", p, " on ", dev.str(),
-                  ": the INT8 TFT runs on the CPU only; expected fp32 on CUDA");
-  FOXHUNT_CHECK(!dev.cuda || cuda_memory_available(), "budget", "--device ", o.device,
+    FOXHUNT_CHECK(!dev.is_cuda() || p == "fp32", "budget", "--precision ", m, "=", p, " on ",
+                  dev.str(), ": the INT8 TFT runs on the CPU only; expected fp32 on CUDA");
+  FOXHUNT_CHECK(!dev.is_cuda() || cuda_memory_available(), "budget", "--device ", o.device,
                 ": no CUDA device is available (", cuda_stats_backend(), ")");
   auto targets = default_targets(dev);
   for (const auto& [name, bytes] : o.targets) targets[name] = bytes;
   BudgetReport rep;
-  rep.device = dev.str();
+  rep.device = dev;
   if (o.budget_bytes > 0) {
     rep.budget_bytes = o.budget_bytes;
     rep.budget_source = "--budget-mib";
@@ -342,7 +342,7 @@ BudgetReport measure_budget(const BudgetOptions& o) {
   // CUDA: the card is capped at the budget for the whole run (the CPU ledger measures uncapped
   // and judges the figures instead, so an over-budget model is a row that fails, not an abort).
   std::optional<DeviceLimitGuard> cap;
-  if (dev.cuda) {
+  if (dev.is_cuda()) {
     cap.emplace(dev, rep.budget_bytes);
     rep.enforced_cap_bytes = rep.budget_bytes;
   }

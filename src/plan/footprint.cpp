@@ -178,10 +178,10 @@ TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config
 
   // On the CPU every tag is a ledger scope; on CUDA (no scopes) a difference of allocated bytes
   // between the phases, with the gradients counted from the .grad tensors.
-  s.dev = MemoryDevice::parse(config.device, "footprint");
+  s.dev = config.device.resolved();
   const MemoryDevice& dev = s.dev;
   const auto tag_live = [&](Tag tag) {
-    return dev.cuda ? std::uint64_t{0} : scope_live(s.full(tag));
+    return dev.is_cuda() ? std::uint64_t{0} : scope_live(s.full(tag));
   };
   const std::uint64_t live0 = device_live_bytes(dev);
   const std::uint64_t external0 = external_bytes();
@@ -204,27 +204,27 @@ TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config
   fp.config = config;
   fp.seq_len = s.config.seq_len;
   fp.step = s.step->describe();
-  fp.device = dev.str();
+  fp.device = dev;
   for (const auto& p : m.module().parameters()) {
     fp.parameter_bytes += tensor_bytes(p);
     if (p.requires_grad()) fp.trainable_parameter_bytes += tensor_bytes(p);
   }
   for (const auto& b : m.module().buffers()) fp.buffer_bytes += tensor_bytes(b);
-  fp.construction_live_bytes = dev.cuda ? detail::beyond(device_live_bytes(dev), live0)
-                                        : detail::beyond(tag_live(Tag::kParameters), params0);
+  fp.construction_live_bytes = dev.is_cuda() ? detail::beyond(device_live_bytes(dev), live0)
+                                             : detail::beyond(tag_live(Tag::kParameters), params0);
   const std::uint64_t own = fp.parameter_bytes + fp.buffer_bytes;
   fp.trainer_state_bytes = fp.construction_live_bytes > own ? fp.construction_live_bytes - own : 0;
   fp.expected_trainer_state_bytes = s.step->expected_state_bytes();
   fp.host_bytes = external_bytes() - external0;
-  fp.external_bytes = dev.cuda ? 0 : fp.host_bytes;  // host RAM is not the card's
+  fp.external_bytes = dev.is_cuda() ? 0 : fp.host_bytes;  // host RAM is not the card's
   fp.expected_gradient_bytes = fp.trainable_parameter_bytes;
   fp.expected_optimizer_bytes =
       optimizer_state_bytes(config.optimizer, fp.trainable_parameter_bytes);
   const std::uint64_t buckets0 =
-      dev.cuda ? device_live_bytes(dev) : scope_live(s.full(Tag::kCommBuckets));
+      dev.is_cuda() ? device_live_bytes(dev) : scope_live(s.full(Tag::kCommBuckets));
   s.buckets = detail::make_comm_buckets(m, config, model);
   fp.comm_bucket_bytes =
-      (dev.cuda ? device_live_bytes(dev) : scope_live(s.full(Tag::kCommBuckets))) - buckets0;
+      (dev.is_cuda() ? device_live_bytes(dev) : scope_live(s.full(Tag::kCommBuckets))) - buckets0;
   // Closed form: one flat copy of the trainable parameters and the weight element (float32).
   fp.expected_comm_bucket_bytes = config.world_size > 1 ? fp.trainable_parameter_bytes + 4 : 0;
   const auto [sample_bytes, sample_elements] =
@@ -239,7 +239,7 @@ TrainingProbe::TrainingProbe(const std::string& model, const TrainConfig& config
   fp.input_bytes = sample_bytes * static_cast<std::uint64_t>(warm_batch);
   s.fixed_live = device_live_bytes(dev);
   fp.fixed_bytes = detail::beyond(s.fixed_live, live0);
-  if (dev.cuda) {
+  if (dev.is_cuda()) {
     fp.gradient_bytes = detail::gradient_tensor_bytes(m);
     const std::uint64_t before_opt =
         fp.construction_live_bytes + fp.comm_bucket_bytes + fp.gradient_bytes;
@@ -331,44 +331,45 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
                                                const std::vector<std::int64_t>& batches,
                                                std::int64_t seq_len, std::uint64_t seed,
                                                const nlohmann::json& model_options,
-                                               const std::string& precision,
-                                               const std::string& device) {
+                                               const std::string& precision, const Device& device) {
   FOXHUNT_CHECK(!batches.empty(), "footprint",
                 "inference batches: expected at least one, got none");
   for (auto b : batches)
     FOXHUNT_CHECK(b >= 1, "footprint", "inference batch: expected >= 1, got ", b);
   FOXHUNT_CHECK(seq_len >= 0, "footprint", "seq_len: expected >= 0 (0 = model default), got ",
                 seq_len);
-  const MemoryDevice dev = MemoryDevice::parse(device, "footprint");
-  FOXHUNT_CHECK(!dev.cuda || precision == "fp32", "footprint", "precision '", precision, "' of '",
-                model, "' on ", dev.str(), ": the INT8 TFT runs on the CPU only; expected fp32");
-  FOXHUNT_CHECK(!dev.cuda || cuda_memory_available(), "footprint", "device ", dev.str(),
+  const MemoryDevice dev = device.resolved();
+  FOXHUNT_CHECK(!dev.is_cuda() || precision == "fp32", "footprint", "precision '", precision,
+                "' of '", model, "' on ", dev.str(),
+                ": the INT8 TFT runs on the CPU only; expected fp32");
+  FOXHUNT_CHECK(!dev.is_cuda() || cuda_memory_available(), "footprint", "device ", dev.str(),
                 ": no CUDA device is available (", cuda_stats_backend(), ")");
-  const torch::Device tdev = models::parse_device(dev.str(), "footprint");
+  const torch::Device tdev = models::to_torch(dev);
   const std::string outer = current_scope();
   const std::string root = outer.empty() ? model : outer + "/" + model;
   const std::uint64_t params0 = scope_live(tag_scope(root, Tag::kParameters));
 
   InferenceFootprint fp;
   fp.model = model;
-  fp.device = dev.str();
+  fp.device = dev;
   torch::manual_seed(seed);
   std::unique_ptr<models::Model> m;
   const std::uint64_t dev0 = device_live_bytes(dev);
   {
     MemoryScope p(tag_scope(model, Tag::kParameters));
     m = make_model_at(model, precision, model_options);
-    if (dev.cuda) m->to(tdev);
+    if (dev.is_cuda()) m->to(tdev);
   }
-  fp.construction_live_bytes = dev.cuda ? detail::beyond(device_live_bytes(dev), dev0)
-                                        : scope_live(tag_scope(root, Tag::kParameters)) - params0;
+  fp.construction_live_bytes = dev.is_cuda()
+                                   ? detail::beyond(device_live_bytes(dev), dev0)
+                                   : scope_live(tag_scope(root, Tag::kParameters)) - params0;
   for (const auto& p : m->module().parameters()) fp.parameter_bytes += tensor_bytes(p);
   for (const auto& b : m->module().buffers()) fp.buffer_bytes += tensor_bytes(b);
   fp.seq_len = effective_seq_len(*m, seq_len);
   m->module().eval();
 
   c10::InferenceMode guard;
-  if (dev.cuda) {
+  if (dev.is_cuda()) {
     // The first forward on a thread makes cuBLAS/cuDNN allocate their per-handle workspaces
     // (32 MiB for cuBLAS on Hopper): a one-off of the thread, not the model's. Run it before the
     // baseline so the runs measure the model; the budget's concurrent serving view still counts

@@ -58,8 +58,8 @@ void check_options(const PlanOptions& o) {
                 o.train.seq_len);
   FOXHUNT_CHECK(o.ladder_ratio >= 0, "planner", "ladder ratio: expected >= 0, got ",
                 o.ladder_ratio);
-  const MemoryDevice dev = MemoryDevice::parse(o.train.device, "planner");
-  FOXHUNT_CHECK(!dev.cuda || cuda_memory_available(), "planner", "--device ", o.train.device,
+  const MemoryDevice dev = o.train.device.resolved();
+  FOXHUNT_CHECK(!dev.is_cuda() || cuda_memory_available(), "planner", "--device ", o.train.device,
                 ": expected a CUDA device, found none (", cuda_stats_backend(), ")");
   std::set<std::int64_t> distinct;
   for (auto b : o.probe_batches) {
@@ -103,8 +103,9 @@ VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, 
   FOXHUNT_CHECK(budget_bytes > 0, "planner", "verify budget: expected > 0 bytes, got 0");
   VerifyAttempt a;
   a.batch = batch;
-  const MemoryDevice dev = MemoryDevice::parse(config.device, "planner");
-  if (dev.cuda) cuda_empty_cache();  // the CUDA cap bounds reserved bytes: start from allocated
+  const MemoryDevice dev = config.device.resolved();
+  if (dev.is_cuda())
+    cuda_empty_cache();  // the CUDA cap bounds reserved bytes: start from allocated
   const std::uint64_t base = device_live_bytes(dev);
   const std::uint64_t in_use0 = device_in_use_bytes(dev);
   const std::uint64_t external0 = external_bytes();
@@ -122,7 +123,7 @@ VerifyAttempt verify_batch(const std::string& model, const TrainConfig& config, 
         MemoryScope p(memory::tag_scope(model, memory::Tag::kParameters));
         step = detail::make_step(model, config, model_options);
       }
-      external = dev.cuda ? 0 : external_bytes() - external0;
+      external = dev.is_cuda() ? 0 : external_bytes() - external0;
       peak = std::max(peak, detail::beyond(device_peak_bytes(dev), base));
       const auto buckets = detail::make_comm_buckets(step->model(), config, model);
       // A first step at batch 1 creates the gradients and the optimizer state; the step at

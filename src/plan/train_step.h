@@ -68,7 +68,7 @@ class SyntheticStep final : public train::TrainerStep {
  public:
   SyntheticStep(const std::string& name, const TrainConfig& config,
                 const nlohmann::json& model_options)
-      : config_(config), device_(models::parse_device(config.device, "planner")) {
+      : config_(config), device_(models::to_torch(config.device)) {
     model_ = models::make_model(name, model_options);
     model_->to(device_);
     model_->module().train();

@@ -132,7 +132,7 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
 BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log) {
   FOXHUNT_CHECK(!job.bundles.empty(), kComponent, "--bundles: expected a directory");
   FOXHUNT_CHECK(!job.data.empty(), kComponent, "--data: expected a bars CSV");
-  const auto device = models::parse_device(job.device, kComponent);
+  const auto device = models::to_torch(job.device);
   auto bundles = load_ensemble_bundles(job.bundles, device);
   const auto series = data::load_bars_csv(job.data);
   auto run = run_backtest_on(bundles, series, job, log);

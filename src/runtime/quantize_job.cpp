@@ -63,7 +63,7 @@ nlohmann::json run_quantize_job(const QuantizeJob& job) {
   FOXHUNT_CHECK(job.method != "qat" || job.epochs >= 1, kComponent, "--epochs: expected >= 1, got ",
                 job.epochs);
   const auto start = std::chrono::steady_clock::now();
-  const torch::Device device = models::parse_device(job.device, kComponent);
+  const torch::Device device = models::to_torch(job.device);
   Bundle b = load_bundle(job.bundle, device, "tft");
   FOXHUNT_CHECK(b.model->precision() == "fp32", kComponent, "'", job.bundle,
                 "': expected an FP32 bundle, got precision '", b.model->precision(), "'");

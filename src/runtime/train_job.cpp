@@ -131,7 +131,7 @@ int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
 class RunCap {
  public:
   explicit RunCap(const TrainJob& job)
-      : dev_(memory::MemoryDevice::parse(job.device, kComponent)),
+      : dev_(job.device),
         budget_(run_budget(job)),
         // Without a device the job fails with its own message; the cap is never enforced.
         live0_(dev_.cuda && !memory::cuda_memory_available() ? 0 : memory::device_live_bytes(dev_)),
@@ -751,7 +751,7 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
                   : job.batch.empty()   ? 64
                   : job.batch == "auto" ? 0
                                         : parse_batch(job.batch);
-  const torch::Device device = models::parse_device(job.device, kComponent);
+  const torch::Device device = models::to_torch(job.device);
 
   RunCap cap(job);               // a budget given: the whole run under it
   torch::manual_seed(o.seed());  // deterministic initial weights
@@ -828,8 +828,8 @@ nlohmann::json run_train_job(const TrainJob& given) {
   // Data-parallel ranks on one machine share `--device cuda`: rank r takes GPU r mod count (as
   // torchrun's local rank does), so NCCL gets one device per rank where there are enough.
   TrainJob job = given;
-  if (job.dist.world_size() > 1 && job.device == "cuda" && torch::cuda::device_count() > 1)
-    job.device = "cuda:" + std::to_string(job.dist.rank() % torch::cuda::device_count());
+  if (job.dist.world_size() > 1 && job.device == Device::cuda() && torch::cuda::device_count() > 1)
+    job.device = Device::cuda(static_cast<int>(job.dist.rank() % torch::cuda::device_count()));
   FOXHUNT_CHECK(models::in_catalog(job.model), kComponent, "unknown model '", job.model,
                 "'; expected one of: ", models::joined_model_names());
   FOXHUNT_CHECK(job.steps >= 0 && job.epochs >= 0, kComponent,

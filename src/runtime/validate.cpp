@@ -54,7 +54,7 @@ nlohmann::json ValidateReport::to_json() const {
 }
 
 void validate_models_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
-  const torch::Device device(options.device);
+  const torch::Device device = models::to_torch(options.device);
   c10::InferenceMode guard;
   nlohmann::json rows = nlohmann::json::array();
   bool all_ok = true;
@@ -144,8 +144,8 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
   result.details["profile"] = memory::to_json(profile);
   result.details["plans"] = plans;
   result.details["device"] = options.device;
-  result.summary =
-      "batches on " + profile.name + " (" + options.device + ") verified under the cap: " + summary;
+  result.summary = "batches on " + profile.name + " (" + options.device.str() +
+                   ") verified under the cap: " + summary;
 }
 
 void validate_budget_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {

@@ -175,8 +175,7 @@ class ExampleBatches final : public BatchSource {
 
 class ForecastStep final : public TrainerStep {
  public:
-  explicit ForecastStep(const TrainerStepSpec& spec)
-      : device_(models::parse_device(spec.device, kComponent)) {
+  explicit ForecastStep(const TrainerStepSpec& spec) : device_(models::to_torch(spec.device)) {
     nlohmann::json j = trainer_json(spec);
     j.erase("device");  // the forecast trainer follows the model's device
     const ForecastTrainerOptions o = forecast_trainer_options_from_json(j);

@@ -17,20 +17,14 @@
 #include <optional>
 #include <string>
 
+#include "foxhunt/core/device.h"
 #include "foxhunt/memory/cuda_memory.h"
 #include "foxhunt/memory/ledger.h"
 
 namespace foxhunt::memory {
 
-/// A device whose memory is measured: the CPU (the ledger) or CUDA device `index`.
-struct MemoryDevice {
-  bool cuda = false;  ///< CUDA (else the CPU)
-  int index = 0;      ///< CUDA device index
-  /// "cpu", "cuda" (device 0) or "cuda:N"; InputError naming `component` otherwise.
-  static MemoryDevice parse(const std::string& text, const char* component);
-  /// "cpu" or "cuda:N".
-  std::string str() const;
-};
+/// A device whose memory is measured: the CPU (the ledger) or a CUDA device (its ordinal()).
+using MemoryDevice = foxhunt::Device;
 
 /// Live bytes: the ledger's on the CPU, allocated bytes on CUDA.
 std::uint64_t device_live_bytes(const MemoryDevice& d);

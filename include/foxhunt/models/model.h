@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/device.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/spec.h"
 
@@ -164,9 +165,8 @@ std::string shape_str(const std::vector<int64_t>& sizes);
 /// Device of the first parameter of a module (CPU when it has none).
 torch::Device module_device(const torch::nn::Module& m);
 
-/// The device named by a --device flag ("cpu", "cuda", "cuda:N"); InputError "[component]
-/// --device: expected cpu, cuda or cuda:N, got '...'" otherwise.
-torch::Device parse_device(const std::string& text, const char* component);
+/// The torch::Device of a parsed device value (a plain "cuda" stays the current CUDA device).
+torch::Device to_torch(const Device& d);
 
 /// Reads `key` from `j` into `value` when present; the helper behind options_from_json.
 /// Throws InputError naming the component and the key when the type does not match.

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/device.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/device_profile.h"
@@ -99,7 +100,7 @@ struct BudgetOptions {
   /// Training batch of the training and mixed views (the trainers' default, 64).
   std::int64_t training_batch = 64;
   /// Device measured: "cpu" (the ledger) or "cuda[:N]" (the caching allocator, capped).
-  std::string device = "cpu";
+  Device device;
   /// Serving precision per model (absent = "fp32"; the TFT also has "int8", quant/tft_int8.h).
   /// Training views stay fp32: QAT trains fp32 master weights.
   std::map<std::string, std::string> precision;
@@ -131,7 +132,7 @@ struct BudgetRow {
 /// The whole validation.
 struct BudgetReport {
   std::string budget_source;             ///< profile name or "--budget-mib"
-  std::string device = "cpu";            ///< the device measured ("cpu" or "cuda:N")
+  Device device;                         ///< the device measured (resolved: "cpu" or "cuda:N")
   std::uint64_t enforced_cap_bytes = 0;  ///< CUDA: the allocator cap (0 on the CPU)
   /// The profile's assumed context reserve (0 with --budget-mib), beside the measured context.
   std::uint64_t profile_reserve_bytes = 0;

@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/device.h"
 #include "foxhunt/train/env.h"
 
 namespace foxhunt::models {
@@ -102,7 +103,7 @@ struct TrainConfig {
   OptimizerKind optimizer = OptimizerKind::kAdam;
   /// Device the step runs and is measured on: "cpu" (the ledger; a card is emulated by its
   /// usable bytes as the cap) or "cuda[:N]" (the caching allocator; memory/device_memory.h).
-  std::string device = "cpu";
+  Device device;
   /// Window length; 0 = the model's default; ignored by models without a time axis.
   std::int64_t seq_len = 0;
   /// Training batch size.
@@ -144,7 +145,7 @@ struct TrainingFootprint {
   /// Of host_bytes, what counts against the device's budget: all of it on the CPU (the cap
   /// counts them, outside live_bytes; part of peak_bytes), none on CUDA (they are in host RAM).
   std::uint64_t external_bytes = 0;
-  std::string device = "cpu";           ///< the device measured ("cpu" or "cuda:N")
+  Device device;                        ///< the device measured (resolved: "cpu" or "cuda:N")
   std::uint64_t gradient_bytes = 0;     ///< measured: live bytes of M/gradients
   std::uint64_t optimizer_bytes = 0;    ///< measured: live bytes of M/optimizer
   std::uint64_t comm_bucket_bytes = 0;  ///< measured: live bytes of M/comm_buckets (world > 1)
@@ -221,7 +222,7 @@ struct InferenceRun {
 /// Inference footprint (eval mode, c10::InferenceMode): parameters + buffers + peak activations.
 struct InferenceFootprint {
   std::string model;                          ///< registry name
-  std::string device = "cpu";                 ///< the device measured ("cpu" or "cuda:N")
+  Device device;                              ///< the device measured (resolved: "cpu" or "cuda:N")
   std::int64_t seq_len = 0;                   ///< window used (0 for models without a time axis)
   std::uint64_t parameter_bytes = 0;          ///< numel x element size of all parameters
   std::uint64_t buffer_bytes = 0;             ///< numel x element size of all buffers
@@ -246,7 +247,7 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
                                                std::int64_t seq_len = 0, std::uint64_t seed = 42,
                                                const nlohmann::json& model_options = {},
                                                const std::string& precision = "fp32",
-                                               const std::string& device = "cpu");
+                                               const Device& device = Device::cpu());
 /// The model `name` at `precision` ("fp32", or "int8" for the TFT); InputError otherwise.
 std::unique_ptr<models::Model> make_model_at(const std::string& name, const std::string& precision,
                                              const nlohmann::json& model_options = {});

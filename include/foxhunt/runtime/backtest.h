@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/device.h"
 #include "foxhunt/data/backtest.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/forecast_eval.h"
@@ -32,11 +33,11 @@ struct BacktestJob {
   std::string bundles;    ///< directory with dqn/ ppo/ mamba2/ tft/ bundles
   std::string data;       ///< bars CSV
   double cost_bps = 1.0;  ///< cost per unit of position change, basis points
-  std::string from;  ///< first scored bar (Unix seconds or ISO 8601; "" = first after training)
-  std::string to;    ///< last bar (inclusive; "" = the end of the data)
-  std::string device = "cpu";  ///< "cpu", "cuda", "cuda:N"
-  DecisionRule rule;           ///< the ensemble's decision rule
-  uint64_t seed = 42;          ///< seed of the random policy and the bootstrap
+  std::string from;    ///< first scored bar (Unix seconds or ISO 8601; "" = first after training)
+  std::string to;      ///< last bar (inclusive; "" = the end of the data)
+  Device device;       ///< "cpu", "cuda", "cuda:N"
+  DecisionRule rule;   ///< the ensemble's decision rule
+  uint64_t seed = 42;  ///< seed of the random policy and the bootstrap
 };
 
 /// Per-forecaster next-bar forecasts over the scored bars (log returns).

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "foxhunt/core/device.h"
 #include "foxhunt/train/infra.h"
 
 namespace foxhunt::runtime {
@@ -26,7 +27,7 @@ struct QuantizeJob {
   int64_t batch = 64;            ///< windows per batch (calibration, QAT, evaluation)
   std::string data;              ///< bars CSV ("" = the file or synthetic series of the bundle)
   uint64_t seed = 0;             ///< QAT batches and dropout
-  std::string device = "cpu";    ///< where calibration and QAT run
+  Device device;                 ///< where calibration and QAT run
   train::ProgressMode progress = train::ProgressMode::kAuto;  ///< QAT progress on stderr
 };
 

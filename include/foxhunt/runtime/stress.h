@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/device.h"
+
 namespace foxhunt::runtime {
 
 /// What `foxhunt stress` runs.
@@ -38,7 +40,7 @@ struct StressOptions {
   /// untrained, with a normaliser fitted on synthetic bars).
   std::string bundles;
   /// "cpu", "cuda" or "cuda:N".
-  std::string device = "cpu";
+  Device device;
   /// Device profile whose usable bytes are enforced for the whole run ("" = no cap).
   std::string device_profile;
   /// Explicit cap in MiB (> 0 overrides the profile).

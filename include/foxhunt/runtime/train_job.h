@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "foxhunt/core/device.h"
 #include "foxhunt/dist/options.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/train/infra.h"
@@ -32,7 +33,7 @@ struct TrainJob {
   std::string out_dir;           ///< output directory ("" = out/train-<model>, or the
                                  ///< resumed checkpoint's directory)
   std::string resume;            ///< trainer checkpoint to continue from ("" = fresh)
-  std::string device = "cpu";    ///< "cpu", "cuda", "cuda:N"
+  Device device;                 ///< "cpu", "cuda", "cuda:N"
   nlohmann::json options = nlohmann::json::object();  ///< trainer option overrides (JSON keys)
   nlohmann::json model_options = nlohmann::json::object();  ///< mamba2/tft model options
   int64_t eval_episodes = 20;       ///< greedy evaluation episodes after RL training (0 = none)

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/device.h"
+
 namespace foxhunt::runtime {
 
 struct StressReport;
@@ -21,7 +23,7 @@ struct BacktestRun;
 /// What `foxhunt validate` runs on.
 struct ValidateOptions {
   /// Device for models ("cpu", "cuda", "cuda:1").
-  std::string device = "cpu";
+  Device device;
   /// Seed for every random draw.
   uint64_t seed = 42;
   /// Batch sizes for the forward checks.

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "foxhunt/core/device.h"
 #include "foxhunt/train/env.h"
 
 namespace foxhunt::models {
@@ -62,7 +63,7 @@ struct TrainerStepSpec {
   /// Seed of the initialisation, the environment and the synthetic data.
   std::uint64_t seed = 42;
   /// Device ("cpu", "cuda", "cuda:1").
-  std::string device = "cpu";
+  Device device;
 };
 
 /// Builds the trainer of `spec.model` with its options, its environment or a synthetic batch
