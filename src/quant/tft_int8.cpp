@@ -23,6 +23,19 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
+// The sum of f(item) over `items` (a member function or a callable): the layout's byte totals.
+template <typename T, typename F>
+int64_t sum_over(const std::vector<T>& items, F f) {
+  int64_t n = 0;
+  for (const auto& item : items) n += std::invoke(f, item);
+  return n;
+}
+
+// The fp32 scales of one int8 layer: s_x s_w per output and s_x (2-D), or both per variable.
+int64_t scale_count(const Int8TftLayer& l) {
+  return l.variables > 0 ? 2 * l.variables : l.out + 1;
+}
+
 // ---- the layout ------------------------------------------------------------------------------
 
 struct LayoutBuilder {
@@ -378,8 +391,7 @@ int64_t Int8TftLayer::code_bytes() const {
 
 int64_t Int8TftLayer::fp32_bytes() const {
   const int64_t v = std::max<int64_t>(variables, 1);
-  const int64_t scales = variables > 0 ? 2 * v : out + 1;  // s_x s_w and s_x
-  return 4 * (scales + (bias ? v * out : 0));
+  return 4 * (scale_count(*this) + (bias ? v * out : 0));
 }
 
 int64_t Int8TftLayer::float_bytes() const {
@@ -392,32 +404,22 @@ int64_t Fp32TftTensor::bytes() const {
 }
 
 int64_t Int8TftLayout::code_bytes() const {
-  int64_t n = 0;
-  for (const auto& l : layers) n += l.code_bytes();
-  return n;
+  return sum_over(layers, &Int8TftLayer::code_bytes);
 }
 int64_t Int8TftLayout::layer_fp32_bytes() const {
-  int64_t n = 0;
-  for (const auto& l : layers) n += l.fp32_bytes();
-  return n;
+  return sum_over(layers, &Int8TftLayer::fp32_bytes);
 }
 int64_t Int8TftLayout::scale_bytes() const {
-  int64_t n = 0;
-  for (const auto& l : layers) n += 4 * (l.variables > 0 ? 2 * l.variables : l.out + 1);
-  return n;
+  return 4 * sum_over(layers, scale_count);
 }
 int64_t Int8TftLayout::other_fp32_bytes() const {
-  int64_t n = 0;
-  for (const auto& t : fp32) n += t.bytes();
-  return n;
+  return sum_over(fp32, &Fp32TftTensor::bytes);
 }
 int64_t Int8TftLayout::total_bytes() const {
   return code_bytes() + layer_fp32_bytes() + other_fp32_bytes();
 }
 int64_t Int8TftLayout::quantized_float_bytes() const {
-  int64_t n = 0;
-  for (const auto& l : layers) n += l.float_bytes();
-  return n;
+  return sum_over(layers, &Int8TftLayer::float_bytes);
 }
 const Int8TftLayer& Int8TftLayout::layer(const std::string& name) const {
   for (const auto& l : layers)
