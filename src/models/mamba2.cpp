@@ -847,9 +847,9 @@ IoSpec io_spec(const Mamba2Options& o) {
 
 namespace {
 
-class Mamba2Model final : public ModelAdapter<Mamba2Net> {
+class Mamba2Model final : public ForecasterAdapter<Mamba2Net> {
  public:
-  explicit Mamba2Model(Mamba2Options o) : ModelAdapter("mamba2", Mamba2Net(o), io_spec(o)) {}
+  explicit Mamba2Model(Mamba2Options o) : ForecasterAdapter("mamba2", Mamba2Net(o), io_spec(o)) {}
 
   Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                       uint64_t seed) const override {
@@ -865,13 +865,6 @@ class Mamba2Model final : public ModelAdapter<Mamba2Net> {
   std::vector<torch::Tensor> forward(const Batch& b) override {
     check_inputs(b);
     return {net_->forward(b.inputs[0])};
-  }
-
-  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
-    return forecaster_output_shapes(spec_, batch);
-  }
-  torch::Tensor loss(const Batch& b) override {
-    return forecaster_loss(name_, spec_, forward(b)[0], b.target);
   }
 };
 

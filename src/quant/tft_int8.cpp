@@ -555,7 +555,7 @@ InputScales TftCalibrator::scales() const {
 // ---- QAT -------------------------------------------------------------------------------------
 
 QatTftModel::QatTftModel(models::TftNet net, QatOptions options, InputScales initial)
-    : net_(std::move(net)), options_(options) {
+    : ForecasterAdapter("tft", net, models::io_spec(net->options)), options_(options) {
   FOXHUNT_CHECK(options.observer_steps() >= 0, kComponent,
                 "qat observer_steps: expected >= 0, got ", options.observer_steps());
   FOXHUNT_CHECK(options.momentum() > 0 && options.momentum() <= 1, kComponent,
@@ -564,7 +564,7 @@ QatTftModel::QatTftModel(models::TftNet net, QatOptions options, InputScales ini
 }
 
 std::vector<torch::Tensor> QatTftModel::forward(const models::Batch& b) {
-  models::check_input_count("tft", spec(), b);
+  check_inputs(b);
   auto& net = *net_;
   models::validate_tft_inputs(net.options, b.inputs[0], b.inputs[1], b.inputs[2],
                               models::module_device(net));
@@ -603,17 +603,9 @@ std::vector<torch::Tensor> QatTftModel::forward(const models::Batch& b) {
   return {y};
 }
 
-std::vector<std::vector<int64_t>> QatTftModel::output_shapes(int64_t batch, int64_t) const {
-  return models::forecaster_output_shapes(spec(), batch);
-}
-
 models::Batch QatTftModel::example_batch(int64_t batch, int64_t seq_len,
                                          const torch::Device& device, uint64_t seed) const {
   return models::tft_example_batch(net_->options, batch, seq_len, device, seed);
-}
-
-torch::Tensor QatTftModel::loss(const models::Batch& b) {
-  return models::forecaster_loss("tft", spec(), forward(b)[0], b.target);
 }
 
 InputScales QatTftModel::scales() const {
@@ -758,34 +750,19 @@ nlohmann::json Int8TftImpl::layer_errors(models::TftNetImpl& net, const torch::T
 
 namespace {
 
-class Int8TftModel final : public models::Model {
+class Int8TftModel final : public models::ForecasterAdapter<Int8Tft> {
  public:
   explicit Int8TftModel(Int8Tft net)
-      : net_(std::move(net)), spec_(models::io_spec(net_->options)) {}
-  std::string name() const override { return "tft"; }
+      : ForecasterAdapter("tft", net, models::io_spec(net->options)) {}
   std::string precision() const override { return "int8"; }
-  torch::nn::Module& module() override { return *net_; }
-  std::shared_ptr<torch::nn::Module> module_ptr() override { return net_.ptr(); }
-  nlohmann::json options_json() const override { return models::to_json(net_->options); }
-  models::IoSpec spec() const override { return spec_; }
   std::vector<torch::Tensor> forward(const models::Batch& b) override {
-    models::check_input_count("tft", spec_, b);
+    check_inputs(b);
     return {net_->forward(b.inputs[0], b.inputs[1], b.inputs[2])};
-  }
-  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
-    return models::forecaster_output_shapes(spec_, batch);
   }
   models::Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                               uint64_t seed) const override {
     return models::tft_example_batch(net_->options, batch, seq_len, device, seed);
   }
-  torch::Tensor loss(const models::Batch& b) override {
-    return models::forecaster_loss("tft", spec_, forward(b)[0], b.target);
-  }
-
- private:
-  Int8Tft net_;
-  models::IoSpec spec_;
 };
 
 }  // namespace

@@ -122,6 +122,23 @@ class ModelAdapter : public Model {
   IoSpec spec_;       ///< the I/O contract
 };
 
+/// A ModelAdapter for a quantile forecaster: the output shapes ({[batch, horizon, Q]}) and the
+/// training loss (the pinball loss of forward()'s output against `batch.target`) follow from the
+/// spec; the model adds forward() and example_batch().
+template <typename Net>
+class ForecasterAdapter : public ModelAdapter<Net> {
+ public:
+  using ModelAdapter<Net>::ModelAdapter;
+  /// {[batch, horizon, Q]} (forecaster_output_shapes).
+  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
+    return forecaster_output_shapes(this->spec_, batch);
+  }
+  /// The pinball loss of the forecasts against `b.target` (forecaster_loss).
+  torch::Tensor loss(const Batch& b) override {
+    return forecaster_loss(this->name_, this->spec_, this->forward(b)[0], b.target);
+  }
+};
+
 /// Builds a model by registry name, with options from JSON (missing keys take defaults; unknown
 /// keys are an error). Throws foxhunt::InputError for an unknown name.
 std::unique_ptr<Model> make_model(const std::string& name,
