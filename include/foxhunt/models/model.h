@@ -87,6 +87,9 @@ class Model : public ServingModel {
 Batch policy_example_batch(
     const IoSpec& spec, int64_t batch, const torch::Device& device, uint64_t seed,
     const std::function<std::vector<torch::Tensor>(at::Generator&, int64_t)>& more);
+/// Throws InputError naming `component` unless a policy reading `state_dim` values and choosing
+/// among `actions` discrete actions is well formed: state_dim > 0 and actions > 1.
+void check_policy_sizes(const std::string& component, int64_t state_dim, int64_t actions);
 
 /// Output shapes of a quantile forecaster: {[batch, horizon, Q]} from its spec.
 std::vector<std::vector<int64_t>> forecaster_output_shapes(const IoSpec& spec, int64_t batch);
