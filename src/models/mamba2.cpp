@@ -249,6 +249,14 @@ void check_module_input(const char* component, const char* name, const torch::Te
                 shape_str(x.sizes().vec()));
 }
 
+// The boundary check of a mixer's or a block's input `u`: [b, seq_len >= 1, d_model].
+void check_sequence_input(const char* name, const torch::Tensor& u, int64_t d_model,
+                          const torch::nn::Module& m) {
+  check_module_input("mamba2", name, u, {-1, -1, d_model}, m);
+  FOXHUNT_CHECK(u.size(1) >= 1, "mamba2", name, ": expected seq_len >= 1, got shape ",
+                shape_str(u.sizes().vec()));
+}
+
 // Whether the mixer's weights between its projections can feed the fused kernel with `like`'s
 // device and dtype, and those weights as raw arrays.
 bool core_weights_fit(const Mamba2MixerImpl& m, const torch::Tensor& like) {
@@ -346,9 +354,7 @@ torch::Tensor Mamba2MixerImpl::gated_norm(const torch::Tensor& y, const torch::T
 }
 
 torch::Tensor Mamba2MixerImpl::forward(const torch::Tensor& u) {
-  check_module_input("mamba2", "mixer input", u, {-1, -1, options.d_model()}, *this);
-  FOXHUNT_CHECK(u.size(1) >= 1, "mamba2", "mixer input: expected seq_len >= 1, got shape ",
-                shape_str(u.sizes().vec()));
+  check_sequence_input("mixer input", u, options.d_model(), *this);
   return apply(u);
 }
 
@@ -444,9 +450,7 @@ void Mamba2BlockImpl::reset() {
 }
 
 torch::Tensor Mamba2BlockImpl::forward(const torch::Tensor& u) {
-  check_module_input("mamba2", "block input", u, {-1, -1, options.d_model()}, *this);
-  FOXHUNT_CHECK(u.size(1) >= 1, "mamba2", "block input: expected seq_len >= 1, got shape ",
-                shape_str(u.sizes().vec()));
+  check_sequence_input("block input", u, options.d_model(), *this);
   return apply(u);
 }
 
