@@ -50,21 +50,40 @@ torch::Tensor mamba2_reference(Mamba2Net& net, const torch::Tensor& bars, int64_
   return net->forward(bars.narrow(0, start, t - start + 1).unsqueeze(0)).squeeze(0);
 }
 
-// Pushes every bar and returns the largest |stream - forward| over all bars.
-double mamba2_stream_error(Mamba2Net& net, const torch::Tensor& bars, int64_t window = 0) {
-  Mamba2Stream stream(net, window);
+// Pushes bars [from, to) into `stream`; each output must be within `tol` of the forward over the
+// window of `window` bars ending at that bar.
+void expect_mamba2_pushes_match(Mamba2Net& net, Mamba2Stream& stream, const torch::Tensor& bars,
+                                int64_t from, int64_t to, int64_t window, double tol) {
+  for (int64_t t = from; t < to; ++t)
+    EXPECT_LT(max_abs_diff(stream.push(bars[t]), mamba2_reference(net, bars, t, window)), tol) << t;
+}
+
+// Pushes bars 0 .. n-1 (`push(t)` returns the stream's output at bar t) and compares each output
+// with `reference(t)`, the forward over its window: same shape, an inference tensor (push runs
+// under InferenceMode), within 1e-5. Prints and returns the largest |stream - forward|.
+template <typename Push, typename Reference>
+double stream_error(const char* model, int64_t n, Push push, Reference reference) {
   double worst = 0.0;
   torch::NoGradGuard ng;
-  for (int64_t t = 0; t < bars.size(0); ++t) {
-    auto y = stream.push(bars[t]);
-    auto ref = mamba2_reference(net, bars, t, stream.window());
+  for (int64_t t = 0; t < n; ++t) {
+    auto y = push(t);
+    auto ref = reference(t);
     EXPECT_EQ(y.sizes().vec(), ref.sizes().vec());
-    EXPECT_TRUE(y.is_inference());  // push runs under InferenceMode
+    EXPECT_TRUE(y.is_inference());
     const double e = max_abs_diff(y, ref);
     EXPECT_LT(e, 1e-5) << "bar " << t;
     worst = std::max(worst, e);
   }
-  std::printf("[mamba2 worst %.3g]\n", worst);
+  std::printf("[%s worst %.3g]\n", model, worst);
+  return worst;
+}
+
+// Pushes every bar and returns the largest |stream - forward| over all bars.
+double mamba2_stream_error(Mamba2Net& net, const torch::Tensor& bars, int64_t window = 0) {
+  Mamba2Stream stream(net, window);
+  const double worst = stream_error(
+      "mamba2", bars.size(0), [&](int64_t t) { return stream.push(bars[t]); },
+      [&](int64_t t) { return mamba2_reference(net, bars, t, stream.window()); });
   EXPECT_EQ(stream.bars(), bars.size(0));
   EXPECT_EQ(stream.filled(), std::min(bars.size(0), stream.window()));
   return worst;
@@ -102,8 +121,7 @@ TEST_F(Mamba2StreamTest, CustomWindowAndFloat64AreExact) {
   Mamba2Stream stream(net, 20);
   EXPECT_EQ(stream.window(), 20);
   torch::NoGradGuard ng;
-  for (int64_t t = 0; t < bars.size(0); ++t)
-    ASSERT_LT(max_abs_diff(stream.push(bars[t]), mamba2_reference(net, bars, t, 20)), 1e-10) << t;
+  expect_mamba2_pushes_match(net, stream, bars, 0, bars.size(0), 20, 1e-10);
 }
 
 TEST_F(Mamba2StreamTest, WindowShorterThanTheConvolution) {
@@ -139,8 +157,7 @@ TEST_F(Mamba2StreamTest, FollowsWeightAndDtypeChanges) {
   // An in-place weight update (as an optimizer step): the cached rows are recomputed.
   net->embed->weight.add_(0.05);
   net->blocks->ptr(0)->as<Mamba2BlockImpl>()->mixer->in_proj->weight.mul_(1.1);
-  for (int64_t t = 20; t < 30; ++t)
-    EXPECT_LT(max_abs_diff(stream.push(bars[t]), mamba2_reference(net, bars, t, 12)), 1e-5) << t;
+  expect_mamba2_pushes_match(net, stream, bars, 20, 30, 12, 1e-5);
   // A dtype move: the buffers follow, raw rows are kept.
   net->to(torch::kDouble);
   auto bars64 = bars.to(torch::kDouble);
@@ -203,21 +220,22 @@ torch::Tensor tft_reference(TftNet& net, const TftBars& b, int64_t t, int64_t wi
       .squeeze(0);
 }
 
+// Pushes bars [from, to) of `b` for instrument `id` into `stream`; each output must be within `tol`
+// of the forward over the window of `window` bars ending at that bar.
+void expect_tft_pushes_match(TftNet& net, TftStream& stream, const TftBars& b, int64_t from,
+                             int64_t to, int64_t window, int64_t id, double tol) {
+  for (int64_t t = from; t < to; ++t)
+    EXPECT_LT(
+        max_abs_diff(stream.push(b.past[t], b.future[t], id), tft_reference(net, b, t, window, id)),
+        tol)
+        << t;
+}
+
 double tft_stream_error(TftNet& net, const TftBars& b, int64_t id, int64_t window = 0) {
   TftStream stream(net, window);
-  double worst = 0.0;
-  torch::NoGradGuard ng;
-  for (int64_t t = 0; t < b.past.size(0); ++t) {
-    auto y = stream.push(b.past[t], b.future[t], id);
-    auto ref = tft_reference(net, b, t, stream.window(), id);
-    EXPECT_EQ(y.sizes().vec(), ref.sizes().vec());
-    EXPECT_TRUE(y.is_inference());  // push runs under InferenceMode
-    const double e = max_abs_diff(y, ref);
-    EXPECT_LT(e, 1e-5) << "bar " << t;
-    worst = std::max(worst, e);
-  }
-  std::printf("[tft worst %.3g]\n", worst);
-  return worst;
+  return stream_error(
+      "tft", b.past.size(0), [&](int64_t t) { return stream.push(b.past[t], b.future[t], id); },
+      [&](int64_t t) { return tft_reference(net, b, t, stream.window(), id); });
 }
 
 TEST_F(TftStreamTest, VsnForwardRowsMatchesForward) {
@@ -262,10 +280,7 @@ TEST_F(TftStreamTest, CustomWindowAndFloat64AreExact) {
   auto b = random_tft_bars(small(), 60, 23, torch::kDouble);
   TftStream stream(net, 11);
   torch::NoGradGuard ng;
-  for (int64_t t = 0; t < 60; ++t)
-    ASSERT_LT(max_abs_diff(stream.push(b.past[t], b.future[t], 1), tft_reference(net, b, t, 11, 1)),
-              1e-10)
-        << t;
+  expect_tft_pushes_match(net, stream, b, 0, 60, 11, 1, 1e-10);
 }
 
 TEST_F(TftStreamTest, StaticIdChangeAndPerInstrumentStreams) {
@@ -292,10 +307,7 @@ TEST_F(TftStreamTest, FollowsWeightChanges) {
   for (int64_t t = 0; t < 10; ++t) stream.push(b.past[t], b.future[t], 1);
   net->past_vsn->fc1_weight.mul_(1.2);
   net->static_embedding->weight.add_(0.1);
-  for (int64_t t = 10; t < 20; ++t)
-    EXPECT_LT(max_abs_diff(stream.push(b.past[t], b.future[t], 1), tft_reference(net, b, t, 7, 1)),
-              1e-5)
-        << t;
+  expect_tft_pushes_match(net, stream, b, 10, 20, 7, 1, 1e-5);
 }
 
 TEST_F(TftStreamTest, RejectsBadInputsAndTrainMode) {

@@ -41,10 +41,14 @@ const ScenarioResult& only(const StressReport& r) {
   return r.scenarios.at(0);
 }
 
-TEST(Stress, ConcurrentOutputsEqualSerialAndLedgerReturnsToBaseline) {
+// Runs `scenario` alone with `o` and returns its result.
+ScenarioResult run_one(const StressOptions& o, const std::string& scenario) {
   std::ostringstream log;
-  const auto r = run_stress(small_options(), {"concurrent"}, log);
-  const auto& s = only(r);
+  return only(run_stress(o, {scenario}, log));
+}
+
+TEST(Stress, ConcurrentOutputsEqualSerialAndLedgerReturnsToBaseline) {
+  const auto s = run_one(small_options(), "concurrent");
   ASSERT_TRUE(s.error.empty()) << s.error;
   EXPECT_TRUE(s.ok) << s.summary;
   EXPECT_TRUE(s.details.at("outputs_match_serial").get<bool>());
@@ -59,10 +63,8 @@ TEST(Stress, ConcurrentOutputsEqualSerialAndLedgerReturnsToBaseline) {
 }
 
 TEST(Stress, PlantedLeakIsCaughtAndACleanSoakIsNot) {
-  std::ostringstream log;
   auto o = small_options();
-  const auto clean = run_stress(o, {"soak"}, log);
-  const auto& c = only(clean);
+  const auto c = run_one(o, "soak");
   ASSERT_TRUE(c.error.empty()) << c.error;
   EXPECT_TRUE(c.ok) << c.summary;
   EXPECT_FALSE(c.details.at("leak_detected").get<bool>());
@@ -71,8 +73,7 @@ TEST(Stress, PlantedLeakIsCaughtAndACleanSoakIsNot) {
   EXPECT_EQ(c.memory_x.size(), 1u + 400 / 20);
 
   o.plant_leak_every = 50;  // 4 KiB every 50 bars = 80 KiB per 1,000 bars
-  const auto leaky = run_stress(o, {"soak"}, log);
-  const auto& l = only(leaky);
+  const auto l = run_one(o, "soak");
   EXPECT_FALSE(l.ok);
   EXPECT_TRUE(l.details.at("leak_detected").get<bool>());
   EXPECT_EQ(l.details.at("leak").at("residual_bytes").get<int64_t>(), 8 * 4096);
@@ -81,12 +82,10 @@ TEST(Stress, PlantedLeakIsCaughtAndACleanSoakIsNot) {
 }
 
 TEST(Stress, SwitchCyclesLoadAndUnloadBackToBaseline) {
-  std::ostringstream log;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = run_stress(small_options(), {"switch"}, log);
+  const auto s = run_one(small_options(), "switch");
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  const auto& s = only(r);
   ASSERT_TRUE(s.error.empty()) << s.error;
   EXPECT_TRUE(s.ok) << s.summary;
   EXPECT_EQ(s.details.at("cycles_off_baseline").get<int64_t>(), 0);
@@ -99,9 +98,7 @@ TEST(Stress, SwitchCyclesLoadAndUnloadBackToBaseline) {
 }
 
 TEST(Stress, SequentialTrainingLeavesNothingBehind) {
-  std::ostringstream log;
-  const auto r = run_stress(small_options(), {"train"}, log);
-  const auto& s = only(r);
+  const auto s = run_one(small_options(), "train");
   ASSERT_TRUE(s.error.empty()) << s.error;
   EXPECT_TRUE(s.ok) << s.summary;
   ASSERT_EQ(s.details.at("runs").size(), 4u);
@@ -114,12 +111,10 @@ TEST(Stress, SequentialTrainingLeavesNothingBehind) {
 }
 
 TEST(Stress, ServerLatencyCountsFromTheScheduledArrival) {
-  std::ostringstream log;
   auto o = small_options();
   o.models = {"dqn", "ppo"};
   o.p99_ms = 1000.0;  // generous: the verdict must then be valid
-  const auto r = run_stress(o, {"server"}, log);
-  const auto& s = only(r);
+  const auto s = run_one(o, "server");
   ASSERT_TRUE(s.error.empty()) << s.error;
   EXPECT_TRUE(s.ok) << s.summary;
   const auto q = s.details.at("queries").get<int64_t>();
@@ -130,10 +125,9 @@ TEST(Stress, ServerLatencyCountsFromTheScheduledArrival) {
   EXPECT_NEAR(s.details.at("achieved_rate_per_s").get<double>(), static_cast<double>(q), 0.3 * q);
 
   o.p99_ms = 1e-6;  // impossible: invalid, and the report says why
-  const auto bad = run_stress(o, {"server"}, log);
-  EXPECT_FALSE(only(bad).details.at("valid").get<bool>());
-  EXPECT_NE(only(bad).details.at("invalid_because").get<std::string>().find("p99"),
-            std::string::npos);
+  const auto bad = run_one(o, "server");
+  EXPECT_FALSE(bad.details.at("valid").get<bool>());
+  EXPECT_NE(bad.details.at("invalid_because").get<std::string>().find("p99"), std::string::npos);
 }
 
 TEST(Stress, CapTooSmallForTheModelsIsATypedOutOfMemoryFailure) {

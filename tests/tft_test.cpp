@@ -393,6 +393,20 @@ TEST_F(InterpretableMultiHeadAttentionTest, CausalMaskHidesOnlyStrictlyLaterKeys
 
 class TftTest : public SeededTest {};
 
+// A TftNet with options `o` in eval mode and `batch` random windows for it: what the tests of
+// the whole network start from.
+struct EvalSetup {
+  TftOptions o;
+  TftNet net;
+  Inputs in;
+};
+
+EvalSetup eval_setup(int64_t batch, const TftOptions& o = small_options()) {
+  TftNet net(o);
+  net->eval();
+  return {o, net, random_inputs(o, batch)};
+}
+
 TEST_F(TftTest, DefaultParameterCountIsClosedForm) {
   // By hand (H 32, E 8, P 225, F 4): per-variable GRN(8 -> 8 -> 32) = 72 + 72 + 576 + 64 + 288
   // = 1072; past VSN 225 * (16 + 1072) + selection GRN(1800 -> 32 -> 225, ctx 32) 480237
@@ -459,11 +473,8 @@ TEST_F(TftTest, DefaultModelForwardShape) {
 }
 
 TEST_F(TftTest, KnownFutureInputIsCausal) {
-  auto o = small_options().horizon(5);
-  TftNet net(o);
-  net->eval();
+  auto [o, net, in] = eval_setup(4, small_options().horizon(5));
   torch::NoGradGuard ng;
-  auto in = random_inputs(o, 4);
   const auto base = net->forward(in.past, in.future, in.static_id);
   // Changing nothing changes nothing.
   EXPECT_TRUE(torch::equal(net->forward(in.past.clone(), in.future.clone(), in.static_id), base));
@@ -481,11 +492,8 @@ TEST_F(TftTest, KnownFutureInputIsCausal) {
 }
 
 TEST_F(TftTest, PastInputAffectsEveryForecastStep) {
-  auto o = small_options();
-  TftNet net(o);
-  net->eval();
+  auto [o, net, in] = eval_setup(2);
   torch::NoGradGuard ng;
-  auto in = random_inputs(o, 2);
   const auto base = net->forward(in.past, in.future, in.static_id);
   auto past = in.past.clone();
   past.select(1, 0).add_(2.0);  // the oldest bar
@@ -495,11 +503,8 @@ TEST_F(TftTest, PastInputAffectsEveryForecastStep) {
 }
 
 TEST_F(TftTest, AttentionRowsSumToOneAndMaskedPositionsAreZero) {
-  auto o = small_options();
-  TftNet net(o);
-  net->eval();
+  auto [o, net, in] = eval_setup(3);
   torch::NoGradGuard ng;
-  auto in = random_inputs(o, 3);
   auto w = net->forward_with_details(in.past, in.future, in.static_id).attention;
   const int64_t t = o.window(), k = o.horizon();
   ASSERT_EQ(w.sizes().vec(), (std::vector<int64_t>{3, k, t + k}));
@@ -515,10 +520,7 @@ TEST_F(TftTest, AttentionRowsSumToOneAndMaskedPositionsAreZero) {
 }
 
 TEST_F(TftTest, VariableSelectionWeightsSumToOne) {
-  auto o = small_options();
-  TftNet net(o);
-  net->eval();
-  auto in = random_inputs(o, 3);
+  auto [o, net, in] = eval_setup(3);
   auto d = net->forward_with_details(in.past, in.future, in.static_id);
   EXPECT_TRUE(torch::allclose(d.past_weights.sum(-1), torch::ones({3, o.window()}), 1e-5, 1e-6));
   EXPECT_TRUE(torch::allclose(d.future_weights.sum(-1), torch::ones({3, o.horizon()}), 1e-5, 1e-6));
@@ -528,11 +530,8 @@ TEST_F(TftTest, VariableSelectionWeightsSumToOne) {
 }
 
 TEST_F(TftTest, StaticInputAffectsOutput) {
-  auto o = small_options();
-  TftNet net(o);
-  net->eval();
+  auto [o, net, in] = eval_setup(2);
   torch::NoGradGuard ng;
-  auto in = random_inputs(o, 2);
   auto ids_a = torch::tensor({0, 1}, torch::kLong), ids_b = torch::tensor({3, 1}, torch::kLong);
   auto a = net->forward(in.past, in.future, ids_a);
   auto b = net->forward(in.past, in.future, ids_b);
@@ -624,11 +623,8 @@ TEST_F(TftTest, RejectsBadInputsWithClearMessages) {
 }
 
 TEST_F(TftTest, DoubleInputsAreAccepted) {
-  auto o = small_options();
-  TftNet net(o);
-  net->eval();
+  auto [o, net, in] = eval_setup(2);
   torch::NoGradGuard ng;
-  auto in = random_inputs(o, 2);
   auto a = net->forward(in.past, in.future, in.static_id);
   auto b = net->forward(in.past.to(torch::kDouble), in.future.to(torch::kDouble), in.static_id);
   EXPECT_EQ(b.scalar_type(), torch::kFloat);

@@ -55,6 +55,14 @@ RunConfig quiet_run() {
   return run;
 }
 
+// A quiet run that checkpoints to `path` and stops at step `stop_at_step`.
+RunConfig checkpointed_run(const std::string& path, int64_t stop_at_step) {
+  auto run = quiet_run();
+  run.checkpoint_path = path;
+  run.stop_at_step = stop_at_step;
+  return run;
+}
+
 class TrainInfraTest : public foxhunt::testing::SeededTest {
  protected:
   void TearDown() override {
@@ -223,9 +231,7 @@ TEST_F(TrainInfraTest, PpoResumeIsBitExact) {
   auto r_full = full.train(quiet_run());
 
   PpoTrainer first(opts, env_factory("cartpole"));
-  auto run1 = quiet_run();
-  run1.checkpoint_path = ckpt;
-  run1.stop_at_step = 2048;
+  auto run1 = checkpointed_run(ckpt, 2048);
   EXPECT_EQ(first.train(run1).steps, 2048);
 
   PpoTrainer second(opts, env_factory("cartpole"));
@@ -262,9 +268,8 @@ TEST_F(TrainInfraTest, ForecastResumeMidEpochIsBitExact) {
   auto model1 = make();
   TensorBatchSource src1({{wt.unsqueeze(-1)}, yt}, {{wv.unsqueeze(-1)}, yv}, 32, 5);
   ForecastTrainer first(*model1, src1, opts);
-  auto run1 = quiet_run();
-  run1.checkpoint_path = ckpt;
-  run1.stop_at_step = 45;  // epoch 1, batch 17: dropout stream and shuffle must continue
+  // Stops in epoch 1 at batch 17: the dropout stream and the shuffle must continue.
+  auto run1 = checkpointed_run(ckpt, 45);
   EXPECT_EQ(first.train(run1).steps, 45);
   EXPECT_EQ(first.epoch(), 1);
 
@@ -320,9 +325,7 @@ TEST_F(TrainInfraTest, CheckpointWriteInterruptedBeforeRenameKeepsThePreviousOne
   TempDir dir;
   const auto ckpt = dir.file("dqn.ckpt");
   DqnTrainer trainer(small_dqn(), env_factory("cartpole"));
-  auto run = quiet_run();
-  run.checkpoint_path = ckpt;
-  run.stop_at_step = 600;
+  auto run = checkpointed_run(ckpt, 600);
   trainer.train(run);
   const std::string good = read_file(ckpt);
   run.checkpoint_path.clear();
@@ -353,10 +356,7 @@ TEST_F(TrainInfraTest, TrainerCheckpointIsAModelCheckpointAndIsValidated) {
   TempDir dir;
   const auto ckpt = dir.file("dqn.ckpt");
   DqnTrainer trainer(small_dqn(), env_factory("cartpole"));
-  auto run = quiet_run();
-  run.checkpoint_path = ckpt;
-  run.stop_at_step = 700;
-  trainer.train(run);
+  trainer.train(checkpointed_run(ckpt, 700));
   // models::load_model reads the trained weights straight from a trainer checkpoint.
   auto model = models::load_model(ckpt, torch::kCPU, "dqn");
   EXPECT_TRUE(same_parameters(model->module(), *trainer.q_network()));
@@ -561,12 +561,18 @@ TEST_F(TrainCliTest, MarketArgumentsAreChecked) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("bad")));
 }
 
+// `foxhunt train <algo>` for `steps` steps with the batch size chosen by the memory planner under
+// a 64 MiB budget (JSON summary on stdout).
+foxhunt::testing::CliResult train_with_auto_batch(const std::string& algo, int64_t steps,
+                                                  const std::string& out) {
+  return run_cli("train " + algo + " --steps " + std::to_string(steps) +
+                 " --batch auto --budget-mib 64 --eval-episodes 1 --json --progress off --out " +
+                 out);
+}
+
 TEST_F(TrainCliTest, BatchAutoUsesTheMemoryPlanner) {
   TempDir dir;
-  auto r = run_cli(
-      "train dqn --steps 300 --batch auto --budget-mib 64 --eval-episodes 1 --json "
-      "--progress off --out " +
-      dir.file("a"));
+  auto r = train_with_auto_batch("dqn", 300, dir.file("a"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   const auto& plan = j["batch_plan"];
@@ -579,10 +585,7 @@ TEST_F(TrainCliTest, BatchAutoUsesTheMemoryPlanner) {
   EXPECT_LT(plan["chosen_batch"].get<int64_t>(), 100000);
   EXPECT_LE(plan["verified_peak_bytes"].get<uint64_t>(), 64ull << 20);
   // PPO's minibatch is clamped to one rollout (8 envs x 32 steps).
-  auto p = run_cli(
-      "train ppo --steps 256 --batch auto --budget-mib 64 --eval-episodes 1 --json "
-      "--progress off --out " +
-      dir.file("p"));
+  auto p = train_with_auto_batch("ppo", 256, dir.file("p"));
   ASSERT_EQ(p.exit_code, 0) << p.err;
   auto jp = nlohmann::json::parse(p.out);
   EXPECT_EQ(jp["batch_plan"]["chosen_batch"], 256);

@@ -17,9 +17,7 @@ DqnNetImpl::DqnNetImpl(DqnOptions options_) : options(std::move(options_)) {
 }
 
 void DqnNetImpl::reset() {
-  FOXHUNT_CHECK(options.state_dim() > 0 && options.actions() > 1, "dqn",
-                "expected state_dim > 0 and actions > 1, got state_dim=", options.state_dim(),
-                " actions=", options.actions());
+  check_policy_sizes("dqn", options.state_dim(), options.actions());
   q = register_module("q", Mlp(MlpOptions(options.state_dim(), options.hidden(), options.actions())
                                    .activation(Activation::kReLU)));
 }

@@ -249,6 +249,14 @@ void check_module_input(const char* component, const char* name, const torch::Te
                 shape_str(x.sizes().vec()));
 }
 
+// The boundary check of a mixer's or a block's input `u`: [b, seq_len >= 1, d_model].
+void check_sequence_input(const char* name, const torch::Tensor& u, int64_t d_model,
+                          const torch::nn::Module& m) {
+  check_module_input("mamba2", name, u, {-1, -1, d_model}, m);
+  FOXHUNT_CHECK(u.size(1) >= 1, "mamba2", name, ": expected seq_len >= 1, got shape ",
+                shape_str(u.sizes().vec()));
+}
+
 // Whether the mixer's weights between its projections can feed the fused kernel with `like`'s
 // device and dtype, and those weights as raw arrays.
 bool core_weights_fit(const Mamba2MixerImpl& m, const torch::Tensor& like) {
@@ -346,9 +354,7 @@ torch::Tensor Mamba2MixerImpl::gated_norm(const torch::Tensor& y, const torch::T
 }
 
 torch::Tensor Mamba2MixerImpl::forward(const torch::Tensor& u) {
-  check_module_input("mamba2", "mixer input", u, {-1, -1, options.d_model()}, *this);
-  FOXHUNT_CHECK(u.size(1) >= 1, "mamba2", "mixer input: expected seq_len >= 1, got shape ",
-                shape_str(u.sizes().vec()));
+  check_sequence_input("mixer input", u, options.d_model(), *this);
   return apply(u);
 }
 
@@ -444,9 +450,7 @@ void Mamba2BlockImpl::reset() {
 }
 
 torch::Tensor Mamba2BlockImpl::forward(const torch::Tensor& u) {
-  check_module_input("mamba2", "block input", u, {-1, -1, options.d_model()}, *this);
-  FOXHUNT_CHECK(u.size(1) >= 1, "mamba2", "block input: expected seq_len >= 1, got shape ",
-                shape_str(u.sizes().vec()));
+  check_sequence_input("block input", u, options.d_model(), *this);
   return apply(u);
 }
 
@@ -847,9 +851,9 @@ IoSpec io_spec(const Mamba2Options& o) {
 
 namespace {
 
-class Mamba2Model final : public ModelAdapter<Mamba2Net> {
+class Mamba2Model final : public ForecasterAdapter<Mamba2Net> {
  public:
-  explicit Mamba2Model(Mamba2Options o) : ModelAdapter("mamba2", Mamba2Net(o), io_spec(o)) {}
+  explicit Mamba2Model(Mamba2Options o) : ForecasterAdapter("mamba2", Mamba2Net(o), io_spec(o)) {}
 
   Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                       uint64_t seed) const override {
@@ -865,13 +869,6 @@ class Mamba2Model final : public ModelAdapter<Mamba2Net> {
   std::vector<torch::Tensor> forward(const Batch& b) override {
     check_inputs(b);
     return {net_->forward(b.inputs[0])};
-  }
-
-  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
-    return forecaster_output_shapes(spec_, batch);
-  }
-  torch::Tensor loss(const Batch& b) override {
-    return forecaster_loss(name_, spec_, forward(b)[0], b.target);
   }
 };
 

@@ -36,6 +36,12 @@ Batch policy_example_batch(
   return b;
 }
 
+void check_policy_sizes(const std::string& component, int64_t state_dim, int64_t actions) {
+  FOXHUNT_CHECK(state_dim > 0 && actions > 1, component,
+                "expected state_dim > 0 and actions > 1, got state_dim=", state_dim,
+                " actions=", actions);
+}
+
 std::vector<std::vector<int64_t>> forecaster_output_shapes(const IoSpec& spec, int64_t batch) {
   return {{batch, spec.horizon, static_cast<int64_t>(spec.quantiles.size())}};
 }

@@ -21,9 +21,7 @@ ActorCriticImpl::ActorCriticImpl(PpoOptions options_) : options(std::move(option
 }
 
 void ActorCriticImpl::reset() {
-  FOXHUNT_CHECK(options.state_dim() > 0 && options.actions() > 1, "ppo",
-                "expected state_dim > 0 and actions > 1, got state_dim=", options.state_dim(),
-                " actions=", options.actions());
+  check_policy_sizes("ppo", options.state_dim(), options.actions());
   policy = register_module("policy",
                            Mlp(MlpOptions(options.state_dim(), options.hidden(), options.actions())
                                    .activation(Activation::kTanh)));

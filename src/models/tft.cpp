@@ -864,9 +864,9 @@ Batch tft_example_batch(const TftOptions& o, int64_t batch, int64_t seq_len,
 
 namespace {
 
-class TftModel final : public ModelAdapter<TftNet> {
+class TftModel final : public ForecasterAdapter<TftNet> {
  public:
-  explicit TftModel(TftOptions o) : ModelAdapter("tft", TftNet(o), io_spec(o)) {}
+  explicit TftModel(TftOptions o) : ForecasterAdapter("tft", TftNet(o), io_spec(o)) {}
 
   Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                       uint64_t seed) const override {
@@ -876,13 +876,6 @@ class TftModel final : public ModelAdapter<TftNet> {
   std::vector<torch::Tensor> forward(const Batch& b) override {
     check_inputs(b);
     return {net_->forward(b.inputs[0], b.inputs[1], b.inputs[2])};
-  }
-
-  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
-    return forecaster_output_shapes(spec_, batch);
-  }
-  torch::Tensor loss(const Batch& b) override {
-    return forecaster_loss(name_, spec_, forward(b)[0], b.target);
   }
 };
 

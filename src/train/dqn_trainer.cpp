@@ -401,9 +401,7 @@ TrainResult DqnTrainer::train(const RunConfig& run) {
         ++loss_count_;
       }
     }
-    if (o_.eval_interval() > 0 && step_ % o_.eval_interval() == 0)
-      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(),
-                     derive_seed(o_.seed(), SeedStream::kBestEval), *online_, step_);
+    evaluate_when_due(step_ - 1, o_, *eval_env_, *online_);
     if (session.log_due(step_ - 1, step_)) write_log();
     if (session.checkpoint_due(step_ - 1, step_)) checkpoint();
     session.update(step_);
@@ -416,8 +414,7 @@ TrainResult DqnTrainer::train(const RunConfig& run) {
   checkpoint();
   auto metrics = metrics_line(session.elapsed(), session.rate(step_));
   metrics["loss"] = json_number(last_loss_);
-  if (dp_) metrics["distributed"] = dp_->summary();
-  return session.finish(step_, episodes_, completed, std::move(metrics));
+  return finish_run(session, completed, std::move(metrics));
 }
 
 // The resumable state, listed once: the checkpoint writes and reads exactly these fields.

@@ -35,7 +35,8 @@ void check_split(const models::Batch& b, const char* split) {
 TensorBatchSource::TensorBatchSource(models::Batch train, models::Batch validation,
                                      int64_t batch_size, uint64_t seed, bool shuffle,
                                      torch::Device device)
-    : train_(std::move(train)),
+    : ShardedBatchSource("forecast_trainer"),
+      train_(std::move(train)),
       validation_(std::move(validation)),
       batch_size_(batch_size),
       seed_(seed),
@@ -52,16 +53,15 @@ std::pair<int64_t, int64_t> shard_range(int64_t size, int64_t rank, int64_t worl
   return {rank * size / world, (rank + 1) * size / world};
 }
 
-void TensorBatchSource::set_shard(int64_t rank, int64_t world) {
-  FOXHUNT_CHECK(world >= 1 && rank >= 0 && rank < world, "forecast_trainer",
+void ShardedBatchSource::set_shard(int64_t rank, int64_t world) {
+  FOXHUNT_CHECK(world >= 1 && rank >= 0 && rank < world, component_,
                 "shard: expected 0 <= rank < world, got rank ", rank, " of ", world);
   rank_ = rank;
   world_ = world;
 }
 
 int64_t TensorBatchSource::train_batches() const {
-  const int64_t global = batch_size_ * world_;
-  return (train_.size() + global - 1) / global;
+  return global_batches(train_.size(), batch_size_);
 }
 
 int64_t TensorBatchSource::validation_batches() const {
@@ -89,9 +89,9 @@ models::Batch TensorBatchSource::train_batch(int64_t epoch, int64_t index) {
     }
     perm_epoch_ = epoch;
   }
-  const int64_t start = index * batch_size_ * world_;
-  const int64_t size = std::min(n, start + batch_size_ * world_) - start;
-  const auto [lo, hi] = shard_range(size, rank_, world_);
+  const int64_t start = index * batch_size_ * world();
+  const int64_t size = std::min(n, start + batch_size_ * world()) - start;
+  const auto [lo, hi] = share(size);
   if (hi == lo) return {};
   return slice(train_, perm_.slice(0, start + lo, start + hi));
 }

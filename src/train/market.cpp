@@ -34,7 +34,8 @@ EnvFactory trading_env_factory(std::shared_ptr<const data::MarketDataset> datase
 MarketBatchSource::MarketBatchSource(std::shared_ptr<const data::MarketDataset> dataset,
                                      const models::Model& model, int64_t batch_size, uint64_t seed,
                                      torch::Device device)
-    : ds_(std::move(dataset)),
+    : ShardedBatchSource("train"),
+      ds_(std::move(dataset)),
       io_(model.spec()),
       batch_size_(batch_size),
       seed_(seed),
@@ -61,30 +62,22 @@ models::Batch MarketBatchSource::build(const std::vector<int64_t>& anchors) cons
   return market_batch(*ds_, io_, anchors, device_);
 }
 
-void MarketBatchSource::set_shard(int64_t rank, int64_t world) {
-  FOXHUNT_CHECK(world >= 1 && rank >= 0 && rank < world, "train",
-                "shard: expected 0 <= rank < world, got rank ", rank, " of ", world);
-  rank_ = rank;
-  world_ = world;
-  epoch_cached_ = -1;
-}
-
 int64_t MarketBatchSource::train_batches() const {
-  const int64_t global = batch_size_ * world_;
-  return (static_cast<int64_t>(train_anchors_.size()) + global - 1) / global;
+  return global_batches(static_cast<int64_t>(train_anchors_.size()), batch_size_);
 }
 
 models::Batch MarketBatchSource::train_batch(int64_t epoch, int64_t index) {
-  if (epoch != epoch_cached_) {
-    epoch_batches_ = data::make_batches(train_anchors_, batch_size_ * world_, true,
+  if (epoch != epoch_cached_ || world() != world_cached_) {
+    epoch_batches_ = data::make_batches(train_anchors_, batch_size_ * world(), true,
                                         derive_seed(seed_, static_cast<uint64_t>(epoch)));
     epoch_cached_ = epoch;
+    world_cached_ = world();
   }
   FOXHUNT_CHECK(index >= 0 && index < static_cast<int64_t>(epoch_batches_.size()), "train",
                 "train batch index ", index, " out of range [0, ", epoch_batches_.size(), ")");
   const auto& global = epoch_batches_[static_cast<size_t>(index)];
-  if (world_ == 1) return build(global);
-  const auto [lo, hi] = shard_range(static_cast<int64_t>(global.size()), rank_, world_);
+  if (world() == 1) return build(global);
+  const auto [lo, hi] = share(static_cast<int64_t>(global.size()));
   if (hi == lo) return {};
   return build(std::vector<int64_t>(global.begin() + lo, global.begin() + hi));
 }

@@ -401,9 +401,7 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
                    {"clip_range", clip},
                    {"lr_used", lr}};
 
-    if (o_.eval_interval() > 0 && step_ / o_.eval_interval() != step_before / o_.eval_interval())
-      best_.evaluate(*eval_env_, greedy_policy(), o_.eval_episodes(),
-                     derive_seed(o_.seed(), SeedStream::kBestEval), *net_, step_);
+    evaluate_when_due(step_before, o_, *eval_env_, *net_);
     if (session.log_due(step_before, step_)) write_log();
     if (session.checkpoint_due(step_before, step_)) checkpoint();
     session.update(step_);
@@ -415,9 +413,7 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
   // The final weights are the best evaluated ones (the checkpoint then holds them too).
   if (completed && o_.keep_best()) best_.restore(*net_);
   checkpoint();
-  auto metrics = metrics_line(session.elapsed(), session.rate(step_));
-  if (dp_) metrics["distributed"] = dp_->summary();
-  return session.finish(step_, episodes_, completed, std::move(metrics));
+  return finish_run(session, completed, metrics_line(session.elapsed(), session.rate(step_)));
 }
 
 // The resumable state, listed once: the checkpoint writes and reads exactly these fields.

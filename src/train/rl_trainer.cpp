@@ -9,6 +9,11 @@ void RlTrainerBase::load_checkpoint(const std::string& path) {
   load_checkpoint(read_trainer_checkpoint(path, algo()), path);
 }
 
+TrainResult RlTrainerBase::finish_run(RunSession& session, bool completed, nlohmann::json metrics) {
+  if (dp_) metrics["distributed"] = dp_->summary();
+  return session.finish(step_, episodes_, completed, std::move(metrics));
+}
+
 nlohmann::json RlTrainerBase::checkpoint_header(nlohmann::json options, const Env& env) const {
   return {{"options", std::move(options)},      {"env", env.name()},
           {"obs_size", env.observation_size()}, {"actions", env.action_count()},

@@ -88,6 +88,9 @@ class Model : public ServingModel {
 Batch policy_example_batch(
     const IoSpec& spec, int64_t batch, const torch::Device& device, uint64_t seed,
     const std::function<std::vector<torch::Tensor>(at::Generator&, int64_t)>& more);
+/// Throws InputError naming `component` unless a policy reading `state_dim` values and choosing
+/// among `actions` discrete actions is well formed: state_dim > 0 and actions > 1.
+void check_policy_sizes(const std::string& component, int64_t state_dim, int64_t actions);
 
 /// Output shapes of a quantile forecaster: {[batch, horizon, Q]} from its spec.
 std::vector<std::vector<int64_t>> forecaster_output_shapes(const IoSpec& spec, int64_t batch);
@@ -121,6 +124,23 @@ class ModelAdapter : public Model {
   std::string name_;  ///< registry name
   Net net_;           ///< the module
   IoSpec spec_;       ///< the I/O contract
+};
+
+/// A ModelAdapter for a quantile forecaster: the output shapes ({[batch, horizon, Q]}) and the
+/// training loss (the pinball loss of forward()'s output against `batch.target`) follow from the
+/// spec; the model adds forward() and example_batch().
+template <typename Net>
+class ForecasterAdapter : public ModelAdapter<Net> {
+ public:
+  using ModelAdapter<Net>::ModelAdapter;
+  /// {[batch, horizon, Q]} (forecaster_output_shapes).
+  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
+    return forecaster_output_shapes(this->spec_, batch);
+  }
+  /// The pinball loss of the forecasts against `b.target` (forecaster_loss).
+  torch::Tensor loss(const Batch& b) override {
+    return forecaster_loss(this->name_, this->spec_, this->forward(b)[0], b.target);
+  }
 };
 
 /// Builds a model by registry name, with options from JSON (missing keys take defaults; unknown

@@ -166,22 +166,15 @@ struct QatOptions {
 /// on every int8 layer: weights fake-quantized per output channel from their current range,
 /// inputs with the layer's observed scale; straight-through gradients (zero outside the clamp
 /// range). A `models::Model` (name "tft"), so the forecast trainer fine-tunes it as is.
-class QatTftModel final : public models::Model {
+class QatTftModel final : public models::ForecasterAdapter<models::TftNet> {
  public:
   /// Wraps `net` (shared: the trained weights are the net's). With `initial` scales (e.g. PTQ
   /// calibration) the observers start there instead of at the first batch.
   explicit QatTftModel(models::TftNet net, QatOptions options = {}, InputScales initial = {});
-  std::string name() const override { return "tft"; }
   std::string precision() const override { return "int8-qat"; }
-  torch::nn::Module& module() override { return *net_; }
-  std::shared_ptr<torch::nn::Module> module_ptr() override { return net_.ptr(); }
-  nlohmann::json options_json() const override { return models::to_json(net_->options); }
-  models::IoSpec spec() const override { return models::io_spec(net_->options); }
   std::vector<torch::Tensor> forward(const models::Batch& batch) override;
-  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t seq_len) const override;
   models::Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                               uint64_t seed) const override;
-  torch::Tensor loss(const models::Batch& batch) override;
 
   /// Training forwards seen by the observers so far.
   int64_t observed_steps() const { return steps_; }
@@ -197,7 +190,6 @@ class QatTftModel final : public models::Model {
   const models::TftNet& net() const { return net_; }
 
  private:
-  models::TftNet net_;
   QatOptions options_;
   int64_t steps_ = 0;
   std::map<std::string, torch::Tensor> absmax_;  // moving-average max |x| ([1] or [V])

@@ -40,10 +40,46 @@ class BatchSource {
   virtual models::Batch validation_batch(int64_t index) = 0;
 };
 
+/// Rank `rank`'s contiguous share [begin, end) of a global batch of `size` samples over `world`
+/// ranks: rank * size / world .. (rank + 1) * size / world.
+std::pair<int64_t, int64_t> shard_range(int64_t size, int64_t rank, int64_t world);
+
+/// A BatchSource whose training batches can be sharded for data parallelism (set_shard); it
+/// starts as rank 0 of 1 (no sharding).
+class ShardedBatchSource : public BatchSource {
+ public:
+  /// Data-parallel sharding: the epoch's batches become global batches of batch_size x world
+  /// samples (the batches of one process at that batch size), of which this source returns
+  /// rank `rank`'s contiguous share (rank * G / world .. (rank + 1) * G / world); a share can be
+  /// empty (a Batch without inputs) when a final global batch has fewer samples than ranks.
+  /// Validation batches are not sharded (every rank sees all of them).
+  void set_shard(int64_t rank, int64_t world);
+  /// This source's rank.
+  int64_t rank() const { return rank_; }
+  /// The number of ranks sharing the training batches.
+  int64_t world() const { return world_; }
+
+ protected:
+  /// `component` names the source in errors.
+  explicit ShardedBatchSource(const char* component) : component_(component) {}
+  /// Global training batches per epoch over `samples` samples at `batch_size` per rank (the
+  /// last may be smaller).
+  int64_t global_batches(int64_t samples, int64_t batch_size) const {
+    const int64_t global = batch_size * world_;
+    return (samples + global - 1) / global;
+  }
+  /// This rank's share [begin, end) of a global batch of `size` samples (shard_range).
+  std::pair<int64_t, int64_t> share(int64_t size) const { return shard_range(size, rank_, world_); }
+
+ private:
+  const char* component_;
+  int64_t rank_ = 0, world_ = 1;
+};
+
 /// A BatchSource over in-memory tensors: every input tensor and the target are indexed along
 /// dimension 0; training samples are reshuffled each epoch by a permutation derived from
 /// (seed, epoch); the last batch of an epoch may be smaller.
-class TensorBatchSource final : public BatchSource {
+class TensorBatchSource final : public ShardedBatchSource {
  public:
   /// `train` and `validation` hold all samples (inputs and target); batches go to `device`.
   TensorBatchSource(models::Batch train, models::Batch validation, int64_t batch_size,
@@ -53,11 +89,6 @@ class TensorBatchSource final : public BatchSource {
   models::Batch train_batch(int64_t epoch, int64_t index) override;
   int64_t validation_batches() const override;
   models::Batch validation_batch(int64_t index) override;
-  /// Data-parallel sharding: the epoch's batches become global batches of batch_size x world
-  /// samples (the batches of one process at that batch size), of which this source returns
-  /// rank `rank`'s contiguous share (rank * G / world .. (rank + 1) * G / world); a share can be
-  /// empty (a Batch without inputs) when a final global batch has fewer samples than ranks.
-  void set_shard(int64_t rank, int64_t world);
   /// Samples in the training split.
   int64_t train_size() const { return train_.size(); }
   /// Samples in the validation split.
@@ -72,7 +103,6 @@ class TensorBatchSource final : public BatchSource {
   torch::Device device_;
   int64_t perm_epoch_ = -1;
   torch::Tensor perm_;
-  int64_t rank_ = 0, world_ = 1;
 };
 
 /// Options of the forecasting trainer (defaults from the TFT references: Adam lr 1e-3,
@@ -202,10 +232,6 @@ class ForecastTrainer {
   torch::Tensor pending_loss_;
   int64_t pending_size_ = -1;  // -1: nothing pending
 };
-
-/// Rank `rank`'s contiguous share [begin, end) of a global batch of `size` samples over `world`
-/// ranks: rank * size / world .. (rank + 1) * size / world.
-std::pair<int64_t, int64_t> shard_range(int64_t size, int64_t rank, int64_t world);
 
 /// Mean of `model.loss` over `count` batches from `batch(i)` (eval mode, no gradients), weighted
 /// by batch size: the validation/test loss of a forecasting model.

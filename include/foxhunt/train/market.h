@@ -50,7 +50,7 @@ EnvFactory trading_env_factory(std::shared_ptr<const data::MarketDataset> datase
 /// Batches of a MarketDataset for a forecasting model: the layout follows the model's I/O spec
 /// (train/batches.h); training windows are reshuffled each
 /// epoch by a permutation seeded with (seed, epoch); validation and test keep time order.
-class MarketBatchSource final : public BatchSource {
+class MarketBatchSource final : public ShardedBatchSource {
  public:
   /// Checks that `model`'s spec can be assembled from the dataset (check_market_spec).
   MarketBatchSource(std::shared_ptr<const data::MarketDataset> dataset, const models::Model& model,
@@ -60,12 +60,7 @@ class MarketBatchSource final : public BatchSource {
   models::Batch train_batch(int64_t epoch, int64_t index) override;
   int64_t validation_batches() const override;
   models::Batch validation_batch(int64_t index) override;
-  /// Data-parallel sharding, as TensorBatchSource::set_shard: an epoch's batches are the global
-  /// batches of batch_size x world windows (exactly those of one process at that batch size), and
-  /// this source returns rank `rank`'s contiguous share of each (empty: a Batch without inputs).
-  /// Validation and test batches are not sharded (every rank sees all of them).
-  void set_shard(int64_t rank, int64_t world);
-  /// Held-out test batches (time order).
+  /// Held-out test batches (time order; not sharded, like the validation batches).
   int64_t test_batches() const;
   /// The `index`-th test batch.
   models::Batch test_batch(int64_t index);
@@ -85,8 +80,7 @@ class MarketBatchSource final : public BatchSource {
   torch::Device device_;
   std::vector<int64_t> train_anchors_;
   std::vector<std::vector<int64_t>> validation_, test_;
-  int64_t epoch_cached_ = -1;
-  int64_t rank_ = 0, world_ = 1;
+  int64_t epoch_cached_ = -1, world_cached_ = 0;  // what epoch_batches_ was drawn for
   std::vector<std::vector<int64_t>> epoch_batches_;
 };
 

@@ -18,6 +18,7 @@
 #include "foxhunt/train/data_parallel.h"
 #include "foxhunt/train/env.h"
 #include "foxhunt/train/infra.h"
+#include "foxhunt/train/loop.h"
 
 namespace foxhunt::train {
 
@@ -86,6 +87,20 @@ class RlTrainerBase {
     line["best_eval_return"] = json_number(best_.best());
     line["best_eval_step"] = best_.best_step();
   }
+
+  /// The periodic evaluation after a pass of the training loop that took the step from `before`
+  /// to step(): when a multiple of `o.eval_interval()` was crossed (0: never), `o.eval_episodes()`
+  /// greedy episodes on `env` (the first reset seeded with derive_seed(o.seed(), kBestEval)),
+  /// keeping `net`'s weights when they are the best so far. `Options`: the trainer's options.
+  template <typename Options>
+  void evaluate_when_due(int64_t before, const Options& o, Env& env, torch::nn::Module& net) {
+    if (RunSession::crossed(o.eval_interval(), before, step_))
+      best_.evaluate(env, greedy_policy(), o.eval_episodes(),
+                     derive_seed(o.seed(), SeedStream::kBestEval), net, step_);
+  }
+  /// The end of train(): `session`'s result with the counters and `metrics`, to which the
+  /// data-parallel summary is added when training distributed.
+  TrainResult finish_run(RunSession& session, bool completed, nlohmann::json metrics);
 
   std::unique_ptr<models::Model> model_;             ///< the network being trained
   int64_t step_ = 0;                                 ///< environment steps done
