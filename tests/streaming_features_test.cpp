@@ -14,6 +14,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/data/feature_table.h"
 #include "foxhunt/data/features.h"
 #include "foxhunt/data/streaming_features.h"
 #include "test_util.h"
@@ -94,6 +95,31 @@ class StreamingFeaturesTest : public ::testing::Test {
     return cmp;
   }
 };
+
+// One vocabulary for train and serve: the names the batch bank builder gives its columns, the
+// names of kFeatureTable and the names of the columns the streaming engine planned are one list,
+// in one order, kObservedFeatures long; and both paths produce rows of that width.
+TEST(FeatureTableTest, BatchBankAndStreamingEngineAreGeneratedFromTheTable) {
+  std::vector<std::string> table;
+  for (const FeatureSpec& f : kFeatureTable) table.push_back(feature_name(f));
+  ASSERT_EQ(table.size(), static_cast<size_t>(kObservedFeatures));
+  EXPECT_EQ(observed_feature_names(), table);
+  EXPECT_EQ(StreamingFeatures::column_names(), table);
+  EXPECT_EQ(tft_feature_names(),
+            std::vector<std::string>(table.begin(), table.begin() + kTftPastFeatures));
+  // Anchors of the vocabulary: the first column, the last TFT column, the last RL lag.
+  EXPECT_EQ(table.front(), "ret_lag_0");
+  EXPECT_EQ(table[static_cast<size_t>(kTftPastFeatures) - 1], "jump_flag");
+  EXPECT_EQ(table.back(), "rv_20_lag_5");
+  // A name is its kind's pattern with the parameters written in.
+  EXPECT_EQ(feature_name({FeatureKind::kMacdSignal, 12, 26, 9}), "macd_signal_12_26_9");
+  EXPECT_EQ(feature_name({FeatureKind::kJumpFlag, 60}), "jump_flag");
+
+  const auto s = generate_synthetic({.bars = 300, .seed = 1});
+  EXPECT_EQ(compute_observed_features(s).cols, kObservedFeatures);
+  StreamingFeatures engine;
+  EXPECT_EQ(engine.update(s.bars[0]).size(), table.size());
+}
 
 TEST_F(StreamingFeaturesTest, MatchesBatchOnEveryBar) {
   const Comparison cmp = compare(series(10000, 7));

@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <unordered_map>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/data/feature_table.h"
 
 namespace foxhunt::data {
 
@@ -152,285 +153,284 @@ struct Builder {
   }
 };
 
-std::string nm(const char* prefix, int64_t a) {
-  return std::string(prefix) + std::to_string(a);
-}
-std::string nm(const char* prefix, int64_t a, int64_t b) {
-  return nm(prefix, a) + "_" + std::to_string(b);
+/// Per-bar series that several columns share: the plain ones computed up front, the
+/// parameterised ones (EMAs, realised vols, MACD lines) once, on first use.
+class Derived {
+ public:
+  explicit Derived(const Base& x) : x_(x) {
+    const size_t n = static_cast<size_t>(x.n);
+    for (Vec* v : {&gains, &losses, &abs_r, &r_prev, &ltp}) v->assign(n, 0.0);
+    for (size_t t = 0; t < n; ++t) {
+      gains[t] = std::max(0.0, x.r[t]);
+      losses[t] = std::max(0.0, -x.r[t]);
+      abs_r[t] = std::abs(x.r[t]);
+      if (t > 0) r_prev[t] = x.r[t - 1];
+      ltp[t] = (x.lh[t] + x.ll[t] + x.lc[t]) / 3.0;
+    }
+  }
+
+  Vec gains, losses;  // max(0, r), max(0, -r)
+  Vec abs_r;          // |r|
+  Vec r_prev;         // r one bar ago (0 at bar 0)
+  Vec ltp;            // log typical price (lh + ll + lc) / 3
+
+  /// EMA of the log close with span `span`.
+  const Vec& ema_lc(int64_t span) {
+    return cached({0, span, 0, 0}, [&] { return ema(x_.lc, span); });
+  }
+  /// Realised volatility sqrt(mean r^2) over `w` bars.
+  const Vec& rv(int64_t w) {
+    return cached({1, w, 0, 0}, [&] {
+      Vec c(static_cast<size_t>(x_.n));
+      for (int64_t t = 0; t < x_.n; ++t) c[t] = std::sqrt(wmean_sq(x_.r, t, w));
+      return c;
+    });
+  }
+  /// MACD line EMA(f) - EMA(s) of the log close.
+  const Vec& macd_line(int64_t f, int64_t s) {
+    return cached({2, f, s, 0}, [&] {
+      const Vec &ef = ema_lc(f), &es = ema_lc(s);
+      Vec line(static_cast<size_t>(x_.n));
+      for (int64_t t = 0; t < x_.n; ++t) line[t] = ef[t] - es[t];
+      return line;
+    });
+  }
+  /// EMA(g) of the (f, s) MACD line.
+  const Vec& macd_signal(int64_t f, int64_t s, int64_t g) {
+    return cached({3, f, s, g}, [&] { return ema(macd_line(f, s), g); });
+  }
+
+ private:
+  // std::map: a returned reference stays valid while later entries are added.
+  template <typename F>
+  const Vec& cached(const std::array<int64_t, 4>& key, F&& make) {
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    Vec v = make();
+    return cache_.emplace(key, std::move(v)).first->second;
+  }
+
+  const Base& x_;
+  std::map<std::array<int64_t, 4>, Vec> cache_;
+};
+
+double parkinson(const Base& x, int64_t t, int64_t w) {
+  return std::sqrt(wmean_sq(x.hl, t, w) / (4.0 * std::log(2.0)));
 }
 
-void build_bank(Builder& B, const Base& x) {
+double vol_z(const Base& x, int64_t t, int64_t w) {
+  const double sd = wstd(x.lv, t, w);
+  return sd > 1e-12 ? (x.lv[t] - wmean(x.lv, t, w)) / sd : 0.0;
+}
+
+/// Skewness (or excess kurtosis) of r over the window; 0 when the variance is 0.
+double moment_feature(const Vec& r, int64_t t, int64_t w, bool kurt) {
+  const int64_t b = wbegin(t, w);
+  const double m = wmean(r, t, w);
+  double m2 = 0, m3 = 0, m4 = 0;
+  for (int64_t i = b; i <= t; ++i) {
+    const double d = r[i] - m;
+    m2 += d * d;
+    m3 += d * d * d;
+    m4 += d * d * d * d;
+  }
+  const double k = static_cast<double>(t - b + 1);
+  m2 /= k, m3 /= k, m4 /= k;
+  if (m2 <= 1e-300) return 0.0;
+  return kurt ? m4 / (m2 * m2) - 3.0 : m3 / std::pow(m2, 1.5);
+}
+
+using Column = std::function<double(int64_t)>;
+
+/// The column of table entry `f` as a function of the bar (feature_table.h says what each kind
+/// computes); the streaming engine's update() computes the same kinds incrementally.
+Column column(const FeatureSpec& f, const Base& x, Derived& d) {
+  using K = FeatureKind;
   const Vec& r = x.r;
   const Vec& lc = x.lc;
-  const int64_t n = x.n;
-  const std::vector<int64_t> vol_windows = {3, 5, 8, 10, 15, 20, 30, 40, 60, 90, 120, 180, 240};
-  const std::vector<int64_t> range_windows = {5, 10, 20, 40, 60, 120, 240};
+  const int64_t a = f.a, b = f.b, c = f.c;
+  switch (f.kind) {
+    case K::kRetLag:
+      return [&r, a](int64_t t) { return t >= a ? r[t - a] : 0.0; };
+    case K::kLogret:
+      return [&lc, a](int64_t t) { return lc[t] - lc[std::max<int64_t>(0, t - a)]; };
+    case K::kRealizedVol:
+      return [&v = d.rv(a)](int64_t t) { return v[t]; };
+    case K::kReturnStd:
+      return [&r, a](int64_t t) { return wstd(r, t, a); };
+    case K::kParkinson:
+      return [&x, a](int64_t t) { return parkinson(x, t, a); };
+    case K::kGarmanKlass:
+      return [&x, a](int64_t t) {
+        const double k = 2.0 * std::log(2.0) - 1.0;
+        double s = 0.0;
+        const int64_t b0 = wbegin(t, a);
+        for (int64_t i = b0; i <= t; ++i) s += 0.5 * x.hl[i] * x.hl[i] - k * x.co[i] * x.co[i];
+        return std::sqrt(std::max(0.0, s / static_cast<double>(t - b0 + 1)));
+      };
+    case K::kAtr:
+      return [&x, a](int64_t t) { return wmean(x.tr, t, a); };
+    case K::kRangeLag:
+      return [&x, a](int64_t t) { return t >= a ? x.hl[t - a] : 0.0; };
+    case K::kBodyLag:
+      return [&x, a](int64_t t) { return t >= a ? x.co[t - a] : 0.0; };
+    case K::kUpperShadow:
+      return [&x](int64_t t) { return x.upper[t]; };
+    case K::kLowerShadow:
+      return [&x](int64_t t) { return x.lower[t]; };
+    case K::kRangePos:
+      return [&x, a](int64_t t) {
+        const double hi = wmax(x.lh, t, a), lo = wmin(x.ll, t, a);
+        return hi - lo > 1e-300 ? (x.lc[t] - lo) / (hi - lo) - 0.5 : 0.0;
+      };
+    case K::kRangeWidth:
+      return [&x, a](int64_t t) { return wmax(x.lh, t, a) - wmin(x.ll, t, a); };
+    case K::kDistSma:
+      return [&lc, a](int64_t t) { return lc[t] - wmean(lc, t, a); };
+    case K::kDistEma:
+      return [&lc, &e = d.ema_lc(a)](int64_t t) { return lc[t] - e[t]; };
+    case K::kSmaCross:
+      return [&lc, a, b](int64_t t) { return wmean(lc, t, a) - wmean(lc, t, b); };
+    case K::kRsi:
+      return [&d, a](int64_t t) {
+        const double g = wmean(d.gains, t, a), l = wmean(d.losses, t, a);
+        return g + l > 1e-300 ? 2.0 * g / (g + l) - 1.0 : 0.0;
+      };
+    case K::kMacdLine:
+      return [&L = d.macd_line(a, b)](int64_t t) { return L[t]; };
+    case K::kMacdSignal:
+      return [&S = d.macd_signal(a, b, c)](int64_t t) { return S[t]; };
+    case K::kMacdHist:
+      return
+          [&L = d.macd_line(a, b), &S = d.macd_signal(a, b, c)](int64_t t) { return L[t] - S[t]; };
+    case K::kVolZ:
+      return [&x, a](int64_t t) { return vol_z(x, t, a); };
+    case K::kDlogvolLag:
+      return [&x, a](int64_t t) { return t - a >= 1 ? x.lv[t - a] - x.lv[t - a - 1] : 0.0; };
+    case K::kVwret:
+      return [&x, a](int64_t t) {
+        double num = 0, den = 0;
+        for (int64_t i = wbegin(t, a); i <= t; ++i) {
+          num += x.r[i] * x.v[i];
+          den += x.v[i];
+        }
+        return safe_div(num, den);
+      };
+    case K::kSignedVol:
+      return [&x, a](int64_t t) {
+        double num = 0, den = 0;
+        for (int64_t i = wbegin(t, a); i <= t; ++i) {
+          num += (x.r[i] > 0 ? 1.0 : x.r[i] < 0 ? -1.0 : 0.0) * x.v[i];
+          den += x.v[i];
+        }
+        return safe_div(num, den);
+      };
+    case K::kSkew:
+      return [&r, a](int64_t t) { return moment_feature(r, t, a, false); };
+    case K::kKurt:
+      return [&r, a](int64_t t) { return moment_feature(r, t, a, true); };
+    case K::kAutocorr1:
+      return [&r, &d, a](int64_t t) { return wcorr(r, d.r_prev, t, a); };
+    case K::kRetZ:
+      return [&r, &v = d.rv(a)](int64_t t) { return safe_div(r[t], v[t]); };
+    case K::kVolRatio:
+      return [&va = d.rv(a), &vb = d.rv(b)](int64_t t) { return log_ratio(va[t], vb[t]); };
+    case K::kParkRvRatio:
+      return [&x, &v = d.rv(a), a](int64_t t) { return log_ratio(parkinson(x, t, a), v[t]); };
+    case K::kDrawdown:
+      return [&lc, a](int64_t t) { return lc[t] - wmax(lc, t, a); };
+    case K::kDrawup:
+      return [&lc, a](int64_t t) { return lc[t] - wmin(lc, t, a); };
+    case K::kEfficiency:
+      return [&r, a](int64_t t) {
+        double s = 0, abs_sum = 0;
+        for (int64_t i = wbegin(t, a); i <= t; ++i) {
+          s += r[i];
+          abs_sum += std::abs(r[i]);
+        }
+        return safe_div(std::abs(s), abs_sum);
+      };
+    case K::kUpFrac:
+      return [&r, a](int64_t t) {
+        const int64_t b0 = wbegin(t, a);
+        double up = 0;
+        for (int64_t i = b0; i <= t; ++i) up += r[i] > 0 ? 1.0 : 0.0;
+        return up / static_cast<double>(t - b0 + 1) - 0.5;
+      };
+    case K::kBollinger:
+      return [&lc, a](int64_t t) {
+        const double sd = wstd(lc, t, a);
+        return sd > 1e-300 ? (lc[t] - wmean(lc, t, a)) / (2.0 * sd) : 0.0;
+      };
+    case K::kSharpe:
+      return [&r, a](int64_t t) { return safe_div(wmean(r, t, a), wstd(r, t, a)); };
+    case K::kVolTrend:
+      return [&x, a, b](int64_t t) {
+        return std::log((wmean(x.v, t, a) + 1) / (wmean(x.v, t, b) + 1));
+      };
+    case K::kAbsretVolCorr:
+      return [&x, &d, a](int64_t t) { return wcorr(d.abs_r, x.lv, t, a); };
+    case K::kCci:
+      return [&ltp = d.ltp, a](int64_t t) {
+        const double m = wmean(ltp, t, a);
+        double md = 0;
+        const int64_t b0 = wbegin(t, a);
+        for (int64_t i = b0; i <= t; ++i) md += std::abs(ltp[i] - m);
+        md /= static_cast<double>(t - b0 + 1);
+        return md > 1e-300 ? (ltp[t] - m) / (0.015 * md) / 100.0 : 0.0;
+      };
+    case K::kMaxRet:
+      return [&r, a](int64_t t) { return wmax(r, t, a); };
+    case K::kMinRet:
+      return [&r, a](int64_t t) { return wmin(r, t, a); };
+    case K::kDownsideVol:
+      return [&d, a](int64_t t) { return std::sqrt(wmean_sq(d.losses, t, a)); };
+    case K::kUpsideVol:
+      return [&d, a](int64_t t) { return std::sqrt(wmean_sq(d.gains, t, a)); };
+    case K::kRvChange:
+      return
+          [&v = d.rv(a), b](int64_t t) { return log_ratio(v[t], v[std::max<int64_t>(0, t - b)]); };
+    case K::kVarianceRatio:  // q = a, window b
+      return [&r, &lc, a, b](int64_t t) {
+        double sq = 0, s1 = 0;
+        for (int64_t i = wbegin(t, b); i <= t; ++i) {
+          const double dq = lc[i] - lc[std::max<int64_t>(0, i - a)];
+          sq += dq * dq;
+          s1 += r[i] * r[i];
+        }
+        return s1 > 1e-300 ? sq / (static_cast<double>(a) * s1) - 1.0 : 0.0;
+      };
+    case K::kSinceHigh:
+      return [&lc, a](int64_t t) {
+        int64_t best = t;
+        for (int64_t i = wbegin(t, a); i <= t; ++i)
+          if (lc[i] >= lc[best]) best = i;
+        return static_cast<double>(t - best) / static_cast<double>(a);
+      };
+    case K::kSinceLow:
+      return [&lc, a](int64_t t) {
+        int64_t best = t;
+        for (int64_t i = wbegin(t, a); i <= t; ++i)
+          if (lc[i] <= lc[best]) best = i;
+        return static_cast<double>(t - best) / static_cast<double>(a);
+      };
+    case K::kJumpFlag:
+      return [&r, &v = d.rv(a)](int64_t t) {
+        const double s = v[t];
+        return (s > 0 && std::abs(r[t]) > 4.0 * s) ? (r[t] > 0 ? 1.0 : -1.0) : 0.0;
+      };
+    case K::kVolZLag:
+      return [&x, a, b](int64_t t) { return t >= b ? vol_z(x, t - b, a) : 0.0; };
+    case K::kRvLag:
+      return [&v = d.rv(a), b](int64_t t) { return t >= b ? v[t - b] : 0.0; };
+  }
+  FOXHUNT_INTERNAL_ASSERT(false, "feature kind ", static_cast<int>(f.kind), " has no batch column");
+  return {};
+}
 
-  // (A) 20 lagged one-bar log returns.
-  for (int64_t k = 0; k < 20; ++k)
-    B.add(nm("ret_lag_", k), [&, k](int64_t t) { return t >= k ? r[t - k] : 0.0; });
-  // (B) 21 multi-horizon log returns log(c_t / c_{t-h}).
-  for (int64_t h :
-       {2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 180, 240})
-    B.add(nm("logret_", h), [&, h](int64_t t) { return lc[t] - lc[std::max<int64_t>(0, t - h)]; });
-  // (C) 13 realised volatilities sqrt(mean r^2).
-  for (int64_t w : vol_windows)
-    B.add(nm("rv_", w), [&, w](int64_t t) { return std::sqrt(wmean_sq(r, t, w)); });
-  // (D) 7 demeaned return std.
-  for (int64_t w : {5, 10, 20, 40, 60, 120, 240})
-    B.add(nm("std_", w), [&, w](int64_t t) { return wstd(r, t, w); });
-  // (E) 13 Parkinson range volatilities.
-  for (int64_t w : vol_windows)
-    B.add(nm("parkinson_", w),
-          [&, w](int64_t t) { return std::sqrt(wmean_sq(x.hl, t, w) / (4.0 * std::log(2.0))); });
-  // (F) 6 Garman-Klass volatilities.
-  for (int64_t w : {5, 10, 20, 60, 120, 240})
-    B.add(nm("garman_klass_", w), [&, w](int64_t t) {
-      const double k = 2.0 * std::log(2.0) - 1.0;
-      double s = 0.0;
-      const int64_t b = wbegin(t, w);
-      for (int64_t i = b; i <= t; ++i) s += 0.5 * x.hl[i] * x.hl[i] - k * x.co[i] * x.co[i];
-      return std::sqrt(std::max(0.0, s / static_cast<double>(t - b + 1)));
-    });
-  // (G) 6 average true ranges (log units).
-  for (int64_t w : {5, 7, 14, 20, 28, 60})
-    B.add(nm("atr_", w), [&, w](int64_t t) { return wmean(x.tr, t, w); });
-  // (H) 10 lagged high-low ranges, (I) 5 lagged bodies, (J) 2 shadows.
-  for (int64_t k = 0; k < 10; ++k)
-    B.add(nm("hl_lag_", k), [&, k](int64_t t) { return t >= k ? x.hl[t - k] : 0.0; });
-  for (int64_t k = 0; k < 5; ++k)
-    B.add(nm("co_lag_", k), [&, k](int64_t t) { return t >= k ? x.co[t - k] : 0.0; });
-  B.add("upper_shadow", [&](int64_t t) { return x.upper[t]; });
-  B.add("lower_shadow", [&](int64_t t) { return x.lower[t]; });
-  // (K) 7 positions of the close in the rolling high-low range (-0.5 .. 0.5), (L) 7 range widths.
-  for (int64_t w : range_windows)
-    B.add(nm("range_pos_", w), [&, w](int64_t t) {
-      const double hi = wmax(x.lh, t, w), lo = wmin(x.ll, t, w);
-      return hi - lo > 1e-300 ? (lc[t] - lo) / (hi - lo) - 0.5 : 0.0;
-    });
-  for (int64_t w : range_windows)
-    B.add(nm("range_", w), [&, w](int64_t t) { return wmax(x.lh, t, w) - wmin(x.ll, t, w); });
-  // (M) 7 distances to simple moving averages of log price.
-  for (int64_t w : {5, 10, 20, 30, 50, 100, 200})
-    B.add(nm("dist_sma_", w), [&, w](int64_t t) { return lc[t] - wmean(lc, t, w); });
-  // (N) 6 distances to EMAs of log price.
-  std::unordered_map<int64_t, Vec> emas;
-  for (int64_t s : {5, 8, 10, 12, 17, 20, 26, 35, 50, 100, 200}) emas[s] = ema(lc, s);
-  for (int64_t s : {5, 10, 20, 50, 100, 200})
-    B.add(nm("dist_ema_", s), [&, s](int64_t t) { return lc[t] - emas.at(s)[t]; });
-  // (O) 4 moving-average crossovers.
-  for (auto [a, b] :
-       std::vector<std::pair<int64_t, int64_t>>{{5, 20}, {10, 50}, {20, 100}, {50, 200}})
-    B.add(nm("sma_cross_", a, b),
-          [&, a, b](int64_t t) { return wmean(lc, t, a) - wmean(lc, t, b); });
-  // (P) 6 RSI-like oscillators mapped to [-1, 1].
-  Vec gains(static_cast<size_t>(n)), losses(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) {
-    gains[t] = std::max(0.0, r[t]);
-    losses[t] = std::max(0.0, -r[t]);
-  }
-  for (int64_t w : {5, 7, 9, 14, 21, 28})
-    B.add(nm("rsi_", w), [&, w](int64_t t) {
-      const double g = wmean(gains, t, w), l = wmean(losses, t, w);
-      return g + l > 1e-300 ? 2.0 * g / (g + l) - 1.0 : 0.0;
-    });
-  // (Q) 3 MACD-like triples: line, signal, histogram (log price units).
-  std::vector<Vec> macd_store;
-  macd_store.reserve(6);
-  for (auto [f, s, g] : std::vector<std::array<int64_t, 3>>{{12, 26, 9}, {5, 35, 5}, {8, 17, 9}}) {
-    Vec line(static_cast<size_t>(n));
-    for (int64_t t = 0; t < n; ++t) line[t] = emas.at(f)[t] - emas.at(s)[t];
-    macd_store.push_back(line);
-    macd_store.push_back(ema(line, g));
-    const Vec& L = macd_store[macd_store.size() - 2];
-    const Vec& S = macd_store.back();
-    B.add(nm("macd_", f, s), [&L](int64_t t) { return L[t]; });
-    B.add(nm("macd_signal_", f, s) + "_" + std::to_string(g), [&S](int64_t t) { return S[t]; });
-    B.add(nm("macd_hist_", f, s) + "_" + std::to_string(g),
-          [&L, &S](int64_t t) { return L[t] - S[t]; });
-  }
-  // (R) 6 log-volume z-scores.
-  auto vol_z = [&](int64_t t, int64_t w) {
-    const double sd = wstd(x.lv, t, w);
-    return sd > 1e-12 ? (x.lv[t] - wmean(x.lv, t, w)) / sd : 0.0;
-  };
-  for (int64_t w : {5, 10, 20, 40, 60, 120})
-    B.add(nm("vol_z_", w), [&, w](int64_t t) { return vol_z(t, w); });
-  // (S) 5 lagged log-volume changes.
-  for (int64_t k = 0; k < 5; ++k)
-    B.add(nm("dlogvol_lag_", k),
-          [&, k](int64_t t) { return t - k >= 1 ? x.lv[t - k] - x.lv[t - k - 1] : 0.0; });
-  // (T) 4 volume-weighted mean returns, (U) 4 signed-volume imbalances.
-  for (int64_t w : {5, 10, 20, 60})
-    B.add(nm("vwret_", w), [&, w](int64_t t) {
-      double num = 0, den = 0;
-      for (int64_t i = wbegin(t, w); i <= t; ++i) {
-        num += r[i] * x.v[i];
-        den += x.v[i];
-      }
-      return safe_div(num, den);
-    });
-  for (int64_t w : {5, 10, 20, 60})
-    B.add(nm("signed_vol_", w), [&, w](int64_t t) {
-      double num = 0, den = 0;
-      for (int64_t i = wbegin(t, w); i <= t; ++i) {
-        num += (r[i] > 0 ? 1.0 : r[i] < 0 ? -1.0 : 0.0) * x.v[i];
-        den += x.v[i];
-      }
-      return safe_div(num, den);
-    });
-  // (V) 6 return skewness / excess kurtosis.
-  auto moment_feature = [&](int64_t t, int64_t w, bool kurt) {
-    const int64_t b = wbegin(t, w);
-    const double m = wmean(r, t, w);
-    double m2 = 0, m3 = 0, m4 = 0;
-    for (int64_t i = b; i <= t; ++i) {
-      const double d = r[i] - m;
-      m2 += d * d;
-      m3 += d * d * d;
-      m4 += d * d * d * d;
-    }
-    const double k = static_cast<double>(t - b + 1);
-    m2 /= k, m3 /= k, m4 /= k;
-    if (m2 <= 1e-300) return 0.0;
-    return kurt ? m4 / (m2 * m2) - 3.0 : m3 / std::pow(m2, 1.5);
-  };
-  for (int64_t w : {20, 60, 120}) {
-    B.add(nm("skew_", w), [&, w](int64_t t) { return moment_feature(t, w, false); });
-    B.add(nm("kurt_", w), [&, w](int64_t t) { return moment_feature(t, w, true); });
-  }
-  // (W) 3 lag-1 return autocorrelations.
-  Vec r_prev(static_cast<size_t>(n), 0.0);
-  for (int64_t t = 1; t < n; ++t) r_prev[t] = r[t - 1];
-  for (int64_t w : {20, 60, 120})
-    B.add(nm("autocorr1_", w), [&, w](int64_t t) { return wcorr(r, r_prev, t, w); });
-  // Realised-vol columns reused by ratios and lags below.
-  std::unordered_map<int64_t, Vec> rv;
-  for (int64_t w : {5, 10, 20, 60, 120, 240}) {
-    Vec c(static_cast<size_t>(n));
-    for (int64_t t = 0; t < n; ++t) c[t] = std::sqrt(wmean_sq(r, t, w));
-    rv[w] = std::move(c);
-  }
-  // (X) 3 volatility-scaled returns.
-  for (int64_t w : {20, 60, 240})
-    B.add(nm("ret_z_", w), [&, w](int64_t t) { return safe_div(r[t], rv.at(w)[t]); });
-  // (Y) 4 volatility ratios (log).
-  B.add("vol_ratio_5_60", [&](int64_t t) { return log_ratio(rv.at(5)[t], rv.at(60)[t]); });
-  B.add("vol_ratio_20_240", [&](int64_t t) { return log_ratio(rv.at(20)[t], rv.at(240)[t]); });
-  B.add("vol_ratio_10_120", [&](int64_t t) { return log_ratio(rv.at(10)[t], rv.at(120)[t]); });
-  B.add("park_rv_ratio_20", [&](int64_t t) {
-    return log_ratio(std::sqrt(wmean_sq(x.hl, t, 20) / (4.0 * std::log(2.0))), rv.at(20)[t]);
-  });
-  // (Z) 6 drawdowns from the rolling max / run-ups from the rolling min of log close.
-  for (int64_t w : {20, 60, 240}) {
-    B.add(nm("drawdown_", w), [&, w](int64_t t) { return lc[t] - wmax(lc, t, w); });
-    B.add(nm("drawup_", w), [&, w](int64_t t) { return lc[t] - wmin(lc, t, w); });
-  }
-  // (AA) 3 efficiency ratios |sum r| / sum |r|, (AB) 3 fractions of up bars (centred).
-  for (int64_t w : {10, 20, 60})
-    B.add(nm("efficiency_", w), [&, w](int64_t t) {
-      double s = 0, a = 0;
-      for (int64_t i = wbegin(t, w); i <= t; ++i) {
-        s += r[i];
-        a += std::abs(r[i]);
-      }
-      return safe_div(std::abs(s), a);
-    });
-  for (int64_t w : {10, 20, 60})
-    B.add(nm("up_frac_", w), [&, w](int64_t t) {
-      const int64_t b = wbegin(t, w);
-      double up = 0;
-      for (int64_t i = b; i <= t; ++i) up += r[i] > 0 ? 1.0 : 0.0;
-      return up / static_cast<double>(t - b + 1) - 0.5;
-    });
-  // (AC) 2 Bollinger %b-like positions of log price.
-  for (int64_t w : {20, 50})
-    B.add(nm("bollinger_", w), [&, w](int64_t t) {
-      const double sd = wstd(lc, t, w);
-      return sd > 1e-300 ? (lc[t] - wmean(lc, t, w)) / (2.0 * sd) : 0.0;
-    });
-  // (AD) 4 Sharpe-like drift / volatility ratios.
-  for (int64_t w : {20, 60, 120, 240})
-    B.add(nm("sharpe_", w), [&, w](int64_t t) { return safe_div(wmean(r, t, w), wstd(r, t, w)); });
-  // (AE) 2 volume trends.
-  B.add("vol_trend_5_60",
-        [&](int64_t t) { return std::log((wmean(x.v, t, 5) + 1) / (wmean(x.v, t, 60) + 1)); });
-  B.add("vol_trend_20_120",
-        [&](int64_t t) { return std::log((wmean(x.v, t, 20) + 1) / (wmean(x.v, t, 120) + 1)); });
-  // (AF) 2 |return|-volume correlations.
-  Vec abs_r(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) abs_r[t] = std::abs(r[t]);
-  for (int64_t w : {20, 60})
-    B.add(nm("absret_vol_corr_", w), [&, w](int64_t t) { return wcorr(abs_r, x.lv, t, w); });
-  // (AG) 2 CCI-like oscillators on the log typical price (scaled by 1/100).
-  Vec ltp(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) ltp[t] = (x.lh[t] + x.ll[t] + lc[t]) / 3.0;
-  for (int64_t w : {14, 20})
-    B.add(nm("cci_", w), [&, w](int64_t t) {
-      const double m = wmean(ltp, t, w);
-      double md = 0;
-      const int64_t b = wbegin(t, w);
-      for (int64_t i = b; i <= t; ++i) md += std::abs(ltp[i] - m);
-      md /= static_cast<double>(t - b + 1);
-      return md > 1e-300 ? (ltp[t] - m) / (0.015 * md) / 100.0 : 0.0;
-    });
-  // (AH) 4 extreme returns.
-  for (int64_t w : {20, 60}) {
-    B.add(nm("max_ret_", w), [&, w](int64_t t) { return wmax(r, t, w); });
-    B.add(nm("min_ret_", w), [&, w](int64_t t) { return wmin(r, t, w); });
-  }
-  // (AI) 3 downside and (AJ) 3 upside semi-volatilities.
-  for (int64_t w : {20, 60, 120})
-    B.add(nm("downside_vol_", w), [&, w](int64_t t) { return std::sqrt(wmean_sq(losses, t, w)); });
-  for (int64_t w : {20, 60, 120})
-    B.add(nm("upside_vol_", w), [&, w](int64_t t) { return std::sqrt(wmean_sq(gains, t, w)); });
-  // (AK) 2 volatility changes.
-  B.add("rv_change_20_5",
-        [&](int64_t t) { return log_ratio(rv.at(20)[t], rv.at(20)[std::max<int64_t>(0, t - 5)]); });
-  B.add("rv_change_60_20", [&](int64_t t) {
-    return log_ratio(rv.at(60)[t], rv.at(60)[std::max<int64_t>(0, t - 20)]);
-  });
-  // (AL) 2 variance ratios (q-bar vs one-bar variance, minus 1; ~0 for a random walk).
-  for (auto [q, w] : std::vector<std::pair<int64_t, int64_t>>{{5, 60}, {10, 120}})
-    B.add(nm("variance_ratio_", q, w), [&, q, w](int64_t t) {
-      double sq = 0, s1 = 0;
-      for (int64_t i = wbegin(t, w); i <= t; ++i) {
-        const double dq = lc[i] - lc[std::max<int64_t>(0, i - q)];
-        sq += dq * dq;
-        s1 += r[i] * r[i];
-      }
-      return s1 > 1e-300 ? sq / (static_cast<double>(q) * s1) - 1.0 : 0.0;
-    });
-  // (AM) 2 bars since the rolling 60-bar high / low (fraction of the window).
-  B.add("since_high_60", [&](int64_t t) {
-    int64_t best = t;
-    for (int64_t i = wbegin(t, 60); i <= t; ++i)
-      if (lc[i] >= lc[best]) best = i;
-    return static_cast<double>(t - best) / 60.0;
-  });
-  B.add("since_low_60", [&](int64_t t) {
-    int64_t best = t;
-    for (int64_t i = wbegin(t, 60); i <= t; ++i)
-      if (lc[i] <= lc[best]) best = i;
-    return static_cast<double>(t - best) / 60.0;
-  });
-  // (AN) 1 jump flag: sign of a return larger than 4 x the 60-bar realised volatility.
-  B.add("jump_flag", [&](int64_t t) {
-    const double s = rv.at(60)[t];
-    return (s > 0 && std::abs(r[t]) > 4.0 * s) ? (r[t] > 0 ? 1.0 : -1.0) : 0.0;
-  });
-  FOXHUNT_INTERNAL_ASSERT(static_cast<int64_t>(B.names.size()) == kTftPastFeatures,
-                          "TFT feature count ", B.names.size());
-
-  // ---- 25 extra columns for the RL state: longer lags of key features. ----
-  for (int64_t k = 20; k < 30; ++k)
-    B.add(nm("ret_lag_", k), [&, k](int64_t t) { return t >= k ? r[t - k] : 0.0; });
-  for (int64_t k = 10; k < 15; ++k)
-    B.add(nm("hl_lag_", k), [&, k](int64_t t) { return t >= k ? x.hl[t - k] : 0.0; });
-  for (int64_t k = 1; k <= 5; ++k)
-    B.add(nm("vol_z_20_lag_", k), [&, k](int64_t t) { return t >= k ? vol_z(t - k, 20) : 0.0; });
-  for (int64_t k = 1; k <= 5; ++k)
-    B.add(nm("rv_20_lag_", k), [&, k](int64_t t) { return t >= k ? rv.at(20)[t - k] : 0.0; });
+/// The bank: one column per kFeatureTable entry, in table order.
+void build_bank(Builder& B, const Base& x) {
+  Derived d(x);
+  for (const FeatureSpec& f : kFeatureTable) B.add(feature_name(f), column(f, x, d));
   FOXHUNT_INTERNAL_ASSERT(static_cast<int64_t>(B.names.size()) == kObservedFeatures,
                           "observed feature count ", B.names.size());
 }

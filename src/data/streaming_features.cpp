@@ -1,10 +1,14 @@
 #include "foxhunt/data/streaming_features.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/data/feature_table.h"
+#include "rolling_windows.h"
 
 namespace foxhunt::data {
 
@@ -12,43 +16,12 @@ namespace {
 
 constexpr const char* kComponent = "stream";
 
-// Window lengths and spans; they mirror build_bank() in features.cpp, and the streaming equality
-// test fails if the two drift apart.
-constexpr std::array<int64_t, 13> kVolWindows = {3,  5,  8,  10,  15,  20, 30,
-                                                 40, 60, 90, 120, 180, 240};
-constexpr std::array<int64_t, 21> kLogretHorizons = {2,  3,  4,  5,  6,  8,   10,  12,  15,  20, 25,
-                                                     30, 40, 50, 60, 80, 100, 120, 150, 180, 240};
-constexpr std::array<int64_t, 7> kStdWindows = {5, 10, 20, 40, 60, 120, 240};
-constexpr std::array<int64_t, 6> kGkWindows = {5, 10, 20, 60, 120, 240};
-constexpr std::array<int64_t, 6> kAtrWindows = {5, 7, 14, 20, 28, 60};
-constexpr std::array<int64_t, 7> kRangeWindows = {5, 10, 20, 40, 60, 120, 240};
-constexpr std::array<int64_t, 7> kSmaWindows = {5, 10, 20, 30, 50, 100, 200};
-constexpr std::array<int64_t, 11> kEmaSpans = {5, 8, 10, 12, 17, 20, 26, 35, 50, 100, 200};
-constexpr std::array<int64_t, 6> kDistEmaSpans = {5, 10, 20, 50, 100, 200};
-constexpr std::array<std::array<int64_t, 2>, 4> kSmaCross = {
-    {{5, 20}, {10, 50}, {20, 100}, {50, 200}}};
-constexpr std::array<int64_t, 6> kRsiWindows = {5, 7, 9, 14, 21, 28};
-constexpr std::array<std::array<int64_t, 3>, 3> kMacd = {{{12, 26, 9}, {5, 35, 5}, {8, 17, 9}}};
-constexpr std::array<int64_t, 6> kVolZWindows = {5, 10, 20, 40, 60, 120};
-constexpr std::array<int64_t, 5> kVolumeWindows = {5, 10, 20, 60, 120};  // vwret/signed + trends
-constexpr std::array<int64_t, 4> kFlowWindows = {5, 10, 20, 60};
-constexpr std::array<int64_t, 3> kMomentWindows = {20, 60, 120};  // skew/kurt, autocorr, semi-vol
-constexpr std::array<int64_t, 3> kRetZWindows = {20, 60, 240};
-constexpr std::array<int64_t, 3> kDrawWindows = {20, 60, 240};
-constexpr std::array<int64_t, 3> kTrendWindows = {10, 20, 60};  // efficiency, up fraction
-constexpr std::array<int64_t, 2> kBollingerWindows = {20, 50};
-constexpr std::array<int64_t, 4> kSharpeWindows = {20, 60, 120, 240};
-constexpr std::array<int64_t, 2> kAbsRetVolWindows = {20, 60};
-constexpr std::array<int64_t, 2> kCciWindows = {14, 20};
-constexpr std::array<int64_t, 2> kExtremeRetWindows = {20, 60};
-
-/// Position of `w` in `ws`; a window that is not configured is a bug (std::logic_error).
-template <size_t N>
-constexpr size_t pos(const std::array<int64_t, N>& ws, int64_t w) {
-  for (size_t i = 0; i < N; ++i)
-    if (ws[i] == w) return i;
-  throw std::logic_error("window not configured");
-}
+using rolling::Ema;
+using rolling::Extreme;
+using rolling::Kind;
+using rolling::PairWindow;
+using rolling::Ring;
+using rolling::Window;
 
 double safe_div(double a, double b) {
   return b > 1e-300 ? a / b : 0.0;
@@ -58,340 +31,307 @@ double log_ratio(double a, double b) {
   return (a > 0.0 && b > 0.0) ? std::log(a / b) : 0.0;
 }
 
-/// The last values of one per-bar series in a power-of-two ring; back(k) is the value k bars ago.
-class Ring {
- public:
-  /// Keeps at least `span` + 1 values (back(0) .. back(span)).
-  explicit Ring(int64_t span) {
-    size_t cap = 1;
-    while (cap < static_cast<size_t>(span) + 1) cap <<= 1;
-    buf_.assign(cap, 0.0);
-    mask_ = cap - 1;
-  }
-  void push(double x) { buf_[count_++ & mask_] = x; }
-  int64_t count() const { return static_cast<int64_t>(count_); }
-  double back(int64_t k) const { return buf_[(count_ - 1 - static_cast<uint64_t>(k)) & mask_]; }
-
- private:
-  std::vector<double> buf_;
-  uint64_t mask_ = 0;
-  uint64_t count_ = 0;
+/// The per-bar series the engine computes from each bar (as make_base() and build_bank() in
+/// features.cpp write them). Rings keep the recent values of each (as far back as the plan
+/// needs); lh and ll feed only rolling extremes, the shadows only their own columns. The
+/// variance-ratio series dq_q^2 = (lc - lc q bars ago)^2 follow, one per q.
+// clang-format off
+enum Series : int {
+  kLc, kLh, kLl, kR, kR2, kRPrev, kAbsR, kUp, kGains, kLosses, kGains2, kLosses2, kHl, kHl2, kGk,
+  kTr, kCo, kUpper, kLower, kLv, kV, kRvProd, kSvProd, kLtp, kBaseSeries
 };
+// clang-format on
 
-/// What a Window keeps: the plain sum (and sum |x|, the guard's yardstick), or shifted central
-/// moments up to order 2 or 4.
-enum class Kind { kSum, kMoments2, kMoments4 };
+/// What the engine keeps, derived once from kFeatureTable: which rolling statistics over which
+/// series and windows (each shared by every column that reads it), how far back each ring must
+/// reach, and, per bank column, its table entry and the indices of the statistics it reads.
+struct Plan {
+  struct WindowKey {
+    int series;
+    Kind kind;
+    int64_t w;
+    bool operator==(const WindowKey&) const = default;
+  };
+  struct PairKey {
+    int x, y;
+    int64_t w;
+    bool operator==(const PairKey&) const = default;
+  };
+  struct ExtremeKey {
+    int series;
+    bool is_max;
+    int64_t w;
+    bool operator==(const ExtremeKey&) const = default;
+  };
+  struct SignalKey {  // EMA(span) of emas[fast] - emas[slow]
+    int fast, slow;
+    int64_t span;
+    bool operator==(const SignalKey&) const = default;
+  };
+  struct HistoryKey {  // recent values of rv (or the vol z-score) of windows[window]
+    bool vol_z;
+    int window;
+    bool operator==(const HistoryKey&) const = default;
+  };
+  struct Column {
+    FeatureSpec f;
+    int i0 = -1, i1 = -1, i2 = -1;  // indices of what it reads (meaning depends on the kind)
+  };
 
-/// Sliding statistics of the last `w` values of a Ring (fewer during the first w bars: the batch
-/// windows are truncated at bar 0).
-///
-/// Moment kinds sum d = x - K, with the shift K the window mean at the last re-summation, so a
-/// variance comes from small deviations instead of the cancellation-prone E[x^2] - E[x]^2 (log
-/// prices are ~4.6 with a spread of ~1e-3). Add/subtract updates drift by rounding; every w bars,
-/// and early when a departed value dominated the sums (a term added since the last re-summation
-/// exceeds 2^16 times the current sum |x|, d^2 or d^4: a jump just left the window), the sums are
-/// rebuilt from the ring in the batch's order. That costs O(w) per w bars: O(1) amortised.
-class Window {
- public:
-  Window(int64_t w, Kind kind) : w_(w), kind_(kind) {}
+  std::vector<int64_t> ring_span = std::vector<int64_t>(kBaseSeries, 0);  // per series
+  std::vector<int64_t> dq;  // q of the series kBaseSeries + i
+  std::vector<WindowKey> windows;
+  std::vector<PairKey> pairs;
+  std::vector<ExtremeKey> extremes;
+  std::vector<int64_t> emas;  // spans of the EMAs of lc
+  std::vector<SignalKey> signals;
+  std::vector<HistoryKey> histories;
+  std::vector<int64_t> history_span;
+  std::vector<Column> columns;
 
-  /// Takes src.back(0) in and, once the window is full, src.back(w) out.
-  void update(const Ring& src) {
-    const double x = src.back(0);
-    const bool first = src.count() == 1;
-    if (first && moments()) shift_ = x;
-    run_ = (!first && x == last_) ? run_ + 1 : 1;
-    last_ = x;
-    add(x);
-    nonzero_ += x != 0.0;
-    if (src.count() > w_) {
-      const double old = src.back(w_);
-      remove(old);
-      nonzero_ -= old != 0.0;
-    } else {
-      ++n_;
-    }
-    // A departed value that dwarfed what is left would leave its rounding error behind; an
-    // overflowed sum (volumes near DBL_MAX) would stay inf/NaN after the value left.
-    if (++since_ >= w_ || peak_ > kGuard * lead() || !std::isfinite(lead())) recompute(src);
-    if (!moments() && nonzero_ == 0) s_ = {}, peak_ = 0.0;  // exact zero, as the batch sums give
-  }
-
-  int64_t size() const { return n_; }
-  /// Sum of the window (sum kinds).
-  double sum() const { return s_[0]; }
-  /// Mean of the window.
-  double mean() const {
-    if (!moments()) return s_[0] / static_cast<double>(n_);
-    return all_equal() ? last_ : shift_ + s_[0] / static_cast<double>(n_);
-  }
-  /// Population variance (moment kinds).
-  double m2() const {
-    if (all_equal()) return 0.0;
-    const double n = static_cast<double>(n_), c = s_[0] / n;
-    return std::max(0.0, s_[1] / n - c * c);
-  }
-  /// Third central moment / n (kMoments4).
-  double m3() const {
-    if (all_equal()) return 0.0;
-    const double n = static_cast<double>(n_), c = s_[0] / n;
-    return s_[2] / n - 3.0 * c * (s_[1] / n) + 2.0 * c * c * c;
-  }
-  /// Fourth central moment / n (kMoments4).
-  double m4() const {
-    if (all_equal()) return 0.0;
-    const double n = static_cast<double>(n_), c = s_[0] / n;
-    return s_[3] / n - 4.0 * c * (s_[2] / n) + 6.0 * c * c * (s_[1] / n) - 3.0 * c * c * c * c;
+  /// The plan of kFeatureTable, built on first use.
+  static const Plan& get() {
+    static const Plan plan = [] {
+      Plan p;
+      for (const FeatureSpec& f : kFeatureTable) p.columns.push_back(p.column(f));
+      return p;
+    }();
+    return plan;
   }
 
  private:
-  static constexpr double kGuard = 65536.0;
-
-  bool moments() const { return kind_ == Kind::kMoments2 || kind_ == Kind::kMoments4; }
-  bool all_equal() const { return run_ >= n_; }
-  // The non-negative sum the guard compares the peak term with: sum |x| or sum d^2 or sum d^4.
-  double lead() const { return kind_ == Kind::kMoments4 ? s_[3] : s_[1]; }
-
-  // Powers are written as the batch writes them (d * d * d), so re-summed values match it.
-  void add(double x) {
-    if (!moments()) {
-      s_[0] += x;
-      s_[1] += std::abs(x);
-      peak_ = std::max(peak_, std::abs(x));
-      return;
-    }
-    const double d = x - shift_;
-    s_[0] += d;
-    s_[1] += d * d;
-    if (kind_ == Kind::kMoments4) {
-      s_[2] += d * d * d;
-      s_[3] += d * d * d * d;
-      peak_ = std::max(peak_, d * d * d * d);
-    } else {
-      peak_ = std::max(peak_, d * d);
-    }
+  template <typename T>
+  static int index(std::vector<T>& v, const T& key) {
+    const auto it = std::find(v.begin(), v.end(), key);
+    if (it != v.end()) return static_cast<int>(it - v.begin());
+    v.push_back(key);
+    return static_cast<int>(v.size()) - 1;
   }
-  void remove(double x) {
-    if (!moments()) {
-      s_[0] -= x;
-      s_[1] -= std::abs(x);
-      return;
-    }
-    const double d = x - shift_;
-    s_[0] -= d;
-    s_[1] -= d * d;
-    if (kind_ == Kind::kMoments4) {
-      s_[2] -= d * d * d;
-      s_[3] -= d * d * d * d;
-    }
+  void need(int series, int64_t span) {
+    ring_span[static_cast<size_t>(series)] = std::max(ring_span[static_cast<size_t>(series)], span);
   }
-  void recompute(const Ring& src) {
-    since_ = 0;
-    peak_ = 0.0;
-    s_ = {};
-    if (moments()) {
-      double s = 0.0;
-      for (int64_t k = n_ - 1; k >= 0; --k) s += src.back(k);
-      shift_ = s / static_cast<double>(n_);
-    }
-    for (int64_t k = n_ - 1; k >= 0; --k) add(src.back(k));
+  int window(int series, Kind kind, int64_t w) {
+    need(series, w);
+    return index(windows, {series, kind, w});
+  }
+  int sum(int series, int64_t w) { return window(series, Kind::kSum, w); }
+  int rv(int64_t w) { return sum(kR2, w); }
+  int vol_z(int64_t w) { return window(kLv, Kind::kMoments2, w); }
+  int pair(int x, int y, int64_t w) {
+    need(x, w);
+    need(y, w);
+    return index(pairs, {x, y, w});
+  }
+  int extreme(int series, bool is_max, int64_t w) { return index(extremes, {series, is_max, w}); }
+  int ema(int64_t span) { return index(emas, span); }
+  int signal(int64_t fast, int64_t slow, int64_t span) {
+    return index(signals, {ema(fast), ema(slow), span});
+  }
+  int history(bool is_vol_z, int64_t w, int64_t span) {
+    const int i = index(histories, {is_vol_z, is_vol_z ? vol_z(w) : rv(w)});
+    history_span.resize(histories.size(), 0);
+    history_span[static_cast<size_t>(i)] = std::max(history_span[static_cast<size_t>(i)], span);
+    return i;
+  }
+  int dq_sq(int64_t q) {
+    need(kLc, q);
+    const int i = index(dq, q);
+    ring_span.resize(static_cast<size_t>(kBaseSeries) + dq.size(), 0);
+    return kBaseSeries + i;
   }
 
-  int64_t w_;
-  Kind kind_;
-  int64_t n_ = 0;        // values in the window
-  int64_t since_ = 0;    // updates since the last re-summation
-  int64_t run_ = 0;      // trailing run of identical values
-  int64_t nonzero_ = 0;  // non-zero values in the window
-  double shift_ = 0.0;
-  double last_ = 0.0;
-  double peak_ = 0.0;  // largest leading-power term added since the last re-summation
-  std::array<double, 4> s_{};
+  /// The statistics table entry `f` reads (what update() computes for its kind).
+  Column column(const FeatureSpec& f) {
+    using K = FeatureKind;
+    const int64_t a = f.a, b = f.b;
+    Column c{f};
+    switch (f.kind) {
+      case K::kRetLag:
+        need(kR, a);
+        break;
+      case K::kLogret:
+        need(kLc, a);
+        break;
+      case K::kRealizedVol:
+        c.i0 = rv(a);
+        break;
+      case K::kReturnStd:
+      case K::kSkew:
+      case K::kKurt:
+      case K::kSharpe:
+        c.i0 = window(kR, Kind::kMoments4, a);
+        break;
+      case K::kParkinson:
+        c.i0 = sum(kHl2, a);
+        break;
+      case K::kGarmanKlass:
+        c.i0 = sum(kGk, a);
+        break;
+      case K::kAtr:
+        c.i0 = sum(kTr, a);
+        break;
+      case K::kRangeLag:
+        need(kHl, a);
+        break;
+      case K::kBodyLag:
+        need(kCo, a);
+        break;
+      case K::kUpperShadow:
+      case K::kLowerShadow:
+        break;
+      case K::kRangePos:
+      case K::kRangeWidth:
+        c.i0 = extreme(kLh, true, a);
+        c.i1 = extreme(kLl, false, a);
+        break;
+      case K::kDistSma:
+      case K::kBollinger:
+        c.i0 = window(kLc, Kind::kMoments2, a);
+        break;
+      case K::kDistEma:
+        c.i0 = ema(a);
+        break;
+      case K::kSmaCross:
+        c.i0 = window(kLc, Kind::kMoments2, a);
+        c.i1 = window(kLc, Kind::kMoments2, b);
+        break;
+      case K::kRsi:
+        c.i0 = sum(kGains, a);
+        c.i1 = sum(kLosses, a);
+        break;
+      case K::kMacdLine:
+        c.i0 = ema(a);
+        c.i1 = ema(b);
+        break;
+      case K::kMacdSignal:
+      case K::kMacdHist:
+        c.i0 = ema(a);
+        c.i1 = ema(b);
+        c.i2 = signal(a, b, f.c);
+        break;
+      case K::kVolZ:
+        c.i0 = vol_z(a);
+        break;
+      case K::kDlogvolLag:
+        need(kLv, a + 1);
+        break;
+      case K::kVwret:
+        c.i0 = sum(kRvProd, a);
+        c.i1 = sum(kV, a);
+        break;
+      case K::kSignedVol:
+        c.i0 = sum(kSvProd, a);
+        c.i1 = sum(kV, a);
+        break;
+      case K::kAutocorr1:
+        need(kR, 1);  // r_prev is read from the r ring
+        c.i0 = pair(kR, kRPrev, a);
+        break;
+      case K::kRetZ:
+      case K::kJumpFlag:
+        c.i0 = rv(a);
+        break;
+      case K::kVolRatio:
+        c.i0 = rv(a);
+        c.i1 = rv(b);
+        break;
+      case K::kParkRvRatio:
+        c.i0 = sum(kHl2, a);
+        c.i1 = rv(a);
+        break;
+      case K::kDrawdown:
+      case K::kSinceHigh:
+        c.i0 = extreme(kLc, true, a);
+        break;
+      case K::kDrawup:
+      case K::kSinceLow:
+        c.i0 = extreme(kLc, false, a);
+        break;
+      case K::kEfficiency:
+        c.i0 = sum(kR, a);
+        c.i1 = sum(kAbsR, a);
+        break;
+      case K::kUpFrac:
+        c.i0 = sum(kUp, a);
+        break;
+      case K::kVolTrend:
+        c.i0 = sum(kV, a);
+        c.i1 = sum(kV, b);
+        break;
+      case K::kAbsretVolCorr:
+        c.i0 = pair(kAbsR, kLv, a);
+        break;
+      case K::kCci:
+        need(kLtp, a);
+        break;
+      case K::kMaxRet:
+        c.i0 = extreme(kR, true, a);
+        break;
+      case K::kMinRet:
+        c.i0 = extreme(kR, false, a);
+        break;
+      case K::kDownsideVol:
+        c.i0 = sum(kLosses2, a);
+        break;
+      case K::kUpsideVol:
+        c.i0 = sum(kGains2, a);
+        break;
+      case K::kRvChange:
+        c.i0 = history(false, a, b);
+        break;
+      case K::kVarianceRatio:  // q = a over b bars
+        c.i0 = sum(dq_sq(a), b);
+        c.i1 = rv(b);
+        break;
+      case K::kVolZLag:
+        c.i0 = history(true, a, b);
+        break;
+      case K::kRvLag:
+        c.i0 = history(false, a, b);
+        break;
+    }
+    return c;
+  }
 };
-
-/// Sliding Pearson correlation of two series over the last `w` bars (same scheme as Window).
-class PairWindow {
- public:
-  explicit PairWindow(int64_t w) : w_(w) {}
-
-  void update(const Ring& xs, const Ring& ys) {
-    const double x = xs.back(0), y = ys.back(0);
-    const bool first = xs.count() == 1;
-    if (first) kx_ = x, ky_ = y;
-    run_x_ = (!first && x == last_x_) ? run_x_ + 1 : 1;
-    run_y_ = (!first && y == last_y_) ? run_y_ + 1 : 1;
-    last_x_ = x, last_y_ = y;
-    add(x, y, 1.0);
-    if (xs.count() > w_) {
-      add(xs.back(w_), ys.back(w_), -1.0);
-    } else {
-      ++n_;
-    }
-    if (++since_ >= w_ || peak_x_ > kGuard * sxx_ || peak_y_ > kGuard * syy_ ||
-        !std::isfinite(sxx_ + syy_ + sxy_))
-      recompute(xs, ys);
-  }
-
-  /// Correlation of the window; 0 when either variance is 0 (as the batch wcorr).
-  double corr() const {
-    if (run_x_ >= n_ || run_y_ >= n_) return 0.0;
-    const double n = static_cast<double>(n_), cx = sx_ / n, cy = sy_ / n;
-    const double vxx = sxx_ - n * cx * cx, vyy = syy_ - n * cy * cy, vxy = sxy_ - n * cx * cy;
-    return (vxx > 1e-300 && vyy > 1e-300) ? vxy / std::sqrt(vxx * vyy) : 0.0;
-  }
-
- private:
-  static constexpr double kGuard = 65536.0;
-
-  // sign is +1 or -1, so sign * term is exact and removal subtracts exactly what was added.
-  void add(double x, double y, double sign) {
-    const double dx = x - kx_, dy = y - ky_;
-    sx_ += sign * dx;
-    sy_ += sign * dy;
-    sxx_ += sign * (dx * dx);
-    syy_ += sign * (dy * dy);
-    sxy_ += sign * (dx * dy);
-    if (sign > 0) {
-      peak_x_ = std::max(peak_x_, dx * dx);
-      peak_y_ = std::max(peak_y_, dy * dy);
-    }
-  }
-  void recompute(const Ring& xs, const Ring& ys) {
-    double mx = 0.0, my = 0.0;
-    for (int64_t k = n_ - 1; k >= 0; --k) mx += xs.back(k), my += ys.back(k);
-    kx_ = mx / static_cast<double>(n_);
-    ky_ = my / static_cast<double>(n_);
-    sx_ = sy_ = sxx_ = syy_ = sxy_ = peak_x_ = peak_y_ = 0.0;
-    since_ = 0;
-    for (int64_t k = n_ - 1; k >= 0; --k) add(xs.back(k), ys.back(k), 1.0);
-  }
-
-  int64_t w_;
-  int64_t n_ = 0, since_ = 0, run_x_ = 0, run_y_ = 0;
-  double kx_ = 0.0, ky_ = 0.0, last_x_ = 0.0, last_y_ = 0.0;
-  double sx_ = 0.0, sy_ = 0.0, sxx_ = 0.0, syy_ = 0.0, sxy_ = 0.0, peak_x_ = 0.0, peak_y_ = 0.0;
-};
-
-/// Rolling max (or min) over the last `w` bars: a monotone deque of (bar, value) in a fixed ring.
-/// Equal values evict older ones, so index() is the latest bar holding the extreme (as the batch
-/// `>=` / `<=` scans of since_high/since_low pick).
-class Extreme {
- public:
-  Extreme(int64_t w, bool is_max) : w_(w), is_max_(is_max) {
-    size_t cap = 1;
-    while (cap < static_cast<size_t>(w) + 1) cap <<= 1;
-    buf_.resize(cap);
-    mask_ = cap - 1;
-  }
-
-  void update(int64_t t, double x) {
-    while (tail_ != head_) {
-      const double b = buf_[(tail_ - 1) & mask_].second;
-      if (is_max_ ? b > x : b < x) break;
-      --tail_;
-    }
-    buf_[tail_++ & mask_] = {t, x};
-    while (buf_[head_ & mask_].first <= t - w_) ++head_;
-  }
-  double value() const { return buf_[head_ & mask_].second; }
-  int64_t index() const { return buf_[head_ & mask_].first; }
-
- private:
-  int64_t w_;
-  bool is_max_;
-  std::vector<std::pair<int64_t, double>> buf_;
-  uint64_t mask_ = 0, head_ = 0, tail_ = 0;
-};
-
-/// EMA with alpha = 2 / (span + 1), started at the first value (as features.cpp ema()).
-struct Ema {
-  double a = 0.0;
-  double value = 0.0;
-  bool started = false;
-  explicit Ema(int64_t span) : a(2.0 / (static_cast<double>(span) + 1.0)) {}
-  double update(double x) {
-    value = started ? a * x + (1 - a) * value : x;
-    started = true;
-    return value;
-  }
-};
-
-template <size_t N>
-std::vector<Window> windows(const std::array<int64_t, N>& ws, Kind kind) {
-  std::vector<Window> out;
-  for (int64_t w : ws) out.emplace_back(w, kind);
-  return out;
-}
-
-template <size_t N>
-std::vector<Extreme> extremes(const std::array<int64_t, N>& ws, bool is_max) {
-  std::vector<Extreme> out;
-  for (int64_t w : ws) out.emplace_back(w, is_max);
-  return out;
-}
-
-template <size_t N>
-std::vector<PairWindow> pairs(const std::array<int64_t, N>& ws) {
-  std::vector<PairWindow> out;
-  for (int64_t w : ws) out.emplace_back(w);
-  return out;
-}
-
-void update_all(std::vector<Window>& ws, const Ring& src) {
-  for (Window& w : ws) w.update(src);
-}
 
 }  // namespace
 
 /// Everything the engine remembers; plain values, so copying it snapshots the engine.
 struct StreamingFeatures::State {
+  const Plan* plan = &Plan::get();
   int64_t t = 0;  // bars accepted
   int64_t last_timestamp = 0;
   double lc_first = 0.0, lc_prev = 0.0;
+  std::array<double, kBaseSeries> now{};  // the base series at the last bar
 
-  // Per-bar series; the span is the longest lag or window that reads them.
-  Ring lc{240}, r{240}, r2{240}, r_prev{120}, abs_r{60}, up{60};
-  Ring gains{28}, losses{28}, gains2{120}, losses2{120};
-  Ring hl{14}, hl2{240}, gk{240}, tr{60}, co{4}, lv{120}, v{120}, rv_prod{60}, sv_prod{60};
-  Ring ltp{20}, dq5sq{60}, dq10sq{120};
-  Ring rv20{5}, rv60{20}, vol_z20{5};  // earlier outputs reused as lags
-
-  std::vector<Window> sum_r2 = windows(kVolWindows, Kind::kSum);
-  std::vector<Window> mom_r = windows(kStdWindows, Kind::kMoments4);
-  std::vector<Window> sum_hl2 = windows(kVolWindows, Kind::kSum);
-  std::vector<Window> sum_gk = windows(kGkWindows, Kind::kSum);
-  std::vector<Window> sum_tr = windows(kAtrWindows, Kind::kSum);
-  std::vector<Window> mom_lc = windows(kSmaWindows, Kind::kMoments2);
-  std::vector<Window> mom_lv = windows(kVolZWindows, Kind::kMoments2);
-  std::vector<Window> sum_v = windows(kVolumeWindows, Kind::kSum);
-  std::vector<Window> sum_rv = windows(kFlowWindows, Kind::kSum);
-  std::vector<Window> sum_sv = windows(kFlowWindows, Kind::kSum);
-  std::vector<Window> sum_r = windows(kTrendWindows, Kind::kSum);
-  std::vector<Window> sum_abs_r = windows(kTrendWindows, Kind::kSum);
-  std::vector<Window> sum_up = windows(kTrendWindows, Kind::kSum);
-  std::vector<Window> sum_gains = windows(kRsiWindows, Kind::kSum);
-  std::vector<Window> sum_losses = windows(kRsiWindows, Kind::kSum);
-  std::vector<Window> sum_gains2 = windows(kMomentWindows, Kind::kSum);
-  std::vector<Window> sum_losses2 = windows(kMomentWindows, Kind::kSum);
-  Window sum_dq5sq{60, Kind::kSum}, sum_dq10sq{120, Kind::kSum};
-  std::vector<PairWindow> autocorr = pairs(kMomentWindows);
-  std::vector<PairWindow> absret_vol = pairs(kAbsRetVolWindows);
-
-  std::vector<Extreme> max_lh = extremes(kRangeWindows, true);
-  std::vector<Extreme> min_ll = extremes(kRangeWindows, false);
-  std::vector<Extreme> max_lc = extremes(kDrawWindows, true);
-  std::vector<Extreme> min_lc = extremes(kDrawWindows, false);
-  std::vector<Extreme> max_r = extremes(kExtremeRetWindows, true);
-  std::vector<Extreme> min_r = extremes(kExtremeRetWindows, false);
-
-  std::vector<Ema> ema_lc = [] {
-    std::vector<Ema> e;
-    for (int64_t s : kEmaSpans) e.emplace_back(s);
-    return e;
-  }();
-  std::vector<Ema> macd_signal = {Ema(kMacd[0][2]), Ema(kMacd[1][2]), Ema(kMacd[2][2])};
+  std::vector<Ring> rings;  // per series (Plan::ring_span)
+  std::vector<Window> windows;
+  std::vector<PairWindow> pairs;
+  std::vector<Extreme> extremes;
+  std::vector<Ema> emas, signals;
+  std::vector<Ring> histories;  // earlier outputs reused as lags
 
   std::array<float, kObservedFeatures> row{};
+
+  State() {
+    const Plan& p = *plan;
+    for (int64_t span : p.ring_span) rings.emplace_back(span);
+    for (const auto& k : p.windows) windows.emplace_back(k.w, k.kind);
+    for (const auto& k : p.pairs) pairs.emplace_back(k.w);
+    for (const auto& k : p.extremes) extremes.emplace_back(k.w, k.is_max);
+    for (int64_t span : p.emas) emas.emplace_back(span);
+    for (const auto& k : p.signals) signals.emplace_back(k.span);
+    for (int64_t span : p.history_span) histories.emplace_back(span);
+  }
+
+  double rv(int i) const { return std::sqrt(windows[static_cast<size_t>(i)].mean()); }
+  double vol_z(int i) const {
+    const Window& m = windows[static_cast<size_t>(i)];
+    const double sd = std::sqrt(m.m2());
+    return sd > 1e-12 ? (now[kLv] - m.mean()) / sd : 0.0;
+  }
+  double lc_lag(int64_t h) const { return t >= h ? rings[kLc].back(h) : lc_first; }
+  double value(const Plan::Column& c) const;
 };
 
 StreamingFeatures::StreamingFeatures() : state_(std::make_unique<State>()) {}
@@ -450,6 +390,15 @@ bool StreamingFeatures::try_update(const Bar& bar, std::string* why) {
   }
 }
 
+const std::vector<std::string>& StreamingFeatures::column_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Plan::Column& c : Plan::get().columns) out.push_back(feature_name(c.f));
+    return out;
+  }();
+  return names;
+}
+
 std::span<const float> StreamingFeatures::row() const {
   FOXHUNT_CHECK(state_->t > 0, kComponent, "no bar yet: the feature row needs an accepted bar");
   return state_->row;
@@ -471,9 +420,143 @@ void StreamingFeatures::rl_market_row(const Normalizer& nz, std::vector<float>& 
   out.insert(out.end(), cal.begin(), cal.end());
 }
 
+double StreamingFeatures::State::value(const Plan::Column& c) const {
+  using K = FeatureKind;
+  const int64_t a = c.f.a, b = c.f.b;
+  const auto win = [&](int i) -> const Window& { return windows[static_cast<size_t>(i)]; };
+  const auto ext = [&](int i) -> const Extreme& { return extremes[static_cast<size_t>(i)]; };
+  const auto ema = [&](int i) { return emas[static_cast<size_t>(i)].value; };
+  const auto hist = [&](int i) -> const Ring& { return histories[static_cast<size_t>(i)]; };
+  const auto ring = [&](Series x) -> const Ring& { return rings[x]; };
+  const double lc = now[kLc], r = now[kR];
+  switch (c.f.kind) {
+    case K::kRetLag:
+      return t >= a ? ring(kR).back(a) : 0.0;
+    case K::kLogret:
+      return lc - lc_lag(a);
+    case K::kRealizedVol:
+      return rv(c.i0);  // mean() = sum / count, as wmean_sq
+    case K::kReturnStd:
+      return std::sqrt(win(c.i0).m2());
+    case K::kParkinson:
+      return std::sqrt(win(c.i0).mean() / (4.0 * std::log(2.0)));
+    case K::kGarmanKlass:
+      return std::sqrt(std::max(0.0, win(c.i0).mean()));
+    case K::kAtr:
+      return win(c.i0).mean();
+    case K::kRangeLag:
+      return t >= a ? ring(kHl).back(a) : 0.0;
+    case K::kBodyLag:
+      return t >= a ? ring(kCo).back(a) : 0.0;
+    case K::kUpperShadow:
+      return now[kUpper];
+    case K::kLowerShadow:
+      return now[kLower];
+    case K::kRangePos: {
+      const double hi = ext(c.i0).value(), lo = ext(c.i1).value();
+      return hi - lo > 1e-300 ? (lc - lo) / (hi - lo) - 0.5 : 0.0;
+    }
+    case K::kRangeWidth:
+      return ext(c.i0).value() - ext(c.i1).value();
+    case K::kDistSma:
+      return lc - win(c.i0).mean();
+    case K::kDistEma:
+      return lc - ema(c.i0);
+    case K::kSmaCross:
+      return win(c.i0).mean() - win(c.i1).mean();
+    case K::kRsi: {
+      const double g = win(c.i0).mean(), l = win(c.i1).mean();
+      return g + l > 1e-300 ? 2.0 * g / (g + l) - 1.0 : 0.0;
+    }
+    case K::kMacdLine:
+      return ema(c.i0) - ema(c.i1);
+    case K::kMacdSignal:
+      return signals[static_cast<size_t>(c.i2)].value;
+    case K::kMacdHist:
+      return (ema(c.i0) - ema(c.i1)) - signals[static_cast<size_t>(c.i2)].value;
+    case K::kVolZ:
+      return vol_z(c.i0);
+    case K::kDlogvolLag:
+      return t - a >= 1 ? ring(kLv).back(a) - ring(kLv).back(a + 1) : 0.0;
+    case K::kVwret:
+    case K::kSignedVol:
+      return safe_div(win(c.i0).sum(), win(c.i1).sum());
+    case K::kSkew:
+    case K::kKurt: {
+      const Window& m = win(c.i0);
+      const double m2 = m.m2();
+      if (m2 <= 1e-300) return 0.0;
+      return c.f.kind == K::kSkew ? m.m3() / std::pow(m2, 1.5) : m.m4() / (m2 * m2) - 3.0;
+    }
+    case K::kAutocorr1:
+    case K::kAbsretVolCorr:
+      return pairs[static_cast<size_t>(c.i0)].corr();
+    case K::kRetZ:
+      return safe_div(r, rv(c.i0));
+    case K::kVolRatio:
+      return log_ratio(rv(c.i0), rv(c.i1));
+    case K::kParkRvRatio:
+      return log_ratio(std::sqrt(win(c.i0).mean() / (4.0 * std::log(2.0))), rv(c.i1));
+    case K::kDrawdown:
+    case K::kDrawup:
+      return lc - ext(c.i0).value();
+    case K::kEfficiency:
+      return safe_div(std::abs(win(c.i0).sum()), win(c.i1).sum());
+    case K::kUpFrac:
+      return win(c.i0).mean() - 0.5;
+    case K::kBollinger: {
+      const Window& m = win(c.i0);
+      const double sd = std::sqrt(m.m2());
+      return sd > 1e-300 ? (lc - m.mean()) / (2.0 * sd) : 0.0;
+    }
+    case K::kSharpe:
+      return safe_div(win(c.i0).mean(), std::sqrt(win(c.i0).m2()));
+    case K::kVolTrend:
+      return std::log((win(c.i0).mean() + 1) / (win(c.i1).mean() + 1));
+    case K::kCci: {
+      // The mean absolute deviation around the moving mean has no O(1) update; the windows are
+      // short (14, 20), so a direct pass in the batch's order costs a fixed ~2w reads.
+      const Ring& ltp = ring(kLtp);
+      const int64_t n = std::min(t + 1, a);
+      double m = 0.0, md = 0.0;
+      for (int64_t k = n - 1; k >= 0; --k) m += ltp.back(k);
+      m /= static_cast<double>(n);
+      for (int64_t k = n - 1; k >= 0; --k) md += std::abs(ltp.back(k) - m);
+      md /= static_cast<double>(n);
+      return md > 1e-300 ? (ltp.back(0) - m) / (0.015 * md) / 100.0 : 0.0;
+    }
+    case K::kMaxRet:
+    case K::kMinRet:
+      return ext(c.i0).value();
+    case K::kDownsideVol:
+    case K::kUpsideVol:
+      return std::sqrt(win(c.i0).mean());
+    case K::kRvChange:
+      return log_ratio(hist(c.i0).back(0), hist(c.i0).back(std::min(t, b)));
+    case K::kVarianceRatio: {  // q = a over b bars
+      const double s1 = win(c.i1).sum();
+      return s1 > 1e-300 ? win(c.i0).sum() / (static_cast<double>(a) * s1) - 1.0 : 0.0;
+    }
+    case K::kSinceHigh:
+    case K::kSinceLow:
+      return static_cast<double>(t - ext(c.i0).index()) / static_cast<double>(a);
+    case K::kJumpFlag: {
+      const double sd = rv(c.i0);
+      return (sd > 0 && std::abs(r) > 4.0 * sd) ? (r > 0 ? 1.0 : -1.0) : 0.0;
+    }
+    case K::kVolZLag:
+    case K::kRvLag:
+      return t >= b ? hist(c.i0).back(b) : 0.0;
+  }
+  FOXHUNT_INTERNAL_ASSERT(false, "feature kind ", static_cast<int>(c.f.kind),
+                          " has no streaming value");
+  return 0.0;
+}
+
 std::span<const float> StreamingFeatures::update(const Bar& bar) {
   check(bar);  // before any state changes: a rejected bar leaves the engine as it was
   State& s = *state_;
+  const Plan& p = *s.plan;
   const int64_t t = s.t;
 
   // Base series, written exactly as make_base() in features.cpp writes them.
@@ -485,211 +568,62 @@ std::span<const float> StreamingFeatures::update(const Bar& bar) {
   const double r = t == 0 ? 0.0 : lc - s.lc_prev;
   const double hl = lh - ll;
   const double co = lc - lopen;
-  const double lv = std::log1p(bar.volume);
   const double prev = t == 0 ? lc : s.lc_prev;
-  const double tr = std::max(lh, prev) - std::min(ll, prev);
-  const double upper = lh - std::max(lc, lopen);
-  const double lower = std::min(lc, lopen) - ll;
   const double gain = std::max(0.0, r), loss = std::max(0.0, -r);
   const double gk_k = 2.0 * std::log(2.0) - 1.0;
+  auto& x = s.now;
+  x[kLc] = lc;
+  x[kLh] = lh;
+  x[kLl] = ll;
+  x[kR] = r;
+  x[kR2] = r * r;
+  x[kRPrev] = t == 0 ? 0.0 : s.rings[kR].back(0);  // read before r is pushed
+  x[kAbsR] = std::abs(r);
+  x[kUp] = r > 0 ? 1.0 : 0.0;
+  x[kGains] = gain;
+  x[kLosses] = loss;
+  x[kGains2] = gain * gain;
+  x[kLosses2] = loss * loss;
+  x[kHl] = hl;
+  x[kHl2] = hl * hl;
+  x[kGk] = 0.5 * hl * hl - gk_k * co * co;
+  x[kTr] = std::max(lh, prev) - std::min(ll, prev);
+  x[kCo] = co;
+  x[kUpper] = lh - std::max(lc, lopen);
+  x[kLower] = std::min(lc, lopen) - ll;
+  x[kLv] = std::log1p(bar.volume);
+  x[kV] = bar.volume;
+  x[kRvProd] = r * bar.volume;
+  x[kSvProd] = (r > 0 ? 1.0 : r < 0 ? -1.0 : 0.0) * bar.volume;
+  x[kLtp] = (lh + ll + lc) / 3.0;
+  for (int i = 0; i < kBaseSeries; ++i) s.rings[static_cast<size_t>(i)].push(x[i]);
+  for (size_t i = 0; i < p.dq.size(); ++i) {
+    const double dq = lc - s.lc_lag(p.dq[i]);
+    s.rings[kBaseSeries + i].push(dq * dq);
+  }
 
-  s.lc.push(lc);
-  s.r.push(r);
-  s.r2.push(r * r);
-  s.r_prev.push(t == 0 ? 0.0 : s.r.back(1));
-  s.abs_r.push(std::abs(r));
-  s.up.push(r > 0 ? 1.0 : 0.0);
-  s.gains.push(gain);
-  s.losses.push(loss);
-  s.gains2.push(gain * gain);
-  s.losses2.push(loss * loss);
-  s.hl.push(hl);
-  s.hl2.push(hl * hl);
-  s.gk.push(0.5 * hl * hl - gk_k * co * co);
-  s.tr.push(tr);
-  s.co.push(co);
-  s.lv.push(lv);
-  s.v.push(bar.volume);
-  s.rv_prod.push(r * bar.volume);
-  s.sv_prod.push((r > 0 ? 1.0 : r < 0 ? -1.0 : 0.0) * bar.volume);
-  s.ltp.push((lh + ll + lc) / 3.0);
-  const auto lc_lag = [&](int64_t h) { return t >= h ? s.lc.back(h) : s.lc_first; };
-  const double dq5 = lc - lc_lag(5), dq10 = lc - lc_lag(10);
-  s.dq5sq.push(dq5 * dq5);
-  s.dq10sq.push(dq10 * dq10);
+  // Every rolling statistic the plan asks for, then the earlier outputs kept as lags.
+  for (size_t i = 0; i < s.windows.size(); ++i)
+    s.windows[i].update(s.rings[static_cast<size_t>(p.windows[i].series)]);
+  for (size_t i = 0; i < s.pairs.size(); ++i)
+    s.pairs[i].update(s.rings[static_cast<size_t>(p.pairs[i].x)],
+                      s.rings[static_cast<size_t>(p.pairs[i].y)]);
+  for (size_t i = 0; i < s.extremes.size(); ++i)
+    s.extremes[i].update(t, x[static_cast<size_t>(p.extremes[i].series)]);
+  for (Ema& e : s.emas) e.update(lc);
+  for (size_t i = 0; i < s.signals.size(); ++i)
+    s.signals[i].update(s.emas[static_cast<size_t>(p.signals[i].fast)].value -
+                        s.emas[static_cast<size_t>(p.signals[i].slow)].value);
+  for (size_t i = 0; i < s.histories.size(); ++i) {
+    const Plan::HistoryKey& h = p.histories[i];
+    s.histories[i].push(h.vol_z ? s.vol_z(h.window) : s.rv(h.window));
+  }
 
-  update_all(s.sum_r2, s.r2);
-  update_all(s.mom_r, s.r);
-  update_all(s.sum_hl2, s.hl2);
-  update_all(s.sum_gk, s.gk);
-  update_all(s.sum_tr, s.tr);
-  update_all(s.mom_lc, s.lc);
-  update_all(s.mom_lv, s.lv);
-  update_all(s.sum_v, s.v);
-  update_all(s.sum_rv, s.rv_prod);
-  update_all(s.sum_sv, s.sv_prod);
-  update_all(s.sum_r, s.r);
-  update_all(s.sum_abs_r, s.abs_r);
-  update_all(s.sum_up, s.up);
-  update_all(s.sum_gains, s.gains);
-  update_all(s.sum_losses, s.losses);
-  update_all(s.sum_gains2, s.gains2);
-  update_all(s.sum_losses2, s.losses2);
-  s.sum_dq5sq.update(s.dq5sq);
-  s.sum_dq10sq.update(s.dq10sq);
-  for (auto& p : s.autocorr) p.update(s.r, s.r_prev);
-  for (auto& p : s.absret_vol) p.update(s.abs_r, s.lv);
-  for (auto& e : s.max_lh) e.update(t, lh);
-  for (auto& e : s.min_ll) e.update(t, ll);
-  for (auto& e : s.max_lc) e.update(t, lc);
-  for (auto& e : s.min_lc) e.update(t, lc);
-  for (auto& e : s.max_r) e.update(t, r);
-  for (auto& e : s.min_r) e.update(t, r);
-  for (auto& e : s.ema_lc) e.update(lc);
-
-  const auto rv = [&](int64_t w) {
-    return std::sqrt(s.sum_r2[pos(kVolWindows, w)].mean());  // mean() = sum / count, as wmean_sq
-  };
-  const auto park = [&](size_t i) {
-    return std::sqrt(s.sum_hl2[i].mean() / (4.0 * std::log(2.0)));
-  };
-  const auto lc_mean = [&](int64_t w) { return s.mom_lc[pos(kSmaWindows, w)].mean(); };
-  const auto ema = [&](int64_t span) { return s.ema_lc[pos(kEmaSpans, span)].value; };
-  const auto vol_z = [&](int64_t w) {
-    const Window& m = s.mom_lv[pos(kVolZWindows, w)];
-    const double sd = std::sqrt(m.m2());
-    return sd > 1e-12 ? (lv - m.mean()) / sd : 0.0;
-  };
-  s.rv20.push(rv(20));
-  s.rv60.push(rv(60));
-  s.vol_z20.push(vol_z(20));
-
-  // The bank, column by column in build_bank() order.
-  size_t c = 0;
-  const auto put = [&](double v) { s.row[c++] = static_cast<float>(std::isfinite(v) ? v : 0.0); };
-  // (A) return lags, (B) multi-horizon returns, (C) realised vol, (D) return std.
-  for (int64_t k = 0; k < 20; ++k) put(t >= k ? s.r.back(k) : 0.0);
-  for (int64_t h : kLogretHorizons) put(lc - lc_lag(h));
-  for (size_t i = 0; i < kVolWindows.size(); ++i) put(std::sqrt(s.sum_r2[i].mean()));
-  for (size_t i = 0; i < kStdWindows.size(); ++i) put(std::sqrt(s.mom_r[i].m2()));
-  // (E) Parkinson, (F) Garman-Klass, (G) ATR.
-  for (size_t i = 0; i < kVolWindows.size(); ++i) put(park(i));
-  for (size_t i = 0; i < kGkWindows.size(); ++i) put(std::sqrt(std::max(0.0, s.sum_gk[i].mean())));
-  for (size_t i = 0; i < kAtrWindows.size(); ++i) put(s.sum_tr[i].mean());
-  // (H) range lags, (I) body lags, (J) shadows.
-  for (int64_t k = 0; k < 10; ++k) put(t >= k ? s.hl.back(k) : 0.0);
-  for (int64_t k = 0; k < 5; ++k) put(t >= k ? s.co.back(k) : 0.0);
-  put(upper);
-  put(lower);
-  // (K) range position, (L) range width.
-  for (size_t i = 0; i < kRangeWindows.size(); ++i) {
-    const double hi = s.max_lh[i].value(), lo = s.min_ll[i].value();
-    put(hi - lo > 1e-300 ? (lc - lo) / (hi - lo) - 0.5 : 0.0);
+  // The bank, one column per kFeatureTable entry, in table order.
+  for (size_t c = 0; c < p.columns.size(); ++c) {
+    const double v = s.value(p.columns[c]);
+    s.row[c] = static_cast<float>(std::isfinite(v) ? v : 0.0);
   }
-  for (size_t i = 0; i < kRangeWindows.size(); ++i) put(s.max_lh[i].value() - s.min_ll[i].value());
-  // (M) SMA distances, (N) EMA distances, (O) SMA crossovers.
-  for (int64_t w : kSmaWindows) put(lc - lc_mean(w));
-  for (int64_t span : kDistEmaSpans) put(lc - ema(span));
-  for (const auto& [a, b] : kSmaCross) put(lc_mean(a) - lc_mean(b));
-  // (P) RSI.
-  for (size_t i = 0; i < kRsiWindows.size(); ++i) {
-    const double g = s.sum_gains[i].mean(), l = s.sum_losses[i].mean();
-    put(g + l > 1e-300 ? 2.0 * g / (g + l) - 1.0 : 0.0);
-  }
-  // (Q) MACD line, signal, histogram.
-  for (size_t i = 0; i < kMacd.size(); ++i) {
-    const double line = ema(kMacd[i][0]) - ema(kMacd[i][1]);
-    const double signal = s.macd_signal[i].update(line);
-    put(line);
-    put(signal);
-    put(line - signal);
-  }
-  // (R) log-volume z-scores, (S) log-volume changes.
-  for (int64_t w : kVolZWindows) put(vol_z(w));
-  for (int64_t k = 0; k < 5; ++k) put(t - k >= 1 ? s.lv.back(k) - s.lv.back(k + 1) : 0.0);
-  // (T) volume-weighted returns, (U) signed-volume imbalance.
-  for (size_t i = 0; i < kFlowWindows.size(); ++i)
-    put(safe_div(s.sum_rv[i].sum(), s.sum_v[pos(kVolumeWindows, kFlowWindows[i])].sum()));
-  for (size_t i = 0; i < kFlowWindows.size(); ++i)
-    put(safe_div(s.sum_sv[i].sum(), s.sum_v[pos(kVolumeWindows, kFlowWindows[i])].sum()));
-  // (V) skewness and excess kurtosis.
-  for (int64_t w : kMomentWindows) {
-    const Window& m = s.mom_r[pos(kStdWindows, w)];
-    const double m2 = m.m2();
-    put(m2 <= 1e-300 ? 0.0 : m.m3() / std::pow(m2, 1.5));
-    put(m2 <= 1e-300 ? 0.0 : m.m4() / (m2 * m2) - 3.0);
-  }
-  // (W) lag-1 autocorrelation, (X) vol-scaled returns, (Y) vol ratios.
-  for (const auto& p : s.autocorr) put(p.corr());
-  for (int64_t w : kRetZWindows) put(safe_div(r, rv(w)));
-  put(log_ratio(rv(5), rv(60)));
-  put(log_ratio(rv(20), rv(240)));
-  put(log_ratio(rv(10), rv(120)));
-  put(log_ratio(park(pos(kVolWindows, 20)), rv(20)));
-  // (Z) drawdown / run-up, (AA) efficiency, (AB) up fraction.
-  for (size_t i = 0; i < kDrawWindows.size(); ++i) {
-    put(lc - s.max_lc[i].value());
-    put(lc - s.min_lc[i].value());
-  }
-  for (size_t i = 0; i < kTrendWindows.size(); ++i)
-    put(safe_div(std::abs(s.sum_r[i].sum()), s.sum_abs_r[i].sum()));
-  for (size_t i = 0; i < kTrendWindows.size(); ++i) put(s.sum_up[i].mean() - 0.5);
-  // (AC) Bollinger position, (AD) Sharpe-like ratios, (AE) volume trends.
-  for (int64_t w : kBollingerWindows) {
-    const Window& m = s.mom_lc[pos(kSmaWindows, w)];
-    const double sd = std::sqrt(m.m2());
-    put(sd > 1e-300 ? (lc - m.mean()) / (2.0 * sd) : 0.0);
-  }
-  for (int64_t w : kSharpeWindows) {
-    const Window& m = s.mom_r[pos(kStdWindows, w)];
-    put(safe_div(m.mean(), std::sqrt(m.m2())));
-  }
-  const auto v_mean = [&](int64_t w) { return s.sum_v[pos(kVolumeWindows, w)].mean(); };
-  put(std::log((v_mean(5) + 1) / (v_mean(60) + 1)));
-  put(std::log((v_mean(20) + 1) / (v_mean(120) + 1)));
-  // (AF) |return|-volume correlation.
-  for (const auto& p : s.absret_vol) put(p.corr());
-  // (AG) CCI: the mean absolute deviation around the moving mean has no O(1) update; the windows
-  // are short (14, 20), so a direct pass in the batch's order costs a fixed ~2w reads.
-  for (int64_t w : kCciWindows) {
-    const int64_t n = std::min(t + 1, w);
-    double m = 0.0, md = 0.0;
-    for (int64_t k = n - 1; k >= 0; --k) m += s.ltp.back(k);
-    m /= static_cast<double>(n);
-    for (int64_t k = n - 1; k >= 0; --k) md += std::abs(s.ltp.back(k) - m);
-    md /= static_cast<double>(n);
-    put(md > 1e-300 ? (s.ltp.back(0) - m) / (0.015 * md) / 100.0 : 0.0);
-  }
-  // (AH) extreme returns, (AI) downside and (AJ) upside semi-volatility.
-  for (size_t i = 0; i < kExtremeRetWindows.size(); ++i) {
-    put(s.max_r[i].value());
-    put(s.min_r[i].value());
-  }
-  for (size_t i = 0; i < kMomentWindows.size(); ++i) put(std::sqrt(s.sum_losses2[i].mean()));
-  for (size_t i = 0; i < kMomentWindows.size(); ++i) put(std::sqrt(s.sum_gains2[i].mean()));
-  // (AK) vol changes, (AL) variance ratios.
-  put(log_ratio(s.rv20.back(0), s.rv20.back(std::min<int64_t>(t, 5))));
-  put(log_ratio(s.rv60.back(0), s.rv60.back(std::min<int64_t>(t, 20))));
-  {
-    const double s1 = s.sum_r2[pos(kVolWindows, 60)].sum();
-    put(s1 > 1e-300 ? s.sum_dq5sq.sum() / (5.0 * s1) - 1.0 : 0.0);
-    const double s1b = s.sum_r2[pos(kVolWindows, 120)].sum();
-    put(s1b > 1e-300 ? s.sum_dq10sq.sum() / (10.0 * s1b) - 1.0 : 0.0);
-  }
-  // (AM) bars since the 60-bar high / low, (AN) jump flag.
-  put(static_cast<double>(t - s.max_lc[pos(kDrawWindows, 60)].index()) / 60.0);
-  put(static_cast<double>(t - s.min_lc[pos(kDrawWindows, 60)].index()) / 60.0);
-  {
-    const double sd = rv(60);
-    put((sd > 0 && std::abs(r) > 4.0 * sd) ? (r > 0 ? 1.0 : -1.0) : 0.0);
-  }
-  FOXHUNT_INTERNAL_ASSERT(c == static_cast<size_t>(kTftPastFeatures), "TFT feature count ", c);
-  // RL extras: longer return and range lags, lagged volume z-score and realised vol.
-  for (int64_t k = 20; k < 30; ++k) put(t >= k ? s.r.back(k) : 0.0);
-  for (int64_t k = 10; k < 15; ++k) put(t >= k ? s.hl.back(k) : 0.0);
-  for (int64_t k = 1; k <= 5; ++k) put(t >= k ? s.vol_z20.back(k) : 0.0);
-  for (int64_t k = 1; k <= 5; ++k) put(t >= k ? s.rv20.back(k) : 0.0);
-  FOXHUNT_INTERNAL_ASSERT(c == static_cast<size_t>(kObservedFeatures), "bank count ", c);
 
   s.lc_prev = lc;
   s.last_timestamp = bar.timestamp;

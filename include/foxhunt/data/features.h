@@ -21,6 +21,10 @@
 /// `kFeatureWarmup` (256) use truncated windows and are dropped by the datasets.
 /// Bank values are plain numbers of mixed scale; `Normalizer` (fitted on the training split
 /// only) standardises them.
+///
+/// The bank's vocabulary (every column's kind, windows and name, in column order) is one table,
+/// `kFeatureTable` in feature_table.h; this bank and the streaming engine
+/// (streaming_features.h) are both generated from it.
 
 #include <array>
 #include <cstdint>
@@ -68,7 +72,8 @@ struct Matrix {
   Matrix select_columns(const std::vector<int64_t>& columns) const;
 };
 
-/// Names of the 250 bank columns, in column order (unique).
+/// Names of the 250 bank columns, in column order (unique): the names the bank builder gives the
+/// kFeatureTable entries (feature_table.h).
 const std::vector<std::string>& observed_feature_names();
 /// Names of the 225 TFT past-observed inputs (= the first 225 bank names).
 std::vector<std::string> tft_feature_names();

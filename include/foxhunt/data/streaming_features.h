@@ -8,6 +8,12 @@
 /// lags. One `update` costs O(1) amortised per feature and the memory is bounded by the longest
 /// lookback (240 bars), not by the series length. Torch-free.
 ///
+/// The engine is generated from the same table as the batch bank, `kFeatureTable`
+/// (feature_table.h): on first use it walks the table once and derives which rolling statistics
+/// to keep (each window, EMA and lag shared by every column that reads it) and, per column, what
+/// to read; `update` then computes the columns in table order. `column_names()` are the names of
+/// the columns it planned, equal to `observed_feature_names()` (streaming_features_test.cpp).
+///
 /// Row t equals row t of `compute_observed_features` on bars 0..t, up to floating-point rounding
 /// (the test bounds the relative difference by 1e-6; most values are bit-identical), on every
 /// bar including the warm-up, flat windows (one price or volume throughout) included: variances
@@ -62,6 +68,10 @@ class StreamingFeatures {
 
   /// Checks `bar` as `update` would, without consuming it; throws InputError when invalid.
   void check(const Bar& bar) const;
+
+  /// Names of the row's entries, in row order: the kFeatureTable entries the engine planned its
+  /// columns from (equal to observed_feature_names()).
+  static const std::vector<std::string>& column_names();
 
   /// The bank row of the last accepted bar. Throws InputError before the first bar.
   std::span<const float> row() const;
