@@ -26,7 +26,7 @@ Registrar reg = subcommand<BudgetArgs>(
     "Memory budget validation: every model's measured footprint against its target, the device "
     "budget and the required headroom",
     [](CLI::App* sub, std::shared_ptr<BudgetArgs> a) -> Runner {
-      a->budget.add(sub, &a->o.device_profile);
+      a->budget.add(sub, memory::kReferenceProfile);
       sub->add_option("--headroom-mib", a->headroom_mib, "Free memory required after all models")
           ->capture_default_str();
       sub->add_option("--targets", a->targets,
@@ -51,8 +51,7 @@ Registrar reg = subcommand<BudgetArgs>(
       return [a]() {
         plan::BudgetOptions o = a->o;
         o.deployment_views = !a->no_views;
-        const auto budget = a->budget.resolve("budget");  // also checks the profile name
-        if (a->budget.budget_given()) o.budget_bytes = budget.bytes;
+        o.budget = a->budget.resolve_required("budget");
         o.headroom_bytes = mib_to_bytes(a->headroom_mib, "budget", "--headroom-mib", true);
         if (!a->targets.empty()) o.targets = plan::load_targets(a->targets, o.device);
         if (!a->precision.empty()) o.precision = plan::parse_precisions(a->precision);

@@ -25,7 +25,7 @@ Registrar reg = subcommand<PlanArgs>(
     "training step verified under the enforced cap",
     [](CLI::App* sub, std::shared_ptr<PlanArgs> a) -> Runner {
       sub->add_option("model", a->o.model, "Model name (see `foxhunt models`)")->required();
-      a->budget.add(sub);
+      a->budget.add(sub, memory::kReferenceProfile);
       sub->add_option("--step", a->step,
                       "Step measured: trainer (the trainer's own update: DQN target network and "
                       "replay buffer, PPO rollout, forecast step) or synthetic (example batch + "
@@ -74,9 +74,7 @@ Registrar reg = subcommand<PlanArgs>(
                         o.train.trainer_options.type_name());
         }
         o.verify = !a->no_verify;
-        const auto budget = a->budget.resolve("plan");
-        o.budget_bytes = budget.bytes;
-        o.budget_source = budget.source;
+        o.budget = a->budget.resolve_required("plan");
         try {
           const auto r = plan::plan_batch(o);
           if (a->json) {
@@ -91,7 +89,7 @@ Registrar reg = subcommand<PlanArgs>(
           if (a->json) {
             print_json(nlohmann::json{{"ok", false},
                                       {"model", o.model},
-                                      {"budget_bytes", o.budget_bytes},
+                                      {"budget_bytes", o.budget.bytes},
                                       {"error", e.what()},
                                       {"tag", e.tag()},
                                       {"tag_bytes", e.tag_bytes()},

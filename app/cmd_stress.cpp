@@ -16,7 +16,7 @@ struct StressArgs {
   runtime::StressOptions o;
   std::string scenario = "all";
   std::string models;
-  std::string profiles_file;
+  BudgetFlags budget;
   std::string report;
   bool long_soak = false;
   bool json = false;
@@ -36,11 +36,10 @@ Registrar reg = subcommand<StressArgs>(
       sub->add_option("--models", a->models,
                       "Serve only these models, comma-separated (default: all four)");
       add_device_flag(sub, &a->o.device);
-      sub->add_option("--device-profile", a->o.device_profile,
-                      "Enforce this card's usable bytes for the whole run (ledger cap on CPU, "
-                      "allocator memory fraction on CUDA); default: no cap");
-      sub->add_option("--budget-mib", a->o.budget_mib, "Enforce this cap in MiB instead");
-      sub->add_option("--profiles", a->profiles_file, "JSON file with custom device profiles");
+      a->budget.add(sub, "",
+                    "Enforce this card's usable bytes for the whole run (ledger cap on CPU, "
+                    "allocator memory fraction on CUDA); default: no cap",
+                    "Enforce this cap in MiB instead");
       sub->add_option("--iterations", a->o.iterations, "concurrent: bars")->capture_default_str();
       sub->add_option("--soak", a->o.soak, "soak: bars of the whole ensemble")
           ->capture_default_str();
@@ -68,9 +67,8 @@ Registrar reg = subcommand<StressArgs>(
                       "Write DIR/report.html (plots), DIR/report.md and DIR/stress.json");
       sub->add_flag("--json", a->json, "Print the JSON report only (progress goes to stderr)");
       return [a]() {
-        if (!a->profiles_file.empty())
-          memory::register_profiles(memory::load_profiles(a->profiles_file));
         runtime::StressOptions o = a->o;
+        o.budget = a->budget.resolve("stress");
         if (a->long_soak) o.soak = 1000000;
         std::stringstream ss(a->models);
         for (std::string m; std::getline(ss, m, ',');)

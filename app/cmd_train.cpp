@@ -24,6 +24,7 @@ struct TrainArgs {
   int64_t world_size = 1, rank = 0, check_interval = 0;
   std::string master, backend = "auto";
   double timeout_s = 0;
+  BudgetFlags budget;
 };
 
 // The command line of one rank under --nproc: this one without --nproc and --master (the
@@ -70,13 +71,11 @@ Registrar reg = subcommand<TrainArgs>(
       sub->add_option("--batch", args->job.batch,
                       "Batch size: a number, or auto (largest batch the memory planner verifies "
                       "within the budget)");
-      sub->add_option("--device-profile", args->job.device_profile,
-                      "Memory budget = this device profile's usable bytes: the whole run is "
-                      "capped at it on --device (--batch auto plans for it; default there "
-                      "rtx3050ti-4gb). Without it or --budget-mib the run is uncapped");
-      sub->add_option("--budget-mib", args->job.budget_mib,
-                      "Memory budget in MiB (overrides --device-profile); caps the whole run")
-          ->check(CLI::PositiveNumber);
+      args->budget.add(sub, "",
+                       "Memory budget = this device profile's usable bytes: the whole run is "
+                       "capped at it on --device (--batch auto plans for it; default there "
+                       "rtx3050ti-4gb). Without it or --budget-mib the run is uncapped",
+                       "Memory budget in MiB (overrides --device-profile); caps the whole run");
       auto* seed = sub->add_option("--seed", args->seed, "Seed of every random draw (default 0)");
       sub->add_option("--out", args->job.out_dir,
                       "Output directory (default out/train-MODEL, or the resumed checkpoint's)");
@@ -136,6 +135,7 @@ Registrar reg = subcommand<TrainArgs>(
       nproc->excludes(world);
       return [args, seed, steps, epochs]() {
         auto& job = args->job;
+        job.budget = args->budget.resolve("train");
         // One model trains for steps or epochs; `all` takes both (steps: dqn/ppo, epochs: the
         // forecasters).
         FOXHUNT_CHECK(job.model == "all" || steps->count() == 0 || epochs->count() == 0, "train",

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,22 +45,25 @@ Registrar subcommand(std::string name, int order, std::string help,
   });
 }
 
-/// The budget flags shared by plan and budget: --device-profile NAME, --profiles FILE and
-/// --budget-mib N (which excludes the profile).
+/// The budget flags of plan, budget, train and stress, declared once: --device-profile NAME,
+/// --profiles FILE and --budget-mib N (which excludes the profile). They become one
+/// memory::Budget, the library's budget value; only app/ knows the flag names.
 struct BudgetFlags {
-  std::string profile;        ///< --device-profile (default: the reference card)
+  std::string profile;        ///< --device-profile ("" = the default given to add())
   std::string profiles_file;  ///< --profiles
   double budget_mib = 0;      ///< --budget-mib
   CLI::Option* budget_option = nullptr;
-  std::string* profile_ptr_ = &profile;  ///< where --device-profile lands
 
-  /// Adds the three flags to `sub`; `profile` is bound to `*profile_target` when given.
-  void add(CLI::App* sub, std::string* profile_target = nullptr);
-  /// Registers --profiles, then the budget: --budget-mib when given, else the profile's usable
-  /// bytes. Errors name `component`.
-  memory::Budget resolve(const char* component);
-  /// True when --budget-mib was given.
-  bool budget_given() const { return budget_option != nullptr && budget_option->count() > 0; }
+  /// Adds the three flags to `sub`. `default_profile` is the budget when neither flag is given
+  /// ("" = none: resolve() returns no budget); the helps replace the generic lines when given.
+  void add(CLI::App* sub, const std::string& default_profile, const std::string& profile_help = "",
+           const std::string& mib_help = "");
+  /// Registers --profiles, then the budget: --budget-mib when given (source "--budget-mib"),
+  /// else the profile's usable bytes, else none. InputError naming `component` for a bad MiB
+  /// value or an unknown profile.
+  std::optional<memory::Budget> resolve(const char* component);
+  /// The budget where add() was given a default profile (plan, budget): never none.
+  memory::Budget resolve_required(const char* component);
 };
 
 /// Adds --device to `sub`, parsed into `*target` once, while the flags are read: "cpu", "cuda"

@@ -5,6 +5,7 @@
 
 #include "command.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/units.h"
 #include "foxhunt/memory/runtime_init.h"
 
 namespace foxhunt::cli {
@@ -14,23 +15,34 @@ std::vector<CommandEntry>& commands() {
   return c;
 }
 
-void BudgetFlags::add(CLI::App* sub, std::string* profile_target) {
-  std::string* target = profile_target ? profile_target : &profile;
-  if (target->empty()) *target = memory::kReferenceProfile;
-  auto* prof = sub->add_option("--device-profile", *target,
-                               "Device profile whose usable bytes are the budget")
-                   ->capture_default_str();
+void BudgetFlags::add(CLI::App* sub, const std::string& default_profile,
+                      const std::string& profile_help, const std::string& mib_help) {
+  profile = default_profile;
+  auto* prof = sub->add_option(
+      "--device-profile", profile,
+      profile_help.empty() ? "Device profile whose usable bytes are the budget" : profile_help);
+  if (!default_profile.empty()) prof->capture_default_str();
   sub->add_option("--profiles", profiles_file, "JSON file with custom device profiles to add");
   budget_option =
-      sub->add_option("--budget-mib", budget_mib, "Budget in MiB (overrides the profile)")
+      sub->add_option("--budget-mib", budget_mib,
+                      mib_help.empty() ? "Budget in MiB (overrides the profile)" : mib_help)
           ->excludes(prof);
-  profile_ptr_ = target;
 }
 
-memory::Budget BudgetFlags::resolve(const char* component) {
+std::optional<memory::Budget> BudgetFlags::resolve(const char* component) {
   if (!profiles_file.empty()) memory::register_profiles(memory::load_profiles(profiles_file));
-  return memory::resolve_budget(budget_given() ? std::optional<double>(budget_mib) : std::nullopt,
-                                *profile_ptr_, component);
+  if (budget_option != nullptr && budget_option->count() > 0)
+    return memory::Budget::of_bytes(mib_to_bytes(budget_mib, component, "--budget-mib"),
+                                    "--budget-mib");
+  if (!profile.empty()) return memory::Budget::of_profile(profile);
+  return std::nullopt;
+}
+
+memory::Budget BudgetFlags::resolve_required(const char* component) {
+  auto b = resolve(component);
+  FOXHUNT_CHECK(b.has_value(), component,
+                "expected a budget: --device-profile NAME or --budget-mib N, got neither");
+  return *b;
 }
 
 CLI::Option* add_device_flag(CLI::App* sub, Device* target, const std::string& help) {

@@ -64,7 +64,7 @@ TEST_F(BudgetTest, OverTargetOverBudgetAndHeadroomFail) {
   EXPECT_TRUE(rep.headroom_ok);
 
   plan::BudgetOptions tiny;
-  tiny.budget_bytes = 100 * 1024;
+  tiny.budget = memory::Budget::of_bytes(100 * 1024);
   rep = plan::validate_budget(tiny);
   EXPECT_FALSE(rep.ok);
   EXPECT_FALSE(rep.total_within_budget);
@@ -214,7 +214,7 @@ TEST_F(BudgetTest, ThreeDeploymentViewsAreMeasuredAndCanFail) {
   EXPECT_EQ(rep.views[2].bytes, rep.serving_concurrent_bytes + largest_training);
   EXPECT_TRUE(rep.ok);
   // A budget between the serving and the mixed peak: serving fits, mixed does not.
-  o.budget_bytes = rep.serving_concurrent_bytes + largest_training / 2;
+  o.budget = memory::Budget::of_bytes(rep.serving_concurrent_bytes + largest_training / 2);
   const auto tight = plan::validate_budget(o);
   ASSERT_EQ(tight.views.size(), 3u);
   EXPECT_FALSE(tight.views[2].ok);

@@ -124,7 +124,7 @@ TEST(DeviceMemoryTest, PlanOnCudaWithoutAGpuIsAnInputError) {
   plan::PlanOptions o;
   o.model = "ppo";
   o.train.device = "cuda";
-  o.budget_bytes = 64u << 20;
+  o.budget = memory::Budget::of_bytes(64u << 20);
   EXPECT_THROW(plan::plan_batch(o), InputError);
   const auto r = testing::run_cli("plan ppo --device cuda --budget-mib 64");
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
@@ -258,7 +258,7 @@ TEST_P(CudaModelTest, PlanIsVerifiedUnderTheAllocatorCapAndTwiceRunsOut_CUDA) {
   o.model = name;
   o.train.device = "cuda";
   if (name == "dqn") o.train.trainer_options = {{"buffer_size", 2000}};
-  o.budget_bytes = 256u << 20;
+  o.budget = memory::Budget::of_bytes(256u << 20);
   o.max_batch = 1 << 20;
   const auto r = plan::plan_batch(o);
   ASSERT_TRUE(r.verified);
@@ -326,7 +326,7 @@ TEST(CudaBudgetTest, BudgetMeasuresTheCardUnderItsCapWithTheGpuTags_CUDA) {
   const auto j = rep.to_json();
   EXPECT_TRUE(j["device_overheads"]["measured"].get<bool>());
   // A budget the training view cannot fit: the allocator cap stops it with the typed error.
-  o.budget_bytes = 4u << 20;
+  o.budget = memory::Budget::of_bytes(4u << 20);
   EXPECT_THROW(plan::validate_budget(o), OutOfMemoryError);
   EXPECT_EQ(memory::cuda_get_limit(0), 0u);
 }

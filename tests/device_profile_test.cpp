@@ -72,6 +72,47 @@ TEST(DeviceProfileTest, UnknownNameListsTheKnownOnes) {
   }
 }
 
+TEST(DeviceProfileTest, BudgetOfAProfileIsItsUsableBytesWithItsReserve) {
+  const auto p = find_profile(kReferenceProfile);
+  const auto b = Budget::of_profile(kReferenceProfile);
+  EXPECT_EQ(b.bytes, p.usable_bytes());
+  EXPECT_EQ(b.source, std::string(kReferenceProfile) + " usable");
+  EXPECT_EQ(b.reserve_bytes, p.reserve_bytes);
+  EXPECT_GT(b.reserve_bytes, 0u);
+  EXPECT_THROW(Budget::of_profile("rtx4090"), InputError);
+  const auto given = Budget::of_bytes(1234, "--budget-mib");
+  EXPECT_EQ(given.bytes, 1234u);
+  EXPECT_EQ(given.source, "--budget-mib");
+  EXPECT_EQ(given.reserve_bytes, 0u);
+  EXPECT_EQ(Budget{}.source, "custom");
+}
+
+TEST(DeviceProfileTest, TheBudgetFlagsAreOneSetOnEveryCommand) {
+  using foxhunt::testing::run_cli;
+  // train and stress take the same three flags as plan and budget: --profiles registers a card,
+  // --device-profile picks it, --budget-mib excludes it; a bad value is a usage error.
+  TempDir dir;
+  const auto cards = dir.file("cards.json");
+  write_file_atomic(cards,
+                    R"({"profiles": [{"name": "tiny-1mb", "total_mib": 1, "reserve_mib": 0}]})");
+  for (const std::string cmd :
+       {"train dqn --steps 10 --progress off", "stress --scenario concurrent --iterations 2"}) {
+    auto r = run_cli(cmd + " --budget-mib -1");
+    EXPECT_EQ(r.exit_code, 2) << cmd << r.err;
+    EXPECT_NE(r.err.find("--budget-mib"), std::string::npos) << cmd << r.err;
+    r = run_cli(cmd + " --budget-mib 4 --device-profile t4-16gb");
+    EXPECT_EQ(r.exit_code, 2) << cmd << r.err;
+    r = run_cli(cmd + " --device-profile nosuchcard");
+    EXPECT_EQ(r.exit_code, 2) << cmd << r.err;
+    EXPECT_NE(r.err.find("rtx3050ti-4gb"), std::string::npos) << cmd << r.err;
+    // The registered 1 MiB card is found and enforced: the run runs out of memory (exit 1).
+    const std::string out = cmd.rfind("train", 0) == 0 ? " --out " + dir.file("o") : "";
+    r = run_cli(cmd + " --profiles " + cards + " --device-profile tiny-1mb" + out);
+    EXPECT_EQ(r.exit_code, 1) << cmd << r.out << r.err;
+    EXPECT_NE(r.err.find("out of memory"), std::string::npos) << cmd << r.err;
+  }
+}
+
 TEST(DeviceProfileTest, LoadsAGoodFile) {
   TempDir dir;
   const auto path = dir.file("cards.json");

@@ -186,7 +186,7 @@ TEST(GradientSyncTest, ThePlannerPlansPerRankWithTheBucketsResident) {
   // its all-reduce buckets, so the verified step ran with them allocated under the cap.
   plan::PlanOptions o;
   o.model = "dqn";
-  o.budget_bytes = 4 * 1024 * 1024;
+  o.budget = memory::Budget::of_bytes(4 * 1024 * 1024);
   o.max_batch = 4096;
   o.train.trainer_options = {{"buffer_size", 1000}};  // a 2 MB replay buffer in the 4 MiB
   const auto alone = plan::plan_batch(o);

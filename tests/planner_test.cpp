@@ -74,7 +74,7 @@ std::uint64_t budget_for(const std::string& name, std::int64_t seq_len, Optimize
   o.train.step = plan::StepKind::kSynthetic;  // the step trains_under_cap writes out
   o.train.optimizer = kind;
   o.train.seq_len = seq_len;
-  o.budget_bytes = std::uint64_t{1} << 34;
+  o.budget = memory::Budget::of_bytes(std::uint64_t{1} << 34);
   o.verify = false;
   const auto r = plan::plan_batch(o);
   EXPECT_GT(r.fit_c, 0.0) << name;
@@ -98,7 +98,7 @@ TEST_P(PlannerModelTest, FitPredictsVerifiedPeakAndPlanIsTight) {
       o.model = name;
       o.train.step = plan::StepKind::kSynthetic;
       o.train.seq_len = seq;
-      o.budget_bytes = budget;
+      o.budget = memory::Budget::of_bytes(budget);
       o.margin = 0.0;
       o.pow2 = pow2;
       const auto r = plan::plan_batch(o);
@@ -129,7 +129,7 @@ TEST_P(PlannerModelTest, SgdAllowsAtLeastTheAdamBatch) {
   plan::PlanOptions o;
   o.model = name;
   o.train.step = plan::StepKind::kSynthetic;  // other optimizers than adam: the stand-in step
-  o.budget_bytes = budget;
+  o.budget = memory::Budget::of_bytes(budget);
   o.margin = 0.0;
   const auto adam = plan::plan_batch(o);
   o.train.optimizer = OptimizerKind::kSgd;
@@ -147,7 +147,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, PlannerModelTest, ::testing::ValuesIn(models:
 TEST_F(PlannerTest, MaxBatchClampIsReported) {
   plan::PlanOptions o;
   o.model = "dqn";
-  o.budget_bytes = 64ull << 20;                        // 64 MiB: far more than 100 dqn samples need
+  o.budget = memory::Budget::of_bytes(64ull << 20);    // 64 MiB: far more than 100 dqn samples need
   o.train.trainer_options = {{"buffer_size", 10000}};  // a 20.6 MB replay buffer of it
   o.max_batch = 100;
   const auto r = plan::plan_batch(o);
@@ -166,7 +166,7 @@ TEST_F(PlannerTest, BudgetTooSmallForBatchOneNamesTheLargestTag) {
     SCOPED_TRACE(name);
     plan::PlanOptions o;
     o.model = name;
-    o.budget_bytes = 10 * 1024;
+    o.budget = memory::Budget::of_bytes(10 * 1024);
     plan::TrainConfig cfg;
     cfg.batch = 1;
     const auto fp = plan::measure_training_footprint(name, cfg);
@@ -205,7 +205,7 @@ TEST_F(PlannerTest, VerifyUnderCapRefusesAndRestores) {
 
 TEST_F(PlannerTest, BadOptionsAreInputErrors) {
   plan::PlanOptions o;
-  o.budget_bytes = 1 << 20;
+  o.budget = memory::Budget::of_bytes(1 << 20);
   o.margin = 1.0;
   EXPECT_THROW(plan::plan_batch(o), InputError);
   o.margin = 0.1;
@@ -218,7 +218,7 @@ TEST_F(PlannerTest, BadOptionsAreInputErrors) {
   o.probe_batches = {4, 4};
   EXPECT_THROW(plan::plan_batch(o), InputError);
   o.probe_batches = {1, 2};
-  o.budget_bytes = 0;
+  o.budget = memory::Budget::of_bytes(0);
   EXPECT_THROW(plan::plan_batch(o), InputError);
 }
 

@@ -133,7 +133,7 @@ TEST(Stress, ServerLatencyCountsFromTheScheduledArrival) {
 TEST(Stress, CapTooSmallForTheModelsIsATypedOutOfMemoryFailure) {
   std::ostringstream log;
   auto o = small_options();
-  o.budget_mib = 0.5;  // the TFT's weights alone are larger
+  o.budget = memory::Budget::of_bytes(512 * 1024);  // the TFT's weights alone are larger
   const auto r = run_stress(o, {"concurrent"}, log);
   const auto& s = only(r);
   EXPECT_FALSE(s.ok);

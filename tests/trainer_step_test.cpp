@@ -229,10 +229,11 @@ TEST_P(TrainerStepModelTest, PlannedBatchTrainsTheRealTrainerAndTwiceRunsOut) {
   plan::PlanOptions o;
   o.model = name;
   if (name == "dqn") o.train.trainer_options = dqn_options(buffer);
-  o.budget_bytes = std::uint64_t{1} << 34;
+  o.budget = memory::Budget::of_bytes(std::uint64_t{1} << 34);
   o.verify = false;
   const auto fit = plan::plan_batch(o);
-  o.budget_bytes = static_cast<std::uint64_t>(static_cast<double>(fit.predict(around)) / 0.9);
+  o.budget = memory::Budget::of_bytes(
+      static_cast<std::uint64_t>(static_cast<double>(fit.predict(around)) / 0.9));
   o.verify = true;
   const auto r = plan::plan_batch(o);
   ASSERT_TRUE(r.verified);

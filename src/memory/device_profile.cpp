@@ -187,11 +187,13 @@ nlohmann::json to_json(const DeviceProfile& p) {
           {"source", p.source}};
 }
 
-Budget resolve_budget(const std::optional<double>& budget_mib, const std::string& profile,
-                      const char* component) {
-  if (budget_mib) return {mib_to_bytes(*budget_mib, component, "--budget-mib"), "--budget-mib"};
-  const auto p = find_profile(profile);
-  return {p.usable_bytes(), p.name + " usable"};
+Budget Budget::of_profile(const std::string& name) {
+  const auto p = find_profile(name);
+  return {p.usable_bytes(), p.name + " usable", p.reserve_bytes};
+}
+
+Budget Budget::of_bytes(std::uint64_t bytes, std::string source) {
+  return {bytes, std::move(source), 0};
 }
 
 }  // namespace foxhunt::memory

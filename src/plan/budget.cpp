@@ -330,15 +330,11 @@ BudgetReport measure_budget(const BudgetOptions& o) {
   for (const auto& [name, bytes] : o.targets) targets[name] = bytes;
   BudgetReport rep;
   rep.device = dev;
-  if (o.budget_bytes > 0) {
-    rep.budget_bytes = o.budget_bytes;
-    rep.budget_source = "--budget-mib";
-  } else {
-    const DeviceProfile p = find_profile(o.device_profile);
-    rep.budget_bytes = p.usable_bytes();
-    rep.budget_source = p.name + " usable";
-    rep.profile_reserve_bytes = p.reserve_bytes;
-  }
+  FOXHUNT_CHECK(o.budget.bytes > 0, "budget", "budget (", o.budget.source,
+                "): expected > 0 bytes, got 0");
+  rep.budget_bytes = o.budget.bytes;
+  rep.budget_source = o.budget.source;
+  rep.profile_reserve_bytes = o.budget.reserve_bytes;
   // CUDA: the card is capped at the budget for the whole run (the CPU ledger measures uncapped
   // and judges the figures instead, so an over-budget model is a row that fails, not an abort).
   std::optional<DeviceLimitGuard> cap;

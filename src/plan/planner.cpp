@@ -48,7 +48,7 @@ double pct_error(std::uint64_t value, std::uint64_t truth) {
 }
 
 void check_options(const PlanOptions& o) {
-  FOXHUNT_CHECK(o.budget_bytes > 0, "planner", "budget: expected > 0 bytes, got 0");
+  FOXHUNT_CHECK(o.budget.bytes > 0, "planner", "budget: expected > 0 bytes, got 0");
   FOXHUNT_CHECK(o.margin >= 0.0 && o.margin < 1.0, "planner",
                 "margin: expected a fraction in [0, 1), got ", o.margin);
   FOXHUNT_CHECK(o.min_batch >= 1, "planner", "min-batch: expected >= 1, got ", o.min_batch);
@@ -314,14 +314,14 @@ PlanResult plan_batch(const PlanOptions& o) {
   PlanResult r;
   r.model = o.model;
   r.train = o.train;
-  r.budget_bytes = o.budget_bytes;
-  r.budget_source = o.budget_source;
+  r.budget_bytes = o.budget.bytes;
+  r.budget_source = o.budget.source;
   r.margin = o.margin;
   r.pow2 = o.pow2;
   r.min_batch = o.min_batch;
   r.max_batch = o.max_batch;
 
-  const double allowed = static_cast<double>(o.budget_bytes) * (1.0 - o.margin);
+  const double allowed = static_cast<double>(o.budget.bytes) * (1.0 - o.margin);
   // Least squares of (b, fixed + phase peak) over the probes with b >= the largest/8, for the
   // forward+backward phase and for the optimizer step.
   const auto fit = [&r] {
@@ -429,7 +429,7 @@ PlanResult plan_batch(const PlanOptions& o) {
   // 4. Verify under the enforced cap; halve on OutOfMemoryError.
   if (o.verify) {
     for (;;) {
-      VerifyAttempt a = verify_batch(o.model, r.train, b, o.budget_bytes, o.model_options);
+      VerifyAttempt a = verify_batch(o.model, r.train, b, o.budget.bytes, o.model_options);
       r.attempts.push_back(a);
       if (a.ok) {
         r.verified = true;

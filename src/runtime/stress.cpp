@@ -668,16 +668,10 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
   memory::install_ledger();
 
   // The cap, resolved before anything is loaded so that loading counts against it too.
-  uint64_t cap = 0;
-  std::string cap_source = "none";
-  if (o.budget_mib > 0) {
-    cap = mib_to_bytes(o.budget_mib, kComponent, "--budget-mib", false);
-    cap_source = "--budget-mib";
-  } else if (!o.device_profile.empty()) {
-    const auto p = memory::find_profile(o.device_profile);
-    cap = p.usable_bytes();
-    cap_source = p.name + " usable";
-  }
+  const uint64_t cap = o.budget ? o.budget->bytes : 0;
+  const std::string cap_source = o.budget ? o.budget->source : "none";
+  FOXHUNT_CHECK(!o.budget || cap > 0, kComponent, "budget (", cap_source,
+                "): expected > 0 bytes, got 0");
 
   BundleSource src;
   src.names = served_models(o);

@@ -76,12 +76,9 @@ nlohmann::json checked_overrides(const nlohmann::json& j, const char* flag) {
 // The budget a run is capped at: --budget-mib, else --device-profile's usable bytes; --batch
 // auto without either plans for (and is capped at) the reference card. None otherwise.
 std::optional<memory::Budget> run_budget(const TrainJob& job) {
-  const bool given = job.budget_mib > 0 || !job.device_profile.empty();
-  if (!given && job.batch != "auto") return std::nullopt;
-  return memory::resolve_budget(
-      job.budget_mib > 0 ? std::optional<double>(job.budget_mib) : std::nullopt,
-      job.device_profile.empty() ? std::string(memory::kReferenceProfile) : job.device_profile,
-      kComponent);
+  if (job.budget) return job.budget;
+  if (job.batch == "auto") return memory::Budget::of_profile(memory::kReferenceProfile);
+  return std::nullopt;
 }
 
 // --batch auto: the memory planner's largest verified batch for `model` (built with
@@ -105,8 +102,7 @@ int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
   po.train.bucket_mib = job.dist.bucket_mib();
   po.max_batch = std::max<int64_t>(1, max_batch);
   const auto budget = *run_budget(job);
-  po.budget_bytes = budget.bytes;
-  po.budget_source = budget.source;
+  po.budget = budget;
   const auto r = plan::plan_batch(po);
   plan_json = {{"chosen_batch", r.chosen_batch},
                {"budget_bytes", r.budget_bytes},

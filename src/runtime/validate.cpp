@@ -150,7 +150,7 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
 
 void validate_budget_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
   plan::BudgetOptions o;
-  o.device_profile = memory::kReferenceProfile;
+  o.budget = memory::Budget::of_profile(memory::kReferenceProfile);
   o.device = options.device;  // CUDA: measured on the card under the profile's cap
   o.seed = options.seed;
   const auto rep = plan::validate_budget(o);
@@ -207,7 +207,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
     job.data = csv;
     job.seed = options.seed;
     job.device = options.device;
-    job.device_profile = memory::kReferenceProfile;  // each run capped at the reference card
+    job.budget = memory::Budget::of_profile(memory::kReferenceProfile);  // each run capped
     job.out_dir = BundleDirectory(root.string()).model_dir(model);
     job.progress = train::ProgressMode::kOff;
     const bool rl = models::is_policy(model);
@@ -370,7 +370,7 @@ void validate_stress_step(const ValidateOptions& options, StepResult& result, st
   namespace fs = std::filesystem;
   StressOptions o;
   o.device = options.device;
-  o.device_profile = memory::kReferenceProfile;  // served under the reference card's cap
+  o.budget = memory::Budget::of_profile(memory::kReferenceProfile);  // the reference card's cap
   o.seed = options.seed;
   o.iterations = options.stress_iterations;
   o.soak = options.stress_soak;

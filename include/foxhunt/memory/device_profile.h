@@ -67,17 +67,17 @@ DeviceProfile find_profile(const std::string& name);
 /// The reference target card (a 4 GB RTX 3050 Ti laptop GPU): the default budget everywhere.
 inline constexpr const char* kReferenceProfile = "rtx3050ti-4gb";
 
-/// A memory budget and where it came from.
+/// A memory budget and where it came from: the one budget value of every options struct.
 struct Budget {
-  std::uint64_t bytes = 0;  ///< the budget
-  std::string source;       ///< "--budget-mib" or "<profile> usable"
-};
+  std::uint64_t bytes = 0;          ///< the budget
+  std::string source = "custom";    ///< "<profile> usable", or who gave the bytes ("--budget-mib")
+  std::uint64_t reserve_bytes = 0;  ///< the profile's context reserve (0: not from a profile)
 
-/// The budget of a command: `budget_mib` MiB when given (> 0 or explicitly set), else the usable
-/// bytes of `profile`. Throws InputError naming `component` for a bad MiB value or an unknown
-/// profile.
-Budget resolve_budget(const std::optional<double>& budget_mib, const std::string& profile,
-                      const char* component);
+  /// The usable bytes of profile `name` (find_profile: InputError listing the known names).
+  static Budget of_profile(const std::string& name);
+  /// `bytes` given directly, by `source`.
+  static Budget of_bytes(std::uint64_t bytes, std::string source = "custom");
+};
 
 /// JSON form: {name, description, total_bytes, reserve_bytes, usable_bytes, source}.
 nlohmann::json to_json(const DeviceProfile& p);

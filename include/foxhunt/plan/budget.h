@@ -83,10 +83,8 @@ std::map<std::string, std::uint64_t> load_targets(
 
 /// What to validate.
 struct BudgetOptions {
-  /// Device profile giving the budget (its usable bytes).
-  std::string device_profile = memory::kReferenceProfile;
-  /// Budget override in bytes (0 = use the profile).
-  std::uint64_t budget_bytes = 0;
+  /// The budget: by default the reference card's usable bytes (Budget::of_profile).
+  memory::Budget budget = memory::Budget::of_profile(memory::kReferenceProfile);
   /// Free memory required after all models: 500 MiB by default.
   std::uint64_t headroom_bytes = 500 * kMiB;
   /// Per-model targets in bytes (registry name -> bytes), over default_targets(device).

@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/memory/device_profile.h"
 #include "foxhunt/plan/footprint.h"
 
 namespace foxhunt::plan {
@@ -94,10 +95,8 @@ struct PlanOptions {
   nlohmann::json model_options = nlohmann::json::object();
   /// Optimizer, window (seq_len 0 = model default) and seed; `batch` is ignored.
   TrainConfig train;
-  /// The budget in bytes (e.g. a device profile's usable bytes).
-  std::uint64_t budget_bytes = 0;
-  /// Name of the budget's source for reports ("rtx3050ti-4gb", "--budget-mib").
-  std::string budget_source = "custom";
+  /// The budget (e.g. a device profile's usable bytes) and its source for reports.
+  memory::Budget budget;
   /// Fraction of the budget kept free for the prediction: pick peak <= budget * (1 - margin).
   double margin = 0.1;
   /// Round the batch down to a power of two.

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "foxhunt/core/device.h"
+#include "foxhunt/memory/device_profile.h"
 
 namespace foxhunt::runtime {
 
@@ -41,10 +42,8 @@ struct StressOptions {
   std::string bundles;
   /// "cpu", "cuda" or "cuda:N".
   Device device;
-  /// Device profile whose usable bytes are enforced for the whole run ("" = no cap).
-  std::string device_profile;
-  /// Explicit cap in MiB (> 0 overrides the profile).
-  double budget_mib = 0;
+  /// The cap enforced for the whole run (none = uncapped).
+  std::optional<memory::Budget> budget;
   /// Seed of the synthetic bars and the fresh models.
   uint64_t seed = 42;
   /// Models served by concurrent/soak/server/switch (empty = all four, in registry order).

@@ -25,10 +25,9 @@ struct TrainJob {
   int64_t steps = 0;   ///< RL environment steps (0 = the trainer's default)
   int64_t epochs = 0;  ///< forecasting epochs (0 = the trainer's default)
   std::string batch;   ///< "" = default, "auto" = batch planner, or a number
-  /// Memory budget = this profile's usable bytes ("" = none, or the reference profile for
-  /// --batch auto). Given (or --budget-mib), the whole run is capped at the budget on its device.
-  std::string device_profile;
-  double budget_mib = 0;         ///< budget in MiB (overrides device_profile; > 0 caps the run)
+  /// Memory budget: given, the whole run is capped at it on its device. None = uncapped, except
+  /// that batch "auto" plans for (and is capped at) the reference card's usable bytes.
+  std::optional<memory::Budget> budget;
   std::optional<uint64_t> seed;  ///< seed (default: the trainer's, 0)
   std::string out_dir;           ///< output directory ("" = out/train-<model>, or the
                                  ///< resumed checkpoint's directory)
