@@ -1,18 +1,18 @@
 // foxhunt backtest: the ensemble and each model alone over held-out bars, against buy-and-hold
-// (library: runtime/backtest.h, runtime/reports.h).
+// (library: serving/backtest.h, harness/reports.h).
 #include <iostream>
 
 #include "command.h"
 #include "foxhunt/core/report.h"
-#include "foxhunt/runtime/backtest.h"
-#include "foxhunt/runtime/reports.h"
+#include "foxhunt/harness/reports.h"
+#include "foxhunt/serving/backtest.h"
 
 namespace foxhunt::cli {
 namespace {
 
 // The flags bind the library's BacktestJob directly: each default is declared once, there.
 struct BacktestArgs {
-  runtime::BacktestJob job;
+  serving::BacktestJob job;
   std::string rule;
   std::string report;
   bool json = false;
@@ -44,14 +44,14 @@ Registrar reg = subcommand<BacktestArgs>(
                       "Write DIR/report.html (plots), DIR/report.md and DIR/backtest.json");
       sub->add_flag("--json", a->json, "Print every metric as JSON only");
       return [a]() {
-        runtime::BacktestJob job = a->job;
-        if (!a->rule.empty()) job.rule = runtime::load_decision_rule(a->rule);
-        const auto run = runtime::run_backtest_job(job, std::cerr);
+        serving::BacktestJob job = a->job;
+        if (!a->rule.empty()) job.rule = serving::load_decision_rule(a->rule);
+        const auto run = serving::run_backtest_job(job, std::cerr);
         auto j = run.to_json();
         if (!a->report.empty()) {
           HtmlReport page("foxhunt backtest");
-          runtime::add_backtest_sections(page, run);
-          j["report"] = runtime::write_report(page, a->report, j, "backtest.json");
+          harness::add_backtest_sections(page, run);
+          j["report"] = harness::write_report(page, a->report, j, "backtest.json");
         }
         if (a->json) {
           print_json(j.dump(2));

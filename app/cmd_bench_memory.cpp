@@ -1,18 +1,18 @@
 // foxhunt bench-memory: the INT8 TFT's five memory checks and the QAT training bytes
-// (library: runtime/quant_report.h). Exit 1 when a check fails.
+// (library: jobs/quant_report.h). Exit 1 when a check fails.
 #include <cstdio>
 #include <iostream>
 
 #include "command.h"
 #include "foxhunt/core/units.h"
+#include "foxhunt/jobs/quant_report.h"
 #include "foxhunt/models/tft.h"
-#include "foxhunt/runtime/quant_report.h"
 
 namespace foxhunt::cli {
 namespace {
 
 struct BenchMemoryArgs {
-  runtime::Int8MemoryOptions options;
+  jobs::Int8MemoryOptions options;
   std::string model_options = "{}";
   bool json = false, no_qat = false;
 };
@@ -34,16 +34,11 @@ Registrar reg = subcommand<BenchMemoryArgs>(
       sub->add_flag("--json", a->json, "Print JSON only");
       return [a]() {
         auto o = a->options;
-        nlohmann::json mo;
-        try {
-          mo = nlohmann::json::parse(a->model_options);
-        } catch (const std::exception& e) {
-          throw InputError("bench-memory", std::string("--model-options: expected JSON, got '") +
-                                               a->model_options + "' (" + e.what() + ")");
-        }
+        const nlohmann::json mo =
+            parse_json_flag(a->model_options, "--model-options", "bench-memory");
         o.model = models::tft_options_from_json(mo);
-        auto report = runtime::tft_int8_memory_checks(o);
-        if (!a->no_qat) report["qat"] = runtime::tft_qat_memory(o);
+        auto report = jobs::tft_int8_memory_checks(o);
+        if (!a->no_qat) report["qat"] = jobs::tft_qat_memory(o);
         const bool passed = report["passed"].get<bool>();
         if (a->json) {
           print_json(report.dump(2));

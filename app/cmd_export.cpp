@@ -1,11 +1,11 @@
 // foxhunt export / import: a bundle's weights as a safetensors file for Python users, and back
-// (library: runtime/bundle.h, runtime/safetensors.h).
+// (library: serving/bundle.h, jobs/safetensors.h).
 #include <iostream>
 
 #include "command.h"
 #include "foxhunt/core/error.h"
-#include "foxhunt/runtime/bundle.h"
-#include "foxhunt/runtime/safetensors.h"
+#include "foxhunt/jobs/safetensors.h"
+#include "foxhunt/serving/bundle.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -35,8 +35,8 @@ Registrar export_reg = subcommand<ExportArgs>(
       sub->add_option("--out", a->out, "Output file (.safetensors)")->required();
       sub->add_flag("--json", a->json, "Print a JSON summary only");
       return [a]() {
-        auto b = runtime::load_bundle(a->bundle);
-        const auto tensors = runtime::module_tensors(b.model->module());
+        auto b = serving::load_bundle(a->bundle);
+        const auto tensors = jobs::module_tensors(b.model->module());
         const std::map<std::string, std::string> metadata = {
             {"format", "foxhunt-weights"},
             {"foxhunt_version", FOXHUNT_VERSION},
@@ -45,7 +45,7 @@ Registrar export_reg = subcommand<ExportArgs>(
             {"spec", nlohmann::json(b.model->spec()).dump()},
             {"target_scale", nlohmann::json(b.target_scale).dump()},
             {"data_hash", b.data.hash}};
-        runtime::save_safetensors(a->out, tensors, metadata);
+        jobs::save_safetensors(a->out, tensors, metadata);
         int64_t bytes = 0;
         for (const auto& [name, t] : tensors)
           bytes += t.numel() * static_cast<int64_t>(t.element_size());
@@ -73,8 +73,8 @@ Registrar import_reg = subcommand<ImportArgs>(
       sub->add_option("--out", a->out, "Bundle to write (may equal --into)")->required();
       sub->add_flag("--json", a->json, "Print a JSON summary only");
       return [a]() {
-        auto b = runtime::load_bundle(a->into);
-        const auto file = runtime::load_safetensors(a->weights);
+        auto b = serving::load_bundle(a->into);
+        const auto file = jobs::load_safetensors(a->weights);
         // A foxhunt export names its model and options: refuse weights of another model.
         if (auto it = file.metadata.find("model"); it != file.metadata.end())
           FOXHUNT_CHECK(it->second == b.name(), "import", "'", a->weights, "' holds '", it->second,
@@ -84,8 +84,8 @@ Registrar import_reg = subcommand<ImportArgs>(
               nlohmann::json::parse(it->second, nullptr, false) == b.model->options_json(),
               "import", "'", a->weights, "': model options ", it->second,
               " differ from the bundle's ", b.model->options_json().dump());
-        runtime::load_module_tensors(b.model->module(), file, a->weights);  // all checks first
-        runtime::save_bundle(b, a->out);
+        jobs::load_module_tensors(b.model->module(), file, a->weights);  // all checks first
+        serving::save_bundle(b, a->out);
         const nlohmann::json summary = {
             {"model", b.name()}, {"out", a->out}, {"tensors", file.tensors.size()}};
         if (a->json)

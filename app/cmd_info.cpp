@@ -2,7 +2,7 @@
 
 #include "command.h"
 #include "foxhunt/core/units.h"
-#include "foxhunt/runtime/system_info.h"
+#include "foxhunt/harness/system_info.h"
 
 namespace foxhunt::cli {
 namespace {

@@ -63,15 +63,8 @@ Registrar reg = subcommand<PlanArgs>(
         if (!a->trainer_options.empty()) {
           FOXHUNT_CHECK(o.train.step == plan::StepKind::kTrainer, "plan",
                         "--trainer-options applies to --step trainer, got --step ", a->step);
-          try {
-            o.train.trainer_options = nlohmann::json::parse(a->trainer_options);
-          } catch (const nlohmann::json::exception& e) {
-            throw InputError("plan",
-                             std::string("--trainer-options: not valid JSON (") + e.what() + ")");
-          }
-          FOXHUNT_CHECK(o.train.trainer_options.is_object(), "plan",
-                        "--trainer-options: expected a JSON object, got ",
-                        o.train.trainer_options.type_name());
+          o.train.trainer_options =
+              parse_json_flag(a->trainer_options, "--trainer-options", "plan");
         }
         o.verify = !a->no_verify;
         o.budget = a->budget.resolve_required("plan");

@@ -1,18 +1,18 @@
 // foxhunt quantize tft: an FP32 TFT bundle to an INT8 one, by PTQ or QAT
-// (library: runtime/quantize_job.h, quant/tft_int8.h).
+// (library: jobs/quantize_job.h, quant/tft_int8.h).
 #include <iostream>
 
 #include "command.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/jobs/quantize_job.h"
 #include "foxhunt/quant/precision.h"
-#include "foxhunt/runtime/quantize_job.h"
 
 namespace foxhunt::cli {
 namespace {
 
 struct QuantizeArgs {
   std::string model;
-  runtime::QuantizeJob job;
+  jobs::QuantizeJob job;
   bool ptq = false, qat = false, json = false;
   std::string progress = "auto";
 };
@@ -55,11 +55,11 @@ Registrar reg = subcommand<QuantizeArgs>(
                        : p == "lines"          ? train::ProgressMode::kLines
                        : p == "off" || a->json ? train::ProgressMode::kOff
                                                : train::ProgressMode::kAuto;
-        const auto summary = runtime::run_quantize_job(job);
+        const auto summary = jobs::run_quantize_job(job);
         if (a->json)
           print_json(summary.dump(2));
         else
-          std::cout << runtime::format_quantize_summary(summary);
+          std::cout << jobs::format_quantize_summary(summary);
         return 0;
       };
     });

@@ -1,19 +1,20 @@
 // foxhunt stress: the serving runtime under load with exact leak verdicts (library:
-// runtime/stress.h).
+// harness/stress.h).
 #include <iostream>
 #include <sstream>
 
 #include "command.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/harness/reports.h"
+#include "foxhunt/harness/stress.h"
 #include "foxhunt/memory/device_profile.h"
-#include "foxhunt/runtime/stress.h"
 
 namespace foxhunt::cli {
 namespace {
 
 // The flags bind the library's StressOptions directly: each default is declared once, there.
 struct StressArgs {
-  runtime::StressOptions o;
+  harness::StressOptions o;
   std::string scenario = "all";
   std::string models;
   BudgetFlags budget;
@@ -67,16 +68,16 @@ Registrar reg = subcommand<StressArgs>(
                       "Write DIR/report.html (plots), DIR/report.md and DIR/stress.json");
       sub->add_flag("--json", a->json, "Print the JSON report only (progress goes to stderr)");
       return [a]() {
-        runtime::StressOptions o = a->o;
+        harness::StressOptions o = a->o;
         o.budget = a->budget.resolve("stress");
         if (a->long_soak) o.soak = 1000000;
         std::stringstream ss(a->models);
         for (std::string m; std::getline(ss, m, ',');)
           if (!m.empty()) o.models.push_back(m);
-        const auto scenarios = runtime::parse_scenarios(a->scenario);
-        const auto report = runtime::run_stress(o, scenarios, std::cerr);
+        const auto scenarios = harness::parse_scenarios(a->scenario);
+        const auto report = harness::run_stress(o, scenarios, std::cerr);
         std::string html;
-        if (!a->report.empty()) html = runtime::write_stress_report(report, a->report);
+        if (!a->report.empty()) html = harness::write_stress_report(report, a->report);
         if (a->json) {
           auto j = report.to_json();
           if (!html.empty()) j["report"] = html;

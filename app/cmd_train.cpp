@@ -1,4 +1,4 @@
-// foxhunt train MODEL: train one model and write a checkpoint (library: runtime/train_job.h).
+// foxhunt train MODEL: train one model and write a checkpoint (library: jobs/train_job.h).
 #include <ATen/Parallel.h>
 
 #include <filesystem>
@@ -7,13 +7,13 @@
 #include "command.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/dist/launcher.h"
-#include "foxhunt/runtime/train_job.h"
+#include "foxhunt/jobs/train_job.h"
 
 namespace foxhunt::cli {
 namespace {
 
 struct TrainArgs {
-  runtime::TrainJob job;
+  jobs::TrainJob job;
   std::string options_json;
   std::string model_options_json;
   std::string progress = "auto";
@@ -53,7 +53,7 @@ std::string self_executable() {
 Registrar reg = subcommand<TrainArgs>(
     "train", 40, "Train one model (or all four) and write a checkpoint and a serving bundle",
     [](CLI::App* sub, std::shared_ptr<TrainArgs> args) -> Runner {
-      std::vector<std::string> accepted = runtime::trainable_models();
+      std::vector<std::string> accepted = jobs::trainable_models();
       accepted.push_back("all");
       sub->add_option("model", args->job.model,
                       "dqn, ppo, mamba2, tft, or all (the four on one series: OUT/<model>/)")
@@ -163,21 +163,10 @@ Registrar reg = subcommand<TrainArgs>(
         }
         if (args->threads > 0) at::set_num_threads(args->threads);
         if (seed->count() > 0) job.seed = args->seed;
-        if (!args->options_json.empty()) {
-          try {
-            job.options = nlohmann::json::parse(args->options_json);
-          } catch (const nlohmann::json::exception& e) {
-            throw InputError("train", std::string("--options: not valid JSON (") + e.what() + ")");
-          }
-        }
-        if (!args->model_options_json.empty()) {
-          try {
-            job.model_options = nlohmann::json::parse(args->model_options_json);
-          } catch (const nlohmann::json::exception& e) {
-            throw InputError("train",
-                             std::string("--model-options: not valid JSON (") + e.what() + ")");
-          }
-        }
+        if (!args->options_json.empty())
+          job.options = parse_json_flag(args->options_json, "--options", "train");
+        if (!args->model_options_json.empty())
+          job.model_options = parse_json_flag(args->model_options_json, "--model-options", "train");
         const std::string& p = args->progress;
         job.progress = p == "bar"     ? train::ProgressMode::kBar
                        : p == "lines" ? train::ProgressMode::kLines
@@ -187,13 +176,13 @@ Registrar reg = subcommand<TrainArgs>(
         {
           // Ctrl-C asks the trainer to checkpoint and return; a second Ctrl-C kills the process.
           train::ScopedSigintHandler sigint;
-          summary = job.model == "all" ? runtime::run_train_all(job) : runtime::run_train_job(job);
+          summary = job.model == "all" ? jobs::run_train_all(job) : jobs::run_train_job(job);
         }
         if (d.rank() > 0) return summary.value("interrupted", false) ? 130 : 0;  // rank 0 reports
         if (args->json)
           print_json(summary.dump(2));
         else
-          std::cout << runtime::format_train_summary(summary);
+          std::cout << jobs::format_train_summary(summary);
         // 128 + SIGINT, the shell convention for a run ended by Ctrl-C (the checkpoint is written).
         return summary.value("interrupted", false) ? 130 : 0;
       };

@@ -1,13 +1,13 @@
 #include <iostream>
 
 #include "command.h"
-#include "foxhunt/runtime/validate.h"
+#include "foxhunt/harness/validate.h"
 
 namespace foxhunt::cli {
 namespace {
 
 struct ValidateArgs {
-  runtime::ValidateOptions options;
+  harness::ValidateOptions options;
   bool json = false;
 };
 
@@ -52,7 +52,7 @@ Registrar reg = subcommand<ValidateArgs>(
                     "Print the report as JSON only (progress goes to stderr)");
       return [args]() {
         std::ostream& log = args->json ? std::cerr : std::cout;
-        auto report = runtime::run_validate(args->options, log);
+        auto report = harness::run_validate(args->options, log);
         if (args->json) {
           print_json(report.to_json().dump(2));
         } else {

@@ -4,6 +4,7 @@
 // executable, so the registrars are never dropped by the linker.
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "foxhunt/core/device.h"
 #include "foxhunt/memory/device_profile.h"
@@ -70,6 +71,10 @@ struct BudgetFlags {
 /// or "cuda:N" (anything else is a usage error, exit 2). `help` describes what the device does
 /// for this command ("" = the generic line); the default shown is `*target`'s.
 CLI::Option* add_device_flag(CLI::App* sub, Device* target, const std::string& help = "");
+
+/// The JSON object given to flag `flag` of `component` (--options '{"lr": 1e-3}'); InputError
+/// "[component] FLAG: not valid JSON (...)" or "...: expected a JSON object, got TYPE".
+nlohmann::json parse_json_flag(const std::string& text, const char* flag, const char* component);
 
 /// Prints JSON to stdout (the only thing --json commands print there).
 void print_json(const std::string& dumped);

@@ -64,6 +64,17 @@ CLI::Option* add_device_flag(CLI::App* sub, Device* target, const std::string& h
       ->default_str(target->str());
 }
 
+nlohmann::json parse_json_flag(const std::string& text, const char* flag, const char* component) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(component, std::string(flag) + ": not valid JSON (" + e.what() + ")");
+  }
+  FOXHUNT_CHECK(j.is_object(), component, flag, ": expected a JSON object, got ", j.type_name());
+  return j;
+}
+
 std::vector<std::string>& program_args() {
   static std::vector<std::string> args;
   return args;

@@ -24,10 +24,10 @@
 #include <iostream>
 #include <map>
 
+#include "foxhunt/jobs/safetensors.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/tft.h"
-#include "foxhunt/runtime/safetensors.h"
 
 #include "bench_main.h"
 

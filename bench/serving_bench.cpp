@@ -11,7 +11,7 @@
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/model.h"
-#include "foxhunt/runtime/serving.h"
+#include "foxhunt/serving/serving.h"
 
 #include "bench_main.h"
 
@@ -23,22 +23,22 @@ data::BarSeries bars(int64_t n, uint64_t seed) {
   return data::generate_synthetic({.bars = n, .seed = seed});
 }
 
-std::vector<runtime::Bundle> bundles(const std::vector<std::string>& names) {
+std::vector<serving::Bundle> bundles(const std::vector<std::string>& names) {
   static const data::MarketDataset ds(bars(1200, 3));
-  std::vector<runtime::Bundle> out;
+  std::vector<serving::Bundle> out;
   for (const auto& name : names) {
     torch::manual_seed(1);
-    runtime::Bundle b;
+    serving::Bundle b;
     b.model = models::make_model(name);
     b.normalizer = ds.normalizer();
-    b.data = runtime::fingerprint(ds.series());
+    b.data = serving::fingerprint(ds.series());
     out.push_back(std::move(b));
   }
   return out;
 }
 
 void run(benchmark::State& state, const std::vector<std::string>& names, bool parallel) {
-  runtime::Ensemble e(bundles(names));
+  serving::Ensemble e(bundles(names));
   e.set_parallel(parallel);
   // Warm-up: the feature bank (256 bars) plus the longest window (60).
   const auto series = bars(320 + 20000, 5);

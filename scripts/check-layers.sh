@@ -2,8 +2,9 @@
 # Fails when a file includes a header of an area it may not depend on (see ARCHITECTURE.md).
 # The allowed sets mirror the DEPS of foxhunt_area() in CMakeLists.txt, closed transitively:
 # each area may include itself and the areas below it on its own branch of the graph.
-#   core <- memory <- dist;  core <- models <- quant;  core <- data;  all of them <- train <- plan
-#   <- runtime <- app/tests/bench
+#   core <- memory <- dist;  core <- models <- quant;  core <- data;
+#   memory, quant, data <- serving;  all but serving <- train <- plan;  plan, serving <- jobs
+#   <- harness <- app/tests/bench
 # (data and models are siblings: data produces matrices, models consume tensors; train joins them.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,9 @@ declare -A allowed=(
   [data]="core data"
   [train]="core memory dist models quant data train"
   [plan]="core memory dist models quant data train plan"
-  [runtime]="core memory dist models quant data train plan runtime"
+  [serving]="core memory models quant data serving"
+  [jobs]="core memory dist models quant data serving train plan jobs"
+  [harness]="core memory dist models quant data serving train plan jobs harness"
 )
 
 bad=0

@@ -1,4 +1,4 @@
-// foxhunt backtest (runtime/backtest.h): held-out bars only, no look-ahead, every strategy and
+// foxhunt backtest (serving/backtest.h): held-out bars only, no look-ahead, every strategy and
 // forecaster scored, the report, the CLI's refusals.
 #include <gtest/gtest.h>
 
@@ -9,14 +9,14 @@
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/harness/reports.h"
+#include "foxhunt/harness/validate.h"
 #include "foxhunt/models/model.h"
-#include "foxhunt/runtime/backtest.h"
-#include "foxhunt/runtime/bundle.h"
-#include "foxhunt/runtime/reports.h"
-#include "foxhunt/runtime/validate.h"
+#include "foxhunt/serving/backtest.h"
+#include "foxhunt/serving/bundle.h"
 #include "test_util.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::serving {
 namespace {
 
 using foxhunt::testing::input_error;
@@ -191,4 +191,4 @@ TEST(BacktestRun, ValidateFailsWhenAForecasterIsWorseThanItsNaiveBaseline) {
 }
 
 }  // namespace
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::serving

@@ -187,6 +187,17 @@ TEST_F(BarsTest, MissingFileIsInputError) {
 
 // ---- CSV as users have it: ISO dates, milliseconds, Yahoo headers ------------------------------
 
+TEST(BarsTest, FormatTimestampIsTheInverseOfParse) {
+  EXPECT_EQ(format_timestamp(0), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(format_timestamp(1709285400), "2024-03-01T09:30:00Z");
+  EXPECT_EQ(format_timestamp(951782400), "2000-02-29T00:00:00Z");  // a leap day of a 400-year
+  EXPECT_EQ(format_timestamp(-1), "1969-12-31T23:59:59Z");
+  EXPECT_EQ(format_timestamp(-86400), "1969-12-31T00:00:00Z");
+  for (int64_t t : {int64_t{0}, int64_t{-1}, int64_t{-86401}, int64_t{1262563200},
+                    int64_t{4102444799}, int64_t{-2208988800}, int64_t{1709285400} + 86399})
+    EXPECT_EQ(parse_timestamp(format_timestamp(t)), t) << t;
+}
+
 /// Expects parse_timestamp(text) to throw an InputError naming `text`, `reason` and the formats.
 void expect_bad_timestamp(const std::string& text, const std::string& reason) {
   try {

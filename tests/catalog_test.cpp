@@ -8,8 +8,8 @@
 #include "foxhunt/models/model.h"
 #include "foxhunt/plan/budget.h"
 #include "foxhunt/quant/precision.h"
-#include "foxhunt/runtime/bundle.h"
-#include "foxhunt/runtime/serving.h"
+#include "foxhunt/serving/bundle.h"
+#include "foxhunt/serving/serving.h"
 #include "foxhunt/train/trainer_step.h"
 #include "test_util.h"
 
@@ -54,7 +54,7 @@ TEST(CatalogTest, UnknownNamesAreInputErrorsListingTheCatalog) {
 }
 
 TEST(CatalogTest, EveryEntryReachesItsTrainerAndTheBudgetAndTheEnsemble) {
-  const auto weights = runtime::default_ensemble_weights();
+  const auto weights = serving::default_ensemble_weights();
   const auto targets = plan::default_targets();
   for (const auto& name : models::model_names()) {
     SCOPED_TRACE(name);
@@ -98,10 +98,10 @@ TEST(CatalogTest, PrecisionsAreFp32AndTheRegisteredInt8Tft) {
 // The ensemble directory's layout lives in one type; complete() needs every catalog model.
 TEST(CatalogTest, BundleDirectoryOwnsTheEnsembleLayout) {
   testing::TempDir tmp;
-  const runtime::BundleDirectory d(tmp.file("ens"));
+  const serving::BundleDirectory d(tmp.file("ens"));
   EXPECT_EQ(d.model_dir("tft"), tmp.file("ens/tft"));
   EXPECT_EQ(d.bundle_path("tft"), tmp.file("ens/tft/bundle.fhb"));
-  EXPECT_EQ(runtime::BundleDirectory::bundle_in(tmp.file("x")), tmp.file("x/bundle.fhb"));
+  EXPECT_EQ(serving::BundleDirectory::bundle_in(tmp.file("x")), tmp.file("x/bundle.fhb"));
   EXPECT_FALSE(d.complete());
   const auto names = models::model_names();
   for (size_t i = 0; i < names.size(); ++i) {
@@ -110,7 +110,7 @@ TEST(CatalogTest, BundleDirectoryOwnsTheEnsembleLayout) {
     write_file_atomic(d.bundle_path(names[i]), "x");
   }
   EXPECT_TRUE(d.complete());
-  EXPECT_FALSE(runtime::BundleDirectory("").complete());
+  EXPECT_FALSE(serving::BundleDirectory("").complete());
 }
 
 }  // namespace

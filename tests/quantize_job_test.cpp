@@ -10,13 +10,14 @@
 
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/jobs/quant_report.h"
 #include "foxhunt/quant/tft_int8.h"
-#include "foxhunt/runtime/bundle.h"
-#include "foxhunt/runtime/quant_report.h"
-#include "foxhunt/runtime/serving.h"
+#include "foxhunt/serving/bundle.h"
+#include "foxhunt/serving/serving.h"
 #include "test_util.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::jobs {
+using namespace foxhunt::serving;
 namespace {
 
 using foxhunt::testing::run_cli;
@@ -222,4 +223,4 @@ TEST(QuantizeJobTest, PtqAndQatStayCloseToFp32_SLOW) {
 }
 
 }  // namespace
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::jobs

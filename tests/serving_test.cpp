@@ -12,15 +12,17 @@
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/jobs/safetensors.h"
 #include "foxhunt/models/checkpoint.h"
-#include "foxhunt/runtime/bundle.h"
-#include "foxhunt/runtime/safetensors.h"
-#include "foxhunt/runtime/serving.h"
+#include "foxhunt/serving/bar_stream.h"
+#include "foxhunt/serving/bundle.h"
+#include "foxhunt/serving/serving.h"
 #include "test_util.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::serving {
 namespace {
 
 using foxhunt::testing::run_cli;
@@ -384,6 +386,58 @@ TEST_F(ServingTest, PredictJsonLinesParse) {
   EXPECT_NE(skip.err.find("skipped"), std::string::npos) << skip.err;
 }
 
+TEST_F(ServingTest, StreamBarsSkipsOrStopsAtABadBarAndReportsFromATime) {
+  TempDir tmp;
+  const data::MarketDataset ds(bars(700));
+  save_all(fresh_bundles(ds), tmp.path() / "b");
+  const auto series = bars(60, 5);
+  const std::string csv = tmp.file("live.csv");
+  data::write_bars_csv(csv, series);
+  std::string text = read_file(csv);
+  // Line 62: a malformed row; line 63: a bar whose time does not advance.
+  text += "oops\n" + std::to_string(series.bars.back().timestamp) + ",1,1,1,1,1\n";
+  const auto run = [&](BarStreamOptions o, std::vector<std::string>* skips) {
+    auto e = Ensemble::load((tmp.path() / "b").string());
+    std::istringstream in(text);
+    std::vector<int64_t> times;
+    const auto stats = stream_bars(
+        e, in, o,
+        [&](const data::Bar& b, const BarDecision& d) {
+          EXPECT_EQ(b.timestamp, d.timestamp);
+          times.push_back(d.timestamp);
+        },
+        [&](const std::string& m) {
+          if (skips) skips->push_back(m);
+        });
+    EXPECT_EQ(static_cast<int64_t>(times.size()), stats.reported);
+    if (!times.empty()) EXPECT_GE(times.front(), o.from);
+    return stats;
+  };
+  BarStreamOptions o;
+  o.source = "live.csv";
+  try {
+    run(o, nullptr);
+    ADD_FAILURE() << "a bad bar must stop the stream";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("live.csv:62"), std::string::npos) << e.what();
+  }
+  o.skip_bad = true;
+  o.from = series.bars[50].timestamp;
+  std::vector<std::string> skips;
+  const auto stats = run(o, &skips);
+  EXPECT_EQ(stats.bars, 60);
+  EXPECT_EQ(stats.reported, 10);  // bars 50..59
+  EXPECT_EQ(stats.skipped, 2);
+  ASSERT_EQ(skips.size(), 2u);
+  EXPECT_NE(skips[0].find("live.csv:62: skipped"), std::string::npos) << skips[0];
+  EXPECT_NE(skips[1].find("live.csv:63: skipped"), std::string::npos) << skips[1];
+  EXPECT_EQ(stats.latency_us.count, 60u);
+  // No bar at all is an input error.
+  auto e = Ensemble::load((tmp.path() / "b").string());
+  std::istringstream empty("timestamp,open,high,low,close,volume\n");
+  EXPECT_THROW(stream_bars(e, empty, o, nullptr), InputError);
+}
+
 TEST_F(ServingTest, ExportImportRoundTripThroughSafetensors) {
   TempDir tmp;
   const data::MarketDataset ds(bars(600));
@@ -478,4 +532,4 @@ TEST(ServingEndToEndTest, TrainAllThenPredictFromBundlesAlone_SLOW) {
 }
 
 }  // namespace
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::serving

@@ -1,4 +1,4 @@
-// foxhunt stress (runtime/stress.h): every scenario on fresh default models, the leak verdicts
+// foxhunt stress (harness/stress.h): every scenario on fresh default models, the leak verdicts
 // (a planted leak is caught, a clean run is not), the cap, the report and the CLI.
 #include <gtest/gtest.h>
 
@@ -10,11 +10,14 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/harness/reports.h"
+#include "foxhunt/harness/stress.h"
 #include "foxhunt/memory/ledger.h"
-#include "foxhunt/runtime/stress.h"
 #include "test_util.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::harness {
+using namespace foxhunt::serving;
+using namespace foxhunt::jobs;
 namespace {
 
 using foxhunt::testing::run_cli;
@@ -206,4 +209,4 @@ TEST(Stress, CliJsonCarriesTheVerdictKeys) {
 }
 
 }  // namespace
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::harness

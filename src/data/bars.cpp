@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <optional>
 
@@ -227,6 +228,19 @@ int64_t days_from_civil(int64_t y, int m, int d) {
   return era * 146097 + doe - 719468;
 }
 
+/// The proleptic Gregorian date of `days` since 1970-01-01 (H. Hinnant's civil_from_days).
+void civil_from_days(int64_t days, int64_t& y, int64_t& m, int64_t& d) {
+  const int64_t z = days + 719468;
+  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const int64_t doe = z - era * 146097;                                       // [0, 146096]
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;  // [0, 399]
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);                // [0, 365]
+  const int64_t mp = (5 * doy + 2) / 153;                                     // [0, 11]
+  d = doy - (153 * mp + 2) / 5 + 1;
+  m = mp < 10 ? mp + 3 : mp - 9;
+  y = yoe + era * 400 + (m <= 2 ? 1 : 0);
+}
+
 /// Reads exactly `n` digits at `i` into `out`.
 bool read_digits(std::string_view s, size_t& i, int n, int& out) {
   if (i + static_cast<size_t>(n) > s.size()) return false;
@@ -412,6 +426,19 @@ std::vector<double> BarSeries::closes() const {
   std::vector<double> out(bars.size());
   for (size_t i = 0; i < bars.size(); ++i) out[i] = bars[i].close;
   return out;
+}
+
+std::string format_timestamp(int64_t t) {
+  const int64_t days = t >= 0 ? t / 86400 : -((-(t + 1)) / 86400) - 1;  // floor, no overflow
+  const int64_t secs = t - days * 86400;                                // [0, 86399]
+  int64_t y = 0, m = 0, d = 0;
+  civil_from_days(days, y, m, d);
+  char buf[96];  // room for any int64 fields (the compiler checks the worst case)
+  std::snprintf(buf, sizeof(buf), "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ",
+                static_cast<long long>(y), static_cast<long long>(m), static_cast<long long>(d),
+                static_cast<long long>(secs / 3600), static_cast<long long>(secs % 3600 / 60),
+                static_cast<long long>(secs % 60));
+  return buf;
 }
 
 int64_t parse_timestamp(std::string_view text) {

@@ -20,7 +20,7 @@ const std::vector<CatalogEntry>& catalog() {
   // 337.5 KiB, ppo 498.5 KiB, tft 27.48 MiB; Mamba-2 2026-12-03 with its fused kernel, 5.29 MiB,
   // and on an H200 2026-12-04 without it, 15.03 MiB), rounded up to whole MiB. A change that
   // doubles a model's memory fails `foxhunt budget`.
-  // Compact options: see compact_model_options() in runtime/train_job.cpp for the measurements.
+  // Compact options: see compact_model_options() in jobs/train_job.cpp for the measurements.
   static const std::vector<CatalogEntry> entries = {
       {"dqn", Family::kPolicy, TrainerKind::kDqn, "double DQN policy (MLP over the state)",
        &make_dqn_model, nlohmann::json::object(), nlohmann::json::object(), 1 * kMiB, 1 * kMiB,

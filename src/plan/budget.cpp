@@ -52,7 +52,7 @@ std::string known_models() {
 std::map<std::string, std::uint64_t> default_targets(const memory::MemoryDevice& device) {
   std::map<std::string, std::uint64_t> t;
   for (const auto& e : models::catalog())
-    t[e.name] = device.cuda ? e.serving_target_cuda_bytes : e.serving_target_cpu_bytes;
+    t[e.name] = device.is_cuda() ? e.serving_target_cuda_bytes : e.serving_target_cpu_bytes;
   return t;
 }
 

@@ -84,6 +84,11 @@ inline constexpr int64_t kMillisecondThreshold = 100'000'000'000;
 /// Throws InputError "[bars] 'TEXT' is not a timestamp[: reason] (accepted: ...)".
 int64_t parse_timestamp(std::string_view text);
 
+/// The inverse of parse_timestamp for tables and reports: Unix seconds `t` as
+/// "YYYY-MM-DDTHH:MM:SSZ" (UTC, proleptic Gregorian; years before 0 or after 9999 print with
+/// more digits or a sign). Example: 1709285400 -> "2024-03-01T09:30:00Z".
+std::string format_timestamp(int64_t t);
+
 /// Incremental CSV reader for live feeds (`foxhunt predict` on a file or stdin): one line at a
 /// time, with the same header detection, layouts, timestamp formats and per-bar value checks as
 /// parse_bars_csv. The order of bars (increasing timestamps) is the caller's to check: a serving

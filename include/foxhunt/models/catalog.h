@@ -7,7 +7,7 @@
 ///
 /// Adding a fifth model: its module and ModelAdapter in models/, one CatalogEntry below, and (if
 /// it trains with a new kind of step) a TrainerKind with its case in train/trainer_step.cpp and
-/// runtime/train_job.cpp, which the compiler's -Wswitch points to.
+/// jobs/train_job.cpp, which the compiler's -Wswitch points to.
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -33,7 +33,7 @@ struct CatalogEntry {
   std::string description;  ///< one line for listings
   /// Builds the fp32 model from options JSON (missing keys take defaults).
   std::unique_ptr<Model> (*make)(const nlohmann::json& options);
-  /// Model and trainer options for a short series (see runtime/train_job.cpp, which measured
+  /// Model and trainer options for a short series (see jobs/train_job.cpp, which measured
   /// them); empty objects where the defaults already suit one.
   nlohmann::json compact_model_options;
   nlohmann::json compact_trainer_options;

@@ -126,7 +126,7 @@ struct ForecastTrainerOptions {
   /// Score the initial weights on the validation split before the first epoch: they are the
   /// best so far (best_epoch -1) until an epoch beats them, so with restore_best a run never
   /// ends worse on validation than it started. A forecaster whose head starts at the constant
-  /// (volatility-scaled) quantile forecast (runtime/train_job) thus never leaves it for worse.
+  /// (volatility-scaled) quantile forecast (jobs/train_job) thus never leaves it for worse.
   TORCH_ARG(bool, validate_initial) = true;
   /// Seed of LibTorch's generator (dropout) at the start of training.
   TORCH_ARG(uint64_t, seed) = 0;

@@ -1,4 +1,4 @@
-#include "foxhunt/runtime/quantize_job.h"
+#include "foxhunt/jobs/quantize_job.h"
 
 #include <chrono>
 #include <cmath>
@@ -11,11 +11,13 @@
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/tft.h"
 #include "foxhunt/quant/tft_int8.h"
-#include "foxhunt/runtime/bundle.h"
+#include "foxhunt/serving/bundle.h"
 #include "foxhunt/train/forecast_trainer.h"
 #include "foxhunt/train/market.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::jobs {
+
+using namespace foxhunt::serving;  // the areas below
 
 namespace {
 
@@ -167,4 +169,4 @@ std::string format_quantize_summary(const nlohmann::json& s) {
   return os.str();
 }
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::jobs

@@ -1,4 +1,4 @@
-#include "foxhunt/runtime/serving.h"
+#include "foxhunt/serving/serving.h"
 
 #include <algorithm>
 #include <chrono>
@@ -20,7 +20,7 @@
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/tft.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::serving {
 
 namespace {
 
@@ -533,4 +533,4 @@ BarDecision Ensemble::on_bar(const data::Bar& bar) {
   return d;
 }
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::serving

@@ -1,4 +1,4 @@
-#include "foxhunt/runtime/safetensors.h"
+#include "foxhunt/jobs/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -13,7 +13,9 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::jobs {
+
+using namespace foxhunt::serving;  // the areas below
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors stores little-endian bytes; a big-endian host needs byte swapping");
@@ -366,4 +368,4 @@ void load_module_tensors(torch::nn::Module& module, const SafetensorsFile& file,
   for (const auto& [name, t] : file.tensors) targets.at(name).copy_(t);
 }
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::jobs

@@ -1,4 +1,4 @@
-#include "foxhunt/runtime/bundle.h"
+#include "foxhunt/serving/bundle.h"
 
 #include "foxhunt/data/dataset.h"
 
@@ -12,7 +12,7 @@
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/quant/precision.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::serving {
 
 std::string BundleDirectory::model_dir(const std::string& model) const {
   return (std::filesystem::path(dir_) / model).string();
@@ -178,4 +178,4 @@ Bundle load_bundle(const std::string& path, const torch::Device& device,
   return b;
 }
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::serving

@@ -1,4 +1,4 @@
-#include "foxhunt/runtime/system_info.h"
+#include "foxhunt/harness/system_info.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>

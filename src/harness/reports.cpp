@@ -1,4 +1,4 @@
-#include "foxhunt/runtime/reports.h"
+#include "foxhunt/harness/reports.h"
 
 #include <cmath>
 #include <cstdio>
@@ -8,7 +8,10 @@
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/stats.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::harness {
+
+using namespace foxhunt::serving;  // the areas below
+using namespace foxhunt::jobs;     // the areas below
 namespace {
 
 std::string num(double v, const char* f) {
@@ -207,4 +210,10 @@ std::string write_report(const HtmlReport& page, const std::string& dir, const n
   return html;
 }
 
-}  // namespace foxhunt::runtime
+std::string write_stress_report(const StressReport& report, const std::string& dir) {
+  HtmlReport page("foxhunt stress: " + std::string(report.ok() ? "PASS" : "FAIL"));
+  add_stress_sections(page, report);
+  return write_report(page, dir, report.to_json(), "stress.json");
+}
+
+}  // namespace foxhunt::harness

@@ -15,7 +15,7 @@
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/train/infra.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::jobs {
 
 /// What to train and where to write it.
 struct TrainJob {
@@ -82,4 +82,4 @@ nlohmann::json run_train_all(const TrainJob& job);
 /// Human-readable multi-line form of a summary (of one model, or of train all).
 std::string format_train_summary(const nlohmann::json& summary);
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::jobs

@@ -1,4 +1,4 @@
-#include "foxhunt/runtime/validate.h"
+#include "foxhunt/harness/validate.h"
 
 #include <chrono>
 #include <cmath>
@@ -16,6 +16,10 @@
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"
+#include "foxhunt/harness/reports.h"
+#include "foxhunt/harness/stress.h"
+#include "foxhunt/jobs/quantize_job.h"
+#include "foxhunt/jobs/train_job.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
@@ -23,15 +27,14 @@
 #include "foxhunt/plan/budget.h"
 #include "foxhunt/plan/planner.h"
 #include "foxhunt/quant/precision.h"
-#include "foxhunt/runtime/backtest.h"
-#include "foxhunt/runtime/bundle.h"
-#include "foxhunt/runtime/quantize_job.h"
-#include "foxhunt/runtime/reports.h"
-#include "foxhunt/runtime/stress.h"
-#include "foxhunt/runtime/train_job.h"
+#include "foxhunt/serving/backtest.h"
+#include "foxhunt/serving/bundle.h"
 #include "foxhunt/train/infra.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::harness {
+
+using namespace foxhunt::serving;  // the areas below
+using namespace foxhunt::jobs;     // the areas below
 
 bool ValidateReport::ok() const {
   for (const auto& s : steps)
@@ -201,8 +204,8 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
   bool all_ok = true;
   nlohmann::json rows = nlohmann::json::array();
   char line[256];
-  for (const auto& model : runtime::trainable_models()) {
-    runtime::TrainJob job;
+  for (const auto& model : jobs::trainable_models()) {
+    jobs::TrainJob job;
     job.model = model;
     job.data = csv;
     job.seed = options.seed;
@@ -220,7 +223,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
       job.epochs = options.forecast_epochs;
       job.options = {{"patience", options.forecast_patience}};
     }
-    const auto summary = runtime::run_train_job(job);
+    const auto summary = jobs::run_train_job(job);
     const bool completed = summary.value("completed", false);
     // The checkpoint must parse (magic, version, CRC) and name the model.
     bool checkpoint_ok = false;
@@ -465,4 +468,4 @@ ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {
   return report;
 }
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::harness

@@ -1,4 +1,4 @@
-#include "foxhunt/runtime/backtest.h"
+#include "foxhunt/serving/backtest.h"
 
 #include <torch/torch.h>
 
@@ -11,9 +11,9 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/model.h"
-#include "foxhunt/runtime/bundle.h"
+#include "foxhunt/serving/bundle.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::serving {
 namespace {
 
 constexpr const char* kComponent = "backtest";
@@ -202,4 +202,4 @@ std::string BacktestRun::table() const {
   return os.str();
 }
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::serving

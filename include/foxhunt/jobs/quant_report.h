@@ -10,7 +10,7 @@
 
 #include "foxhunt/models/tft.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::jobs {
 
 /// What the INT8 memory benchmark runs.
 struct Int8MemoryOptions {
@@ -37,4 +37,4 @@ nlohmann::json tft_int8_memory_checks(const Int8MemoryOptions& o);
 /// the converted model's inference bytes.
 nlohmann::json tft_qat_memory(const Int8MemoryOptions& o);
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::jobs

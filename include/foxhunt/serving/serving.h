@@ -34,9 +34,9 @@
 
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/streaming_features.h"
-#include "foxhunt/runtime/bundle.h"
+#include "foxhunt/serving/bundle.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::serving {
 
 /// Each catalog model's ensemble_weight (models/catalog.h): 1 for the four.
 std::map<std::string, double> default_ensemble_weights();
@@ -195,4 +195,4 @@ class Ensemble {
   int64_t horizon_ = 0;  ///< longest forecast horizon (future calendar rows needed)
 };
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::serving

@@ -1,4 +1,4 @@
-#include "foxhunt/runtime/stress.h"
+#include "foxhunt/harness/stress.h"
 
 #include <torch/torch.h>
 
@@ -19,6 +19,7 @@
 #include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/jobs/train_job.h"
 #include "foxhunt/memory/cuda_memory.h"
 #include "foxhunt/memory/device_probe.h"
 #include "foxhunt/memory/device_profile.h"
@@ -26,12 +27,13 @@
 #include "foxhunt/memory/profiler.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
-#include "foxhunt/runtime/bundle.h"
-#include "foxhunt/runtime/reports.h"
-#include "foxhunt/runtime/serving.h"
-#include "foxhunt/runtime/train_job.h"
+#include "foxhunt/serving/bundle.h"
+#include "foxhunt/serving/serving.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::harness {
+
+using namespace foxhunt::serving;  // the areas below
+using namespace foxhunt::jobs;     // the areas below
 namespace {
 
 constexpr const char* kComponent = "stress";
@@ -635,24 +637,6 @@ std::string StressReport::table() const {
   return os.str();
 }
 
-std::string StressReport::html() const {
-  HtmlReport page("foxhunt stress: " + std::string(ok() ? "PASS" : "FAIL"));
-  add_stress_sections(page, *this);
-  return page.html();
-}
-
-std::string StressReport::markdown() const {
-  HtmlReport page("foxhunt stress: " + std::string(ok() ? "PASS" : "FAIL"));
-  add_stress_sections(page, *this);
-  return page.markdown();
-}
-
-std::string write_stress_report(const StressReport& report, const std::string& dir) {
-  HtmlReport page("foxhunt stress: " + std::string(report.ok() ? "PASS" : "FAIL"));
-  add_stress_sections(page, report);
-  return write_report(page, dir, report.to_json(), "stress.json");
-}
-
 StressReport run_stress(const StressOptions& o, const std::vector<std::string>& scenarios,
                         std::ostream& log) {
   FOXHUNT_CHECK(!scenarios.empty(), kComponent, "expected at least one scenario");
@@ -768,4 +752,4 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
   return report;
 }
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::harness

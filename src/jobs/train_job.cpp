@@ -1,4 +1,4 @@
-#include "foxhunt/runtime/train_job.h"
+#include "foxhunt/jobs/train_job.h"
 
 #include "foxhunt/data/forecast_eval.h"
 
@@ -22,7 +22,7 @@
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/tft.h"
 #include "foxhunt/plan/planner.h"
-#include "foxhunt/runtime/bundle.h"
+#include "foxhunt/serving/bundle.h"
 #include "foxhunt/train/batches.h"
 #include "foxhunt/train/checkpointing.h"
 #include "foxhunt/train/dqn_trainer.h"
@@ -30,7 +30,9 @@
 #include "foxhunt/train/market.h"
 #include "foxhunt/train/ppo_trainer.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::jobs {
+
+using namespace foxhunt::serving;  // the areas below
 
 using namespace ::foxhunt::train;  // the trainers this job drives
 
@@ -127,11 +129,13 @@ int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
 class RunCap {
  public:
   explicit RunCap(const TrainJob& job)
-      : dev_(job.device),
+      : dev_(job.device.resolved()),
         budget_(run_budget(job)),
         // Without a device the job fails with its own message; the cap is never enforced.
-        live0_(dev_.cuda && !memory::cuda_memory_available() ? 0 : memory::device_live_bytes(dev_)),
-        external0_(dev_.cuda ? 0 : memory::external_bytes()) {}
+        live0_(dev_.is_cuda() && !memory::cuda_memory_available()
+                   ? 0
+                   : memory::device_live_bytes(dev_)),
+        external0_(dev_.is_cuda() ? 0 : memory::external_bytes()) {}
   // Starts enforcing the budget beyond the base, when the job has one (call after planning: the
   // planner verifies under its own cap). What was built since the base counts against it. On
   // CUDA the cap is the allocator's memory fraction (reserved bytes), on the CPU the ledger's
@@ -147,11 +151,11 @@ class RunCap {
   nlohmann::json report() const {
     if (!cap_) return nullptr;
     const std::uint64_t peak = memory::device_peak_bytes(dev_);
-    const std::uint64_t ext = dev_.cuda ? 0 : memory::external_bytes();
+    const std::uint64_t ext = dev_.is_cuda() ? 0 : memory::external_bytes();
     return {{"enforced_cap_bytes", cap_bytes_},
             {"enforced_on", dev_.str()},
-            {"mechanism", dev_.cuda ? "CUDA caching-allocator memory fraction"
-                                    : "CPU ledger hard cap (live + declared host bytes)"},
+            {"mechanism", dev_.is_cuda() ? "CUDA caching-allocator memory fraction"
+                                         : "CPU ledger hard cap (live + declared host bytes)"},
             {"run_peak_bytes",
              (peak > live0_ ? peak - live0_ : 0) + (ext > external0_ ? ext - external0_ : 0)},
             {"budget_bytes", budget_->bytes},
@@ -851,4 +855,4 @@ nlohmann::json run_train_job(const TrainJob& given) {
   return summary;
 }
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::jobs

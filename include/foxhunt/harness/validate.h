@@ -15,7 +15,7 @@
 
 #include "foxhunt/core/device.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::harness {
 
 struct StressReport;
 struct BacktestRun;
@@ -52,7 +52,7 @@ struct ValidateOptions {
   int64_t backtest_bars = 1000;
   /// Where the report (report.html, report.md, validate.json) is written.
   std::string report_dir = "out/validate";
-  /// Short stress (runtime/stress.h): concurrent bars, soak bars and load/unload cycles.
+  /// Short stress (harness/stress.h): concurrent bars, soak bars and load/unload cycles.
   int64_t stress_iterations = 200;
   int64_t stress_soak = 10000;
   int64_t stress_cycles = 10;
@@ -109,12 +109,12 @@ void validate_budget_step(const ValidateOptions& options, StepResult& result, st
 /// (greedy trading returns; test quantile loss beside the unconditional baseline).
 void validate_train_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
 
-/// Step "quantize": PTQ of the train step's TFT bundle (runtime/quantize_job.h): INT8 bytes
+/// Step "quantize": PTQ of the train step's TFT bundle (jobs/quantize_job.h): INT8 bytes
 /// against FP32 and the test-loss delta; fails above +5% or when INT8 is not below 0.35x.
 void validate_quantize_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
 
 /// Step "backtest": the four trained bundles over the held-out bars after the training data
-/// (runtime/backtest.h); fails when a forecaster is worse than its best naive baseline
+/// (serving/backtest.h); fails when a forecaster is worse than its best naive baseline
 /// (skill < 0 on the next-bar pinball loss). Needs the train step's bundles.
 void validate_backtest_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
 
@@ -122,4 +122,4 @@ void validate_backtest_step(const ValidateOptions& options, StepResult& result, 
 /// wrote (fresh default models when it did not run); fails on a leak or an output mismatch.
 void validate_stress_step(const ValidateOptions& options, StepResult& result, std::ostream& log);
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::harness

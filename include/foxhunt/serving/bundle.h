@@ -18,7 +18,7 @@
 #include "foxhunt/data/features.h"
 #include "foxhunt/models/model.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::serving {
 
 /// Bundle layout version; files with another version are rejected with a clear error.
 inline constexpr int kBundleVersion = 1;
@@ -94,4 +94,4 @@ void save_bundle(const Bundle& b, const std::string& path);
 Bundle load_bundle(const std::string& path, const torch::Device& device = torch::kCPU,
                    const std::string& expected_model = "");
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::serving

@@ -1,4 +1,4 @@
-#include "foxhunt/runtime/quant_report.h"
+#include "foxhunt/jobs/quant_report.h"
 
 #include <torch/torch.h>
 
@@ -10,7 +10,9 @@
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/quant/tft_int8.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::jobs {
+
+using namespace foxhunt::serving;  // the areas below
 
 namespace {
 
@@ -256,4 +258,4 @@ nlohmann::json tft_qat_memory(const Int8MemoryOptions& o) {
             {"peak_batch" + std::to_string(o.big_batch), int8_peak_big}}}};
 }
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::jobs

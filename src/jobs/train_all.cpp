@@ -7,12 +7,14 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/units.h"
+#include "foxhunt/jobs/train_job.h"
 #include "foxhunt/models/catalog.h"
-#include "foxhunt/runtime/bundle.h"
-#include "foxhunt/runtime/train_job.h"
+#include "foxhunt/serving/bundle.h"
 #include "foxhunt/train/infra.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::jobs {
+
+using namespace foxhunt::serving;  // the areas below
 namespace {
 
 constexpr const char* kComponent = "train";
@@ -133,4 +135,4 @@ std::string format_train_summary(const nlohmann::json& s) {
   return out;
 }
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::jobs

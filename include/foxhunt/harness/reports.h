@@ -8,10 +8,10 @@
 #include <string>
 
 #include "foxhunt/core/report.h"
-#include "foxhunt/runtime/backtest.h"
-#include "foxhunt/runtime/stress.h"
+#include "foxhunt/harness/stress.h"
+#include "foxhunt/serving/backtest.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::harness {
 
 /// A summary table, then per scenario its verdict, memory timeline per model, RSS, latency
 /// histogram, throughput over time and figures.
@@ -22,9 +22,14 @@ void add_stress_sections(HtmlReport& page, const StressReport& report);
 /// returns) and a calibration plot (nominal vs observed) per forecaster.
 void add_backtest_sections(HtmlReport& page, const BacktestRun& run);
 
+/// Writes a stress run's DIR/stress.json, DIR/report.html (inline SVG: memory timeline per
+/// model, latency histogram and throughput over time per scenario) and DIR/report.md (each
+/// atomically); returns the HTML path.
+std::string write_stress_report(const StressReport& report, const std::string& dir);
+
 /// Writes DIR/report.html, DIR/report.md and `json` as DIR/`json_name`, each atomically (DIR is
 /// created); returns the HTML path.
 std::string write_report(const HtmlReport& page, const std::string& dir, const nlohmann::json& json,
                          const std::string& json_name);
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::harness

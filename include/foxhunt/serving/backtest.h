@@ -1,7 +1,7 @@
 #pragma once
 /// \file backtest.h
 /// `foxhunt backtest`: the ensemble, and each model alone, run bar by bar through the serving
-/// runtime (runtime/serving.h) over bars after the training data, then scored with the
+/// runtime (serving/serving.h) over bars after the training data, then scored with the
 /// backtest arithmetic (data/backtest.h) against buy-and-hold, flat and a seeded random policy,
 /// and each forecaster's next-bar quantiles scored against naive baselines
 /// (data/forecast_eval.h).
@@ -24,9 +24,9 @@
 #include "foxhunt/data/backtest.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/forecast_eval.h"
-#include "foxhunt/runtime/serving.h"
+#include "foxhunt/serving/serving.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::serving {
 
 /// What to backtest.
 struct BacktestJob {
@@ -85,4 +85,4 @@ BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log);
 BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarSeries& series,
                             const BacktestJob& job, std::ostream& log);
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::serving

@@ -12,7 +12,7 @@
 #include "foxhunt/core/device.h"
 #include "foxhunt/train/infra.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::jobs {
 
 /// What `foxhunt quantize` does.
 struct QuantizeJob {
@@ -39,4 +39,4 @@ nlohmann::json run_quantize_job(const QuantizeJob& job);
 /// Human-readable summary of run_quantize_job's result.
 std::string format_quantize_summary(const nlohmann::json& summary);
 
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::jobs

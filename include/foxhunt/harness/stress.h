@@ -33,7 +33,7 @@
 #include "foxhunt/core/device.h"
 #include "foxhunt/memory/device_profile.h"
 
-namespace foxhunt::runtime {
+namespace foxhunt::harness {
 
 /// What `foxhunt stress` runs.
 struct StressOptions {
@@ -103,13 +103,8 @@ struct StressReport {
   bool ok() const;
   /// {ok, environment, scenarios: {name: {ok, summary, error, ..., details}}}.
   nlohmann::json to_json() const;
-  /// Terminal table, one row per scenario.
+  /// Terminal table, one row per scenario (the HTML and Markdown pages: reports.h).
   std::string table() const;
-  /// Self-contained HTML (inline SVG): memory timeline per model, latency histogram and
-  /// throughput over time for each scenario, and the figures.
-  std::string html() const;
-  /// The same as Markdown (plots named, not drawn).
-  std::string markdown() const;
 };
 
 /// Scenario names in the order `all` runs them.
@@ -123,8 +118,4 @@ std::vector<std::string> parse_scenarios(const std::string& spec);
 StressReport run_stress(const StressOptions& options, const std::vector<std::string>& scenarios,
                         std::ostream& log);
 
-/// Writes DIR/stress.json, DIR/report.html and DIR/report.md (each atomically); returns the
-/// HTML path.
-std::string write_stress_report(const StressReport& report, const std::string& dir);
-
-}  // namespace foxhunt::runtime
+}  // namespace foxhunt::harness
