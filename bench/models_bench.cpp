@@ -209,7 +209,7 @@ int register_all() {
 // --export DIR: each model's weights, example inputs ("input.b<B>.<i>") and C++ outputs
 // ("output.b<B>.<j>") with the options and I/O names in the metadata.
 int export_models(const std::string& dir) {
-  namespace rt = foxhunt::runtime;
+  namespace rt = foxhunt::jobs;
   foxhunt::runtime_init();
   for (const auto& name : foxhunt::models::model_names()) {
     auto model = bench_model(name);

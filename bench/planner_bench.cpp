@@ -15,7 +15,7 @@ namespace {
 void BM_Plan(benchmark::State& state, const std::string& name, std::uint64_t budget) {
   foxhunt::plan::PlanOptions o;
   o.model = name;
-  o.budget = memory::Budget::of_bytes(budget);
+  o.budget = foxhunt::memory::Budget::of_bytes(budget);
   foxhunt::plan::PlanResult r;
   for (auto _ : state) {
     r = foxhunt::plan::plan_batch(o);

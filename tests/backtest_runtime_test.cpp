@@ -17,6 +17,7 @@
 #include "test_util.h"
 
 namespace foxhunt::serving {
+using namespace foxhunt::harness;
 namespace {
 
 using foxhunt::testing::input_error;

@@ -263,9 +263,9 @@ TEST_P(CudaModelTest, PlanIsVerifiedUnderTheAllocatorCapAndTwiceRunsOut_CUDA) {
   const auto r = plan::plan_batch(o);
   ASSERT_TRUE(r.verified);
   EXPECT_EQ(r.fixed.device, "cuda:0");
-  EXPECT_LE(r.verified_peak_bytes, o.budget_bytes);
+  EXPECT_LE(r.verified_peak_bytes, o.budget.bytes);
   // The enforced cap makes an over-budget step fail with the typed error.
-  const auto over = plan::verify_batch(name, r.train, 4 * r.chosen_batch, o.budget_bytes);
+  const auto over = plan::verify_batch(name, r.train, 4 * r.chosen_batch, o.budget.bytes);
   EXPECT_FALSE(over.ok);
   EXPECT_NE(over.error.find("out of memory"), std::string::npos) << over.error;
   EXPECT_EQ(memory::cuda_get_limit(0), 0u) << "the cap must be restored";

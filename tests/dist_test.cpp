@@ -197,7 +197,7 @@ TEST(GradientSyncTest, ThePlannerPlansPerRankWithTheBucketsResident) {
   EXPECT_EQ(rank.fixed.fixed_bytes, alone.fixed.fixed_bytes + rank.fixed.comm_bucket_bytes);
   EXPECT_TRUE(rank.verified);
   EXPECT_LE(rank.chosen_batch, alone.chosen_batch);
-  EXPECT_LE(rank.verified_peak_bytes, o.budget_bytes);
+  EXPECT_LE(rank.verified_peak_bytes, o.budget.bytes);
 }
 
 // Trains QuantileMlpModel on `train` for `epochs` at per-rank `batch` over `world` ranks (world 1:

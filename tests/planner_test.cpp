@@ -178,8 +178,8 @@ TEST_F(PlannerTest, BudgetTooSmallForBatchOneNamesTheLargestTag) {
       // The largest tag is at least every fixed tag measured independently.
       EXPECT_GE(e.tag_bytes(), fp.parameter_bytes);
       EXPECT_GE(e.tag_bytes(), fp.optimizer_bytes);
-      EXPECT_GT(e.tag_bytes(), o.budget_bytes / 2);
-      EXPECT_GT(e.requested(), o.budget_bytes);
+      EXPECT_GT(e.tag_bytes(), o.budget.bytes / 2);
+      EXPECT_GT(e.requested(), o.budget.bytes);
       const std::string what = e.what();
       EXPECT_NE(what.find(e.tag()), std::string::npos) << what;
       EXPECT_NE(what.find(std::to_string(e.tag_bytes()) + " B"), std::string::npos) << what;

@@ -21,7 +21,6 @@
 #include "test_util.h"
 
 namespace foxhunt::jobs {
-using namespace foxhunt::serving;
 namespace {
 
 using foxhunt::testing::SeededTest;

@@ -23,6 +23,7 @@
 #include "test_util.h"
 
 namespace foxhunt::serving {
+using namespace foxhunt::jobs;
 namespace {
 
 using foxhunt::testing::run_cli;

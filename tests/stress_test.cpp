@@ -17,7 +17,6 @@
 
 namespace foxhunt::harness {
 using namespace foxhunt::serving;
-using namespace foxhunt::jobs;
 namespace {
 
 using foxhunt::testing::run_cli;

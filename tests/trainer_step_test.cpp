@@ -247,7 +247,7 @@ TEST_P(TrainerStepModelTest, PlannedBatchTrainsTheRealTrainerAndTwiceRunsOut) {
       << r.limited_by;
   EXPECT_GE(r.chosen_batch, around * 9 / 10);
   EXPECT_LE(r.chosen_batch, around * 12 / 10);
-  EXPECT_LE(r.verified_peak_bytes, o.budget_bytes);
+  EXPECT_LE(r.verified_peak_bytes, o.budget.bytes);
   EXPECT_LE(std::abs(r.predicted_error_pct()), 10.0)
       << "predicted " << r.predicted_peak_bytes << " verified " << r.verified_peak_bytes;
   if (name == "dqn")
@@ -255,14 +255,14 @@ TEST_P(TrainerStepModelTest, PlannedBatchTrainsTheRealTrainerAndTwiceRunsOut) {
   const std::uint64_t live0 = memory::live_bytes();
   const std::uint64_t ext0 = memory::external_bytes();
   // The real trainer, not the planner's step: a few steps at the plan fit its budget ...
-  EXPECT_EQ(train_real(name, r.chosen_batch, o.budget_bytes, buffer), "");
+  EXPECT_EQ(train_real(name, r.chosen_batch, o.budget.bytes, buffer), "");
   // ... and twice the batch runs out of memory under the same cap (the plan is tight).
-  const std::string oom = train_real(name, 2 * r.chosen_batch, o.budget_bytes, buffer);
+  const std::string oom = train_real(name, 2 * r.chosen_batch, o.budget.bytes, buffer);
   EXPECT_NE(oom.find("out of memory"), std::string::npos) << oom;
   EXPECT_EQ(memory::live_bytes(), live0);
   EXPECT_EQ(memory::external_bytes(), ext0);
   // The library's verification agrees.
-  EXPECT_FALSE(plan::verify_batch(name, r.train, 2 * r.chosen_batch, o.budget_bytes).ok);
+  EXPECT_FALSE(plan::verify_batch(name, r.train, 2 * r.chosen_batch, o.budget.bytes).ok);
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, TrainerStepModelTest, ::testing::ValuesIn(models::model_names()),

@@ -11,7 +11,6 @@
 namespace foxhunt::harness {
 
 using namespace foxhunt::serving;  // the areas below
-using namespace foxhunt::jobs;     // the areas below
 namespace {
 
 std::string num(double v, const char* f) {

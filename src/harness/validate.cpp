@@ -126,8 +126,7 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
     // The trainers' real steps, measured and capped on the device validated (CUDA: the
     // caching allocator under the profile's usable bytes as its memory fraction).
     o.train.device = options.device;
-    o.budget_bytes = profile.usable_bytes();
-    o.budget_source = profile.name + " usable";
+    o.budget = memory::Budget::of_profile(profile.name);
     const auto r = plan::plan_batch(o);
     const bool ok = r.verified && std::abs(r.predicted_error_pct()) <= 10.0;
     all_ok = all_ok && ok;

@@ -12,8 +12,6 @@
 
 namespace foxhunt::jobs {
 
-using namespace foxhunt::serving;  // the areas below
-
 namespace {
 
 int64_t live() {

@@ -15,8 +15,6 @@
 
 namespace foxhunt::jobs {
 
-using namespace foxhunt::serving;  // the areas below
-
 static_assert(std::endian::native == std::endian::little,
               "safetensors stores little-endian bytes; a big-endian host needs byte swapping");
 

@@ -20,7 +20,7 @@ void add_stress_sections(HtmlReport& page, const StressReport& report);
 /// Metrics tables (every strategy, every forecaster against its naive baselines), equity curves
 /// against buy-and-hold, drawdowns, a forecast fan chart (P10/P50/P90 against the realised
 /// returns) and a calibration plot (nominal vs observed) per forecaster.
-void add_backtest_sections(HtmlReport& page, const BacktestRun& run);
+void add_backtest_sections(HtmlReport& page, const serving::BacktestRun& run);
 
 /// Writes a stress run's DIR/stress.json, DIR/report.html (inline SVG: memory timeline per
 /// model, latency histogram and throughput over time per scenario) and DIR/report.md (each

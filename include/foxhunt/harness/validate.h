@@ -15,10 +15,13 @@
 
 #include "foxhunt/core/device.h"
 
+namespace foxhunt::serving {
+struct BacktestRun;
+}  // namespace foxhunt::serving
+
 namespace foxhunt::harness {
 
 struct StressReport;
-struct BacktestRun;
 
 /// What `foxhunt validate` runs on.
 struct ValidateOptions {
@@ -67,7 +70,7 @@ struct StepResult {
   double seconds = 0.0;
   /// What the stress and backtest steps measured, for the report's plots.
   std::shared_ptr<const StressReport> stress;
-  std::shared_ptr<const BacktestRun> backtest;
+  std::shared_ptr<const serving::BacktestRun> backtest;
 };
 
 /// The whole validation run.
