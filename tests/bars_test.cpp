@@ -187,7 +187,7 @@ TEST_F(BarsTest, MissingFileIsInputError) {
 
 // ---- CSV as users have it: ISO dates, milliseconds, Yahoo headers ------------------------------
 
-TEST(BarsTest, FormatTimestampIsTheInverseOfParse) {
+TEST_F(BarsTest, FormatTimestampIsTheInverseOfParse) {
   EXPECT_EQ(format_timestamp(0), "1970-01-01T00:00:00Z");
   EXPECT_EQ(format_timestamp(1709285400), "2024-03-01T09:30:00Z");
   EXPECT_EQ(format_timestamp(951782400), "2000-02-29T00:00:00Z");  // a leap day of a 400-year
