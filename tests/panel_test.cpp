@@ -1,5 +1,5 @@
 // Panel CSV (long format, many symbols): the reader, its errors, the one-symbol reading of a
-// single-series file and the real panel from scripts/setup.sh.
+// single-series file, the real panel from scripts/setup.sh, and `foxhunt data inspect` on a panel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@ namespace foxhunt::data {
 namespace {
 
 using foxhunt::testing::panel_csv;
+using foxhunt::testing::run_cli;
 using foxhunt::testing::sp500_csv;
 using foxhunt::testing::TempDir;
 
@@ -348,6 +349,61 @@ TEST(PanelTest, RealPanelHasThreeSymbolsWithIncreasingDailyBars) {
   if (std::filesystem::exists(sp500_csv())) {
     EXPECT_EQ(p.find("SP500")->closes(), load_bars_csv(sp500_csv()).closes());
   }
+}
+
+// ---- foxhunt data inspect ----------------------------------------------------------------------
+
+TEST(PanelTest, CliInspectListsSymbolsInTextAndJson) {
+  TempDir dir;
+  const std::string path = dir.file("u.csv");
+  write_file_atomic(path, std::string(kHeader) +
+                              "2024-01-01,SPY,10,11,9,10.5,100\n"
+                              "2024-01-01,WTI,,,,70,\n"
+                              "2024-01-02,WTI,,,,71,\n"
+                              "2024-01-03,SPY,10.5,12,10,11.5,200\n"
+                              "2024-01-03,WTI,,,,72,\n");
+  const auto j = run_cli("data inspect " + path + " --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto o = nlohmann::json::parse(j.out);
+  EXPECT_EQ(o["file"], path);
+  EXPECT_EQ(o["rows"], 5);
+  EXPECT_EQ(o["symbols_count"], 2);
+  EXPECT_EQ(o["timestamps"], 3);
+  ASSERT_EQ(o["symbols"].size(), 2u);
+  EXPECT_EQ(o["symbols"][0]["symbol"], "SPY");
+  EXPECT_EQ(o["symbols"][0]["bars"], 2);
+  EXPECT_EQ(o["symbols"][0]["first_timestamp"], "2024-01-01T00:00:00Z");
+  EXPECT_EQ(o["symbols"][0]["last_timestamp"], "2024-01-03T00:00:00Z");
+  EXPECT_EQ(o["symbols"][0]["missing_bars"], 1);
+  EXPECT_EQ(o["symbols"][1]["symbol"], "WTI");
+  EXPECT_EQ(o["symbols"][1]["missing_bars"], 0);
+
+  const auto t = run_cli("data inspect " + path);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("rows            5\nsymbols         2 (3 timestamps in all)\n"
+                       "symbol    bars  first                 last                  missing\n"
+                       "SPY          2  2024-01-01T00:00:00Z  2024-01-03T00:00:00Z        1\n"
+                       "WTI          3  2024-01-01T00:00:00Z  2024-01-03T00:00:00Z        0"
+                       "  close only\n"),
+            std::string::npos)
+      << t.out;
+
+  // A single-series file keeps its own output (no symbol list).
+  const std::string one = dir.file("one.csv");
+  write_file_atomic(one, "date,close\n2024-01-01,5\n2024-01-02,6\n");
+  const auto s = nlohmann::json::parse(run_cli("data inspect " + one + " --json").out);
+  EXPECT_EQ(s["rows"], 2);
+  EXPECT_FALSE(s.contains("symbols"));
+}
+
+TEST(PanelTest, CliInspectBadPanelExits2NamingLineAndSymbol) {
+  TempDir dir;
+  const std::string path = dir.file("bad.csv");
+  write_file_atomic(path, "date,symbol,close\n2024-01-02,A,1\n2024-01-01,A,1\n");
+  const auto r = run_cli("data inspect " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(path + ":3: symbol 'A': timestamp"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 }  // namespace
