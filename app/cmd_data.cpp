@@ -1,12 +1,15 @@
-// foxhunt data generate|inspect: synthetic bars and CSV validation.
+// foxhunt data generate|inspect: synthetic bars and CSV validation (one series or a panel).
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
 #include "foxhunt/data/bars.h"
+#include "foxhunt/data/panel.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -48,8 +51,48 @@ int run_generate(const DataArgs& a) {
   return 0;
 }
 
+/// A file with a symbol column: one line per symbol (bars, first/last bar, missing bars).
+int inspect_panel(const DataArgs& a, const std::string& text) {
+  const auto panel = data::parse_panel_csv(text, a.input);  // InputError -> exit 2
+  const auto symbols = data::summarize_panel(panel);
+  if (a.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& s : symbols)
+      list.push_back({{"symbol", s.symbol},
+                      {"bars", s.bars},
+                      {"first_timestamp", data::format_timestamp(s.first_timestamp)},
+                      {"last_timestamp", data::format_timestamp(s.last_timestamp)},
+                      {"missing_bars", s.missing_bars},
+                      {"close_only", s.close_only}});
+    const nlohmann::json out = {{"file", a.input},
+                                {"rows", panel.rows()},
+                                {"symbols_count", panel.size()},
+                                {"timestamps", static_cast<int64_t>(panel.timestamps.size())},
+                                {"symbols", list}};
+    print_json(out.dump(2));
+    return 0;
+  }
+  int width = 6;  // "symbol"
+  for (const auto& s : symbols) width = std::max(width, static_cast<int>(s.symbol.size()));
+  std::printf("file            %s\n", a.input.c_str());
+  std::printf("rows            %lld\n", static_cast<long long>(panel.rows()));
+  std::printf("symbols         %lld (%lld timestamps in all)\n",
+              static_cast<long long>(panel.size()),
+              static_cast<long long>(panel.timestamps.size()));
+  std::printf("%-*s  %6s  %-20s  %-20s  %7s\n", width, "symbol", "bars", "first", "last",
+              "missing");
+  for (const auto& s : symbols)
+    std::printf("%-*s  %6lld  %-20s  %-20s  %7lld%s\n", width, s.symbol.c_str(),
+                static_cast<long long>(s.bars), data::format_timestamp(s.first_timestamp).c_str(),
+                data::format_timestamp(s.last_timestamp).c_str(),
+                static_cast<long long>(s.missing_bars), s.close_only ? "  close only" : "");
+  return 0;
+}
+
 int run_inspect(const DataArgs& a) {
-  const auto series = data::load_bars_csv(a.input);  // InputError "file:line: ..." -> exit 2
+  const std::string text = read_file(a.input);
+  if (data::has_symbol_column(text)) return inspect_panel(a, text);
+  const auto series = data::parse_bars_csv(text, a.input);  // InputError "file:line: ..." -> exit 2
   const auto s = data::summarize_bars(series);
   if (a.json) {
     print_json(summary_json(s, a.input).dump(2));
@@ -93,8 +136,11 @@ Registrar reg = subcommand<DataArgs>(
       gen->add_option("--out", args->out, "Output CSV path")->required();
 
       auto* ins = sub->add_subcommand(
-          "inspect", "Validate a bar CSV and print a summary (exit 2 with FILE:LINE on bad input)");
-      ins->add_option("file", args->input, "CSV file")->required();
+          "inspect",
+          "Validate a bar CSV and print a summary (exit 2 with FILE:LINE on bad input); a panel "
+          "CSV (with a symbol column) lists each symbol's bars, span and missing bars");
+      ins->add_option("file", args->input, "CSV file (one series, or a panel in long format)")
+          ->required();
       ins->add_flag("--json", args->json, "Print JSON only");
 
       return [args, gen, ins]() {

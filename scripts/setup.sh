@@ -63,36 +63,67 @@ else
   "$VENV/bin/python" -c "import safetensors" || { log "safetensors did not install"; exit 1; }
 fi
 
-# A real close-only daily series for the model-quality checks (issue 11): the S&P 500 daily closes
-# 1999-2018 that the pinned `arch` wheel on PyPI ships as package data (arch/data/sp500), rewritten
-# as "date,close" with ISO dates. Only the wheel's data file is used; arch is not installed.
+# Real daily data from the package data of the pinned `arch` wheel on PyPI (only the wheel's data
+# files are read; arch is not installed), each file written once (skipped when present):
+# - the S&P 500 daily closes 1999-2018 (arch/data/sp500) as "date,close" with ISO dates: the
+#   close-only series of the model-quality checks (issue 11);
+# - a long-format panel "date,symbol,open,high,low,close,volume" (data/panel.h), rows sorted by
+#   date then symbol: SP500 and NASDAQ daily OHLCV 1999-2018 (arch/data/sp500, arch/data/nasdaq)
+#   and WTI crude daily closes 1986-2019 (arch/data/wti, FRED's DCOILWTICO) as close-only rows
+#   (open, high, low and volume left empty; FRED's '.' holidays dropped).
 ARCH_PIN="8.0.0"
 DATA_DIR="${FOXHUNT_DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/foxhunt}"
 SP500="$DATA_DIR/sp500_close.csv"
-if [ -s "$SP500" ]; then
-  log "data: $SP500 present"
-else
-  log "data: fetching the S&P 500 daily closes (arch==${ARCH_PIN} wheel, package data only)"
+PANEL="$DATA_DIR/panel_sp500_nasdaq_wti.csv"
+need_arch=0
+for f in "$SP500" "$PANEL"; do
+  if [ -s "$f" ]; then log "data: $f present"; else need_arch=1; fi
+done
+if ((need_arch)); then
+  log "data: fetching daily series (arch==${ARCH_PIN} wheel, package data only)"
   mkdir -p "$DATA_DIR"
   tmp="$(mktemp -d)"
-  # Not fatal: without it only the two forecast-quality tests fail (naming this file).
+  # Not fatal: without them only the tests that read these files fail or skip (naming the file).
   "$PY" -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp" "arch==${ARCH_PIN}" &&
-  "$PY" - "$tmp" "$SP500" <<'PYEOF' || log "data: could not fetch $SP500 (the forecast-quality tests need it)"
+  "$PY" - "$tmp" "$SP500" "$PANEL" <<'PYEOF' || log "data: could not write $SP500 / $PANEL (the forecast-quality and panel tests need them)"
 import csv, datetime, glob, gzip, io, os, sys, zipfile
-tmp, out = sys.argv[1], sys.argv[2]
+tmp, sp500_out, panel_out = sys.argv[1], sys.argv[2], sys.argv[3]
 wheel = glob.glob(os.path.join(tmp, "arch-*.whl"))[0]
 with zipfile.ZipFile(wheel) as z:
-    raw = gzip.decompress(z.read("arch/data/sp500/sp500.csv.gz")).decode()
-rows = list(csv.DictReader(io.StringIO(raw)))
-part = out + ".tmp"
-with open(part, "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(["date", "close"])
-    for r in rows:
-        d = datetime.datetime.strptime(r["Date"], "%m/%d/%Y").date().isoformat()
-        w.writerow([d, r["Close"]])
-os.replace(part, out)  # atomic: a half-written file is never left under the final name
-print(f"[setup] data: wrote {out} ({len(rows)} bars)", file=sys.stderr)
+    def rows(name):
+        raw = gzip.decompress(z.read(f"arch/data/{name}/{name}.csv.gz")).decode()
+        return list(csv.DictReader(io.StringIO(raw)))
+    sp500, nasdaq, wti = rows("sp500"), rows("nasdaq"), rows("wti")
+
+def iso(us_date):
+    return datetime.datetime.strptime(us_date, "%m/%d/%Y").date().isoformat()
+
+def write_atomic(out, header, records, lineterminator):
+    part = out + ".tmp"
+    with open(part, "w", newline="") as f:
+        w = csv.writer(f, lineterminator=lineterminator)
+        w.writerow(header)
+        w.writerows(records)
+    os.replace(part, out)  # atomic: a half-written file is never left under the final name
+
+if not (os.path.exists(sp500_out) and os.path.getsize(sp500_out) > 0):
+    write_atomic(sp500_out, ["date", "close"], [[iso(r["Date"]), r["Close"]] for r in sp500], "\r\n")
+    print(f"[setup] data: wrote {sp500_out} ({len(sp500)} bars)", file=sys.stderr)
+
+if not (os.path.exists(panel_out) and os.path.getsize(panel_out) > 0):
+    records = []
+    for symbol, data in (("SP500", sp500), ("NASDAQ", nasdaq)):
+        for r in data:
+            records.append([iso(r["Date"]), symbol, r["Open"], r["High"], r["Low"], r["Close"],
+                            r["Volume"]])
+    wti_bars = [r for r in wti if r["DCOILWTICO"] != "."]  # FRED marks holidays with '.'
+    for r in wti_bars:
+        records.append([iso(r["Date"]), "WTI", "", "", "", r["DCOILWTICO"], ""])
+    records.sort(key=lambda rec: (rec[0], rec[1]))  # interleaved: by date, then symbol
+    write_atomic(panel_out, ["date", "symbol", "open", "high", "low", "close", "volume"], records,
+                 "\n")
+    print(f"[setup] data: wrote {panel_out} ({len(sp500)} SP500 + {len(nasdaq)} NASDAQ + "
+          f"{len(wti_bars)} WTI rows)", file=sys.stderr)
 PYEOF
   rm -rf "$tmp"
 fi

@@ -8,19 +8,18 @@
 #include <limits>
 #include <optional>
 
+#include "bar_csv.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/random.h"
 
 namespace foxhunt::data {
 
-namespace {
+// The shared row grammar (bar_csv.h; the helpers without a declaration there are used only
+// here), then the single-series reader built on it.
+namespace csv {
 
 constexpr const char* kComponent = "bars";
-
-enum Column { kTimestamp = 0, kOpen, kHigh, kLow, kClose, kVolume, kNumColumns };
-constexpr std::array<const char*, kNumColumns> kColumnNames = {"timestamp", "open",  "high",
-                                                               "low",       "close", "volume"};
 
 bool is_blank(char c) {
   return c == ' ' || c == '\t' || c == '\r';
@@ -106,6 +105,11 @@ int column_index(std::string_view name) {
   return -1;
 }
 
+bool is_symbol_name(std::string_view name) {
+  const std::string n = normalize_name(name);
+  return n == "symbol" || n == "ticker" || n == "instrument";
+}
+
 /// A header line: every field starts with a letter and at least one is a used column.
 bool looks_like_header(const std::vector<std::string_view>& fields) {
   bool known = false;
@@ -116,22 +120,23 @@ bool looks_like_header(const std::vector<std::string_view>& fields) {
   return known;
 }
 
-/// Field position of each column in a row, -1 when the file has no such column.
-struct Layout {
-  std::array<int, kNumColumns> pos{-1, -1, -1, -1, -1, -1};
-  size_t fields = 0;
-  bool close_only() const { return pos[kOpen] < 0; }
-};
-
 Layout layout_from_header(const std::vector<std::string_view>& fields, const std::string& source,
-                          int64_t line) {
+                          int64_t line, bool symbol_column) {
   Layout layout;
   layout.fields = fields.size();
   bool adj_close = false;
   for (size_t i = 0; i < fields.size(); ++i) {
+    if (symbol_column && is_symbol_name(fields[i])) {
+      FOXHUNT_CHECK(layout.symbol < 0, kComponent, where(source, line), "duplicate column '",
+                    fields[i], "' in header (field ", layout.symbol + 1, " '",
+                    fields[static_cast<size_t>(layout.symbol)], "' is also the symbol)");
+      layout.symbol = static_cast<int>(i);
+      continue;
+    }
     const int c = column_index(fields[i]);
     FOXHUNT_CHECK(c != -1, kComponent, where(source, line), "unknown column '", fields[i],
-                  "' in header (known: timestamp (or date, datetime, time), open, high, low, "
+                  "' in header (known: ", symbol_column ? "symbol (or ticker, instrument), " : "",
+                  "timestamp (or date, datetime, time), open, high, low, "
                   "close, volume; ignored: adj close, dividends, stock splits)");
     if (c == kIgnoredColumn) {
       adj_close = adj_close || normalize_name(fields[i]).starts_with("adj");
@@ -173,21 +178,35 @@ Layout layout_from_count(size_t count, const std::string& source, int64_t line) 
   return layout;
 }
 
-double parse_double(std::string_view field, int column, const std::string& source, int64_t line) {
+std::string RowPlace::str() const {
+  std::string s = where(source, line);
+  if (!symbol.empty()) s.append("symbol '").append(symbol).append("': ");
+  return s;
+}
+
+std::ostream& operator<<(std::ostream& os, const RowPlace& at) {
+  return os << at.str();
+}
+
+}  // namespace csv
+
+// The single-series code below uses the grammar's names (and its kComponent, where) unqualified.
+using namespace csv;
+
+namespace {
+
+double parse_double(std::string_view field, int column, const RowPlace& at) {
   double value = 0.0;
   const char* begin = field.data();
   const char* end = begin + field.size();
   if (!field.empty() && field.front() == '+') ++begin;  // from_chars rejects a leading '+'
   auto [ptr, ec] = std::from_chars(begin, end, value);
-  FOXHUNT_CHECK(!field.empty() && ec == std::errc() && ptr == end, kComponent, where(source, line),
-                "column '", kColumnNames[column], "': '", field, "' is not a number");
-  FOXHUNT_CHECK(std::isfinite(value), kComponent, where(source, line), "column '",
-                kColumnNames[column], "': non-finite value '", field, "' (NaN/Inf not allowed)");
+  FOXHUNT_CHECK(!field.empty() && ec == std::errc() && ptr == end, kComponent, at, "column '",
+                kColumnNames[column], "': '", field, "' is not a number");
+  FOXHUNT_CHECK(std::isfinite(value), kComponent, at, "column '", kColumnNames[column],
+                "': non-finite value '", field, "' (NaN/Inf not allowed)");
   return value;
 }
-
-/// How a timestamp was written; one file uses one.
-enum class TimestampFormat { kSeconds, kMilliseconds, kIso };
 
 const char* format_name(TimestampFormat f) {
   switch (f) {
@@ -422,6 +441,55 @@ double round_to_tick(double price, double tick) {
 
 }  // namespace
 
+namespace csv {
+
+Bar parse_row(const std::vector<std::string_view>& fields, const Layout& layout, RowState& state,
+              const RowPlace& at, bool blank_ohlcv, bool* close_only_row) {
+  Bar bar;
+  const auto& p = layout.pos;
+  if (p[kTimestamp] >= 0) {
+    const std::string_view field = fields[p[kTimestamp]];
+    const ParsedTimestamp ts = parse_timestamp_text(field);
+    FOXHUNT_CHECK(ts.ok, kComponent, at, "column 'timestamp': ", timestamp_error(field, ts));
+    if (!state.ts_format) {
+      state.ts_format = ts.format;
+      state.ts_format_line = at.line;
+    }
+    FOXHUNT_CHECK(ts.format == *state.ts_format, kComponent, at, "column 'timestamp': '", field,
+                  "' is ", format_name(ts.format), " but line ", state.ts_format_line, " is ",
+                  format_name(*state.ts_format),
+                  "; a file must use one timestamp format (integers with |value| >= 1e11 are "
+                  "milliseconds)");
+    bar.timestamp = ts.seconds;
+  } else {
+    bar.timestamp = state.rows * kDefaultBarSeconds;
+  }
+  bar.close = parse_double(fields[p[kClose]], kClose, at);
+  bool close_only = layout.close_only();
+  if (!close_only && blank_ohlcv) {
+    const int blank = fields[p[kOpen]].empty() + fields[p[kHigh]].empty() + fields[p[kLow]].empty();
+    FOXHUNT_CHECK(blank == 0 || blank == 3, kComponent, at,
+                  "open, high and low must all be given or all be empty (a close-only row), got ",
+                  3 - blank, " of them");
+    close_only = blank == 3;
+  }
+  if (close_only) {
+    bar.open = bar.high = bar.low = bar.close;
+  } else {
+    bar.open = parse_double(fields[p[kOpen]], kOpen, at);
+    bar.high = parse_double(fields[p[kHigh]], kHigh, at);
+    bar.low = parse_double(fields[p[kLow]], kLow, at);
+  }
+  const bool has_volume = p[kVolume] >= 0 && !(blank_ohlcv && fields[p[kVolume]].empty());
+  bar.volume = has_volume ? parse_double(fields[p[kVolume]], kVolume, at) : 0.0;
+  check_bar_values(bar, at.str());
+  ++state.rows;
+  if (close_only_row) *close_only_row = close_only;
+  return bar;
+}
+
+}  // namespace csv
+
 std::vector<double> BarSeries::closes() const {
   std::vector<double> out(bars.size());
   for (size_t i = 0; i < bars.size(); ++i) out[i] = bars[i].close;
@@ -453,9 +521,7 @@ struct BarCsvReader::Impl {
   std::optional<Layout> layout;
   int64_t line_no = 0;
   int64_t header_line = 0;
-  int64_t rows = 0;
-  std::optional<TimestampFormat> ts_format;
-  int64_t ts_format_line = 0;
+  RowState state;
   std::vector<std::string_view> fields;
 };
 
@@ -506,38 +572,7 @@ std::optional<Bar> BarCsvReader::read_line(std::string_view line) {
   FOXHUNT_CHECK(fields.size() == layout.fields, kComponent, where(source, line_no),
                 "wrong column count: expected ", layout.fields, " fields, got ", fields.size());
 
-  Bar bar;
-  const auto& p = layout.pos;
-  if (p[kTimestamp] >= 0) {
-    const std::string_view field = fields[p[kTimestamp]];
-    const ParsedTimestamp ts = parse_timestamp_text(field);
-    FOXHUNT_CHECK(ts.ok, kComponent, where(source, line_no),
-                  "column 'timestamp': ", timestamp_error(field, ts));
-    if (!r.ts_format) {
-      r.ts_format = ts.format;
-      r.ts_format_line = line_no;
-    }
-    FOXHUNT_CHECK(ts.format == *r.ts_format, kComponent, where(source, line_no),
-                  "column 'timestamp': '", field, "' is ", format_name(ts.format), " but line ",
-                  r.ts_format_line, " is ", format_name(*r.ts_format),
-                  "; a file must use one timestamp format (integers with |value| >= 1e11 are "
-                  "milliseconds)");
-    bar.timestamp = ts.seconds;
-  } else {
-    bar.timestamp = r.rows * kDefaultBarSeconds;
-  }
-  bar.close = parse_double(fields[p[kClose]], kClose, source, line_no);
-  if (layout.close_only()) {
-    bar.open = bar.high = bar.low = bar.close;
-  } else {
-    bar.open = parse_double(fields[p[kOpen]], kOpen, source, line_no);
-    bar.high = parse_double(fields[p[kHigh]], kHigh, source, line_no);
-    bar.low = parse_double(fields[p[kLow]], kLow, source, line_no);
-  }
-  bar.volume = p[kVolume] >= 0 ? parse_double(fields[p[kVolume]], kVolume, source, line_no) : 0.0;
-  check_bar_values(bar, where(source, line_no));
-  ++r.rows;
-  return bar;
+  return parse_row(fields, layout, r.state, RowPlace{source, line_no, {}});
 }
 
 BarSeries parse_bars_csv(std::string_view text, const std::string& source) {

@@ -27,6 +27,8 @@
 /// - Prices are finite and > 0, low <= open, close <= high; volume is finite and >= 0.
 /// Every violation throws foxhunt::InputError "[bars] FILE:LINE: reason"; nothing is returned
 /// half-loaded.
+/// Many instruments in one file (a symbol column) are a panel: data/panel.h reads them; this
+/// single-series reader rejects a symbol column as an unknown column.
 
 #include <cstdint>
 #include <memory>
