@@ -311,9 +311,9 @@ void validate_quantize_step(const ValidateOptions& options, StepResult& result, 
   const auto s = run_quantize_job(job);
   std::istringstream text(format_quantize_summary(s));
   for (std::string l; std::getline(text, l);) log << "  " << l << "\n";
-  result.details = s;
-  const double delta = s["loss_delta_pct"].get<double>();
-  const auto& p = s["precisions"];
+  result.details = jobs::to_json(s);
+  const double delta = s.quantization.loss_delta_pct;
+  const auto& p = s.precisions;
   const double ratio = p["int8"]["ratio_to_fp32"].get<double>();
   result.ok = std::isfinite(delta) && delta <= 5.0 && ratio <= 0.35;
   char buf[256];
