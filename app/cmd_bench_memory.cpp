@@ -38,25 +38,28 @@ Registrar reg = subcommand<BenchMemoryArgs>(
             parse_json_flag(a->model_options, "--model-options", "bench-memory");
         o.model = models::tft_options_from_json(mo);
         auto report = jobs::tft_int8_memory_checks(o);
-        if (!a->no_qat) report["qat"] = jobs::tft_qat_memory(o);
-        const bool passed = report["passed"].get<bool>();
+        if (!a->no_qat) report.qat = jobs::tft_qat_memory(o);
+        const bool passed = report.passed();
+        // The figures are listed as the JSON has them (key order, JSON values).
+        const nlohmann::json json = jobs::to_json(report);
         if (a->json) {
-          print_json(report.dump(2));
+          print_json(json.dump(2));
           return passed ? 0 : 1;
         }
-        for (const auto& c : report["checks"]) {
-          std::printf("%-4s %s\n", c["passed"].get<bool>() ? "ok" : "FAIL",
-                      c["name"].get<std::string>().c_str());
+        for (const auto& c : json.at("checks")) {
+          std::printf("%-4s %s\n", c.at("passed").get<bool>() ? "ok" : "FAIL",
+                      c.at("name").get<std::string>().c_str());
           for (const auto& [k, v] : c.items())
             if (k != "name" && k != "passed")
               std::printf("       %-40s %s\n", k.c_str(), v.dump().c_str());
         }
-        if (report.contains("qat")) {
+        if (report.qat) {
+          const auto& q = json.at("qat");
           std::printf("qat training bytes (batch %lld):\n",
-                      static_cast<long long>(report["qat"]["batch"].get<int64_t>()));
-          for (const auto& [k, v] : report["qat"]["training_bytes"].items())
+                      static_cast<long long>(report.qat->batch));
+          for (const auto& [k, v] : q.at("training_bytes").items())
             std::printf("       %-40s %s\n", k.c_str(), human_bytes(v.get<double>()).c_str());
-          for (const auto& [k, v] : report["qat"]["converted_inference_bytes"].items())
+          for (const auto& [k, v] : q.at("converted_inference_bytes").items())
             std::printf("       int8 %-35s %s\n", k.c_str(), human_bytes(v.get<double>()).c_str());
         }
         std::printf("%s\n", passed ? "all checks passed" : "a check FAILED");

@@ -57,7 +57,7 @@ Registrar reg = subcommand<QuantizeArgs>(
                                                : train::ProgressMode::kAuto;
         const auto summary = jobs::run_quantize_job(job);
         if (a->json)
-          print_json(summary.dump(2));
+          print_json(jobs::to_json(summary).dump(2));
         else
           std::cout << jobs::format_quantize_summary(summary);
         return 0;

@@ -172,19 +172,24 @@ Registrar reg = subcommand<TrainArgs>(
                        : p == "lines" ? train::ProgressMode::kLines
                        : p == "off"   ? train::ProgressMode::kOff
                                       : train::ProgressMode::kAuto;
-        nlohmann::json summary;
-        {
-          // Ctrl-C asks the trainer to checkpoint and return; a second Ctrl-C kills the process.
-          train::ScopedSigintHandler sigint;
-          summary = job.model == "all" ? jobs::run_train_all(job) : jobs::run_train_job(job);
-        }
-        if (d.rank() > 0) return summary.value("interrupted", false) ? 130 : 0;  // rank 0 reports
-        if (args->json)
-          print_json(summary.dump(2));
-        else
-          std::cout << jobs::format_train_summary(summary);
-        // 128 + SIGINT, the shell convention for a run ended by Ctrl-C (the checkpoint is written).
-        return summary.value("interrupted", false) ? 130 : 0;
+        // Trains (one model, or all: their summaries differ in type), then rank 0 prints.
+        const auto run = [&](const auto& train_fn) {
+          const auto summary = [&] {
+            // Ctrl-C asks the trainer to checkpoint and return; a second one kills the process.
+            train::ScopedSigintHandler sigint;
+            return train_fn(job);
+          }();
+          if (d.rank() == 0) {
+            if (args->json)
+              print_json(jobs::to_json(summary).dump(2));
+            else
+              std::cout << jobs::format_train_summary(summary);
+          }
+          // 128 + SIGINT, the shell convention for a run ended by Ctrl-C (the checkpoint is
+          // written).
+          return summary.interrupted ? 130 : 0;
+        };
+        return job.model == "all" ? run(jobs::run_train_all) : run(jobs::run_train_job);
       };
     });
 

@@ -163,27 +163,39 @@ TEST(QuantizeJobTest, FiveMemoryChecksPass) {
   o.big_batch = 16;
   o.calibration_batches = 2;
   const auto r = tft_int8_memory_checks(o);
-  ASSERT_EQ(r["checks"].size(), 5u);
-  for (const auto& c : r["checks"]) EXPECT_TRUE(c["passed"].get<bool>()) << c.dump(2);
-  EXPECT_TRUE(r["passed"].get<bool>());
-  const auto& c = r["checks"];
-  EXPECT_EQ(c[0]["resident_bytes"].get<int64_t>(), 4 * models::parameter_count(o.model));
-  EXPECT_EQ(c[1]["resident_bytes"].get<int64_t>(), quant::int8_tft_layout(o.model).total_bytes());
-  EXPECT_EQ(c[4]["leaked_bytes"].get<int64_t>(), 0);
-  EXPECT_EQ(c[4]["inferences"].get<int64_t>(), 10000);
+  const auto json = to_json(r);
+  ASSERT_EQ(json["checks"].size(), 5u);
+  for (const auto& c : json["checks"]) EXPECT_TRUE(c["passed"].get<bool>()) << c.dump(2);
+  EXPECT_TRUE(r.passed());
+  EXPECT_TRUE(json["passed"].get<bool>());
+  EXPECT_EQ(r.fp32_baseline.resident_bytes, 4 * models::parameter_count(o.model));
+  EXPECT_EQ(r.int8_under_threshold.resident_bytes, quant::int8_tft_layout(o.model).total_bytes());
+  EXPECT_EQ(r.int8_no_leak.leaked_bytes, 0);
+  EXPECT_EQ(r.int8_no_leak.inferences, 10000);
+  // The JSON names the big-batch figures by the batch, and carries the typed figures.
+  EXPECT_EQ(json["checks"][0]["peak_inference_bytes_batch16"].get<int64_t>(),
+            r.fp32_baseline.peak_inference_bytes_big_batch);
+  EXPECT_EQ(json["checks"][4]["leaked_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(json["fp32"]["resident_bytes"].get<int64_t>(), r.fp32_baseline.resident_bytes);
+  EXPECT_FALSE(json.contains("qat"));
   // A threshold below the model's bytes fails check 2 (the check can fail).
   o.inferences = 1;
   o.int8_threshold_bytes = 1000;
   const auto bad = tft_int8_memory_checks(o);
-  EXPECT_FALSE(bad["checks"][1]["passed"].get<bool>());
-  EXPECT_FALSE(bad["passed"].get<bool>());
+  EXPECT_FALSE(bad.int8_under_threshold.passed);
+  EXPECT_FALSE(bad.passed());
+  EXPECT_FALSE(to_json(bad)["checks"][1]["passed"].get<bool>());
 
   const auto qat = tft_qat_memory(o);
-  const auto& t = qat["training_bytes"];
-  EXPECT_EQ(t["fp32_master_weights"].get<int64_t>(), 4 * models::parameter_count(o.model));
-  EXPECT_EQ(t["gradient_tensors"].get<int64_t>(), 4 * models::parameter_count(o.model));
-  EXPECT_EQ(t["optimizer_adam"].get<int64_t>() >= 2 * 4 * models::parameter_count(o.model), true);
-  EXPECT_GT(t["observers"].get<int64_t>(), 0);
+  const auto& t = qat.training_bytes;
+  EXPECT_EQ(t.fp32_master_weights, 4 * models::parameter_count(o.model));
+  EXPECT_EQ(t.gradient_tensors, 4 * models::parameter_count(o.model));
+  EXPECT_GE(t.optimizer_adam, 2 * 4 * models::parameter_count(o.model));
+  EXPECT_GT(t.observers, 0);
+  const auto qj = to_json(qat);
+  EXPECT_EQ(qj["training_bytes"]["fake_quant_overhead"].get<int64_t>(),
+            t.forward_peak_fake_quant - t.forward_peak_fp32);
+  EXPECT_TRUE(qj["converted_inference_bytes"].contains("peak_batch16"));
 }
 
 // Accuracy on the held-out split of the embedded synthetic series: a trained TFT, then PTQ

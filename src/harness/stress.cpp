@@ -445,19 +445,19 @@ void run_train(Context& c, ScenarioResult& r) {
       job.epochs = c.o.train_epochs;
     }
     const auto t0 = Clock::now();
-    nlohmann::json s;
+    jobs::TrainSummary s;
     {
       memory::MemoryScope scope("train/" + model);
       s = run_train_job(job);
     }
     const double secs = seconds_since(t0);
     const auto after = static_cast<int64_t>(live_now());
-    const bool ok = s.value("completed", false) && after == before;
+    const bool ok = s.completed && after == before;
     all_ok = all_ok && ok;
     r.latencies_us.push_back(secs * 1e6);
     runs.push_back({{"model", model},
                     {"ok", ok},
-                    {"completed", s.value("completed", false)},
+                    {"completed", s.completed},
                     {"seconds", secs},
                     {"before_live_bytes", before},
                     {"after_live_bytes", after},

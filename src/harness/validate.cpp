@@ -223,67 +223,62 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
       job.options = {{"patience", options.forecast_patience}};
     }
     const auto summary = jobs::run_train_job(job);
-    const bool completed = summary.value("completed", false);
+    const bool completed = summary.completed;
     // The checkpoint must parse (magic, version, CRC) and name the model.
     bool checkpoint_ok = false;
     try {
-      const auto c = read_container(summary.at("checkpoint").get<std::string>());
+      const auto c = read_container(summary.checkpoint);
       checkpoint_ok = c.header.value("model", "") == model;
     } catch (const std::exception&) {
       checkpoint_ok = false;
     }
-    const auto& eval = summary["eval"];
+    // Non-finite figures (null in the summary's JSON) read as NaN.
+    const auto finite = [](double v) { return std::isfinite(v) ? v : NAN; };
     std::string verdict;
-    bool finite = true;
+    bool finite_ok = true;
+    bool skill_ok = true;
     if (rl) {
-      const double mean = eval.is_object() ? eval.value("mean_return", NAN) : NAN;
-      finite = std::isfinite(mean);
+      const auto* e = summary.policy_eval();
+      const double mean = e ? e->mean_return : NAN;
+      finite_ok = std::isfinite(mean);
       std::snprintf(line, sizeof(line), "greedy mean log-return %.4f over %d windows", mean,
-                    eval.is_object() ? eval.value("episodes", 0) : 0);
+                    e ? static_cast<int>(e->episodes) : 0);
     } else {
-      const double loss =
-          eval.is_object() && eval["loss"].is_number() ? eval["loss"].get<double>() : NAN;
-      const double base = eval.is_object() && eval["baseline_loss"].is_number()
-                              ? eval["baseline_loss"].get<double>()
-                              : NAN;
-      finite = std::isfinite(loss) && std::isfinite(base);
-      const auto& nb =
-          eval.is_object() ? eval.value("next_bar", nlohmann::json()) : nlohmann::json();
-      const double skill =
-          nb.is_object() && nb["skill"].is_number() ? nb["skill"].get<double>() : NAN;
-      const double cover = nb.is_object() && nb["coverage_p10_p90"].is_number()
-                               ? nb["coverage_p10_p90"].get<double>()
-                               : NAN;
+      const auto* e = summary.forecast_eval();
+      const double loss = e ? finite(e->loss) : NAN;
+      const double base = e ? finite(e->baseline_loss) : NAN;
+      finite_ok = std::isfinite(loss) && std::isfinite(base);
+      const data::ForecastEvaluation* nb = e && e->next_bar ? &*e->next_bar : nullptr;
+      const double skill = nb ? nb->skill_vs_best : NAN;
+      const double cover = nb ? nb->coverage_p10_p90.value_or(NAN) : NAN;
       // Best epoch -1: no epoch beat the initial constant (volatility-scaled) forecast.
-      const int64_t best_epoch = eval.is_object() ? eval.value("best_epoch", int64_t{-2}) : -2;
+      const int64_t best_epoch = e ? e->best_epoch : -2;
       const std::string epoch = best_epoch == -1 ? "initial" : std::to_string(best_epoch);
       std::snprintf(line, sizeof(line),
                     "test quantile loss %.4f vs unconditional %.4f (%+.1f%%); next bar: skill "
                     "%+.1f%% vs %s, P10-P90 coverage %.1f%%; best epoch %s",
                     loss, base, 100.0 * (loss / base - 1.0), 100.0 * skill,
-                    nb.is_object() ? nb.value("best_baseline", std::string("?")).c_str() : "?",
-                    100.0 * cover, epoch.c_str());
+                    nb ? nb->best_baseline.c_str() : "?", 100.0 * cover, epoch.c_str());
+      // A forecaster worse than its best naive baseline on the held-out test split is not "ok".
+      if (nb) skill_ok = nb->beats_best_baseline;
     }
     verdict = line;
-    // A forecaster worse than its best naive baseline on the held-out test split is not "ok".
-    bool skill_ok = true;
-    if (!rl && eval.is_object() && eval.contains("next_bar") && eval["next_bar"].is_object())
-      skill_ok = eval["next_bar"].value("beats_best_baseline", false);
     if (!skill_ok) verdict += " [WORSE than the naive baseline]";
-    const bool ok = completed && checkpoint_ok && finite && skill_ok;
+    const bool ok = completed && checkpoint_ok && finite_ok && skill_ok;
     all_ok = all_ok && ok;
-    const double seconds = summary.value("seconds", 0.0);
+    const double seconds = summary.seconds;
     std::snprintf(line, sizeof(line), "  %-7s %-4s %6.1f s  ", model.c_str(), ok ? "ok" : "FAIL",
                   seconds);
     log << line << verdict << (checkpoint_ok ? "" : " [checkpoint unreadable]") << "\n";
     log.flush();
+    const nlohmann::json json = jobs::to_json(summary);  // the run's eval and cap, as reported
     rows.push_back({{"model", model},
                     {"ok", ok},
                     {"completed", completed},
                     {"checkpoint_ok", checkpoint_ok},
                     {"seconds", seconds},
-                    {"eval", eval},
-                    {"memory_cap", summary.value("memory_cap", nlohmann::json())},
+                    {"eval", json.at("eval")},
+                    {"memory_cap", json.at("memory_cap")},
                     {"summary", verdict}});
   }
   result.ok = all_ok;
@@ -316,9 +311,9 @@ void validate_quantize_step(const ValidateOptions& options, StepResult& result, 
   const auto s = run_quantize_job(job);
   std::istringstream text(format_quantize_summary(s));
   for (std::string l; std::getline(text, l);) log << "  " << l << "\n";
-  result.details = s;
-  const double delta = s["loss_delta_pct"].get<double>();
-  const auto& p = s["precisions"];
+  result.details = jobs::to_json(s);
+  const double delta = s.quantization.loss_delta_pct;
+  const auto& p = s.precisions;
   const double ratio = p["int8"]["ratio_to_fp32"].get<double>();
   result.ok = std::isfinite(delta) && delta <= 5.0 && ratio <= 0.35;
   char buf[256];

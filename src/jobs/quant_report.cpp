@@ -44,6 +44,7 @@ quant::InputScales calibrate(models::TftNet& net, const Int8MemoryOptions& o) {
   return cal.scales();
 }
 
+// One check's JSON: its figures, name and verdict.
 nlohmann::json check(const char* name, bool passed, nlohmann::json figures) {
   figures["name"] = name;
   figures["passed"] = passed;
@@ -52,13 +53,98 @@ nlohmann::json check(const char* name, bool passed, nlohmann::json figures) {
 
 }  // namespace
 
-nlohmann::json tft_int8_memory_checks(const Int8MemoryOptions& o) {
+// The JSON keys are the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(QatTrainingBytes, fp32_master_weights, gradients,
+                                   gradient_tensors, optimizer_adam, observers,
+                                   forward_peak_fake_quant, forward_peak_fp32, fake_quant_overhead,
+                                   saved_activations_fake_quant)
+
+nlohmann::json to_json(const Int8MemoryReport& r) {
+  const std::string big = "batch" + std::to_string(r.big_batch);
+  nlohmann::json checks = nlohmann::json::array();
+  const auto& c1 = r.fp32_baseline;
+  checks.push_back(check("fp32_baseline", c1.passed,
+                         {{"parameter_bytes", c1.parameter_bytes},
+                          {"resident_bytes", c1.resident_bytes},
+                          {"peak_inference_bytes_batch1", c1.peak_inference_bytes_batch1},
+                          {"peak_inference_bytes_" + big, c1.peak_inference_bytes_big_batch}}));
+  const auto& c2 = r.int8_under_threshold;
+  checks.push_back(check("int8_under_threshold", c2.passed,
+                         {{"resident_bytes", c2.resident_bytes},
+                          {"closed_form_bytes", c2.closed_form_bytes},
+                          {"threshold_bytes", c2.threshold_bytes}}));
+  const auto& c3 = r.int8_smaller_than_fp32;
+  checks.push_back(check(
+      "int8_smaller_than_fp32", c3.passed,
+      {{"code_bytes", c3.code_bytes},
+       {"scale_bytes", c3.scale_bytes},
+       {"fp32_weight_bytes_of_the_same_layers", c3.fp32_weight_bytes_of_the_same_layers},
+       {"weight_ratio", c3.weight_ratio},
+       {"resident_ratio_to_fp32_model", c3.resident_ratio_to_fp32_model},
+       {"ratio_to_the_same_layout_in_fp32", c3.ratio_to_the_same_layout_in_fp32},
+       {"peak_inference_bytes_batch1", c3.peak_inference_bytes_batch1},
+       {"peak_inference_bytes_" + big, c3.peak_inference_bytes_big_batch},
+       {"serving_bytes_batch1",
+        {{"fp32", c3.serving_bytes_batch1.fp32}, {"int8", c3.serving_bytes_batch1.int8}}},
+       {"serving_bytes_" + big,
+        {{"fp32", c3.serving_bytes_big_batch.fp32}, {"int8", c3.serving_bytes_big_batch.int8}}}}));
+  const auto& c4 = r.int8_3d_inference;
+  checks.push_back(check("int8_3d_inference", c4.passed,
+                         {{"input_batch1", c4.input_batch1},
+                          {"output_batch1", c4.output_batch1},
+                          {"input_" + big, c4.input_big_batch},
+                          {"output_" + big, c4.output_big_batch},
+                          {"two_d_window_error", c4.two_d_window_error}}));
+  const auto& c5 = r.int8_no_leak;
+  checks.push_back(
+      check("int8_no_leak", c5.passed,
+            {{"inferences", c5.inferences},
+             {"baseline_live_bytes", c5.baseline_live_bytes},
+             {"after_live_bytes", c5.after_live_bytes},
+             {"leaked_bytes", c5.leaked_bytes},
+             {"max_retained_between_calls_bytes", c5.max_retained_between_calls_bytes}}));
+  nlohmann::json j = {
+      {"checks", checks},
+      {"passed", r.passed()},
+      {"model", models::to_json(r.model)},
+      {"fp32", {{"resident_bytes", c1.resident_bytes}, {"parameter_bytes", c1.parameter_bytes}}},
+      {"int8",
+       {{"resident_bytes", c2.resident_bytes},
+        {"code_bytes", c3.code_bytes},
+        {"fp32_bytes", r.int8_fp32_bytes}}},
+      // Everything above lives in ATen tensors allocated through the ledger: there are no
+      // prepacked weights (plain int8 tensors feed at::_int_mm), and the only memory the
+      // ledger cannot see is the BLAS/oneDNN libraries' own scratch, reported here as the
+      // ledger's declared external bytes.
+      {"not_in_ledger",
+       {{"prepacked_weight_bytes", 0},
+        {"declared_external_bytes", r.declared_external_bytes},
+        {"note",
+         "no prepacked weights; BLAS and int8 GEMM scratch is allocated by the libraries "
+         "themselves and is not counted"}}}};
+  if (r.qat) j["qat"] = to_json(*r.qat);
+  return j;
+}
+
+nlohmann::json to_json(const QatMemoryReport& r) {
+  return {{"batch", r.batch},
+          {"training_bytes", r.training_bytes},
+          {"converted_inference_bytes",
+           {{"resident", r.converted_resident},
+            {"peak_batch1", r.converted_peak_batch1},
+            {"peak_batch" + std::to_string(r.big_batch), r.converted_peak_big_batch}}}};
+}
+
+Int8MemoryReport tft_int8_memory_checks(const Int8MemoryOptions& o) {
   FOXHUNT_CHECK(o.inferences >= 1 && o.big_batch >= 1 && o.calibration_batches >= 1, "bench-memory",
                 "expected inferences, big_batch and calibration_batches >= 1");
   memory::install_ledger();
   const auto layout = quant::int8_tft_layout(o.model);
   const auto small = inputs_of(o.model, 1, o.seed + 1);
   const auto big = inputs_of(o.model, o.big_batch, o.seed + 2);
+  Int8MemoryReport report;
+  report.big_batch = o.big_batch;
+  report.model = o.model;
 
   // (1) FP32 baseline.
   torch::manual_seed(static_cast<int64_t>(o.seed));
@@ -73,13 +159,11 @@ nlohmann::json tft_int8_memory_checks(const Int8MemoryOptions& o) {
     fp32_peak1 = peak_during([&] { net->forward(small.past, small.future, small.id); });
     fp32_peak_big = peak_during([&] { net->forward(big.past, big.future, big.id); });
   }
-  nlohmann::json checks = nlohmann::json::array();
-  checks.push_back(
-      check("fp32_baseline", fp32_resident == fp32_params && fp32_peak1 > 0,
-            {{"parameter_bytes", fp32_params},
-             {"resident_bytes", fp32_resident},
-             {"peak_inference_bytes_batch1", fp32_peak1},
-             {"peak_inference_bytes_batch" + std::to_string(o.big_batch), fp32_peak_big}}));
+  report.fp32_baseline = {.passed = fp32_resident == fp32_params && fp32_peak1 > 0,
+                          .parameter_bytes = fp32_params,
+                          .resident_bytes = fp32_resident,
+                          .peak_inference_bytes_batch1 = fp32_peak1,
+                          .peak_inference_bytes_big_batch = fp32_peak_big};
 
   // The INT8 model as serving holds it: built from the layout, then loaded from bundle bytes.
   const auto scales = calibrate(net, o);
@@ -99,12 +183,11 @@ nlohmann::json tft_int8_memory_checks(const Int8MemoryOptions& o) {
   int8_peak_big = peak_during([&] { out_big = q->forward(big.past, big.future, big.id); });
 
   // (2) Under the threshold, and exactly the closed form.
-  checks.push_back(
-      check("int8_under_threshold",
-            int8_resident == layout.total_bytes() && int8_resident <= o.int8_threshold_bytes,
-            {{"resident_bytes", int8_resident},
-             {"closed_form_bytes", layout.total_bytes()},
-             {"threshold_bytes", o.int8_threshold_bytes}}));
+  report.int8_under_threshold = {
+      .passed = int8_resident == layout.total_bytes() && int8_resident <= o.int8_threshold_bytes,
+      .resident_bytes = int8_resident,
+      .closed_form_bytes = layout.total_bytes(),
+      .threshold_bytes = o.int8_threshold_bytes};
 
   // (3) Never inverted.
   // Quantized weights (codes and their scales) against the same weights in fp32.
@@ -118,21 +201,19 @@ nlohmann::json tft_int8_memory_checks(const Int8MemoryOptions& o) {
   const int64_t fp32_total1 = fp32_resident + fp32_peak1, int8_total1 = int8_resident + int8_peak1;
   const int64_t fp32_total_big = fp32_resident + fp32_peak_big;
   const int64_t int8_total_big = int8_resident + int8_peak_big;
-  checks.push_back(
-      check("int8_smaller_than_fp32",
-            code_ratio <= 0.3 && resident_ratio <= 0.35 && layout_ratio < 1.0 &&
+  report.int8_smaller_than_fp32 = {
+      .passed = code_ratio <= 0.3 && resident_ratio <= 0.35 && layout_ratio < 1.0 &&
                 int8_total1 < fp32_total1 && int8_total_big < fp32_total_big,
-            {{"code_bytes", layout.code_bytes()},
-             {"scale_bytes", layout.scale_bytes()},
-             {"fp32_weight_bytes_of_the_same_layers", 4 * layout.code_bytes()},
-             {"weight_ratio", code_ratio},
-             {"resident_ratio_to_fp32_model", resident_ratio},
-             {"ratio_to_the_same_layout_in_fp32", layout_ratio},
-             {"peak_inference_bytes_batch1", int8_peak1},
-             {"peak_inference_bytes_batch" + std::to_string(o.big_batch), int8_peak_big},
-             {"serving_bytes_batch1", {{"fp32", fp32_total1}, {"int8", int8_total1}}},
-             {"serving_bytes_batch" + std::to_string(o.big_batch),
-              {{"fp32", fp32_total_big}, {"int8", int8_total_big}}}}));
+      .code_bytes = layout.code_bytes(),
+      .scale_bytes = layout.scale_bytes(),
+      .fp32_weight_bytes_of_the_same_layers = 4 * layout.code_bytes(),
+      .weight_ratio = code_ratio,
+      .resident_ratio_to_fp32_model = resident_ratio,
+      .ratio_to_the_same_layout_in_fp32 = layout_ratio,
+      .peak_inference_bytes_batch1 = int8_peak1,
+      .peak_inference_bytes_big_batch = int8_peak_big,
+      .serving_bytes_batch1 = {.fp32 = fp32_total1, .int8 = int8_total1},
+      .serving_bytes_big_batch = {.fp32 = fp32_total_big, .int8 = int8_total_big}};
 
   // (4) 3-D windows in, [batch, horizon, Q] out; a 2-D window is refused by the spec check.
   const std::vector<int64_t> want1 = {1, o.model.horizon(),
@@ -149,12 +230,12 @@ nlohmann::json tft_int8_memory_checks(const Int8MemoryOptions& o) {
   }
   const bool shapes = out1.sizes().vec() == want1 && out_big.sizes().vec() == want_big &&
                       torch::isfinite(out_big).all().item<bool>();
-  checks.push_back(check("int8_3d_inference", shapes && refused,
-                         {{"input_batch1", small.past.sizes().vec()},
-                          {"output_batch1", out1.sizes().vec()},
-                          {"input_batch" + std::to_string(o.big_batch), big.past.sizes().vec()},
-                          {"output_batch" + std::to_string(o.big_batch), out_big.sizes().vec()},
-                          {"two_d_window_error", refusal}}));
+  report.int8_3d_inference = {.passed = shapes && refused,
+                              .input_batch1 = small.past.sizes().vec(),
+                              .output_batch1 = out1.sizes().vec(),
+                              .input_big_batch = big.past.sizes().vec(),
+                              .output_big_batch = out_big.sizes().vec(),
+                              .two_d_window_error = refusal};
 
   // (5) No leak: live bytes back at the baseline exactly.
   out1 = torch::Tensor();
@@ -166,36 +247,18 @@ nlohmann::json tft_int8_memory_checks(const Int8MemoryOptions& o) {
     if (i % 1000 == 0) worst = std::max(worst, live() - baseline);
   }
   const int64_t after = live();
-  checks.push_back(check("int8_no_leak", after == baseline,
-                         {{"inferences", o.inferences},
-                          {"baseline_live_bytes", baseline},
-                          {"after_live_bytes", after},
-                          {"leaked_bytes", after - baseline},
-                          {"max_retained_between_calls_bytes", worst}}));
-
-  bool passed = true;
-  for (const auto& c : checks) passed = passed && c["passed"].get<bool>();
-  return {{"checks", checks},
-          {"passed", passed},
-          {"model", models::to_json(o.model)},
-          {"fp32", {{"resident_bytes", fp32_resident}, {"parameter_bytes", fp32_params}}},
-          {"int8",
-           {{"resident_bytes", int8_resident},
-            {"code_bytes", layout.code_bytes()},
-            {"fp32_bytes", layout.layer_fp32_bytes() + layout.other_fp32_bytes()}}},
-          // Everything above lives in ATen tensors allocated through the ledger: there are no
-          // prepacked weights (plain int8 tensors feed at::_int_mm), and the only memory the
-          // ledger cannot see is the BLAS/oneDNN libraries' own scratch, reported here as the
-          // ledger's declared external bytes.
-          {"not_in_ledger",
-           {{"prepacked_weight_bytes", 0},
-            {"declared_external_bytes", memory::external_bytes()},
-            {"note",
-             "no prepacked weights; BLAS and int8 GEMM scratch is allocated by the libraries "
-             "themselves and is not counted"}}}};
+  report.int8_no_leak = {.passed = after == baseline,
+                         .inferences = o.inferences,
+                         .baseline_live_bytes = baseline,
+                         .after_live_bytes = after,
+                         .leaked_bytes = after - baseline,
+                         .max_retained_between_calls_bytes = worst};
+  report.int8_fp32_bytes = layout.layer_fp32_bytes() + layout.other_fp32_bytes();
+  report.declared_external_bytes = memory::external_bytes();
+  return report;
 }
 
-nlohmann::json tft_qat_memory(const Int8MemoryOptions& o) {
+QatMemoryReport tft_qat_memory(const Int8MemoryOptions& o) {
   memory::install_ledger();
   torch::manual_seed(static_cast<int64_t>(o.seed));
   const int64_t before = live();
@@ -239,21 +302,22 @@ nlohmann::json tft_qat_memory(const Int8MemoryOptions& o) {
   const auto big = inputs_of(o.model, o.big_batch, o.seed + 2);
   const int64_t int8_peak1 = peak_during([&] { q->forward(small.past, small.future, small.id); });
   const int64_t int8_peak_big = peak_during([&] { q->forward(big.past, big.future, big.id); });
-  return {{"batch", o.qat_batch},
-          {"training_bytes",
-           {{"fp32_master_weights", weights},
-            {"gradients", gradients},
-            {"gradient_tensors", grad_bytes},
-            {"optimizer_adam", optimizer},
-            {"observers", qat.observer_bytes()},
-            {"forward_peak_fake_quant", qat_forward_peak},
-            {"forward_peak_fp32", fp32_forward},
-            {"fake_quant_overhead", qat_forward_peak - fp32_forward},
-            {"saved_activations_fake_quant", saved_activations}}},
-          {"converted_inference_bytes",
-           {{"resident", quant::int8_tft_layout(o.model).total_bytes()},
-            {"peak_batch1", int8_peak1},
-            {"peak_batch" + std::to_string(o.big_batch), int8_peak_big}}}};
+  QatMemoryReport r;
+  r.batch = o.qat_batch;
+  r.training_bytes = {.fp32_master_weights = weights,
+                      .gradients = gradients,
+                      .gradient_tensors = grad_bytes,
+                      .optimizer_adam = optimizer,
+                      .observers = qat.observer_bytes(),
+                      .forward_peak_fake_quant = qat_forward_peak,
+                      .forward_peak_fp32 = fp32_forward,
+                      .fake_quant_overhead = qat_forward_peak - fp32_forward,
+                      .saved_activations_fake_quant = saved_activations};
+  r.big_batch = o.big_batch;
+  r.converted_resident = quant::int8_tft_layout(o.model).total_bytes();
+  r.converted_peak_batch1 = int8_peak1;
+  r.converted_peak_big_batch = int8_peak_big;
+  return r;
 }
 
 }  // namespace foxhunt::jobs

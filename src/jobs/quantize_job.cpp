@@ -53,7 +53,24 @@ double test_loss(models::Model& model, train::MarketBatchSource& source) {
 
 }  // namespace
 
-nlohmann::json run_quantize_job(const QuantizeJob& job) {
+// The JSON keys are the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(QuantizationRecord, method, source_bundle, calibration_windows,
+                                   activation_clip, fp32_test_loss, int8_test_loss, loss_delta_pct)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(QatFineTuning, epochs, steps, seconds, best_val_loss,
+                                   observer_steps, learning_rate)
+
+nlohmann::json to_json(const QuantizeSummary& s) {
+  nlohmann::json j = s.quantization;
+  j["out"] = s.out;
+  j["precisions"] = s.precisions;
+  j["resident_bytes"] = {{"fp32", s.fp32_resident_bytes}, {"int8", s.int8_resident_bytes}};
+  j["qat"] = s.qat ? nlohmann::json(*s.qat) : nlohmann::json(nullptr);
+  j["layer_errors"] = s.layer_errors;
+  j["seconds"] = s.seconds;
+  return j;
+}
+
+QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   FOXHUNT_CHECK(job.method == "ptq" || job.method == "qat", kComponent,
                 "method: expected ptq or qat, got '", job.method, "'");
   FOXHUNT_CHECK(!job.bundle.empty(), kComponent, "--bundle: expected an FP32 TFT bundle");
@@ -86,7 +103,7 @@ nlohmann::json run_quantize_job(const QuantizeJob& job) {
   auto scales = cal.scales();
   const double fp32_loss = test_loss(*b.model, source);
 
-  nlohmann::json qat_summary = nullptr;
+  std::optional<QatFineTuning> qat_summary;
   if (job.method == "qat") {
     quant::QatTftModel qat(net, quant::QatOptions().observer_steps(job.observer_steps), scales);
     train::ForecastTrainer trainer(qat, source,
@@ -100,12 +117,12 @@ nlohmann::json run_quantize_job(const QuantizeJob& job) {
     FOXHUNT_CHECK(!r.interrupted, kComponent, "interrupted; nothing written");
     qat.freeze();
     scales = qat.scales();
-    qat_summary = {{"epochs", r.episodes},
-                   {"steps", r.steps},
-                   {"seconds", r.seconds},
-                   {"best_val_loss", trainer.best_validation_loss()},
-                   {"observer_steps", qat.observed_steps()},
-                   {"learning_rate", job.learning_rate}};
+    qat_summary = QatFineTuning{.epochs = r.episodes,
+                                .steps = r.steps,
+                                .seconds = r.seconds,
+                                .best_val_loss = trainer.best_validation_loss(),
+                                .observer_steps = qat.observed_steps(),
+                                .learning_rate = job.learning_rate};
   }
   net->eval();
   auto int8 = quant::Int8Tft(quant::Int8TftImpl::convert(*net, scales));
@@ -117,54 +134,51 @@ nlohmann::json run_quantize_job(const QuantizeJob& job) {
 
   Bundle out = b;
   out.model = std::shared_ptr<models::Model>(std::move(model));
-  nlohmann::json quantization = {
-      {"method", job.method},
-      {"source_bundle", job.bundle},
-      {"calibration_windows", cal.windows()},
-      {"activation_clip", job.percentile > 0 ? "percentile" : "l2_optimal"},
-      {"fp32_test_loss", fp32_loss},
-      {"int8_test_loss", int8_loss},
-      {"loss_delta_pct", 100.0 * (int8_loss - fp32_loss) / fp32_loss}};
-  out.training["quantization"] = quantization;
+  QuantizeSummary summary;
+  auto& q = summary.quantization;
+  q.method = job.method;
+  q.source_bundle = job.bundle;
+  q.calibration_windows = cal.windows();
+  q.activation_clip = job.percentile > 0 ? "percentile" : "l2_optimal";
+  q.fp32_test_loss = fp32_loss;
+  q.int8_test_loss = int8_loss;
+  q.loss_delta_pct = 100.0 * (int8_loss - fp32_loss) / fp32_loss;
+  out.training["quantization"] = q;
   save_bundle(out, job.out);
 
-  const auto bytes = quant::tft_precision_bytes(net->options);
-  nlohmann::json summary = quantization;
-  summary["out"] = job.out;
-  summary["precisions"] = bytes;
-  summary["resident_bytes"] = {{"fp32", b.model->parameter_bytes() + b.model->buffer_bytes()},
-                               {"int8", out.model->parameter_bytes() + out.model->buffer_bytes()}};
-  summary["qat"] = qat_summary;
-  summary["layer_errors"] = errors;
-  summary["seconds"] =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary.out = job.out;
+  summary.precisions = quant::tft_precision_bytes(net->options);
+  summary.fp32_resident_bytes = b.model->parameter_bytes() + b.model->buffer_bytes();
+  summary.int8_resident_bytes = out.model->parameter_bytes() + out.model->buffer_bytes();
+  summary.qat = qat_summary;
+  summary.layer_errors = errors;
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }
 
-std::string format_quantize_summary(const nlohmann::json& s) {
+std::string format_quantize_summary(const QuantizeSummary& s) {
   std::ostringstream os;
-  const auto& p = s["precisions"];
-  os << "quantize " << s["method"].get<std::string>() << ": " << s["out"].get<std::string>()
-     << "\n";
+  const auto& p = s.precisions;
+  const auto& q = s.quantization;
+  os << "quantize " << q.method << ": " << s.out << "\n";
   os << "  bytes        fp32 " << human_bytes(p["fp32"]["parameter_bytes"].get<double>())
      << "  int8 " << human_bytes(p["int8"]["parameter_bytes"].get<double>()) << " ("
      << human_bytes(p["int8"]["int8_bytes"].get<double>()) << " int8 + "
      << human_bytes(p["int8"]["fp32_bytes"].get<double>()) << " fp32)\n";
   char line[160];
   std::snprintf(line, sizeof line, "  test loss    fp32 %.6f  int8 %.6f  delta %+.2f%%\n",
-                s["fp32_test_loss"].get<double>(), s["int8_test_loss"].get<double>(),
-                s["loss_delta_pct"].get<double>());
+                q.fp32_test_loss, q.int8_test_loss, q.loss_delta_pct);
   os << line;
   double worst = 1e9;
   std::string worst_name;
-  for (const auto& r : s["layer_errors"]) {
+  for (const auto& r : s.layer_errors) {
     if (r["snr_db"].get<double>() < worst) {
       worst = r["snr_db"].get<double>();
       worst_name = r["layer"].get<std::string>();
     }
   }
   std::snprintf(line, sizeof line, "  layers       %zu int8, lowest SNR %.1f dB (%s)\n",
-                s["layer_errors"].size(), worst, worst_name.c_str());
+                s.layer_errors.size(), worst, worst_name.c_str());
   os << line;
   return os.str();
 }

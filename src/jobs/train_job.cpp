@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -84,13 +85,13 @@ std::optional<memory::Budget> run_budget(const TrainJob& job) {
 }
 
 // --batch auto: the memory planner's largest verified batch for `model` (built with
-// `model_options`) within the budget, at most `max_batch`. `plan_json` receives its summary.
+// `model_options`) within the budget, at most `max_batch`. `plan_out` receives its summary.
 // The planner measures the trainer's real step with `trainer_options` (and for RL its real
 // environments `env`).
 int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
                         const nlohmann::json& model_options, int64_t max_batch, uint64_t seed,
-                        nlohmann::json& plan_json, const nlohmann::json& trainer_options,
-                        EnvFactory env = nullptr) {
+                        std::optional<BatchPlanSummary>& plan_out,
+                        const nlohmann::json& trainer_options, EnvFactory env = nullptr) {
   plan::PlanOptions po;
   po.model = model;
   po.model_options = model_options;
@@ -106,20 +107,21 @@ int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
   const auto budget = *run_budget(job);
   po.budget = budget;
   const auto r = plan::plan_batch(po);
-  plan_json = {{"chosen_batch", r.chosen_batch},
-               {"budget_bytes", r.budget_bytes},
-               {"budget_source", r.budget_source},
-               {"max_batch", r.max_batch},
-               {"limited_by", r.limited_by},
-               {"verified", r.verified},
-               {"predicted_peak_bytes", r.predicted_peak_bytes},
-               {"verified_peak_bytes", r.verified_peak_bytes},
-               {"world_size", po.train.world_size},  // the batch is per rank
-               {"comm_bucket_bytes", r.fixed.comm_bucket_bytes},
-               {"external_bytes", r.fixed.external_bytes},
-               {"trainer_state_bytes", r.fixed.trainer_state_bytes},
-               {"step", r.fixed.step},
-               {"seconds", r.seconds}};
+  BatchPlanSummary& p = plan_out.emplace();
+  p.chosen_batch = r.chosen_batch;
+  p.budget_bytes = r.budget_bytes;
+  p.budget_source = r.budget_source;
+  p.max_batch = r.max_batch;
+  p.limited_by = r.limited_by;
+  p.verified = r.verified;
+  p.predicted_peak_bytes = r.predicted_peak_bytes;
+  p.verified_peak_bytes = r.verified_peak_bytes;
+  p.world_size = po.train.world_size;  // the batch is per rank
+  p.comm_bucket_bytes = r.fixed.comm_bucket_bytes;
+  p.external_bytes = r.fixed.external_bytes;
+  p.trainer_state_bytes = r.fixed.trainer_state_bytes;
+  p.step = r.fixed.step;
+  p.seconds = r.seconds;
   return r.chosen_batch;
 }
 
@@ -146,20 +148,22 @@ class RunCap {
     cap_.emplace(dev_, cap_bytes_);
     memory::device_reset_peak(dev_);
   }
-  // {enforced_cap_bytes, enforced_on, run_peak_bytes (device peak + declared host bytes on the
-  // CPU, beyond the base), budget_bytes, budget_source}; null for an uncapped run.
-  nlohmann::json report() const {
-    if (!cap_) return nullptr;
+  // The cap and the run's peak (device peak + declared host bytes on the CPU, beyond the base);
+  // none for an uncapped run.
+  std::optional<MemoryCapReport> report() const {
+    if (!cap_) return std::nullopt;
     const std::uint64_t peak = memory::device_peak_bytes(dev_);
     const std::uint64_t ext = dev_.is_cuda() ? 0 : memory::external_bytes();
-    return {{"enforced_cap_bytes", cap_bytes_},
-            {"enforced_on", dev_.str()},
-            {"mechanism", dev_.is_cuda() ? "CUDA caching-allocator memory fraction"
-                                         : "CPU ledger hard cap (live + declared host bytes)"},
-            {"run_peak_bytes",
-             (peak > live0_ ? peak - live0_ : 0) + (ext > external0_ ? ext - external0_ : 0)},
-            {"budget_bytes", budget_->bytes},
-            {"budget_source", budget_->source}};
+    MemoryCapReport r;
+    r.enforced_cap_bytes = cap_bytes_;
+    r.enforced_on = dev_.str();
+    r.mechanism = dev_.is_cuda() ? "CUDA caching-allocator memory fraction"
+                                 : "CPU ledger hard cap (live + declared host bytes)";
+    r.run_peak_bytes =
+        (peak > live0_ ? peak - live0_ : 0) + (ext > external0_ ? ext - external0_ : 0);
+    r.budget_bytes = budget_->bytes;
+    r.budget_source = budget_->source;
+    return r;
   }
 
  private:
@@ -169,17 +173,6 @@ class RunCap {
   std::uint64_t cap_bytes_ = 0;
   std::optional<memory::DeviceLimitGuard> cap_;
 };
-
-// The summary's memory cap: "memory_cap" (RunCap::report) and "enforced_cap_bytes" (null when
-// uncapped); --batch auto's plan also carries the cap and the run's peak.
-void add_memory_cap(nlohmann::json& summary, nlohmann::json batch_plan, const nlohmann::json& r) {
-  if (!batch_plan.is_null() && !r.is_null())
-    for (const char* k : {"enforced_cap_bytes", "enforced_on", "run_peak_bytes"})
-      batch_plan[k] = r[k];
-  if (!batch_plan.is_null()) summary["batch_plan"] = batch_plan;
-  summary["memory_cap"] = r;
-  summary["enforced_cap_bytes"] = r.is_null() ? nlohmann::json(nullptr) : r["enforced_cap_bytes"];
-}
 
 // RL trainer options: the checkpoint's (on resume) or the defaults, then --options, then flags
 // (--batch auto is planned later, once the network is known).
@@ -211,14 +204,12 @@ std::shared_ptr<dist::Communicator> connect_ranks(const TrainJob& job,
   return dist::Communicator::connect(job.dist, device);
 }
 
-void add_distributed(nlohmann::json& summary, const TrainResult& r, const TrainJob& job) {
-  summary["world_size"] = job.dist.world_size();
+void add_distributed(TrainSummary& summary, const TrainResult& r, const TrainJob& job) {
+  summary.world_size = job.dist.world_size();
   if (job.dist.world_size() <= 1 || !r.metrics.contains("distributed")) return;
-  const auto& d = r.metrics["distributed"];
-  summary["distributed"] = d;
-  summary["weight_checksum"] = d.value("last_weight_check", nlohmann::json(nullptr));
+  summary.distributed = r.metrics["distributed"];
   if (r.metrics.contains("samples_per_s"))
-    summary["samples_per_s_all_ranks"] =
+    summary.samples_per_s_all_ranks =
         r.metrics["samples_per_s"].get<double>() * static_cast<double>(job.dist.world_size());
 }
 
@@ -267,15 +258,22 @@ RunConfig run_config(const TrainJob& job, const Paths& paths, int64_t default_lo
   return run;
 }
 
-nlohmann::json summary_of(const TrainJob& job, const std::string& env, const TrainResult& r,
-                          const Paths& paths, const nlohmann::json& options) {
-  nlohmann::json s = to_json(r);  // steps, episodes, completed, seconds, checkpoint, metrics
-  s.erase("algo");
-  s["model"] = job.model;
-  s["env"] = env;
-  s["metrics_file"] = paths.metrics;
-  s["resumed_from"] = job.resume.empty() ? nlohmann::json(nullptr) : nlohmann::json(job.resume);
-  s["options"] = options;
+TrainSummary summary_of(const TrainJob& job, const std::string& env, const TrainResult& r,
+                        const Paths& paths, const nlohmann::json& options) {
+  TrainSummary s;
+  s.model = job.model;
+  s.env = env;
+  s.steps = r.steps;
+  s.total_steps = r.total_steps;
+  s.episodes = r.episodes;
+  s.completed = r.completed;
+  s.interrupted = r.interrupted;
+  s.seconds = r.seconds;
+  s.checkpoint = r.checkpoint_path;
+  s.metrics = r.metrics;
+  s.metrics_file = paths.metrics;
+  if (!job.resume.empty()) s.resumed_from = job.resume;
+  s.options = options;
   return s;
 }
 
@@ -284,7 +282,7 @@ nlohmann::json summary_of(const TrainJob& job, const std::string& env, const Tra
 struct Market {
   std::shared_ptr<const data::MarketDataset> dataset;
   double target_scale = 1.0;
-  nlohmann::json info;
+  MarketDataInfo info;
 };
 
 // The series from --data or the embedded synthetic default; forecasting targets are scaled so
@@ -351,7 +349,7 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
   data::DatasetOptions options;
   const auto ranges = data::chronological_split(series.size(), options.warmup, options.split);
   double scale = 1.0;
-  nlohmann::json selection = nullptr;
+  std::optional<std::map<std::string, double>> selection;
   if (scale_targets) {
     const auto raw = data::compute_observed_features(series);
     const auto r = data::log_returns(series);
@@ -366,11 +364,11 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
       // the zero-weight head starts) scores best on the training and validation splits.
       const std::vector<double> taus = {0.1, 0.5, 0.9};
       double best = INFINITY;
-      selection = nlohmann::json::object();
+      selection.emplace();
       for (const auto& name : target_vol_candidates()) {
         const auto vol = data::parse_target_vol(name, "target volatility");
         const double loss = constant_forecast_loss(vol, raw, r, ranges, taus);
-        selection[name.empty() ? "none" : name] = json_number(loss);
+        (*selection)[name.empty() ? "none" : name] = loss;
         if (loss < best) {
           best = loss;
           options.target_vol_feature = name;
@@ -392,23 +390,24 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
   }
   options.target_scale = scale;
   Market m;
-  m.info = {{"source", series.source},
-            {"bars", series.size()},
-            {"train", {ranges.train.begin, ranges.train.end}},
-            {"validation", {ranges.validation.begin, ranges.validation.end}},
-            {"test", {ranges.test.begin, ranges.test.end}},
-            {"target_scale", scale},
-            {"target_vol_feature", options.target_vol_feature}};
-  if (!selection.is_null()) m.info["target_vol_selection_loss"] = selection;
+  m.info.source = series.source;
+  m.info.bars = series.size();
+  m.info.train = {ranges.train.begin, ranges.train.end};
+  m.info.validation = {ranges.validation.begin, ranges.validation.end};
+  m.info.test = {ranges.test.begin, ranges.test.end};
+  m.info.target_scale = scale;
+  m.info.target_vol_feature = options.target_vol_feature;
+  m.info.target_vol_selection_loss = std::move(selection);
   m.dataset = std::make_shared<const data::MarketDataset>(std::move(series), options);
   m.target_scale = scale;
   return m;
 }
 
 // The serving bundle of a model trained on market data: weights, options, spec, the dataset's
-// normaliser and fingerprint, and the summary. Written beside the checkpoint.
+// normaliser and fingerprint, and the training record (`training`: the summary's JSON so far).
+// Written beside the checkpoint.
 std::string write_bundle(models::Model& model, const data::MarketDataset& ds, double target_scale,
-                         const nlohmann::json& summary, const std::string& dir) {
+                         const nlohmann::json& training, const std::string& dir) {
   Bundle b;
   // Non-owning: the trainer keeps the model; the bundle only reads it while saving.
   b.model = std::shared_ptr<models::Model>(std::shared_ptr<void>(), &model);
@@ -418,7 +417,7 @@ std::string write_bundle(models::Model& model, const data::MarketDataset& ds, do
   b.instrument_id = ds.options().instrument_id;
   b.warmup = ds.options().warmup;
   b.data = fingerprint(ds.series());
-  b.training = summary;
+  b.training = training;
   const auto path = BundleDirectory::bundle_in(dir);
   save_bundle(b, path);
   return path;
@@ -426,15 +425,24 @@ std::string write_bundle(models::Model& model, const data::MarketDataset& ds, do
 
 // ---- RL ---------------------------------------------------------------------------------------
 
-nlohmann::json evaluation(Env& env, const Policy& policy, int64_t episodes, uint64_t seed) {
-  if (episodes <= 0) return nullptr;
+std::optional<PolicyEvaluation> evaluation(Env& env, const Policy& policy, int64_t episodes,
+                                           uint64_t seed) {
+  if (episodes <= 0) return std::nullopt;
   auto returns = evaluate_policy(env, policy, episodes, seed);
-  const double mean = std::accumulate(returns.begin(), returns.end(), 0.0) / returns.size();
-  return {{"episodes", episodes},
-          {"mean_return", mean},
-          {"min_return", *std::min_element(returns.begin(), returns.end())},
-          {"max_return", *std::max_element(returns.begin(), returns.end())},
-          {"policy", "greedy"}};
+  PolicyEvaluation e;
+  e.episodes = episodes;
+  e.mean_return = std::accumulate(returns.begin(), returns.end(), 0.0) / returns.size();
+  e.min_return = *std::min_element(returns.begin(), returns.end());
+  e.max_return = *std::max_element(returns.begin(), returns.end());
+  return e;
+}
+
+// The training record of an RL bundle: the run's result, options and evaluation (without the
+// summary's world size, memory cap and bundle entries, which the bundle never stored).
+nlohmann::json rl_bundle_training(const TrainSummary& s) {
+  nlohmann::json j = to_json(s);
+  for (const char* k : {"world_size", "bundle", "memory_cap", "enforced_cap_bytes"}) j.erase(k);
+  return j;
 }
 
 // What an RL job needs besides its options: environments, evaluation, market data.
@@ -444,16 +452,18 @@ struct RlContext {
   int64_t eval_episodes = 0;
   std::string env_name;
   std::shared_ptr<const data::MarketDataset> dataset;  // trading env only (then a bundle)
-  nlohmann::json data_info;
+  std::optional<MarketDataInfo> data_info;
   const Container* resumed = nullptr;  // the --resume checkpoint, read once
 };
 
 struct RlOutcome {
   std::optional<Paths> paths;
   TrainResult result;
-  nlohmann::json options, eval, batch_plan;
-  nlohmann::json bundle_path = nullptr;  // written for market-trained (serving) models
-  nlohmann::json memory_cap;             // RunCap::report
+  nlohmann::json options;
+  std::optional<PolicyEvaluation> eval;
+  std::optional<BatchPlanSummary> batch_plan;
+  std::optional<std::string> bundle_path;  // written for market-trained (serving) models
+  std::optional<MemoryCapReport> memory_cap;
 };
 
 // One RL recipe: plan the batch (--batch auto, at most `plan_clamp`), train, evaluate greedily,
@@ -479,7 +489,7 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
   Trainer trainer(o, ctx.factory);
   if (ctx.resumed) trainer.load_checkpoint(*ctx.resumed, job.resume);
   nlohmann::json extra = nlohmann::json::object();
-  if (!ctx.data_info.is_null()) extra["data"] = ctx.data_info;
+  if (ctx.data_info) extra["data"] = to_json(*ctx.data_info);
   if (job.dist.world_size() > 1) extra["world_size"] = job.dist.world_size();
   if (!extra.empty()) trainer.set_checkpoint_extra(extra);
   if (auto comm = connect_ranks(job, o.device())) trainer.set_data_parallel(comm);
@@ -493,14 +503,15 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
                           derive_seed(o.seed(), SeedStream::kFinalEval));
   if (ctx.dataset && !out.result.interrupted) {
     auto s = summary_of(job, ctx.env_name, out.result, *out.paths, out.options);
-    s["eval"] = out.eval;
-    out.bundle_path = write_bundle(trainer.model(), *ctx.dataset, 1.0, s, out.paths->dir);
+    if (out.eval) s.eval = *out.eval;
+    out.bundle_path =
+        write_bundle(trainer.model(), *ctx.dataset, 1.0, rl_bundle_training(s), out.paths->dir);
   }
   out.memory_cap = cap.report();
   return out;
 }
 
-nlohmann::json run_rl(const TrainJob& job, const std::optional<Container>& resumed) {
+TrainSummary run_rl(const TrainJob& job, const std::optional<Container>& resumed) {
   const std::string env_name = job.env.empty() ? "cartpole" : job.env;
   FOXHUNT_CHECK(job.epochs == 0, kComponent, "--epochs applies to ", forecaster_names(), "; ",
                 job.model, " trains for --steps");
@@ -519,7 +530,7 @@ nlohmann::json run_rl(const TrainJob& job, const std::optional<Container>& resum
   // Periodic greedy evaluation keeps the best weights (CartPole learning oscillates late).
   nlohmann::json dqn_defaults = to_json(DqnTrainerOptions().eval_interval(5000));
   nlohmann::json ppo_defaults = to_json(PpoTrainerOptions().eval_interval(10000));
-  nlohmann::json data_info;
+  std::optional<MarketDataInfo> data_info;
   std::optional<Market> market;
   if (env_name == "cartpole") {
     factory = env_factory("cartpole");
@@ -577,10 +588,11 @@ nlohmann::json run_rl(const TrainJob& job, const std::optional<Container>& resum
   }
   auto summary = summary_of(job, env_name, r.result, *r.paths, r.options);
   add_distributed(summary, r.result, job);
-  summary["bundle"] = r.bundle_path;
-  summary["eval"] = r.eval;
-  add_memory_cap(summary, r.batch_plan, r.memory_cap);
-  if (!data_info.is_null()) summary["data"] = data_info;
+  summary.bundle = r.bundle_path;
+  if (r.eval) summary.eval = *r.eval;
+  summary.batch_plan = r.batch_plan;
+  summary.memory_cap = r.memory_cap;
+  summary.data = data_info;
   return summary;
 }
 
@@ -679,11 +691,11 @@ void init_quantile_head(models::Model& model, const data::MarketDataset& ds,
 // The honest test: the next-bar quantiles of every test window, converted back to log returns,
 // against the naive baselines (data/forecast_eval.h) built from the returns before the test
 // split.
-nlohmann::json next_bar_evaluation(models::Model& model, MarketBatchSource& source,
-                                   const data::MarketDataset& ds, double scale,
-                                   const std::vector<double>& taus, uint64_t seed) {
+std::optional<data::ForecastEvaluation> next_bar_evaluation(
+    models::Model& model, MarketBatchSource& source, const data::MarketDataset& ds, double scale,
+    const std::vector<double>& taus, uint64_t seed) {
   const auto anchors = ds.anchors(data::Split::kTest, source.spec());
-  if (anchors.empty() || taus.empty()) return nullptr;
+  if (anchors.empty() || taus.empty()) return std::nullopt;
   data::QuantileMatrix q;
   std::vector<double> y;
   model.module().eval();
@@ -707,10 +719,10 @@ nlohmann::json next_bar_evaluation(models::Model& model, MarketBatchSource& sour
   std::vector<double> past;
   for (int64_t bar = std::max<int64_t>(1, ds.splits().train.begin); bar <= anchors.front(); ++bar)
     past.push_back(ds.log_return(bar));
-  return data::to_json(data::evaluate_forecast(past, y, q, taus, seed));
+  return data::evaluate_forecast(past, y, q, taus, seed);
 }
 
-nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>& resumed) {
+TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& resumed) {
   FOXHUNT_CHECK(job.steps == 0, kComponent, "--steps applies to ", policy_names(), "; ", job.model,
                 " trains for --epochs");
   FOXHUNT_CHECK(job.env.empty(), kComponent, "--env applies to ", policy_names(), "; ", job.model,
@@ -757,7 +769,7 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
   torch::manual_seed(o.seed());  // deterministic initial weights
   auto model = models::make_model(job.model, model_options);
   model->to(device);
-  nlohmann::json batch_plan;
+  std::optional<BatchPlanSummary> batch_plan;
   if (batch == 0) {
     // More than one epoch's windows in a batch is pointless: clamp to the training windows.
     const auto windows =
@@ -772,7 +784,7 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
   source.set_shard(job.dist.rank(), job.dist.world_size());
   ForecastTrainer trainer(*model, source, o);
   if (resumed) trainer.load_checkpoint(*resumed, job.resume);
-  nlohmann::json extra = {{"data", market.info}, {"batch_size", batch}};
+  nlohmann::json extra = {{"data", to_json(market.info)}, {"batch_size", batch}};
   if (job.dist.world_size() > 1) extra["world_size"] = job.dist.world_size();
   trainer.set_checkpoint_extra(extra);
   if (auto comm = connect_ranks(job, device)) trainer.set_data_parallel(comm);
@@ -783,14 +795,15 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
   options["batch_size"] = batch;
   options["model"] = model->options_json();
   auto summary = summary_of(job, "market", result, paths, options);
-  summary["data"] = market.info;
-  summary["compact_defaults"] =
-      compact ? nlohmann::json{{"reason", std::to_string(train_bars) + " training bars < " +
-                                              std::to_string(kShortSeriesBars)},
-                               {"model", compact_model_options(job.model)},
-                               {"trainer", compact_trainer_options(job.model)}}
-              : nlohmann::json(nullptr);
-  add_memory_cap(summary, batch_plan, cap.report());
+  summary.data = market.info;
+  if (compact)
+    summary.compact_defaults =
+        CompactDefaults{.reason = std::to_string(train_bars) + " training bars < " +
+                                  std::to_string(kShortSeriesBars),
+                        .model = compact_model_options(job.model),
+                        .trainer = compact_trainer_options(job.model)};
+  summary.batch_plan = batch_plan;
+  summary.memory_cap = cap.report();
   add_distributed(summary, result, job);
   if (job.dist.rank() > 0) return summary;  // rank 0 evaluates and writes the bundle
   if (!result.interrupted) {
@@ -802,29 +815,29 @@ nlohmann::json run_forecast(const TrainJob& job, const std::optional<Container>&
         quantiles.empty()
             ? NAN
             : unconditional_baseline(*market.dataset, spec, quantiles, market.target_scale);
-    const auto next_bar = next_bar_evaluation(*model, source, *market.dataset, market.target_scale,
-                                              quantiles, o.seed());
-    summary["eval"] = {{"split", "test"},
-                       {"windows", source.windows(data::Split::kTest)},
-                       {"loss", json_number(test_loss)},
-                       {"baseline_loss", json_number(baseline)},
-                       {"skill", json_number(1.0 - test_loss / baseline)},
-                       {"best_val_loss", json_number(trainer.best_validation_loss())},
-                       {"best_epoch", trainer.best_epoch()},
-                       {"initial_val_loss", json_number(trainer.initial_validation_loss())},
-                       {"next_bar", next_bar}};
-    summary["bundle"] =
-        write_bundle(*model, *market.dataset, market.target_scale, summary, paths.dir);
-  } else {
-    summary["eval"] = nullptr;
-    summary["bundle"] = nullptr;
+    ForecastTestEvaluation e;
+    e.next_bar = next_bar_evaluation(*model, source, *market.dataset, market.target_scale,
+                                     quantiles, o.seed());
+    e.windows = source.windows(data::Split::kTest);
+    e.loss = test_loss;
+    e.baseline_loss = baseline;
+    e.skill = 1.0 - test_loss / baseline;
+    e.best_val_loss = trainer.best_validation_loss();
+    e.best_epoch = trainer.best_epoch();
+    e.initial_val_loss = trainer.initial_validation_loss();
+    summary.eval = std::move(e);
+    // The bundle stores the summary as it stands before the bundle itself.
+    nlohmann::json training = to_json(summary);
+    training.erase("bundle");
+    summary.bundle =
+        write_bundle(*model, *market.dataset, market.target_scale, training, paths.dir);
   }
   return summary;
 }
 
 }  // namespace
 
-nlohmann::json run_train_job(const TrainJob& given) {
+TrainSummary run_train_job(const TrainJob& given) {
   // Data-parallel ranks on one machine share `--device cuda`: rank r takes GPU r mod count (as
   // torchrun's local rank does), so NCCL gets one device per rank where there are enough.
   TrainJob job = given;
@@ -847,11 +860,11 @@ nlohmann::json run_train_job(const TrainJob& given) {
     check_resumed_world(*resumed, job);
   }
   dist::validate(job.dist);
-  nlohmann::json summary =
+  TrainSummary summary =
       models::is_policy(job.model) ? run_rl(job, resumed) : run_forecast(job, resumed);
   if (job.dist.rank() > 0) return summary;
-  const auto dir = std::filesystem::path(summary["metrics_file"].get<std::string>()).parent_path();
-  write_file_atomic((dir / "summary.json").string(), summary.dump(2) + "\n");
+  const auto dir = std::filesystem::path(summary.metrics_file).parent_path();
+  write_file_atomic((dir / "summary.json").string(), to_json(summary).dump(2) + "\n");
   return summary;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "foxhunt/core/device.h"
@@ -31,12 +32,55 @@ struct QuantizeJob {
   train::ProgressMode progress = train::ProgressMode::kAuto;  ///< QAT progress on stderr
 };
 
+/// How an INT8 bundle was made: stored in its training record as "quantization", and the top
+/// level of QuantizeSummary's JSON.
+struct QuantizationRecord {
+  std::string method;               ///< "ptq" or "qat"
+  std::string source_bundle;        ///< the FP32 bundle
+  int64_t calibration_windows = 0;  ///< windows the PTQ calibration observed
+  std::string activation_clip;      ///< "l2_optimal" or "percentile"
+  double fp32_test_loss = 0;        ///< the FP32 bundle's test quantile loss
+  double int8_test_loss = 0;        ///< the INT8 model's
+  double loss_delta_pct = 0;        ///< 100 (int8 - fp32) / fp32
+};
+
+/// The QAT fine-tuning of a "qat" run.
+struct QatFineTuning {
+  int64_t epochs = 0;          ///< epochs trained
+  int64_t steps = 0;           ///< optimizer steps
+  double seconds = 0;          ///< wall time
+  double best_val_loss = 0;    ///< best validation loss (fake-quantized)
+  int64_t observer_steps = 0;  ///< steps the activation observers moved
+  double learning_rate = 0;    ///< as given
+};
+
+/// What `foxhunt quantize` did.
+struct QuantizeSummary {
+  QuantizationRecord quantization;  ///< method, losses (flat in the JSON)
+  std::string out;                  ///< the INT8 bundle written
+  /// Bytes per precision of the network (quant::tft_precision_bytes: {"fp32": {...}, "int8":
+  /// {parameter_bytes, int8_bytes, fp32_bytes, ratio_to_fp32, ...}}), as `foxhunt models`
+  /// reports them.
+  nlohmann::json precisions;
+  int64_t fp32_resident_bytes = 0;   ///< parameters + buffers of the FP32 model
+  int64_t int8_resident_bytes = 0;   ///< of the INT8 model
+  std::optional<QatFineTuning> qat;  ///< the fine-tuning ("qat" runs; null otherwise)
+  /// Per-layer error on one test batch (quant::Int8TftImpl::layer_errors: rows {layer, snr_db,
+  /// rel_error}).
+  nlohmann::json layer_errors;
+  double seconds = 0;  ///< wall time of the job
+};
+
+/// The --json form: the quantization record's keys, out, precisions, resident_bytes {fp32,
+/// int8}, qat (null for PTQ), layer_errors and seconds.
+nlohmann::json to_json(const QuantizeSummary& s);
+
 /// Runs the job; returns the summary (bytes per precision, test losses, loss_delta_pct,
 /// per-layer errors, the bundle written). InputError for a bundle that is not an FP32 TFT,
 /// bars that differ from the bundle's fingerprint, or bad options.
-nlohmann::json run_quantize_job(const QuantizeJob& job);
+QuantizeSummary run_quantize_job(const QuantizeJob& job);
 
 /// Human-readable summary of run_quantize_job's result.
-std::string format_quantize_summary(const nlohmann::json& summary);
+std::string format_quantize_summary(const QuantizeSummary& summary);
 
 }  // namespace foxhunt::jobs

@@ -12,6 +12,7 @@
 
 #include "foxhunt/core/device.h"
 #include "foxhunt/dist/options.h"
+#include "foxhunt/jobs/train_summary.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/train/infra.h"
 
@@ -47,39 +48,38 @@ struct TrainJob {
 /// Model names `foxhunt train` accepts.
 const std::vector<std::string>& trainable_models();
 
-/// Runs the job and returns its summary (also written to <out>/summary.json): model, env,
-/// steps, total_steps, episodes, completed, interrupted, seconds, checkpoint, metrics_file,
-/// options, final metrics and "eval": for RL the greedy policy's returns (CartPole episodes, or
-/// sequential windows of the validation split for trading), for mamba2/tft the quantile loss on
-/// the held-out test split beside the unconditional-quantile baseline, and "next_bar": the
-/// next-bar quantiles in log returns scored against the naive baselines (data/forecast_eval.h).
-/// Series with fewer than 5,000 training bars train compact forecasters (TFT hidden 8, lr 3e-4;
-/// Mamba-2 d_model 16, one layer) unless --model-options is given ("compact_defaults" in the
-/// summary says so). Market data comes from
+/// Runs the job and returns its summary (train_summary.h; its to_json is also written to
+/// <out>/summary.json): model, env, steps, total_steps, episodes, completed, interrupted,
+/// seconds, checkpoint, metrics_file, options, final metrics and the evaluation: for RL the
+/// greedy policy's returns (CartPole episodes, or sequential windows of the validation split for
+/// trading), for mamba2/tft the quantile loss on the held-out test split beside the
+/// unconditional-quantile baseline, and next_bar: the next-bar quantiles in log returns scored
+/// against the naive baselines (data/forecast_eval.h). Series with fewer than 5,000 training
+/// bars train compact forecasters (TFT hidden 8, lr 3e-4; Mamba-2 d_model 16, one layer) unless
+/// --model-options is given (compact_defaults in the summary says so). Market data comes from
 /// `data` (a bars CSV) or the embedded synthetic series; forecasting targets are scaled to unit
 /// variance on the training split (the scale is stored in the checkpoint). Throws InputError
 /// for bad input. With batch "auto" the memory planner (plan/planner.h) picks the largest
 /// batch whose training step fits the budget, verified under the enforced cap, clamped to what
-/// the trainer can use (replay buffer, rollout, training windows); the plan is in "batch_plan".
+/// the trainer can use (replay buffer, rollout, training windows); the plan is in batch_plan.
 /// Honours request_stop() (the CLI wires Ctrl-C to it): the trainer checkpoints and the summary
-/// says "interrupted": true.
+/// says interrupted.
 /// With dist.world_size() > 1 the ranks rendezvous at dist.master() (c10d TCPStore + Gloo/NCCL)
 /// once every input is checked: forecasters shard each epoch's global batches of batch x world
 /// windows (--batch is per rank), RL ranks run their own environments; gradients are averaged
 /// every step and weights compared across ranks (train/data_parallel.h). Only rank 0 writes
-/// files and evaluates; the summary has "world_size", "distributed" and "weight_checksum".
+/// files and evaluates; the summary has world_size and the trainer's distributed report (with
+/// the weight checksum).
 /// A resumed run needs the checkpoint's world size. With several GPUs, `--device cuda` puts rank r
 /// on GPU r mod device count.
-nlohmann::json run_train_job(const TrainJob& job);
+TrainSummary run_train_job(const TrainJob& job);
 
 /// `foxhunt train all`: trains the four models on one series (`data`, or the synthetic default)
 /// and writes OUT/{dqn,ppo,mamba2,tft}/ with a bundle each (OUT = out_dir, default
 /// out/ensemble): the RL models on the trading env of that series for `steps`, the forecasters
-/// for `epochs`. Returns {out, models: {name: summary}, bundles: [paths], interrupted, complete}
-/// (also written to OUT/summary.json).
-nlohmann::json run_train_all(const TrainJob& job);
-
-/// Human-readable multi-line form of a summary (of one model, or of train all).
-std::string format_train_summary(const nlohmann::json& summary);
+/// for `epochs`. Returns the per-model summaries, the bundles written, whether a run was
+/// interrupted (the rest are then skipped) and whether every model has a bundle (its to_json is
+/// also written to OUT/summary.json).
+TrainAllSummary run_train_all(const TrainJob& job);
 
 }  // namespace foxhunt::jobs

@@ -1,0 +1,180 @@
+// The typed result of `foxhunt train`: its JSON form (summary.json, --json) and its text form.
+#include "foxhunt/jobs/train_summary.h"
+
+#include <cstdio>
+
+#include "foxhunt/core/units.h"
+#include "foxhunt/train/infra.h"
+
+namespace foxhunt::jobs {
+
+// The JSON keys are the field names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CompactDefaults, reason, model, trainer)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BatchPlanSummary, chosen_batch, budget_bytes, budget_source,
+                                   max_batch, limited_by, verified, predicted_peak_bytes,
+                                   verified_peak_bytes, world_size, comm_bucket_bytes,
+                                   external_bytes, trainer_state_bytes, step, seconds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemoryCapReport, enforced_cap_bytes, enforced_on, mechanism,
+                                   run_peak_bytes, budget_bytes, budget_source)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PolicyEvaluation, episodes, mean_return, min_return, max_return,
+                                   policy)
+
+using train::json_number;
+
+nlohmann::json to_json(const MarketDataInfo& d) {
+  nlohmann::json j = {{"source", d.source},
+                      {"bars", d.bars},
+                      {"train", d.train},
+                      {"validation", d.validation},
+                      {"test", d.test},
+                      {"target_scale", d.target_scale},
+                      {"target_vol_feature", d.target_vol_feature}};
+  if (d.target_vol_selection_loss) {
+    nlohmann::json losses = nlohmann::json::object();
+    for (const auto& [name, loss] : *d.target_vol_selection_loss) losses[name] = json_number(loss);
+    j["target_vol_selection_loss"] = losses;
+  }
+  return j;
+}
+
+namespace {
+
+nlohmann::json eval_json(const TrainSummary& s) {
+  if (const auto* e = s.policy_eval()) return *e;
+  const auto* e = s.forecast_eval();
+  if (!e) return nullptr;
+  return {{"split", "test"},
+          {"windows", e->windows},
+          {"loss", json_number(e->loss)},
+          {"baseline_loss", json_number(e->baseline_loss)},
+          {"skill", json_number(e->skill)},
+          {"best_val_loss", json_number(e->best_val_loss)},
+          {"best_epoch", e->best_epoch},
+          {"initial_val_loss", json_number(e->initial_val_loss)},
+          {"next_bar", e->next_bar ? data::to_json(*e->next_bar) : nlohmann::json(nullptr)}};
+}
+
+}  // namespace
+
+nlohmann::json to_json(const TrainSummary& s) {
+  nlohmann::json j = {
+      {"model", s.model},
+      {"env", s.env},
+      {"steps", s.steps},
+      {"total_steps", s.total_steps},
+      {"episodes", s.episodes},
+      {"completed", s.completed},
+      {"interrupted", s.interrupted},
+      {"seconds", s.seconds},
+      {"checkpoint", s.checkpoint},
+      {"metrics", s.metrics},
+      {"metrics_file", s.metrics_file},
+      {"resumed_from", s.resumed_from ? nlohmann::json(*s.resumed_from) : nlohmann::json(nullptr)},
+      {"options", s.options},
+      {"world_size", s.world_size},
+      {"bundle", s.bundle ? nlohmann::json(*s.bundle) : nlohmann::json(nullptr)},
+      {"eval", eval_json(s)},
+      {"memory_cap", s.memory_cap ? nlohmann::json(*s.memory_cap) : nlohmann::json(nullptr)},
+      {"enforced_cap_bytes",
+       s.memory_cap ? nlohmann::json(s.memory_cap->enforced_cap_bytes) : nlohmann::json(nullptr)}};
+  if (s.data) j["data"] = to_json(*s.data);
+  if (s.forecaster())
+    j["compact_defaults"] =
+        s.compact_defaults ? nlohmann::json(*s.compact_defaults) : nlohmann::json(nullptr);
+  if (s.batch_plan) {
+    nlohmann::json plan = *s.batch_plan;
+    // A capped run's plan also carries the cap and the run's peak.
+    if (s.memory_cap) {
+      plan["enforced_cap_bytes"] = s.memory_cap->enforced_cap_bytes;
+      plan["enforced_on"] = s.memory_cap->enforced_on;
+      plan["run_peak_bytes"] = s.memory_cap->run_peak_bytes;
+    }
+    j["batch_plan"] = plan;
+  }
+  if (!s.distributed.is_null()) {
+    j["distributed"] = s.distributed;
+    j["weight_checksum"] = s.distributed.value("last_weight_check", nlohmann::json(nullptr));
+  }
+  if (s.samples_per_s_all_ranks) j["samples_per_s_all_ranks"] = *s.samples_per_s_all_ranks;
+  return j;
+}
+
+nlohmann::json to_json(const TrainAllSummary& s) {
+  nlohmann::json models = nlohmann::json::object();
+  for (const auto& [name, summary] : s.models) models[name] = to_json(summary);
+  return {{"out", s.out},
+          {"models", models},
+          {"bundles", s.bundles},
+          {"interrupted", s.interrupted},
+          {"complete", s.complete}};
+}
+
+std::string format_train_summary(const TrainAllSummary& s) {
+  std::string out;
+  for (const auto& [name, m] : s.models) out += format_train_summary(m);
+  out += "bundles (" + std::to_string(s.bundles.size()) +
+         "): serve them with foxhunt predict "
+         "--bundles " +
+         s.out + " --data F.csv\n";
+  return out;
+}
+
+std::string format_train_summary(const TrainSummary& s) {
+  char buf[512];
+  std::string out;
+  const auto& m = s.metrics;
+  std::snprintf(buf, sizeof(buf), "%s on %s: %lld/%lld steps, %lld %s in %s%s\n", s.model.c_str(),
+                s.env.c_str(), static_cast<long long>(s.steps),
+                static_cast<long long>(s.total_steps), static_cast<long long>(s.episodes),
+                s.forecaster() ? "epochs" : "episodes", train::format_duration(s.seconds).c_str(),
+                s.interrupted ? " (interrupted)" : "");
+  out += buf;
+  if (s.distributed.is_object()) {
+    const auto& d = s.distributed;
+    const auto& w = d.value("last_weight_check", nlohmann::json());
+    std::snprintf(
+        buf, sizeof(buf),
+        "  data-parallel: %lld ranks (%s), %lld buckets of %s, %.3g s waiting for "
+        "all-reduce; weights %s at step %lld (checksum %s)\n",
+        static_cast<long long>(d.value("world_size", int64_t{1})), d.value("backend", "?").c_str(),
+        static_cast<long long>(d.value("buckets", int64_t{0})),
+        human_bytes(d.value("bucket_bytes", int64_t{0})).c_str(),
+        d.value("communication_wait_s", 0.0),
+        w.is_object() && w.value("identical", false) ? "identical on every rank" : "not compared",
+        static_cast<long long>(w.is_object() ? w.value("step", int64_t{-1}) : -1),
+        w.is_object() ? w.value("weight_checksum", "").c_str() : "-");
+    out += buf;
+  }
+  if (m.contains("return_mean")) {
+    if (m["return_mean"].is_null())
+      std::snprintf(buf, sizeof(buf), "  training return (last 100 episodes): n/a\n");
+    else
+      std::snprintf(buf, sizeof(buf), "  training return (last 100 episodes): %.4g\n",
+                    m["return_mean"].get<double>());
+    out += buf;
+  }
+  if (const auto* e = s.policy_eval()) {
+    std::snprintf(buf, sizeof(buf),
+                  "  greedy evaluation: mean return %.4g over %lld episodes (min %.4g, max %.4g)\n",
+                  e->mean_return, static_cast<long long>(e->episodes), e->min_return,
+                  e->max_return);
+    out += buf;
+  }
+  // Non-finite figures are null in the JSON: shown as nan, and no line without a test loss.
+  const auto finite = [](double v) { return std::isfinite(v) ? v : NAN; };
+  if (const auto* e = s.forecast_eval(); e && std::isfinite(e->loss)) {
+    std::snprintf(buf, sizeof(buf),
+                  "  best validation loss %.5g (epoch %lld); test loss %.5g vs unconditional "
+                  "baseline %.5g over %lld windows\n",
+                  finite(e->best_val_loss), static_cast<long long>(e->best_epoch), e->loss,
+                  finite(e->baseline_loss), static_cast<long long>(e->windows));
+    out += buf;
+  }
+  out += "  checkpoint: " + s.checkpoint + "\n";
+  out += "  metrics:    " + s.metrics_file + "\n";
+  if (s.interrupted)
+    out += "  resume with: foxhunt train " + s.model + " --resume " + s.checkpoint + "\n";
+  return out;
+}
+
+}  // namespace foxhunt::jobs
