@@ -647,7 +647,7 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
                 "first warms the device libraries), got ",
                 o.iterations, ", ", o.soak, ", ", o.switch_cycles, ", ", o.sample_every);
   const torch::Device device = models::to_torch(o.device);
-  FOXHUNT_CHECK(!device.is_cuda() || memory::cuda_memory_available(), kComponent, "--device ",
+  FOXHUNT_CHECK(!device.is_cuda() || memory::cuda_memory_available(), kComponent, "device ",
                 o.device, ": no CUDA device is available (", memory::cuda_stats_backend(), ")");
   memory::install_ledger();
 

@@ -324,7 +324,7 @@ BudgetReport measure_budget(const BudgetOptions& o) {
   for (const auto& [m, p] : o.precision)
     FOXHUNT_CHECK(!dev.is_cuda() || p == "fp32", "budget", "--precision ", m, "=", p, " on ",
                   dev.str(), ": the INT8 TFT runs on the CPU only; expected fp32 on CUDA");
-  FOXHUNT_CHECK(!dev.is_cuda() || cuda_memory_available(), "budget", "--device ", o.device,
+  FOXHUNT_CHECK(!dev.is_cuda() || cuda_memory_available(), "budget", "device ", o.device,
                 ": no CUDA device is available (", cuda_stats_backend(), ")");
   auto targets = default_targets(dev);
   for (const auto& [name, bytes] : o.targets) targets[name] = bytes;

@@ -59,7 +59,7 @@ void check_options(const PlanOptions& o) {
   FOXHUNT_CHECK(o.ladder_ratio >= 0, "planner", "ladder ratio: expected >= 0, got ",
                 o.ladder_ratio);
   const MemoryDevice dev = o.train.device.resolved();
-  FOXHUNT_CHECK(!dev.is_cuda() || cuda_memory_available(), "planner", "--device ", o.train.device,
+  FOXHUNT_CHECK(!dev.is_cuda() || cuda_memory_available(), "planner", "device ", o.train.device,
                 ": expected a CUDA device, found none (", cuda_stats_backend(), ")");
   std::set<std::int64_t> distinct;
   for (auto b : o.probe_batches) {
