@@ -13,9 +13,11 @@ BarStreamStats stream_bars(Ensemble& ensemble, std::istream& in, const BarStream
   data::BarCsvReader reader(source);
   BarStreamStats stats;
   std::vector<double> latencies;
+  // "SOURCE:LINE" of the line being read: where a skipped or fatal bar is.
+  const auto where = [&] { return source + ":" + std::to_string(reader.line_number()); };
   const auto skip = [&](const std::string& why) {
     ++stats.skipped;
-    if (on_skip) on_skip(source + ":" + std::to_string(reader.line_number()) + ": skipped: " + why);
+    if (on_skip) on_skip(where() + ": skipped: " + why);
   };
   std::string line;
   while (std::getline(in, line)) {
@@ -34,9 +36,7 @@ BarStreamStats stream_bars(Ensemble& ensemble, std::istream& in, const BarStream
         d = ensemble.on_bar(*bar);
       }
     } catch (const InputError& e) {
-      if (!options.skip_bad)
-        throw InputError("predict",
-                         source + ":" + std::to_string(reader.line_number()) + ": " + e.what());
+      if (!options.skip_bad) throw InputError("predict", where() + ": " + e.what());
       skip(e.what());
       continue;
     }
