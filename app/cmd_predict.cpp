@@ -8,14 +8,41 @@
 #include "command.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/bars.h"
+#include "foxhunt/data/panel.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/serving/bar_stream.h"
+#include "foxhunt/serving/desk.h"
 #include "foxhunt/serving/serving.h"
 
 namespace foxhunt::cli {
 namespace {
 
+// The first line of a stream followed by the rest of it: lets predict look at the header (is it
+// a panel?) and still stream a single series line by line from stdin.
+class PrefixedBuf : public std::streambuf {
+ public:
+  PrefixedBuf(std::string prefix, std::streambuf* rest) : prefix_(std::move(prefix)), rest_(rest) {
+    setg(prefix_.data(), prefix_.data(), prefix_.data() + prefix_.size());
+  }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    const int_type c = rest_->sgetc();
+    if (c == traits_type::eof()) return c;
+    ch_ = traits_type::to_char_type(rest_->sbumpc());
+    setg(&ch_, &ch_, &ch_ + 1);
+    return c;
+  }
+
+ private:
+  std::string prefix_;
+  std::streambuf* rest_;
+  char ch_ = 0;
+};
+
 struct PredictArgs {
+  std::string shard;
   std::string bundles;
   std::string data;
   std::string from;
@@ -25,6 +52,46 @@ struct PredictArgs {
   bool serial = false;
   bool json = false;
 };
+
+// predict on a panel: the desk, one block (or one JSON line per symbol) per timestamp.
+int predict_panel(const PredictArgs& a, const std::string& text, const std::string& source,
+                  std::vector<serving::Bundle> bundles, const serving::DecisionRule& rule,
+                  int64_t from) {
+  serving::PanelStreamOptions po;
+  po.from = from;
+  if (!a.shard.empty()) po.shard = serving::parse_shard(a.shard, "--shard");
+  const auto panel = data::parse_panel_csv(text, source);
+  serving::DeskOptions dopt;
+  dopt.parallel = !a.serial;
+  serving::Desk desk(std::move(bundles), rule, dopt);
+  const auto print = [&](int64_t t, const std::vector<serving::InstrumentDecision>& ds) {
+    if (a.json) {
+      for (const auto& d : ds) std::cout << serving::to_json(d).dump() << '\n';
+      return;
+    }
+    std::printf("== %s  %zu instruments  %.1f us\n", data::format_timestamp(t).c_str(), ds.size(),
+                ds.front().decision.latency_us);
+    for (const auto& d : ds) {
+      std::printf("  %-12s", d.symbol.c_str());
+      for (const auto& s : d.decision.signals) {
+        if (s.ready)
+          std::printf(" %s %+7.3f", s.model.c_str(), s.signal);
+        else
+          std::printf(" %s %7s", s.model.c_str(), "warmup");
+      }
+      std::printf("  decision %+7.3f\n", d.decision.decision);
+    }
+  };
+  const auto stats = serving::stream_panel(desk, panel, po, print);
+  std::cout.flush();
+  std::fprintf(stderr,
+               "foxhunt: %lld instruments, %lld timestamps, %lld instrument-bars (%lld printed); "
+               "latency per timestamp p50 %.1f us, p99 %.1f us\n",
+               static_cast<long long>(stats.instruments), static_cast<long long>(stats.timestamps),
+               static_cast<long long>(stats.instrument_bars),
+               static_cast<long long>(stats.reported), stats.latency_us.p50, stats.latency_us.p99);
+  return 0;
+}
 
 Registrar reg = subcommand<PredictArgs>(
     "predict", 50,
@@ -46,15 +113,18 @@ Registrar reg = subcommand<PredictArgs>(
                     "Skip an invalid bar with a warning on stderr instead of stopping (exit 2)");
       sub->add_flag("--serial", a->serial,
                     "Run the four models one by one instead of concurrently");
-      sub->add_flag("--json", a->json, "One JSON object per bar on stdout (JSON lines)");
+      sub->add_flag("--json", a->json,
+                    "One JSON object per bar on stdout (JSON lines; on a panel one per "
+                    "timestamp and symbol, with a \"symbol\" key)");
+      sub->add_option("--shard", a->shard,
+                      "Panel only: serve the symbols of shard K of N (K/N, by a stable hash of "
+                      "the symbol), so that N processes split a universe");
       return [a]() {
         serving::DecisionRule rule;
         if (!a->rule.empty()) rule = serving::load_decision_rule(a->rule);
         const torch::Device device = models::to_torch(a->device);
         const int64_t from = a->from.empty() ? INT64_MIN : data::parse_timestamp(a->from);
-        auto ensemble = serving::Ensemble::load(a->bundles, rule, device);
-        ensemble.set_parallel(!a->serial);
-
+        auto bundles = serving::load_ensemble_bundles(a->bundles, device);
         std::ifstream file;
         std::istream* in = &std::cin;
         if (a->data != "-") {
@@ -62,8 +132,28 @@ Registrar reg = subcommand<PredictArgs>(
           FOXHUNT_CHECK(file.good(), "predict", "--data: cannot open '", a->data, "'");
           in = &file;
         }
+        const std::string source = a->data == "-" ? "stdin" : a->data;
+        // The header says whether this is a panel (a symbol column) or one series.
+        std::string first, line;  // the lines up to the first non-blank one
+        while (std::getline(*in, line)) {
+          first += line + '\n';
+          if (line.find_first_not_of(" \t\r") != std::string::npos) break;
+        }
+        if (data::has_symbol_column(first))
+          return predict_panel(*a, first + std::string(std::istreambuf_iterator<char>(*in), {}),
+                               source, std::move(bundles), rule, from);
+        FOXHUNT_CHECK(a->shard.empty(), "predict",
+                      "--shard: expected a panel (a CSV with a symbol column), got a single "
+                      "series in ",
+                      source);
+        PrefixedBuf buf(first, in->rdbuf());
+        std::istream joined(&buf);
+        in = &joined;
+        serving::Ensemble ensemble(std::move(bundles), rule);
+        ensemble.set_parallel(!a->serial);
+
         serving::BarStreamOptions so;
-        so.source = a->data == "-" ? "stdin" : a->data;
+        so.source = source;
         so.skip_bad = a->skip_bad;
         so.from = from;
         if (!a->json) {

@@ -42,6 +42,10 @@ Registrar reg = subcommand<StressArgs>(
                     "allocator memory fraction on CUDA); default: no cap",
                     "Enforce this cap in MiB instead");
       sub->add_option("--iterations", a->o.iterations, "concurrent: bars")->capture_default_str();
+      sub->add_option("--instruments", a->o.instruments,
+                      "concurrent, soak, server: synthetic instruments per bar, served by a desk "
+                      "in one batch per model (1: one instrument through the ensemble)")
+          ->capture_default_str();
       sub->add_option("--soak", a->o.soak, "soak: bars of the whole ensemble")
           ->capture_default_str();
       sub->add_flag("--long", a->long_soak, "soak: 1,000,000 bars");

@@ -283,6 +283,41 @@ TEST_F(TftStreamTest, CustomWindowAndFloat64AreExact) {
   expect_tft_pushes_match(net, stream, b, 0, 60, 11, 1, 1e-10);
 }
 
+TEST_F(TftStreamTest, CachedRowsOfManyInstrumentsMatchTheWindowForward) {
+  // What the desk runs: the past VSN once per bar for a batch of instruments (encode_past_rows),
+  // then forward_cached on each instrument's window of cached rows, equal to forward.
+  TftNet net(small());
+  net->eval();
+  const auto o = small();
+  const int64_t n = 5, w = o.window();
+  auto past = torch::randn({n, w, o.past_features()});
+  auto future = torch::randn({n, o.horizon(), o.future_features()});
+  auto ids = torch::tensor({0, 3, 1, 3, 2}, torch::kLong);
+  std::vector<torch::Tensor> cached;
+  for (int64_t t = 0; t < w; ++t) cached.push_back(net->encode_past_rows(past.select(1, t), ids));
+  torch::NoGradGuard ng;
+  const auto ref = net->forward(past, future, ids);
+  const auto y = net->forward_cached(torch::stack(cached, 1), future, ids);
+  EXPECT_LT(max_abs_diff(y, ref), 1e-5);
+  // Each instrument's row equals that instrument alone (batch 1).
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_LT(max_abs_diff(y[i], net->forward(past.narrow(0, i, 1), future.narrow(0, i, 1),
+                                              ids.narrow(0, i, 1))[0]),
+              1e-5)
+        << i;
+  // Inputs are validated like forward's.
+  foxhunt::testing::expect_input_error(
+      [&] {
+        net->encode_past_rows(torch::randn({2, 3}), ids.narrow(0, 0, 2));
+      },
+      "tft", {"rows"});
+  foxhunt::testing::expect_input_error(
+      [&] { net->encode_past_rows(past.select(1, 0), ids.narrow(0, 0, 2)); }, "tft", {"static_id"});
+  foxhunt::testing::expect_input_error(
+      [&] { net->forward_cached(torch::stack(cached, 1), future.narrow(0, 0, 2), ids); }, "tft",
+      {"future"});
+}
+
 TEST_F(TftStreamTest, StaticIdChangeAndPerInstrumentStreams) {
   TftNet net(small());
   net->eval();

@@ -29,6 +29,8 @@ class Ring {
   int64_t count() const { return static_cast<int64_t>(count_); }
   /// The value pushed k bars before the newest (k <= span).
   double back(int64_t k) const { return buf_[(count_ - 1 - static_cast<uint64_t>(k)) & mask_]; }
+  /// Bytes of its buffer on the heap.
+  size_t heap_bytes() const { return buf_.capacity() * sizeof(double); }
 
  private:
   std::vector<double> buf_;
@@ -261,6 +263,8 @@ class Extreme {
   double value() const { return buf_[head_ & mask_].second; }
   /// The latest bar holding it.
   int64_t index() const { return buf_[head_ & mask_].first; }
+  /// Bytes of its buffer on the heap.
+  size_t heap_bytes() const { return buf_.capacity() * sizeof(buf_[0]); }
 
  private:
   int64_t w_;

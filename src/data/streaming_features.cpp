@@ -324,6 +324,18 @@ struct StreamingFeatures::State {
     for (int64_t span : p.history_span) histories.emplace_back(span);
   }
 
+  size_t bytes() const {
+    size_t n = sizeof(State);
+    for (const auto& r : rings) n += r.heap_bytes();
+    for (const auto& r : histories) n += r.heap_bytes();
+    for (const auto& e : extremes) n += e.heap_bytes();
+    n += rings.capacity() * sizeof(Ring) + histories.capacity() * sizeof(Ring);
+    n += extremes.capacity() * sizeof(Extreme) + windows.capacity() * sizeof(Window);
+    n += pairs.capacity() * sizeof(PairWindow);
+    n += (emas.capacity() + signals.capacity()) * sizeof(Ema);
+    return n;
+  }
+
   double rv(int i) const { return std::sqrt(windows[static_cast<size_t>(i)].mean()); }
   double vol_z(int i) const {
     const Window& m = windows[static_cast<size_t>(i)];
@@ -347,6 +359,10 @@ StreamingFeatures& StreamingFeatures::operator=(StreamingFeatures&&) noexcept = 
 
 void StreamingFeatures::reset() {
   state_ = std::make_unique<State>();
+}
+
+size_t StreamingFeatures::state_bytes() const {
+  return sizeof(StreamingFeatures) + state_->bytes();
 }
 
 int64_t StreamingFeatures::bars_seen() const {

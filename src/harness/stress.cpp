@@ -29,6 +29,7 @@
 #include "foxhunt/models/model.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
+#include "stress_common.h"
 
 namespace foxhunt::harness {
 
@@ -36,188 +37,12 @@ using namespace foxhunt::serving;  // the areas below
 using namespace foxhunt::jobs;     // the areas below
 namespace {
 
-constexpr const char* kComponent = "stress";
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// An endless bar stream: a seeded synthetic series replayed lap after lap, each lap shifted in
-// time and rescaled in price so that time keeps increasing and the price path stays continuous.
-class BarFeed {
- public:
-  BarFeed(uint64_t seed, int64_t bars) {
-    data::SyntheticOptions o;
-    o.seed = seed;
-    o.bars = std::clamp<int64_t>(bars, 1024, 20000);
-    base_ = data::generate_synthetic(o).bars;
-    step_ = base_.size() > 1 ? base_[1].timestamp - base_[0].timestamp : 60;
-  }
-  data::Bar next() {
-    if (i_ == base_.size()) {
-      factor_ *= base_.back().close / base_.front().open;
-      offset_ += base_.back().timestamp - base_.front().timestamp + step_;
-      i_ = 0;
-    }
-    data::Bar b = base_[i_++];
-    b.timestamp += offset_;
-    b.open *= factor_;
-    b.high *= factor_;
-    b.low *= factor_;
-    b.close *= factor_;
-    return b;
-  }
-
- private:
-  std::vector<data::Bar> base_;
-  size_t i_ = 0;
-  double factor_ = 1.0;
-  int64_t offset_ = 0;
-  int64_t step_ = 60;
-};
-
-// Where the bundles come from: a directory, or fresh default models built once (their bundles
-// are also saved to a temporary directory so that `switch` loads real files).
-struct BundleSource {
-  std::vector<std::string> names;
-  std::string dir;
-  std::unique_ptr<ScopedDirectory> temp;  ///< the fresh models' bundles, removed at the end
-  std::string path(const std::string& name) const { return BundleDirectory(dir).bundle_path(name); }
-};
-
-std::vector<std::string> served_models(const StressOptions& o) {
-  const auto all = models::model_names();
-  if (o.models.empty()) return all;
-  for (const auto& m : o.models)
-    FOXHUNT_CHECK(models::in_catalog(m), kComponent, "--models: expected some of ",
-                  models::joined_model_names(), ", got '", m, "'");
-  return o.models;
-}
-
-void make_default_bundles(const StressOptions& o, BundleSource& src) {
-  src.temp = std::make_unique<ScopedDirectory>("", "foxhunt-stress-bundles");
-  src.dir = src.temp->path();
-  data::SyntheticOptions synth;
-  synth.seed = o.seed;
-  synth.bars = 2000;
-  data::MarketDataset ds(data::generate_synthetic(synth));
-  torch::manual_seed(o.seed);
-  for (const auto& name : src.names) {
-    Bundle b;
-    b.model = std::shared_ptr<models::Model>(models::make_model(name));
-    b.normalizer = ds.normalizer();
-    b.warmup = ds.options().warmup;
-    b.data = fingerprint(ds.series());
-    b.data.source = "synthetic(seed=" + std::to_string(o.seed) + ")";
-    b.training = {{"note", "untrained default model (foxhunt stress without --bundles)"}};
-    fs::create_directories(BundleDirectory(src.dir).model_dir(name));
-    save_bundle(b, src.path(name));
-  }
-}
-
-// Loads every served bundle, each under the ledger scope named after its model.
-std::vector<Bundle> load_bundles(const BundleSource& src, const torch::Device& device) {
-  std::vector<Bundle> out;
-  for (const auto& name : src.names) {
-    memory::MemoryScope scope(name);
-    out.push_back(load_bundle(src.path(name), device, name));
-  }
-  return out;
-}
-
-// Bars until every model is ready, plus a few so first-call allocations are done.
-int64_t warmup_bars(const Ensemble& e) {
-  int64_t w = 0;
-  for (const auto& m : e.models()) w = std::max(w, m.bundle().warmup + m.window());
-  return w + 8;
-}
-
-void warm(Ensemble& e, BarFeed& feed, int64_t bars) {
-  for (int64_t i = 0; i < bars; ++i) e.on_bar(feed.next());
-}
-
-// The device whose bytes the leak checks read: -1 = the CPU ledger, else a CUDA device (the
-// caching allocator's allocated bytes; it has no per-model scopes, so the per-model lines then
-// show only the models' host-side bytes).
-int g_cuda_device = -1;
-
-uint64_t live_now() {
-  return g_cuda_device >= 0 ? memory::cuda_live_bytes(g_cuda_device) : memory::live_bytes();
-}
-
-void sample_memory(ScenarioResult& r, double x, const std::vector<std::string>& names) {
-  r.memory_x.push_back(x);
-  r.live_bytes.push_back(static_cast<double>(live_now()));
-  r.rss_bytes.push_back(static_cast<double>(memory::process_rss_bytes()));
-  for (const auto& n : names)
-    r.model_live_bytes[n].push_back(static_cast<double>(memory::scope_stats(n).live_bytes));
-}
-
-nlohmann::json model_bytes_json(const std::vector<std::string>& names) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& n : names) {
-    const auto s = memory::scope_stats(n);
-    j[n] = {{"live_bytes", s.live_bytes}, {"peak_bytes", s.peak_bytes}};
-  }
-  return j;
-}
-
-// Throughput windows over a run: every `chunk` steps, (elapsed seconds, inferences/s in it).
-struct ThroughputWindows {
-  int64_t chunk;
-  int64_t per_step;
-  Clock::time_point t0 = Clock::now(), last = Clock::now();
-  int64_t steps = 0;
-  void tick(ScenarioResult& r) {
-    if (++steps % chunk) return;
-    const auto now = Clock::now();
-    const double dt = std::chrono::duration<double>(now - last).count();
-    last = now;
-    r.throughput_t.push_back(std::chrono::duration<double>(now - t0).count());
-    r.throughput_per_s.push_back(dt > 0 ? static_cast<double>(chunk * per_step) / dt : 0.0);
-  }
-};
-
-struct Context {
-  const StressOptions& o;
-  torch::Device device;
-  BundleSource& src;
-  std::ostream& log;
-  uint64_t cap_bytes = 0;
-};
-
-void add_device_memory(const Context& c, ScenarioResult& r) {
-  if (!c.device.is_cuda()) return;
-  // Device-wide used bytes (all processes, the CUDA context) from NVML, when the driver has it.
-  const auto nvml = memory::probe_nvml();
-  if (nvml.ok) {
-    nlohmann::json gpus = nlohmann::json::array();
-    for (const auto& g : nvml.gpus)
-      gpus.push_back({{"index", g.index},
-                      {"name", g.name},
-                      {"used_bytes", g.used_bytes ? nlohmann::json(*g.used_bytes) : nullptr},
-                      {"total_bytes", g.total_bytes ? nlohmann::json(*g.total_bytes) : nullptr}});
-    r.details["nvml"] = gpus;
-  } else {
-    r.details["nvml"] = nvml.message;
-  }
-  const auto s = memory::cuda_memory_stats(c.device.index() < 0 ? 0 : c.device.index());
-  r.details["cuda"] = {{"allocated_bytes", s.allocated_bytes}, {"allocated_peak", s.allocated_peak},
-                       {"reserved_bytes", s.reserved_bytes},   {"reserved_peak", s.reserved_peak},
-                       {"limit_bytes", s.limit_bytes},         {"num_ooms", s.num_ooms}};
-}
-
-void set_leak(ScenarioResult& r, const LeakVerdict& v) {
-  r.details["leak"] = to_json(v);
-  r.details["leak_detected"] = v.leak_detected;
-  r.details["slope_bytes_per_1k"] = v.slope_bytes_per_1k;
-}
+using namespace stress_detail;
 
 // ---- scenarios ----------------------------------------------------------------------------
 
 void run_concurrent(Context& c, ScenarioResult& r) {
+  if (c.o.instruments > 1) return run_desk_concurrent(c, r);
   const auto names = c.src.names;
   auto bundles = load_bundles(c.src, c.device);
   nlohmann::json resident = model_bytes_json(names);
@@ -288,22 +113,19 @@ void run_concurrent(Context& c, ScenarioResult& r) {
 
 void run_soak(Context& c, ScenarioResult& r) {
   const auto names = c.src.names;
-  auto bundles = load_bundles(c.src, c.device);
+  auto server = make_step_server(c, c.o.seed + 1, c.o.soak);
   nlohmann::json resident = model_bytes_json(names);
-  Ensemble e(std::move(bundles));
-  e.set_memory_scopes(true);
-  BarFeed feed(c.o.seed + 1, c.o.soak + 1024);
-  warm(e, feed, warmup_bars(e));
+  const int64_t n = server->instruments();
   const auto baseline = static_cast<int64_t>(live_now());
   memory::reset_peak();
   sample_memory(r, 0, names);
   std::vector<torch::Tensor> planted;  // the test-only leak
   const int64_t every = std::max<int64_t>(1, c.o.sample_every);
-  ThroughputWindows tw{std::max<int64_t>(1, c.o.soak / 200), static_cast<int64_t>(names.size())};
+  ThroughputWindows tw{std::max<int64_t>(1, c.o.soak / 200),
+                       static_cast<int64_t>(names.size()) * n};
   const auto t0 = Clock::now();
   for (int64_t i = 0; i < c.o.soak; ++i) {
-    const auto d = e.on_bar(feed.next());
-    r.latencies_us.push_back(d.latency_us);
+    r.latencies_us.push_back(server->step());
     if (c.o.plant_leak_every > 0 && i % c.o.plant_leak_every == 0)
       planted.push_back(torch::empty({1024}, torch::kFloat32));
     tw.tick(r);
@@ -317,8 +139,12 @@ void run_soak(Context& c, ScenarioResult& r) {
                               c.o.leak_threshold_bytes_per_1k);
   set_leak(r, v);
   const auto lat = summarize_latencies(r.latencies_us);
-  const double throughput = wall > 0 ? static_cast<double>(c.o.soak * names.size()) / wall : 0.0;
+  const double steps_per_s = wall > 0 ? static_cast<double>(c.o.soak) / wall : 0.0;
+  const double throughput = steps_per_s * static_cast<double>(n * std::ssize(names));
   r.details["bars"] = c.o.soak;
+  r.details["instruments"] = n;
+  r.details["instrument_bars_per_s"] = steps_per_s * static_cast<double>(n);
+  r.details["instrument_state_bytes"] = instrument_state_bytes();
   r.details["models"] = names;
   r.details["throughput_per_s"] = throughput;
   r.details["latency_us"] = to_json(lat);
@@ -333,8 +159,11 @@ void run_soak(Context& c, ScenarioResult& r) {
   add_device_memory(c, r);
   r.ok = !v.leak_detected;
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%lld bars: %.0f inferences/s, p50 %.0f us p99 %.0f us; %s",
-                static_cast<long long>(c.o.soak), throughput, lat.p50, lat.p99, v.verdict.c_str());
+  std::snprintf(buf, sizeof(buf), "%lld %s: %.0f inferences/s, p50 %.0f us p99 %.0f us%s; %s",
+                static_cast<long long>(c.o.soak), n > 1 ? "timestamps" : "bars", throughput,
+                lat.p50, lat.p99,
+                n > 1 ? (" per timestamp of " + std::to_string(n) + " instruments").c_str() : "",
+                v.verdict.c_str());
   r.summary = buf;
   planted.clear();
 }
@@ -485,20 +314,16 @@ void run_server(Context& c, ScenarioResult& r) {
                 "--rate: expected arrivals per second > 0, got ", c.o.rate);
   FOXHUNT_CHECK(c.o.duration_s > 0, kComponent, "--duration: expected seconds > 0, got ",
                 c.o.duration_s);
-  auto bundles = load_bundles(c.src, c.device);
-  Ensemble e(std::move(bundles));
-  e.set_memory_scopes(true);
   const auto schedule = poisson_arrivals(c.o.rate, c.o.duration_s, c.o.seed + 3);
-  BarFeed feed(c.o.seed + 4, static_cast<int64_t>(schedule.size()) + 1024);
-  warm(e, feed, warmup_bars(e));
+  auto server = make_step_server(c, c.o.seed + 4, static_cast<int64_t>(schedule.size()));
+  const int64_t n = server->instruments();
+  // Bars are prepared before the clock starts: the server measures serving, not the generator.
+  server->prepare(static_cast<int64_t>(schedule.size()));
   const auto baseline = static_cast<int64_t>(live_now());
   sample_memory(r, 0, names);
-  // Bars are prepared before the clock starts: the server measures serving, not the generator.
-  std::vector<data::Bar> bars(schedule.size());
-  for (auto& b : bars) b = feed.next();
   const auto t0 = Clock::now();
   ThroughputWindows tw{std::max<int64_t>(1, static_cast<int64_t>(schedule.size()) / 100),
-                       static_cast<int64_t>(names.size())};
+                       static_cast<int64_t>(names.size()) * n};
   tw.t0 = tw.last = t0;
   const int64_t every = std::max<int64_t>(1, static_cast<int64_t>(schedule.size()) / 200);
   for (size_t i = 0; i < schedule.size(); ++i) {
@@ -509,7 +334,7 @@ void run_server(Context& c, ScenarioResult& r) {
     if (Clock::now() < spin_from) std::this_thread::sleep_until(spin_from);
     while (Clock::now() < due) {
     }
-    e.on_bar(bars[i]);
+    server->step();
     r.latencies_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - due).count());
     tw.tick(r);
     if ((i + 1) % every == 0) sample_memory(r, static_cast<double>(i + 1), names);
@@ -538,7 +363,9 @@ void run_server(Context& c, ScenarioResult& r) {
                                        : std::string(latency_ok ? "" : "p99 over the bound") +
                                              (latency_ok || enough ? "" : "; ") +
                                              (enough ? "" : "too few queries");
-  r.details["throughput_per_s"] = achieved * static_cast<double>(names.size());
+  r.details["throughput_per_s"] = achieved * static_cast<double>(n * std::ssize(names));
+  r.details["instruments"] = n;
+  r.details["instrument_bars_per_s"] = achieved * static_cast<double>(n);
   r.details["models"] = names;
   add_device_memory(c, r);
   // The scenario itself passes when it ran without a leak; validity is a separate verdict.
@@ -641,6 +468,7 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
                         std::ostream& log) {
   FOXHUNT_CHECK(!scenarios.empty(), kComponent, "expected at least one scenario");
   for (const auto& s : scenarios) scenario_fn(s);  // unknown names fail before any work
+  FOXHUNT_CHECK(o.instruments >= 1, kComponent, "instruments: expected >= 1, got ", o.instruments);
   FOXHUNT_CHECK(o.iterations > 0 && o.soak > 0 && o.switch_cycles > 1 && o.sample_every > 0,
                 kComponent,
                 "expected positive --iterations, --soak and sample interval and --cycles >= 2 (the "
@@ -679,6 +507,7 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
       {"cap_mechanism", cap == 0           ? "none"
                         : device.is_cuda() ? "CUDA caching-allocator memory fraction"
                                            : "CPU ledger hard cap"},
+      {"instruments", o.instruments},
       {"intra_op_threads", at::get_num_threads()},
       {"hardware_threads", std::thread::hardware_concurrency()},
       {"seed", o.seed}};

@@ -60,6 +60,14 @@ void check_input_count(const std::string& component, const IoSpec& spec, const B
                                           "), got ", batch.inputs.size()));
 }
 
+torch::Tensor ServingModel::encode_rows(const torch::Tensor&, const torch::Tensor&) {
+  throw InputError(name(), "encode_rows: this model has no cached per-bar stage (cached_width 0)");
+}
+
+torch::Tensor ServingModel::forward_cached(const Batch&) {
+  throw InputError(name(), "forward_cached: this model has no cached per-bar stage");
+}
+
 int64_t ServingModel::parameter_count() {
   int64_t n = 0;
   for (const auto& p : module().parameters()) n += p.numel();

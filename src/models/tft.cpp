@@ -877,6 +877,14 @@ class TftModel final : public ForecasterAdapter<TftNet> {
     check_inputs(b);
     return {net_->forward(b.inputs[0], b.inputs[1], b.inputs[2])};
   }
+  int64_t cached_width() const override { return net_->options.hidden(); }
+  torch::Tensor encode_rows(const torch::Tensor& rows, const torch::Tensor& id) override {
+    return net_->encode_past_rows(rows, id);
+  }
+  torch::Tensor forward_cached(const Batch& b) override {
+    check_inputs(b);
+    return net_->forward_cached(b.inputs[0], b.inputs[1], b.inputs[2]);
+  }
 };
 
 }  // namespace

@@ -204,4 +204,45 @@ torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& 
   return apply(p.output, apply(p.output_gate, psi, phi.narrow(0, n, K)));  // [K, Q]
 }
 
+// ---- many instruments (serving/desk.h) ---------------------------------------------------------
+
+namespace {
+
+void check_ids(const TftOptions& o, const torch::Tensor& static_id, int64_t n,
+               const torch::Device& device) {
+  check_input("tft", "static_id", static_id, {n}, torch::kLong, device);
+  const int64_t lo = static_id.min().item<int64_t>(), hi = static_id.max().item<int64_t>();
+  FOXHUNT_CHECK(lo >= 0 && hi < o.static_categories(), "tft", "static_id: expected values in [0, ",
+                o.static_categories(), "), got ", lo < 0 ? lo : hi);
+}
+
+}  // namespace
+
+torch::Tensor TftNetImpl::encode_past_rows(const torch::Tensor& rows,
+                                           const torch::Tensor& static_id) {
+  const auto device = module_device(*this);
+  check_float_input("tft", "rows", rows, {-1, options.past_features()}, device);
+  check_ids(options, static_id, rows.size(0), device);
+  c10::InferenceMode guard;
+  const auto ctx = static_context(static_id);
+  const auto x = rows.to(output->weight.scalar_type()).unsqueeze(1);
+  return past_vsn->forward(x, ctx.selection).output.squeeze(1);
+}
+
+torch::Tensor TftNetImpl::forward_cached(const torch::Tensor& past_selected,
+                                         const torch::Tensor& future,
+                                         const torch::Tensor& static_id) {
+  const auto device = module_device(*this);
+  check_float_input("tft", "past_selected", past_selected, {-1, -1, options.hidden()}, device);
+  const int64_t n = past_selected.size(0);
+  check_float_input("tft", "future", future, {n, options.horizon(), options.future_features()},
+                    device);
+  check_ids(options, static_id, n, device);
+  c10::InferenceMode guard;
+  const auto dtype = output->weight.scalar_type();
+  const auto ctx = static_context(static_id);
+  const auto fut = future_vsn->forward(future.to(dtype), ctx.selection).output;
+  return forward_selected(past_selected.to(dtype), fut, ctx).prediction;
+}
+
 }  // namespace foxhunt::models

@@ -19,36 +19,13 @@
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/tft.h"
+#include "model_inputs.h"
 
 namespace foxhunt::serving {
 
 namespace {
 
 constexpr const char* kComponent = "serving";
-
-double micros_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Index of the quantile level nearest to `q`.
-size_t nearest_quantile(const std::vector<double>& levels, double q) {
-  size_t best = 0;
-  for (size_t i = 1; i < levels.size(); ++i)
-    if (std::abs(levels[i] - q) < std::abs(levels[best] - q)) best = i;
-  return best;
-}
-
-std::vector<float> softmax(const float* x, int64_t n, double temperature) {
-  std::vector<float> p(static_cast<size_t>(n));
-  double mx = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]) / temperature);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) / temperature - mx);
-  for (int64_t i = 0; i < n; ++i)
-    p[static_cast<size_t>(i)] =
-        static_cast<float>(std::exp(static_cast<double>(x[i]) / temperature - mx) / sum);
-  return p;
-}
 
 }  // namespace
 
@@ -208,80 +185,47 @@ void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
 // ---- served model -------------------------------------------------------------------------------
 
 struct ServedModel::History {
-  models::IoSpec spec;
-  // Per past-feature input: the last `window` rows of its feature set (oldest first).
-  std::vector<std::deque<std::vector<float>>> past;
-  std::vector<const data::FeatureSet*> sets;
+  explicit History(Bundle b) : bundle(std::move(b)), plan(bundle), history(plan) {}
+  Bundle bundle;
+  detail::ModelPlan plan;  // points into `bundle` (History never moves: held by pointer)
+  detail::ModelHistory history;
   std::vector<float> normalized;  // scratch: the normalised bank row
-  size_t q10 = 0, q50 = 0, q90 = 0;
   // The O(window)-per-bar streams equal to the full-window forward (models/mamba2.h, tft.h);
-  // models without one run the full window from `past`.
+  // models without one run the full window from the history.
   std::unique_ptr<models::Mamba2Stream> mamba2;
   std::unique_ptr<models::TftStream> tft;
-  int64_t streamed = 0;  // bars pushed into the stream
-  // absret_* target volatility: the last returns (bank column ret_lag_0), oldest first.
-  data::TargetVol absret;
-  int64_t absret_window = 0;
-  int64_t ret_column = -1;
-  std::deque<float> returns;
 };
 
-ServedModel::ServedModel(Bundle bundle) : bundle_(std::move(bundle)), history_(new History) {
-  FOXHUNT_CHECK(bundle_.model != nullptr, kComponent, "served model: the bundle has no model");
-  bundle_.model->module().eval();
+ServedModel::ServedModel(Bundle bundle) {
+  FOXHUNT_CHECK(bundle.model != nullptr, kComponent, "served model: the bundle has no model");
+  bundle.model->module().eval();
+  history_ = std::make_unique<History>(std::move(bundle));
   auto& h = *history_;
-  const auto vol = data::parse_target_vol(bundle_.target_vol_feature, "bundle target_vol_feature");
-  vol_column_ = vol.column;
-  h.absret = vol;
-  h.absret_window = vol.column >= 0 ? 0 : vol.window;
-  if (h.absret_window > 0) h.ret_column = data::bank_column("ret_lag_0", "absret volatility");
-  h.spec = bundle_.model->spec();
-  for (const auto& in : h.spec.inputs) {
-    if (in.role != models::InputRole::kPastFeatures) continue;
-    h.sets.push_back(&data::feature_set(in.feature_set));
-    FOXHUNT_CHECK(h.sets.back()->width == in.features, kComponent, "model '", name(), "' input '",
-                  in.name, "': feature set '", in.feature_set, "' gives ", h.sets.back()->width,
-                  " values, the model expects ", in.features);
-    h.past.emplace_back();
-  }
-  auto module = bundle_.model->module_ptr();
+  auto module = h.bundle.model->module_ptr();
   if (auto m = std::dynamic_pointer_cast<models::Mamba2NetImpl>(module))
-    h.mamba2 = std::make_unique<models::Mamba2Stream>(models::Mamba2Net(m), h.spec.window);
+    h.mamba2 = std::make_unique<models::Mamba2Stream>(models::Mamba2Net(m), h.plan.spec.window);
   if (auto t = std::dynamic_pointer_cast<models::TftNetImpl>(module))
-    h.tft = std::make_unique<models::TftStream>(models::TftNet(t), h.spec.window);
-  if (h.spec.is_forecaster()) {
-    FOXHUNT_CHECK(!h.spec.quantiles.empty(), kComponent, "model '", name(),
-                  "': a forecaster without quantile levels cannot be served");
-    h.q10 = nearest_quantile(h.spec.quantiles, 0.1);
-    h.q50 = nearest_quantile(h.spec.quantiles, 0.5);
-    h.q90 = nearest_quantile(h.spec.quantiles, 0.9);
-  } else {
-    FOXHUNT_CHECK(h.spec.actions == 3, kComponent, "model '", name(),
-                  "': expected a policy over 3 actions (sell, hold, buy), got ", h.spec.actions);
-  }
+    h.tft = std::make_unique<models::TftStream>(models::TftNet(t), h.plan.spec.window);
 }
 
 ServedModel::~ServedModel() = default;
 ServedModel::ServedModel(ServedModel&&) noexcept = default;
 
+const Bundle& ServedModel::bundle() const {
+  return history_->bundle;
+}
+
+std::string ServedModel::name() const {
+  return history_->plan.name;
+}
+
 std::vector<double> ServedModel::forecast_returns(const std::vector<float>& raw,
                                                   const data::StreamingFeatures& features) const {
-  double scale = 1.0 / bundle_.target_scale;
-  if (vol_column_ >= 0)
-    scale *= std::max(static_cast<double>(features.row()[static_cast<size_t>(vol_column_)]),
-                      data::kMinTargetVol);
-  const auto& h = *history_;
-  if (h.absret_window > 0) {
-    const std::vector<float> last(h.returns.begin(), h.returns.end());
-    scale *= data::absret_divisor(h.absret, last.data(), static_cast<int64_t>(last.size()));
-  }
-  std::vector<double> out(raw.size());
-  for (size_t k = 0; k < raw.size(); ++k) out[k] = raw[k] * scale;
-  return out;
+  return detail::forecast_returns(history_->plan, raw, history_->history, features);
 }
 
 int64_t ServedModel::window() const {
-  return history_->spec.window;
+  return history_->plan.spec.window;
 }
 
 ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double position,
@@ -289,133 +233,49 @@ ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double 
                                 const DecisionRule& rule) {
   const auto t0 = std::chrono::steady_clock::now();
   auto& h = *history_;
+  const auto& plan = h.plan;
   ModelSignal out;
-  out.model = name();
-  if (h.absret_window > 0) {
-    // Every bar, warm-up included: the first anchor needs the W returns before it.
-    h.returns.push_back(features.row()[static_cast<size_t>(h.ret_column)]);
-    if (static_cast<int64_t>(h.returns.size()) > h.absret_window) h.returns.pop_front();
-  }
-  // Rows before the feature warm-up use truncated windows; training never saw them.
-  if (!features.ready()) return out;
-  features.normalized_row(bundle_.normalizer, h.normalized);
-  for (size_t k = 0; k < h.past.size(); ++k) {
-    const auto& cols = h.sets[k]->columns;
-    std::vector<float> row(cols.size());
-    for (size_t j = 0; j < cols.size(); ++j) row[j] = h.normalized[static_cast<size_t>(cols[j])];
-    h.past[k].push_back(std::move(row));
-    if (static_cast<int64_t>(h.past[k].size()) > h.spec.window) h.past[k].pop_front();
-  }
+  out.model = plan.name;
+  if (!detail::push_bar(plan, h.history, features, h.normalized)) return out;
   c10::InferenceMode guard;
   if (h.mamba2 || h.tft) {
     // Streams keep their own history: push every post-warm-up bar, report once the window is
     // full (before that the forecast would cover fewer bars than training did).
-    const auto& row = h.past.at(0).back();
-    const auto device = models::module_device(bundle_.model->module());
-    auto x = torch::from_blob(const_cast<float*>(row.data()), {static_cast<int64_t>(row.size())},
-                              torch::kFloat32)
+    const auto& ring = h.history.past.at(0);
+    const auto device = models::module_device(h.bundle.model->module());
+    auto x = torch::from_blob(const_cast<float*>(ring.latest()),
+                              {static_cast<int64_t>(plan.sets.at(0)->width)}, torch::kFloat32)
                  .to(device, /*non_blocking=*/false, /*copy=*/true);
     torch::Tensor forecast;
     if (h.mamba2) {
       forecast = h.mamba2->push(x);
     } else {
-      const auto& fut = h.spec.input("future");
+      const auto& fut = plan.spec.input("future");
       auto future = torch::empty({fut.steps, fut.features}, torch::kFloat32);
       float* p = future.data_ptr<float>();
       for (int64_t k = 0; k < fut.steps; ++k) {
         const auto cal = data::calendar_features(next_timestamps.at(static_cast<size_t>(k)));
         p = std::copy(cal.begin(), cal.end(), p);
       }
-      forecast = h.tft->push(x, future.to(device), bundle_.instrument_id);
+      forecast = h.tft->push(x, future.to(device), h.bundle.instrument_id);
     }
-    if (++h.streamed < h.spec.window) return out;
+    if (++h.history.streamed < plan.spec.window) return out;
     const auto f = forecast.to(torch::kCPU, torch::kFloat32).contiguous();
-    const float* v = f.data_ptr<float>();
-    out.raw.assign(v, v + h.spec.quantiles.size());
-    out.forecast = forecast_returns(out.raw, features);
-    out.signal = forecast_signal(v[h.q10], v[h.q50], v[h.q90], rule.forecast_gain);
-    out.ready = true;
-    out.latency_us = micros_since(t0);
+    detail::fill_signal(plan, f.data_ptr<float>(), h.history, features, rule, out);
+    out.latency_us = detail::micros_since(t0);
     return out;
   }
-  for (const auto& p : h.past)
-    if (static_cast<int64_t>(p.size()) < h.spec.window) return out;
-
-  models::Batch batch;
-  size_t past_index = 0;
-  for (const auto& in : h.spec.inputs) {
-    switch (in.role) {
-      case models::InputRole::kState: {
-        std::vector<float> market;
-        features.rl_market_row(bundle_.normalizer, market);
-        FOXHUNT_CHECK(static_cast<int64_t>(market.size()) + 2 == in.features, kComponent, "model '",
-                      name(), "': the RL state has ", market.size() + 2,
-                      " values, the model expects ", in.features);
-        auto t = torch::empty({1, in.features}, torch::kFloat32);
-        float* p = t.data_ptr<float>();
-        std::copy(market.begin(), market.end(), p);
-        // As the trading environment builds it: position, then scaled unrealised PnL.
-        p[market.size()] = static_cast<float>(position);
-        p[market.size() + 1] =
-            static_cast<float>(unrealized_pnl * data::TradingEnvOptions{}.pnl_scale);
-        batch.inputs.push_back(t);
-        break;
-      }
-      case models::InputRole::kPastFeatures: {
-        const auto& rows = h.past[past_index++];
-        auto t = torch::empty({1, in.steps, in.features}, torch::kFloat32);
-        float* p = t.data_ptr<float>();
-        for (const auto& r : rows) p = std::copy(r.begin(), r.end(), p);
-        batch.inputs.push_back(t);
-        break;
-      }
-      case models::InputRole::kKnownFuture: {
-        FOXHUNT_CHECK(static_cast<int64_t>(next_timestamps.size()) >= in.steps, kComponent,
-                      "model '", name(), "': expected ", in.steps, " future timestamps, got ",
-                      next_timestamps.size());
-        auto t = torch::empty({1, in.steps, in.features}, torch::kFloat32);
-        float* p = t.data_ptr<float>();
-        for (int64_t k = 0; k < in.steps; ++k) {
-          const auto cal = data::calendar_features(next_timestamps[static_cast<size_t>(k)]);
-          p = std::copy(cal.begin(), cal.end(), p);
-        }
-        batch.inputs.push_back(t);
-        break;
-      }
-      case models::InputRole::kStaticId:
-        batch.inputs.push_back(torch::full({1}, bundle_.instrument_id, torch::kInt64));
-        break;
-    }
-  }
-  const auto device = models::module_device(bundle_.model->module());
-  std::optional<models::HostValidatedInputs> host_checked;
-  if (device != torch::kCPU) {
-    // Scan on the host (cheap), then copy: the model's own check would wait for the device.
-    for (const auto& t : batch.inputs)
-      if (t.is_floating_point())
-        FOXHUNT_CHECK(t.isfinite().all().item<bool>(), kComponent, "model '", name(),
-                      "': non-finite input values");
-    for (auto& t : batch.inputs) t = t.to(device);
-    host_checked.emplace();
-  }
-  const auto outputs = bundle_.model->forward(batch);
-  const auto first = outputs.at(0).to(torch::kCPU).contiguous();
-  const float* v = first.data_ptr<float>();
-  if (h.spec.is_forecaster()) {
-    // [1, horizon, Q]: the next bar's quantiles.
-    const auto q = static_cast<int64_t>(h.spec.quantiles.size());
-    out.raw.assign(v, v + q);
-    out.forecast = forecast_returns(out.raw, features);
-    out.signal = forecast_signal(v[h.q10], v[h.q50], v[h.q90], rule.forecast_gain);
-  } else {
-    const bool q_values = !h.spec.outputs.empty() && h.spec.outputs[0] == "q";
-    out.raw.assign(v, v + h.spec.actions);
-    const auto p = softmax(v, h.spec.actions, q_values ? rule.policy_temperature : 1.0);
-    out.signal = policy_signal(p);
-    if (!q_values) out.raw = p;
-  }
-  out.ready = true;
-  out.latency_us = micros_since(t0);
+  if (!detail::history_full(plan, h.history)) return out;
+  detail::InstrumentRow row;
+  row.history = &h.history;
+  row.features = &features;
+  row.position = position;
+  row.unrealized_pnl = unrealized_pnl;
+  row.next_timestamps = &next_timestamps;
+  row.static_id = h.bundle.instrument_id;
+  const auto first = detail::forward_rows(plan, detail::build_batch(plan, {row}));
+  detail::fill_signal(plan, first.data_ptr<float>(), h.history, features, rule, out);
+  out.latency_us = detail::micros_since(t0);
   return out;
 }
 
@@ -473,20 +333,7 @@ Ensemble::~Ensemble() = default;
 Ensemble::Ensemble(Ensemble&&) noexcept = default;
 
 std::vector<int64_t> Ensemble::next_timestamps(int64_t horizon) const {
-  // The next bars are expected at the last spacing (daily bars skip weekends).
-  const int64_t last = features_.last_timestamp();
-  const int64_t step = prev_timestamp_ > 0 && last > prev_timestamp_ ? last - prev_timestamp_ : 60;
-  std::vector<int64_t> out;
-  int64_t t = last;
-  while (static_cast<int64_t>(out.size()) < horizon) {
-    t += step;
-    if (step >= 86400) {
-      const int64_t weekday = ((t / 86400) % 7 + 10) % 7;  // 1970-01-01 was a Thursday (3)
-      if (weekday >= 5) continue;                          // Saturday, Sunday
-    }
-    out.push_back(t);
-  }
-  return out;
+  return detail::next_timestamps(features_.last_timestamp(), prev_timestamp_, horizon);
 }
 
 bool Ensemble::try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why) {
@@ -529,7 +376,7 @@ BarDecision Ensemble::on_bar(const data::Bar& bar) {
   d.decision = combine_signals(rule_, d.signals);
   if (d.decision != position_) entry_close_ = bar.close;
   position_ = d.decision;
-  d.latency_us = micros_since(t0);
+  d.latency_us = detail::micros_since(t0);
   return d;
 }
 

@@ -97,6 +97,10 @@ class StreamingFeatures {
   /// Timestamp of the last accepted bar. Throws InputError before the first bar.
   int64_t last_timestamp() const;
 
+  /// Bytes this engine holds (the object and its rings, windows and deques, all sized at
+  /// construction): what one instrument's feature state costs a desk (serving/desk.h).
+  size_t state_bytes() const;
+
   /// Forgets every bar (back to the freshly constructed state).
   void reset();
 

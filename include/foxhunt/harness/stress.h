@@ -16,6 +16,13 @@
 ///   worker in arrival order; latency counts from the scheduled arrival, so queueing counts.
 ///   Valid (MLPerf server style) when p99 <= p99_ms and at least min_queries completed.
 ///
+/// Instruments (`instruments` > 1): concurrent, soak and server serve that many synthetic
+/// instruments through a Desk (serving/desk.h), every instrument's bar of a timestamp in one batch
+/// per model; their latencies are per timestamp (the whole batch), `instrument_bars_per_s` is the
+/// rate, and the leak verdict reads the instrument state too (declared to the ledger). concurrent
+/// also serves one instrument through the Ensemble in the same run (`single_instrument_bars_per_s`,
+/// `batching_gain`).
+///
 /// Memory: every model's weights are loaded, and every serving step runs, under the ledger
 /// scope named after the model (memory/ledger.h), so per-model live bytes are exact. The baseline
 /// of a leak check is taken after a warm-up (features and model histories full, first-call
@@ -50,6 +57,9 @@ struct StressOptions {
   std::vector<std::string> models;
   /// concurrent: bars.
   int64_t iterations = 1000;
+  /// concurrent, soak, server: synthetic instruments served per bar (1: one instrument through
+  /// the Ensemble; more: a Desk, every instrument's bar of a timestamp in one batch per model).
+  int64_t instruments = 1;
   /// soak: bars of the whole ensemble.
   int64_t soak = 10000;
   /// switch: load/unload cycles.

@@ -54,6 +54,20 @@ class ServingModel {
   /// Expected output shapes for a batch of `batch` samples with sequence length `seq_len`.
   virtual std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t seq_len) const = 0;
 
+  /// Many instruments at once (serving/desk.h): a model whose first stage runs on each bar's past
+  /// row alone (given the static id) can run it once per bar and keep its output per instrument,
+  /// as its own single-instrument stream does. The width of that output; 0 (the default): no
+  /// such stage, the desk runs forward().
+  virtual int64_t cached_width() const { return 0; }
+  /// The cached stage on the newest past rows of N instruments: `rows` [N, past features] float,
+  /// `static_id` [N] int64 -> [N, cached_width()]. Validates its inputs. InputError for a model
+  /// without such a stage.
+  virtual torch::Tensor encode_rows(const torch::Tensor& rows, const torch::Tensor& static_id);
+  /// forward() on a batch whose past input holds the cached rows [N, window, cached_width()]
+  /// (the other inputs as forward takes them); returns the first output. InputError for a model
+  /// without a cached stage.
+  virtual torch::Tensor forward_cached(const Batch& batch);
+
   /// Names of the tensors in `Batch::inputs`, in order (from spec()).
   std::vector<std::string> input_names() const { return spec().input_names(); }
   /// Default sequence length (window) for sequence models; 0 for models without a time axis.

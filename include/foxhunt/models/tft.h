@@ -337,6 +337,16 @@ class TftNetImpl : public torch::nn::Cloneable<TftNetImpl> {
   TftOutput forward_selected(const torch::Tensor& past_selected,
                              const torch::Tensor& future_selected, const TftStaticContext& ctx);
 
+  /// The past VSN on single bars of N instruments (the stage a stream caches per bar): `rows`
+  /// [N, past_features], `static_id` [N] int64 -> [N, hidden]. Validates the inputs; inference
+  /// only (InferenceMode).
+  torch::Tensor encode_past_rows(const torch::Tensor& rows, const torch::Tensor& static_id);
+  /// `forward` on cached past VSN outputs `past_selected` [N, window, hidden] (encode_past_rows
+  /// of each bar), `future` [N, horizon, future_features] and `static_id` [N]: equal to forward
+  /// on the raw window to rounding (the VSN is position-wise). Validates the inputs.
+  torch::Tensor forward_cached(const torch::Tensor& past_selected, const torch::Tensor& future,
+                               const torch::Tensor& static_id);
+
   TftOptions options;                              ///< the configuration
   torch::nn::Embedding static_embedding{nullptr};  ///< static_categories -> hidden
   GatedResidualNetwork static_variable{nullptr};   ///< single static variable: GRN, no weighting

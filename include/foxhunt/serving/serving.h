@@ -120,9 +120,9 @@ class ServedModel {
   ~ServedModel();
   ServedModel(ServedModel&&) noexcept;
   /// The bundle.
-  const Bundle& bundle() const { return bundle_; }
+  const Bundle& bundle() const;
   /// Registry name.
-  std::string name() const { return bundle_.name(); }
+  std::string name() const;
   /// Bars of history it needs after the feature warm-up before it is ready.
   int64_t window() const;
   /// Consumes the new bar (the engine has just accepted it) and computes the model's signal.
@@ -137,9 +137,7 @@ class ServedModel {
                                        const data::StreamingFeatures& features) const;
 
  private:
-  struct History;
-  Bundle bundle_;
-  int64_t vol_column_ = -1;  ///< bank column of the target volatility (-1 = none)
+  struct History;  // the bundle, what it reads and its input history (serving.cpp)
   std::unique_ptr<History> history_;
 };
 

@@ -1,0 +1,119 @@
+#pragma once
+/// \file desk.h
+/// The desk: the ensemble's models serving a universe of instruments at once. One copy of each
+/// model's weights; per instrument its own state (streaming features, each model's input
+/// history, the position held and its entry price), created on the symbol's first bar. For each
+/// timestamp, the instruments that have a new bar are forwarded as ONE batch per model
+/// (cross-instrument batching), the models concurrently on the desk's thread pool.
+///
+/// Equal to serving each instrument alone: every instrument's inputs are built from its own
+/// state only, and a batch row does not depend on the other rows, so an instrument's signals and
+/// decisions equal those of a desk serving that instrument alone (desk_test.cpp checks 1e-6 on
+/// the real S&P 500 / NASDAQ / WTI panel). Each model runs its full-window forward (the batch
+/// path); the single-instrument Ensemble runs the O(window) streams of Mamba-2 and the TFT
+/// instead, which equal the forward to their own bound (1e-5, models/streaming.h).
+///
+/// Symbols and the TFT's instrument id: a bundle trained on one series (every bundle written
+/// today) serves every symbol with its own instrument id and normaliser; the desk then serves
+/// any symbol, and a symbol first seen mid-stream simply starts warming up on its first bar.
+///
+/// Memory: an instrument's state is declared to the ledger under the external tag
+/// "instrument_state" (memory/ledger.h) as it is created, against the enforced cap, so a
+/// universe that does not fit is refused with OutOfMemoryError before its state exists;
+/// `state_bytes()` is the total. Batched forwards allocate through LibTorch as usual (per model
+/// scope when memory scopes are on).
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "foxhunt/data/bars.h"
+#include "foxhunt/serving/bundle.h"
+#include "foxhunt/serving/serving.h"
+
+namespace foxhunt::serving {
+
+/// The ledger's external tag of the desk's per-instrument state.
+inline constexpr const char* kInstrumentStateTag = "instrument_state";
+
+/// One instrument's bar at a timestamp.
+struct SymbolBar {
+  std::string symbol;  ///< the instrument (non-empty)
+  data::Bar bar;       ///< its bar
+};
+
+/// One instrument's result at a timestamp.
+struct InstrumentDecision {
+  std::string symbol;    ///< the instrument
+  BarDecision decision;  ///< its signals, decision and position (latency: the whole timestamp)
+};
+/// JSON line of `predict --json` on a panel: to_json(BarDecision) plus a "symbol" key.
+nlohmann::json to_json(const InstrumentDecision& d);
+
+/// How a desk runs.
+struct DeskOptions {
+  /// Run the models concurrently (true) or one by one.
+  bool parallel = true;
+  /// Run each model's step under the ledger scope named after the model (exact per-model bytes).
+  bool memory_scopes = false;
+  /// Largest batch per forward (0: every instrument of a timestamp in one batch); larger
+  /// timestamps are forwarded in chunks of this many instruments.
+  int64_t max_batch = 0;
+};
+
+/// Many instruments through one set of models (see the file comment).
+class Desk {
+ public:
+  /// Loads DIR/<model>/bundle.fhb for every catalog model (as Ensemble::load).
+  static Desk load(const std::string& dir, const DecisionRule& rule = {},
+                   const torch::Device& device = torch::kCPU, const DeskOptions& options = {});
+  /// A desk over already loaded bundles (any subset of the models, any order).
+  explicit Desk(std::vector<Bundle> bundles, const DecisionRule& rule = {},
+                const DeskOptions& options = {});
+  ~Desk();
+  Desk(Desk&&) noexcept;
+
+  /// Feeds the bars of one timestamp: at most one per symbol, every bar's timestamp equal to
+  /// `timestamp`. Returns one decision per bar, in the order of `bars`. Throws InputError for a
+  /// duplicated or empty symbol, a bar at another timestamp, or an invalid bar (NaN, a
+  /// non-positive price, a timestamp not after the symbol's previous bar), naming the symbol;
+  /// nothing changes then (every bar is checked before any state changes).
+  std::vector<InstrumentDecision> on_timestamp(int64_t timestamp,
+                                               const std::vector<SymbolBar>& bars);
+
+  /// Instruments seen so far.
+  int64_t instruments() const;
+  /// Their symbols, in the order of their first bar.
+  std::vector<std::string> symbols() const;
+  /// True when `symbol` has state on the desk.
+  bool has_symbol(const std::string& symbol) const;
+  /// Position held by `symbol` (0 for a symbol never seen).
+  double position(const std::string& symbol) const;
+  /// Bytes of every instrument's state (features, model histories, bookkeeping), as declared to
+  /// the ledger under kInstrumentStateTag.
+  uint64_t state_bytes() const;
+  /// Bars an instrument needs before every model is ready (feature warm-up plus the longest
+  /// window, plus one).
+  int64_t warmup_bars() const;
+  /// The served models' names, in order.
+  std::vector<std::string> model_names() const;
+  /// The decision rule.
+  const DecisionRule& rule() const;
+  /// Runs the models one by one (false) or concurrently (true).
+  void set_parallel(bool parallel);
+  /// Removes every instrument's state (bytes withdrawn from the ledger).
+  void clear();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Stable shard of a symbol: FNV-1a 64 of its bytes modulo `shards` (the same on every machine
+/// and run). Throws InputError unless shards >= 1.
+int64_t symbol_shard(const std::string& symbol, int64_t shards);
+
+}  // namespace foxhunt::serving

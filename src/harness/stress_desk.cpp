@@ -1,0 +1,186 @@
+// The stress scenarios' step servers (one instrument through an Ensemble, many through a Desk)
+// and the concurrent scenario on a desk.
+#include <deque>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/units.h"
+#include "foxhunt/serving/universe.h"
+#include "stress_common.h"
+
+namespace foxhunt::harness::stress_detail {
+
+namespace {
+
+using PanelFeed = SyntheticUniverse;
+
+class EnsembleServer : public StepServer {
+ public:
+  EnsembleServer(std::vector<Bundle> bundles, uint64_t seed, int64_t steps)
+      : e_(std::move(bundles)), feed_(seed, steps + 1024) {
+    e_.set_memory_scopes(true);
+    warm(e_, feed_, warmup_bars(e_));
+  }
+  double step() override {
+    data::Bar bar;
+    if (!prepared_.empty()) {
+      bar = prepared_.front();
+      prepared_.pop_front();
+    } else {
+      bar = feed_.next();
+    }
+    return e_.on_bar(bar).latency_us;
+  }
+  void prepare(int64_t steps) override {
+    for (int64_t i = 0; i < steps; ++i) prepared_.push_back(feed_.next());
+  }
+  int64_t instruments() const override { return 1; }
+
+ private:
+  Ensemble e_;
+  BarFeed feed_;
+  std::deque<data::Bar> prepared_;
+};
+
+class DeskServer : public StepServer {
+ public:
+  DeskServer(std::vector<Bundle> bundles, uint64_t seed, int64_t instruments)
+      : feed_(seed, instruments), n_(instruments) {
+    DeskOptions o;
+    o.memory_scopes = true;
+    desk_ = std::make_unique<Desk>(std::move(bundles), DecisionRule{}, o);
+    // Until every model is ready, plus a few bars so first-call allocations are done.
+    for (int64_t i = 0; i < desk_->warmup_bars() + 8; ++i) step();
+  }
+  double step() override {
+    std::vector<SymbolBar> bars;
+    if (!prepared_.empty()) {
+      bars = std::move(prepared_.front());
+      prepared_.pop_front();
+    } else {
+      bars = feed_.next();
+    }
+    const int64_t t = bars.front().bar.timestamp;
+    return desk_->on_timestamp(t, bars).front().decision.latency_us;
+  }
+  void prepare(int64_t steps) override {
+    for (int64_t i = 0; i < steps; ++i) prepared_.push_back(feed_.next());
+  }
+  int64_t instruments() const override { return n_; }
+
+ private:
+  PanelFeed feed_;
+  int64_t n_;
+  std::unique_ptr<Desk> desk_;
+  std::deque<std::vector<SymbolBar>> prepared_;
+};
+
+bool same_outputs(const std::vector<InstrumentDecision>& a,
+                  const std::vector<InstrumentDecision>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto &x = a[i].decision, &y = b[i].decision;
+    if (a[i].symbol != b[i].symbol || x.decision != y.decision ||
+        x.signals.size() != y.signals.size())
+      return false;
+    for (size_t k = 0; k < x.signals.size(); ++k)
+      if (x.signals[k].raw != y.signals[k].raw || x.signals[k].signal != y.signals[k].signal)
+        return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<StepServer> make_step_server(Context& c, uint64_t seed, int64_t steps) {
+  if (c.o.instruments > 1)
+    return std::make_unique<DeskServer>(load_bundles(c.src, c.device), seed, c.o.instruments);
+  return std::make_unique<EnsembleServer>(load_bundles(c.src, c.device), seed, steps);
+}
+
+void run_desk_concurrent(Context& c, ScenarioResult& r) {
+  const auto names = c.src.names;
+  const int64_t n = c.o.instruments;
+  auto bundles = load_bundles(c.src, c.device);
+  nlohmann::json resident = model_bytes_json(names);
+  // Two desks over the same (shared, read-only) models: one runs the models concurrently, one
+  // serially; their outputs must be bit-identical.
+  DeskOptions po, so;
+  po.memory_scopes = so.memory_scopes = true;
+  so.parallel = false;
+  Desk par(bundles, {}, po), ser(bundles, {}, so);
+  PanelFeed feed(c.o.seed, n);
+  for (int64_t i = 0; i < par.warmup_bars() + 8; ++i) {
+    const auto bars = feed.next();
+    par.on_timestamp(feed.timestamp(), bars);
+    ser.on_timestamp(feed.timestamp(), bars);
+  }
+  const auto baseline = static_cast<int64_t>(live_now());
+  sample_memory(r, 0, names);
+  const int64_t every = std::max<int64_t>(1, c.o.iterations / 200);
+  int64_t mismatches = 0;
+  std::string first_mismatch;
+  double par_us = 0, ser_us = 0;
+  ThroughputWindows tw{every, static_cast<int64_t>(names.size()) * n};
+  for (int64_t i = 0; i < c.o.iterations; ++i) {
+    const auto bars = feed.next();
+    const auto a = par.on_timestamp(feed.timestamp(), bars);
+    const auto b = ser.on_timestamp(feed.timestamp(), bars);
+    par_us += a.front().decision.latency_us;
+    ser_us += b.front().decision.latency_us;
+    r.latencies_us.push_back(a.front().decision.latency_us);
+    if (!same_outputs(a, b) && mismatches++ == 0) first_mismatch = "timestamp " + std::to_string(i);
+    tw.tick(r);
+    if ((i + 1) % every == 0) sample_memory(r, static_cast<double>(i + 1), names);
+  }
+  const auto final_bytes = static_cast<int64_t>(live_now());
+  // One instrument through the single-series Ensemble (its O(window) streams), same models, same
+  // number of bars: the bar rate the desk's batching is measured against.
+  double one_us = 0;
+  {
+    EnsembleServer one(bundles, c.o.seed, c.o.iterations);
+    for (int64_t i = 0; i < c.o.iterations; ++i) one_us += one.step();
+  }
+  const double steps = static_cast<double>(c.o.iterations);
+  const double rate = par_us > 0 ? steps * static_cast<double>(n) / (par_us * 1e-6) : 0.0;
+  const double serial_rate = ser_us > 0 ? steps * static_cast<double>(n) / (ser_us * 1e-6) : 0.0;
+  const double one_rate = one_us > 0 ? steps / (one_us * 1e-6) : 0.0;
+  const auto v = leak_verdict(r.memory_x, r.live_bytes, baseline, final_bytes,
+                              c.o.leak_threshold_bytes_per_1k);
+  set_leak(r, v);
+  const auto lat = summarize_latencies(r.latencies_us);
+  r.details["iterations"] = c.o.iterations;
+  r.details["instruments"] = n;
+  r.details["models"] = names;
+  r.details["instrument_bars_per_s"] = rate;
+  r.details["serial_instrument_bars_per_s"] = serial_rate;
+  r.details["single_instrument_bars_per_s"] = one_rate;
+  r.details["batching_gain"] = one_rate > 0 ? rate / one_rate : 0.0;
+  r.details["throughput_per_s"] = rate * static_cast<double>(names.size());
+  r.details["serial_throughput_per_s"] = serial_rate * static_cast<double>(names.size());
+  r.details["speedup_vs_serial"] = par_us > 0 ? ser_us / par_us : 0.0;
+  r.details["outputs_match_serial"] = mismatches == 0;
+  r.details["mismatched_timestamps"] = mismatches;
+  r.details["latency_us"] = to_json(lat);  // per timestamp: the whole batch
+  r.details["instrument_state_bytes"] = par.state_bytes();
+  r.details["state_bytes_per_instrument"] = par.state_bytes() / static_cast<uint64_t>(n);
+  r.details["resident_bytes"] = resident;
+  r.details["baseline_live_bytes"] = baseline;
+  r.details["final_live_bytes"] = final_bytes;
+  add_device_memory(c, r);
+  r.ok = mismatches == 0 && !v.leak_detected;
+  char buf[384];
+  std::snprintf(
+      buf, sizeof(buf),
+      "%lld timestamps x %lld instruments x %zu models: %.0f instrument-bars/s (serial "
+      "%.0f/s; one instrument alone %.0f bars/s, gain %.2fx), timestamp p50 %.0f us p99 "
+      "%.0f us, outputs %s serial; state %s per instrument; %s",
+      static_cast<long long>(c.o.iterations), static_cast<long long>(n), names.size(), rate,
+      serial_rate, one_rate, one_rate > 0 ? rate / one_rate : 0.0, lat.p50, lat.p99,
+      mismatches == 0 ? "==" : "!=",
+      human_bytes(static_cast<double>(par.state_bytes() / static_cast<uint64_t>(n))).c_str(),
+      v.verdict.c_str());
+  r.summary = buf;
+  if (mismatches) r.summary += " (first mismatch at " + first_mismatch + ")";
+}
+
+}  // namespace foxhunt::harness::stress_detail

@@ -1,0 +1,297 @@
+#include "foxhunt/serving/desk.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/memory/ledger.h"
+#include "model_inputs.h"
+
+namespace foxhunt::serving {
+
+namespace {
+
+constexpr const char* kComponent = "desk";
+
+// One instrument's state on the desk.
+struct Instrument {
+  Instrument(std::string s, const std::vector<detail::ModelPlan>& plans, uint64_t bytes)
+      : reservation(kInstrumentStateTag, bytes), symbol(std::move(s)) {
+    histories.reserve(plans.size());
+    for (const auto& p : plans) histories.emplace_back(p);
+  }
+  // Declared first (and so released last): over the cap, nothing else is built.
+  memory::ExternalReservation reservation;
+  std::string symbol;
+  data::StreamingFeatures features;
+  std::vector<detail::ModelHistory> histories;  // per model, in the desk's order
+  double position = 0.0;
+  double entry_close = 0.0;
+
+  // Bytes without the symbol's heap buffer.
+  size_t fixed_bytes() const {
+    size_t n = sizeof(Instrument) + features.state_bytes() - sizeof(data::StreamingFeatures) +
+               histories.capacity() * sizeof(detail::ModelHistory);
+    for (const auto& h : histories) n += h.bytes() - sizeof(detail::ModelHistory);
+    return n;
+  }
+};
+
+uint64_t symbol_heap_bytes(const std::string& s) {
+  // Short symbols live inside the string object (small-string buffer of 15 chars).
+  return s.size() > 15 ? s.size() + 1 : 0;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const InstrumentDecision& d) {
+  nlohmann::json j = to_json(d.decision);
+  j["symbol"] = d.symbol;
+  return j;
+}
+
+int64_t symbol_shard(const std::string& symbol, int64_t shards) {
+  FOXHUNT_CHECK(shards >= 1, kComponent, "shards: expected >= 1, got ", shards);
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : symbol) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return static_cast<int64_t>(h % static_cast<uint64_t>(shards));
+}
+
+struct Desk::Impl {
+  std::vector<std::unique_ptr<Bundle>> bundles;  // stable addresses: the plans point into them
+  std::vector<detail::ModelPlan> plans;
+  DecisionRule rule;
+  DeskOptions options;
+  std::unique_ptr<ThreadPool> pool;
+  std::vector<std::unique_ptr<Instrument>> instruments;
+  std::unordered_map<std::string, size_t> index;
+  std::vector<std::vector<float>> scratch;  // per model: a normalised bank row
+  int64_t horizon = 0;                      // longest forecast horizon
+  uint64_t instrument_bytes = 0;            // one instrument's state, symbol buffer aside
+  uint64_t state_bytes = 0;
+};
+
+Desk Desk::load(const std::string& dir, const DecisionRule& rule, const torch::Device& device,
+                const DeskOptions& options) {
+  return Desk(load_ensemble_bundles(dir, device), rule, options);
+}
+
+Desk::Desk(std::vector<Bundle> bundles, const DecisionRule& rule, const DeskOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  FOXHUNT_CHECK(!bundles.empty(), kComponent, "a desk needs at least one bundle");
+  FOXHUNT_CHECK(options.max_batch >= 0, kComponent, "max_batch: expected >= 0, got ",
+                options.max_batch);
+  auto& d = *impl_;
+  d.rule = rule;
+  d.options = options;
+  for (auto& b : bundles) {
+    FOXHUNT_CHECK(b.model != nullptr, kComponent, "a bundle has no model");
+    b.model->module().eval();
+    d.horizon = std::max(d.horizon, b.model->spec().horizon);
+    d.bundles.push_back(std::make_unique<Bundle>(std::move(b)));
+  }
+  d.plans.reserve(d.bundles.size());
+  for (const auto& b : d.bundles) d.plans.emplace_back(*b, /*use_cache=*/true);
+  d.scratch.resize(d.plans.size());
+  d.instrument_bytes = Instrument("", d.plans, 0).fixed_bytes();
+  d.pool = std::make_unique<ThreadPool>(static_cast<int>(d.plans.size()));
+}
+
+Desk::~Desk() = default;
+Desk::Desk(Desk&&) noexcept = default;
+
+int64_t Desk::instruments() const {
+  return static_cast<int64_t>(impl_->instruments.size());
+}
+
+std::vector<std::string> Desk::symbols() const {
+  std::vector<std::string> out;
+  for (const auto& i : impl_->instruments) out.push_back(i->symbol);
+  return out;
+}
+
+bool Desk::has_symbol(const std::string& symbol) const {
+  return impl_->index.count(symbol) > 0;
+}
+
+double Desk::position(const std::string& symbol) const {
+  auto it = impl_->index.find(symbol);
+  return it == impl_->index.end() ? 0.0 : impl_->instruments[it->second]->position;
+}
+
+uint64_t Desk::state_bytes() const {
+  return impl_->state_bytes;
+}
+
+int64_t Desk::warmup_bars() const {
+  int64_t w = 0;
+  for (const auto& b : impl_->bundles) w = std::max(w, b->warmup + b->model->spec().window);
+  return w + 1;
+}
+
+std::vector<std::string> Desk::model_names() const {
+  std::vector<std::string> out;
+  for (const auto& p : impl_->plans) out.push_back(p.name);
+  return out;
+}
+
+const DecisionRule& Desk::rule() const {
+  return impl_->rule;
+}
+
+void Desk::set_parallel(bool parallel) {
+  impl_->options.parallel = parallel;
+}
+
+void Desk::clear() {
+  impl_->instruments.clear();
+  impl_->index.clear();
+  impl_->state_bytes = 0;
+}
+
+std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
+                                                   const std::vector<SymbolBar>& bars) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto& d = *impl_;
+  // 1. Check everything before any state changes.
+  std::unordered_set<std::string> seen;
+  std::vector<const std::string*> fresh;
+  {
+    data::StreamingFeatures blank;
+    for (const auto& sb : bars) {
+      FOXHUNT_CHECK(!sb.symbol.empty(), kComponent, "timestamp ", timestamp,
+                    ": a bar has an empty symbol");
+      FOXHUNT_CHECK(seen.insert(sb.symbol).second, kComponent, "timestamp ", timestamp,
+                    ": symbol '", sb.symbol, "' has two bars (expected at most one per symbol)");
+      FOXHUNT_CHECK(sb.bar.timestamp == timestamp, kComponent, "symbol '", sb.symbol,
+                    "': expected a bar at timestamp ", timestamp, ", got ", sb.bar.timestamp);
+      auto it = d.index.find(sb.symbol);
+      try {
+        if (it == d.index.end()) {
+          blank.check(sb.bar);
+          fresh.push_back(&sb.symbol);
+        } else {
+          d.instruments[it->second]->features.check(sb.bar);
+        }
+      } catch (const InputError& e) {
+        throw InputError(kComponent, "symbol '" + sb.symbol + "': " + e.message());
+      }
+    }
+  }
+  // 2. State for new symbols (each declared to the ledger before it is built), committed only
+  // once all exist.
+  std::vector<std::unique_ptr<Instrument>> created;
+  for (const auto* s : fresh)
+    created.push_back(
+        std::make_unique<Instrument>(*s, d.plans, d.instrument_bytes + symbol_heap_bytes(*s)));
+  for (auto& inst : created) {
+    d.state_bytes += inst->reservation.bytes();
+    d.index.emplace(inst->symbol, d.instruments.size());
+    d.instruments.push_back(std::move(inst));
+  }
+
+  // 3. Features, then the per-instrument inputs the models share.
+  const size_t n = bars.size();
+  std::vector<Instrument*> inst(n);
+  std::vector<double> upnl(n);
+  std::vector<std::vector<int64_t>> next(n);
+  std::vector<InstrumentDecision> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    Instrument& s = *d.instruments[d.index.at(bars[i].symbol)];
+    inst[i] = &s;
+    const int64_t prev = s.features.bars_seen() > 0 ? s.features.last_timestamp() : 0;
+    s.features.update(bars[i].bar);  // checked above: cannot throw
+    const double close = bars[i].bar.close;
+    upnl[i] =
+        s.position != 0.0 && s.entry_close > 0 ? s.position * std::log(close / s.entry_close) : 0.0;
+    next[i] = detail::next_timestamps(timestamp, prev, d.horizon);
+    out[i].symbol = bars[i].symbol;
+    out[i].decision.timestamp = timestamp;
+    out[i].decision.position = s.position;
+    out[i].decision.signals.resize(d.plans.size());
+  }
+
+  // 4. One batch per model (chunks of max_batch), the models concurrently.
+  std::vector<std::function<void()>> tasks;
+  for (size_t m = 0; m < d.plans.size(); ++m)
+    tasks.emplace_back([&, m] {
+      const auto tm = std::chrono::steady_clock::now();
+      std::optional<memory::MemoryScope> scope;
+      if (d.options.memory_scopes) scope.emplace(d.plans[m].name);
+      const auto& plan = d.plans[m];
+      std::vector<size_t> ready;
+      std::vector<detail::InstrumentRow> rows;
+      std::vector<size_t> fed;  // instruments past the feature warm-up
+      for (size_t i = 0; i < n; ++i) {
+        out[i].decision.signals[m].model = plan.name;
+        if (detail::push_bar(plan, inst[i]->histories[m], inst[i]->features, d.scratch[m]))
+          fed.push_back(i);
+      }
+      c10::InferenceMode guard;
+      const size_t chunk = d.options.max_batch > 0 ? static_cast<size_t>(d.options.max_batch)
+                                                   : std::max<size_t>(1, n);
+      if (plan.cached) {
+        // The model's per-bar stage on every fed instrument's new row, in batches.
+        for (size_t b = 0; b < fed.size(); b += chunk) {
+          std::vector<detail::ModelHistory*> hs;
+          for (size_t k = b; k < std::min(fed.size(), b + chunk); ++k)
+            hs.push_back(&inst[fed[k]]->histories[m]);
+          detail::encode_pending(plan, hs,
+                                 std::vector<int64_t>(hs.size(), plan.bundle->instrument_id));
+        }
+      }
+      for (size_t i : fed) {
+        auto& h = inst[i]->histories[m];
+        if (!detail::history_full(plan, h)) continue;
+        ready.push_back(i);
+        detail::InstrumentRow r;
+        r.history = &h;
+        r.features = &inst[i]->features;
+        r.position = inst[i]->position;
+        r.unrealized_pnl = upnl[i];
+        r.next_timestamps = &next[i];
+        r.static_id = plan.bundle->instrument_id;
+        rows.push_back(r);
+      }
+      for (size_t b = 0; b < rows.size(); b += chunk) {
+        const size_t e = std::min(rows.size(), b + chunk);
+        const std::vector<detail::InstrumentRow> part(rows.begin() + static_cast<long>(b),
+                                                      rows.begin() + static_cast<long>(e));
+        const auto y = detail::forward_rows(plan, detail::build_batch(plan, part));
+        const int64_t stride = y.numel() / static_cast<int64_t>(part.size());
+        const float* v = y.data_ptr<float>();
+        for (size_t k = 0; k < part.size(); ++k) {
+          const size_t i = ready[b + k];
+          detail::fill_signal(plan, v + static_cast<int64_t>(k) * stride, *part[k].history,
+                              inst[i]->features, d.rule, out[i].decision.signals[m]);
+        }
+      }
+      const double us = detail::micros_since(tm);
+      for (size_t i : ready) out[i].decision.signals[m].latency_us = us;
+    });
+  if (d.options.parallel && tasks.size() > 1) {
+    d.pool->run(tasks);
+  } else {
+    for (auto& t : tasks) t();
+  }
+
+  // 5. One decision per instrument.
+  const double us = detail::micros_since(t0);
+  for (size_t i = 0; i < n; ++i) {
+    auto& dec = out[i].decision;
+    dec.decision = combine_signals(d.rule, dec.signals);
+    if (dec.decision != inst[i]->position) inst[i]->entry_close = bars[i].bar.close;
+    inst[i]->position = dec.decision;
+    dec.latency_us = us;
+  }
+  return out;
+}
+
+}  // namespace foxhunt::serving

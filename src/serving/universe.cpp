@@ -1,0 +1,47 @@
+#include "foxhunt/serving/universe.h"
+
+#include <cstdio>
+
+#include "foxhunt/core/error.h"
+
+namespace foxhunt::serving {
+
+SyntheticUniverse::SyntheticUniverse(uint64_t seed, int64_t instruments) {
+  FOXHUNT_CHECK(instruments >= 1, "desk", "instruments: expected >= 1, got ", instruments);
+  data::SyntheticOptions o;
+  o.seed = seed;
+  o.bars = 4096;
+  base_ = data::generate_synthetic(o).bars;
+  step_ = base_[1].timestamp - base_[0].timestamp;
+  t_ = base_[0].timestamp;
+  const auto n = static_cast<int64_t>(base_.size());
+  for (int64_t k = 0; k < instruments; ++k) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "SYN%05lld", static_cast<long long>(k));
+    // Starts spread over the series (7919 is prime), price levels 1.00 .. 1.96.
+    cursors_.push_back(
+        {name, static_cast<size_t>((k * 7919) % n), 1.0 + 0.01 * static_cast<double>(k % 97)});
+  }
+}
+
+std::vector<SymbolBar> SyntheticUniverse::next() {
+  t_ += step_;
+  std::vector<SymbolBar> out;
+  out.reserve(cursors_.size());
+  for (auto& c : cursors_) {
+    if (c.i == base_.size()) {  // another lap, the price path continuous
+      c.factor *= base_.back().close / base_.front().open;
+      c.i = 0;
+    }
+    data::Bar b = base_[c.i++];
+    b.timestamp = t_;
+    b.open *= c.factor;
+    b.high *= c.factor;
+    b.low *= c.factor;
+    b.close *= c.factor;
+    out.push_back({c.symbol, b});
+  }
+  return out;
+}
+
+}  // namespace foxhunt::serving

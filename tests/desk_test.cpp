@@ -1,0 +1,370 @@
+// The desk (serving/desk.h): many instruments through one set of models, batched across
+// instruments. On the real S&P 500 / NASDAQ / WTI panel: batched serving equals serving each
+// instrument alone; one instrument equals the single-series Ensemble; a symbol first seen late
+// warms up on its own; bad bars change nothing; the state is declared to the ledger and capped;
+// shards split a universe without changing any decision; `foxhunt predict` on a panel.
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/data/dataset.h"
+#include "foxhunt/data/panel.h"
+#include "foxhunt/memory/ledger.h"
+#include "foxhunt/models/catalog.h"
+#include "foxhunt/serving/bar_stream.h"
+#include "foxhunt/serving/desk.h"
+#include "foxhunt/serving/serving.h"
+#include "test_util.h"
+
+namespace foxhunt::serving {
+namespace {
+
+using foxhunt::testing::run_cli;
+using foxhunt::testing::TempDir;
+
+// The real panel, cut to its last `keep` timestamps (enough for the warm-up and the windows).
+const data::Panel& real_panel() {
+  static const data::Panel panel = [] {
+    auto p = data::load_panel_csv(foxhunt::testing::panel_csv());
+    const size_t keep = 420;
+    const int64_t cut = p.timestamps[p.timestamps.size() - keep];
+    for (auto& s : p.symbols)
+      std::erase_if(s.series.bars, [&](const data::Bar& b) { return b.timestamp < cut; });
+    std::erase_if(p.timestamps, [&](int64_t t) { return t < cut; });
+    return p;
+  }();
+  return panel;
+}
+
+// Untrained bundles (seeded) with the normaliser of the S&P 500's bars.
+std::vector<Bundle> seeded_bundles() {
+  static const data::MarketDataset ds(data::load_bars_csv(foxhunt::testing::sp500_csv()));
+  std::vector<Bundle> out;
+  for (const auto& name : models::model_names()) {
+    torch::manual_seed(91);
+    Bundle b;
+    b.model = models::make_model(name);
+    b.normalizer = ds.normalizer();
+    b.target_scale = 250.0;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// Every decision of a panel stream, by (timestamp, symbol).
+using Results = std::map<std::pair<int64_t, std::string>, BarDecision>;
+
+Results serve(const data::Panel& panel, const PanelStreamOptions& options = {},
+              const DeskOptions& desk_options = {}) {
+  Desk desk(seeded_bundles(), {}, desk_options);
+  Results r;
+  stream_panel(desk, panel, options, [&](int64_t t, const std::vector<InstrumentDecision>& ds) {
+    for (const auto& d : ds) r[{t, d.symbol}] = d.decision;
+  });
+  return r;
+}
+
+data::Panel only(const data::Panel& panel, const std::string& symbol) {
+  data::Panel p;
+  p.source = panel.source;
+  p.symbols.push_back(*std::find_if(panel.symbols.begin(), panel.symbols.end(),
+                                    [&](const auto& s) { return s.symbol == symbol; }));
+  for (const auto& b : p.symbols[0].series.bars) p.timestamps.push_back(b.timestamp);
+  return p;
+}
+
+// Largest difference of signals, raw outputs and decisions; -1 when the keys or readiness differ.
+double max_difference(const Results& a, const Results& b) {
+  if (a.size() != b.size()) return -1;
+  double worst = 0;
+  for (const auto& [key, da] : a) {
+    auto it = b.find(key);
+    if (it == b.end()) return -1;
+    const auto& db = it->second;
+    worst = std::max(worst, std::abs(da.decision - db.decision));
+    worst = std::max(worst, std::abs(da.position - db.position));
+    if (da.signals.size() != db.signals.size()) return -1;
+    for (size_t m = 0; m < da.signals.size(); ++m) {
+      const auto &sa = da.signals[m], &sb = db.signals[m];
+      if (sa.ready != sb.ready || sa.raw.size() != sb.raw.size()) return -1;
+      worst = std::max(worst, std::abs(sa.signal - sb.signal));
+      for (size_t k = 0; k < sa.raw.size(); ++k)
+        worst = std::max(worst, static_cast<double>(std::abs(sa.raw[k] - sb.raw[k])));
+    }
+  }
+  return worst;
+}
+
+// The fewest shards that split the panel's symbols (a shard may hold none).
+int64_t splitting_shards(const data::Panel& panel) {
+  for (int64_t count = 2;; ++count) {
+    std::set<int64_t> used;
+    for (const auto& s : panel.symbols) used.insert(symbol_shard(s.symbol, count));
+    if (used.size() > 1) return count;
+  }
+}
+
+class DeskTest : public foxhunt::testing::SeededTest {};
+
+TEST_F(DeskTest, BatchedEqualsEachInstrumentAloneOnTheRealPanel) {
+  const auto& panel = real_panel();
+  ASSERT_EQ(panel.size(), 3);
+  const Results batched = serve(panel);
+  Results alone;
+  for (const auto& s : panel.symbols) {
+    const auto r = serve(only(panel, s.symbol));
+    alone.insert(r.begin(), r.end());
+  }
+  ASSERT_EQ(batched.size(), alone.size());
+  // Every model is ready on the last timestamps (the windows filled), and positions are taken.
+  int ready = 0, positioned = 0;
+  for (const auto& [key, d] : batched) {
+    ready += std::all_of(d.signals.begin(), d.signals.end(), [](auto& s) { return s.ready; });
+    positioned += d.decision != 0.0;
+  }
+  EXPECT_GT(ready, 100);
+  EXPECT_GT(positioned, 0);
+  const double diff = max_difference(batched, alone);
+  EXPECT_GE(diff, 0) << "different keys or readiness";
+  EXPECT_LT(diff, 1e-6);
+  // Chunked forwards (max_batch 2) change nothing either.
+  const double chunked = max_difference(serve(panel, {}, {.max_batch = 2}), batched);
+  EXPECT_GE(chunked, 0);
+  EXPECT_LT(chunked, 1e-6);
+}
+
+TEST_F(DeskTest, OneInstrumentMatchesTheSingleSeriesEnsemble) {
+  const auto panel = only(real_panel(), "NASDAQ");
+  const Results desk = serve(panel);
+  Ensemble e(seeded_bundles());
+  double worst = 0;
+  int compared = 0;
+  for (const auto& bar : panel.symbols[0].series.bars) {
+    const auto d = e.on_bar(bar);
+    const auto& ref = desk.at({bar.timestamp, "NASDAQ"});
+    for (size_t m = 0; m < d.signals.size(); ++m) {
+      ASSERT_EQ(d.signals[m].ready, ref.signals[m].ready) << bar.timestamp;
+      worst = std::max(worst, std::abs(d.signals[m].signal - ref.signals[m].signal));
+    }
+    compared += d.signals.back().ready;
+  }
+  EXPECT_GT(compared, 100);
+  // The Ensemble runs the Mamba-2 and TFT streams, equal to the forward within 1e-5.
+  EXPECT_LT(worst, 1e-4);
+}
+
+TEST_F(DeskTest, ASymbolFirstSeenLateWarmsUpOnItsOwnBars) {
+  // WTI joins 200 timestamps late: its results equal WTI served alone from that point.
+  auto panel = real_panel();
+  const int64_t join = panel.timestamps[200];
+  for (auto& s : panel.symbols)
+    if (s.symbol == "WTI")
+      std::erase_if(s.series.bars, [&](const data::Bar& b) { return b.timestamp < join; });
+  const Results all = serve(panel);
+  const Results wti = serve(only(panel, "WTI"));
+  Results wti_in_all;
+  for (const auto& [key, d] : all)
+    if (key.second == "WTI") wti_in_all[key] = d;
+  ASSERT_FALSE(wti_in_all.empty());
+  EXPECT_EQ(wti_in_all.begin()->first.first, panel.find("WTI")->bars.front().timestamp);
+  EXPECT_GE(wti_in_all.begin()->first.first, join);
+  EXPECT_FALSE(wti_in_all.begin()->second.signals[0].ready);  // warming up
+  const double diff = max_difference(wti_in_all, wti);
+  EXPECT_GE(diff, 0);
+  EXPECT_LT(diff, 1e-6);
+}
+
+TEST_F(DeskTest, BadBarsAreRefusedNamingTheSymbolAndChangeNothing) {
+  const auto& panel = real_panel();
+  Desk desk(seeded_bundles());
+  const auto& sp = panel.find("SP500")->bars;
+  const auto& nq = sp;  // a second instrument on the same dates
+  desk.on_timestamp(sp[0].timestamp, {{"SP500", sp[0]}, {"NASDAQ", nq[0]}});
+  const auto bytes = desk.state_bytes();
+  auto expect_refused = [&](int64_t t, const std::vector<SymbolBar>& bars,
+                            const std::string& what) {
+    try {
+      desk.on_timestamp(t, bars);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(desk.instruments(), 2);
+    EXPECT_EQ(desk.state_bytes(), bytes);
+  };
+  auto nan_bar = sp[1];
+  nan_bar.close = NAN;
+  expect_refused(sp[1].timestamp, {{"NEW", sp[1]}, {"SP500", nan_bar}}, "symbol 'SP500'");
+  expect_refused(sp[1].timestamp, {{"SP500", sp[1]}, {"SP500", sp[1]}}, "has two bars");
+  expect_refused(sp[1].timestamp, {{"", sp[1]}}, "empty symbol");
+  expect_refused(sp[1].timestamp, {{"NASDAQ", nq[2]}}, "expected a bar at timestamp");
+  expect_refused(sp[0].timestamp, {{"NEW", sp[0]}, {"SP500", sp[0]}}, "symbol 'SP500'");
+  // Nothing changed: the next bars give what a clean desk gives.
+  Desk clean(seeded_bundles());
+  clean.on_timestamp(sp[0].timestamp, {{"SP500", sp[0]}, {"NASDAQ", nq[0]}});
+  for (size_t k = 1; k < 5; ++k) {
+    const std::vector<SymbolBar> bars = {{"SP500", sp[k]}, {"NASDAQ", nq[k]}};
+    ASSERT_EQ(sp[k].timestamp, nq[k].timestamp);
+    const auto a = desk.on_timestamp(sp[k].timestamp, bars);
+    const auto b = clean.on_timestamp(sp[k].timestamp, bars);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].decision.decision, b[i].decision.decision);
+  }
+}
+
+TEST_F(DeskTest, InstrumentStateIsDeclaredToTheLedgerAndCapped) {
+  const auto& sp = real_panel().find("SP500")->bars;
+  const auto before = [] {
+    for (const auto& e : memory::external_snapshot())
+      if (e.tag == kInstrumentStateTag) return e.bytes;
+    return uint64_t{0};
+  };
+  const uint64_t base = before();
+  Desk desk(seeded_bundles());
+  std::vector<SymbolBar> bars;
+  for (int i = 0; i < 200; ++i) bars.push_back({std::string("S").append(std::to_string(i)), sp[0]});
+  const auto heap0 = mallinfo2().uordblks;
+  desk.on_timestamp(sp[0].timestamp, bars);
+  const auto heap1 = mallinfo2().uordblks;
+  EXPECT_EQ(desk.instruments(), 200);
+  EXPECT_GT(desk.state_bytes(), 200u * 1000u);
+  EXPECT_EQ(desk.state_bytes() % 200, 0u);  // same size each (short symbols)
+  EXPECT_EQ(before() - base, desk.state_bytes());
+  // The declared bytes are what the heap grew by (the bar's own temporaries are freed), within
+  // allocator overhead.
+  const double measured = static_cast<double>(heap1 - heap0);
+  EXPECT_GT(measured, 0.9 * static_cast<double>(desk.state_bytes())) << measured;
+  EXPECT_LT(measured, 1.25 * static_cast<double>(desk.state_bytes())) << measured;
+  std::printf("[desk] state per instrument: %llu B (heap grew %.0f B per instrument)\n",
+              static_cast<unsigned long long>(desk.state_bytes() / 200), measured / 200);
+
+  // A cap that leaves room for 10 more instruments refuses 50 new ones, all or nothing.
+  const uint64_t per = desk.state_bytes() / 200;
+  {
+    memory::LimitGuard cap(memory::live_bytes() + memory::external_bytes() + 10 * per);
+    std::vector<SymbolBar> more;
+    for (int i = 0; i < 50; ++i)
+      more.push_back({std::string("T").append(std::to_string(i)), sp[0]});
+    EXPECT_THROW(desk.on_timestamp(sp[0].timestamp, more), OutOfMemoryError);
+    EXPECT_EQ(desk.instruments(), 200);
+    EXPECT_EQ(before() - base, desk.state_bytes());
+  }
+  desk.clear();
+  EXPECT_EQ(desk.instruments(), 0);
+  EXPECT_EQ(before(), base);
+}
+
+TEST_F(DeskTest, ShardsPartitionTheUniverseAndTheirUnionEqualsTheWhole) {
+  const auto& panel = real_panel();
+  const Results whole = serve(panel);
+  const int64_t count = splitting_shards(panel);
+  Results joined;
+  for (int64_t k = 0; k < count; ++k) {
+    Results part;
+    try {
+      part = serve(panel, {.shard = {k, count}});
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("holds none"), std::string::npos) << e.what();
+      continue;
+    }
+    for (const auto& [key, d] : part) {
+      EXPECT_EQ(symbol_shard(key.second, count), k);
+      EXPECT_TRUE(joined.emplace(key, d).second) << "served twice: " << key.second;
+    }
+  }
+  const double diff = max_difference(joined, whole);
+  EXPECT_GE(diff, 0);
+  EXPECT_LT(diff, 1e-6);
+  // Stable: the same symbol always lands in the same shard (FNV-1a 64).
+  EXPECT_EQ(symbol_shard("SP500", 1), 0);
+  EXPECT_EQ(symbol_shard("AAPL", 1000), symbol_shard(std::string("AAPL"), 1000));
+  EXPECT_THROW(symbol_shard("X", 0), InputError);
+  EXPECT_EQ(parse_shard("1/4", "--shard").index, 1);
+  EXPECT_EQ(parse_shard("1/4", "--shard").count, 4);
+  for (const char* bad : {"4/4", "-1/2", "1", "a/b", "1/0", "1/2x", "/2"})
+    EXPECT_THROW(parse_shard(bad, "--shard"), InputError) << bad;
+}
+
+TEST_F(DeskTest, PredictOnAPanelPrintsOneLinePerSymbolAndShards) {
+  TempDir tmp;
+  const auto dir = tmp.path() / "b";
+  for (auto& b : seeded_bundles()) {
+    std::filesystem::create_directories(dir / b.name());
+    save_bundle(b, (dir / b.name() / kBundleFile).string());
+  }
+  // A small panel file: the last 300 timestamps of the real one, written long-format.
+  const auto& panel = real_panel();
+  const std::string csv = tmp.file("panel.csv");
+  {
+    std::ofstream f(csv);
+    f << "date,symbol,open,high,low,close,volume\n";
+    for (size_t t = 0; t < panel.timestamps.size(); ++t)
+      for (const auto& s : panel.symbols)
+        for (const auto& b : s.series.bars)
+          if (b.timestamp == panel.timestamps[t])
+            f << data::format_timestamp(b.timestamp) << ',' << s.symbol << ',' << b.open << ','
+              << b.high << ',' << b.low << ',' << b.close << ',' << b.volume << '\n';
+  }
+  const std::string base = "predict --bundles " + dir.string() + " --data " + csv;
+  const auto all = run_cli(base + " --json");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  std::istringstream lines(all.out);
+  std::string line;
+  std::map<std::string, int> per_symbol;
+  std::map<std::string, double> last_decision;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);
+    ASSERT_TRUE(j.contains("symbol")) << line;
+    ++per_symbol[j["symbol"].get<std::string>()];
+    last_decision[j["symbol"].get<std::string>()] = j["decision"].get<double>();
+    EXPECT_LE(std::abs(j["decision"].get<double>()), 1.0);
+  }
+  EXPECT_EQ(per_symbol.size(), 3u);
+  EXPECT_EQ(per_symbol["SP500"], static_cast<int>(panel.find("SP500")->size()));
+  EXPECT_NE(all.err.find("3 instruments"), std::string::npos) << all.err;
+  // The shards print disjoint symbols whose union is the whole output.
+  const int64_t count = splitting_shards(panel);
+  int lines_total = 0, nonempty = 0;
+  for (int64_t k = 0; k < count; ++k) {
+    const auto r =
+        run_cli(base + " --json --shard " + std::to_string(k) + "/" + std::to_string(count));
+    if (r.exit_code == 2) {  // a shard may hold no symbol of three
+      EXPECT_NE(r.err.find("holds none"), std::string::npos) << r.err;
+      continue;
+    }
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ++nonempty;
+    lines_total += static_cast<int>(std::count(r.out.begin(), r.out.end(), '\n'));
+  }
+  EXPECT_GE(nonempty, 2);
+  EXPECT_EQ(lines_total, static_cast<int>(std::count(all.out.begin(), all.out.end(), '\n')));
+  // Text mode: one block per timestamp.
+  const auto text = run_cli(base + " --from " +
+                            data::format_timestamp(panel.find("SP500")->bars.back().timestamp));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.rfind("== ", 0), 0u) << text.out;
+  EXPECT_NE(text.out.find("  SP500"), std::string::npos) << text.out;
+  // Bad shards and a shard on a single series are usage errors.
+  EXPECT_EQ(run_cli(base + " --shard 2/2").exit_code, 2);
+  const std::string single = tmp.file("single.csv");
+  data::write_bars_csv(single, *panel.find("SP500"));
+  const auto r =
+      run_cli("predict --bundles " + dir.string() + " --data " + single + " --shard 0/2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("expected a panel"), std::string::npos) << r.err;
+  // A single series through stdin still streams as before.
+  const auto s = run_cli("predict --bundles " + dir.string() + " --data - --json < " + single);
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(static_cast<int64_t>(std::count(s.out.begin(), s.out.end(), '\n')),
+            panel.find("SP500")->size());
+}
+
+}  // namespace
+}  // namespace foxhunt::serving
