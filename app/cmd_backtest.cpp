@@ -5,7 +5,11 @@
 #include "command.h"
 #include "foxhunt/core/report.h"
 #include "foxhunt/harness/reports.h"
+#include "foxhunt/core/file_io.h"
+#include "foxhunt/data/panel.h"
+#include "foxhunt/models/model.h"
 #include "foxhunt/serving/backtest.h"
+#include "foxhunt/serving/panel_backtest.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -18,6 +22,31 @@ struct BacktestArgs {
   bool json = false;
 };
 
+// A panel: every symbol, then the portfolio (serving/panel_backtest.h).
+int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job) {
+  const auto panel = data::load_panel_csv(job.data);
+  const auto bundles = serving::load_ensemble_bundles(job.bundles, models::to_torch(job.device));
+  const auto run = serving::run_panel_backtest(bundles, panel, job, std::cerr);
+  auto j = run.to_json();
+  if (!a.report.empty()) {
+    HtmlReport page("foxhunt backtest (panel)");
+    page.heading("Portfolio");
+    page.preformatted(run.table().substr(0, run.table().find("\n== ")));
+    for (const auto& s : run.symbols) {
+      page.heading(s, 2);
+      harness::add_backtest_sections(page, run.runs.at(s));
+    }
+    j["report"] = harness::write_report(page, a.report, j, "backtest.json");
+  }
+  if (a.json) {
+    print_json(j.dump(2));
+  } else {
+    std::cout << run.table();
+    if (j.contains("report")) std::cout << "report: " << j["report"].get<std::string>() << "\n";
+  }
+  return 0;
+}
+
 Registrar reg = subcommand<BacktestArgs>(
     "backtest", 55,
     "Backtest the ensemble and each model alone on bars after the training data, with costs, "
@@ -27,7 +56,9 @@ Registrar reg = subcommand<BacktestArgs>(
                       "Directory with dqn/, ppo/, mamba2/, tft/ bundles (foxhunt train all --out)")
           ->required();
       sub->add_option("--data", a->job.data,
-                      "Bars CSV; bars up to the end of the training data only warm up")
+                      "Bars CSV, or a panel CSV with a symbol column (each symbol, then an "
+                      "equal-risk portfolio); bars up to the end of the training data only warm "
+                      "up")
           ->required();
       sub->add_option("--cost-bps", a->job.cost_bps,
                       "Cost per unit of position change, basis points of notional")
@@ -46,6 +77,8 @@ Registrar reg = subcommand<BacktestArgs>(
       return [a]() {
         serving::BacktestJob job = a->job;
         if (!a->rule.empty()) job.rule = serving::load_decision_rule(a->rule);
+        if (data::has_symbol_column(read_file(job.data)))
+          return backtest_panel(*a, job);
         const auto run = serving::run_backtest_job(job, std::cerr);
         auto j = run.to_json();
         if (!a->report.empty()) {

@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <iostream>
 
 #include "command.h"
@@ -6,6 +8,8 @@
 #include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/plan/budget.h"
+#include "foxhunt/serving/desk_capacity.h"
+#include "foxhunt/serving/serving.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -18,6 +22,8 @@ struct BudgetArgs {
   double headroom_mib = static_cast<double>(plan::BudgetOptions{}.headroom_bytes) / kMiB;
   std::string targets;
   std::string precision;
+  serving::DeskCapacityOptions desk;
+  std::string bundles;
   bool json = false;
 };
 
@@ -47,20 +53,49 @@ Registrar reg = subcommand<BudgetArgs>(
                       "the budget; adds the workspace and context tags)");
       sub->add_flag("--no-views", a->no_views,
                     "Skip the serving / training / mixed deployment views (per-model rows only)");
+      sub->add_option("--instruments", a->desk.instruments,
+                      "Also measure a desk serving this many instruments (state plus the "
+                      "batched forwards, CPU ledger) and the largest universe that fits, "
+                      "verified under the cap");
+      sub->add_option("--bundles", a->bundles,
+                      "With --instruments: the desk's bundles (foxhunt train all --out DIR); "
+                      "default: untrained default models");
       sub->add_flag("--json", a->json, "Print JSON only");
-      return [a]() {
+      return [a, sub]() {
         plan::BudgetOptions o = a->o;
         o.deployment_views = !a->no_views;
         o.budget = a->budget.resolve_required("budget");
         o.headroom_bytes = mib_to_bytes(a->headroom_mib, "budget", "--headroom-mib", true);
         if (!a->targets.empty()) o.targets = plan::load_targets(a->targets, o.device);
         if (!a->precision.empty()) o.precision = plan::parse_precisions(a->precision);
+        const bool desk = sub->count("--instruments") > 0;
+        FOXHUNT_CHECK(desk || a->bundles.empty(), "budget",
+                      "--bundles: only used with --instruments");
+        FOXHUNT_CHECK(!desk || !o.device.is_cuda(), "budget",
+                      "--instruments: the desk is measured on the CPU ledger; got --device ",
+                      o.device.str());
+        auto dopt = a->desk;
+        dopt.budget = o.budget;
+        dopt.headroom_bytes = o.headroom_bytes;
+        dopt.seed = o.seed;
+        if (desk) dopt.probe_instruments = std::min<int64_t>(8, dopt.instruments / 2);
+        dopt.progress = [](const std::string& m) { std::cerr << "foxhunt: " << m << std::endl; };
         const auto rep = plan::validate_budget(o);
-        if (a->json)
-          print_json(rep.to_json().dump(2));
-        else
+        std::optional<serving::DeskCapacity> cap;
+        if (desk)
+          cap = serving::measure_desk_capacity(a->bundles.empty()
+                                                   ? serving::default_bundles(o.seed)
+                                                   : serving::load_ensemble_bundles(a->bundles),
+                                               dopt);
+        if (a->json) {
+          auto j = rep.to_json();
+          if (cap) j["desk"] = cap->to_json();
+          print_json(j.dump(2));
+        } else {
           std::cout << rep.table();
-        return rep.ok ? 0 : 1;
+          if (cap) std::cout << cap->table();
+        }
+        return rep.ok && (!cap || cap->ok) ? 0 : 1;
       };
     });
 

@@ -21,6 +21,9 @@
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/serving/bar_stream.h"
 #include "foxhunt/serving/desk.h"
+#include "foxhunt/serving/desk_capacity.h"
+#include "foxhunt/serving/panel_backtest.h"
+#include "foxhunt/serving/universe.h"
 #include "foxhunt/serving/serving.h"
 #include "test_util.h"
 
@@ -364,6 +367,131 @@ TEST_F(DeskTest, PredictOnAPanelPrintsOneLinePerSymbolAndShards) {
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(static_cast<int64_t>(std::count(s.out.begin(), s.out.end(), '\n')),
             panel.find("SP500")->size());
+}
+
+TEST_F(DeskTest, CapacityIsMeasuredAndTheLargestUniverseIsVerifiedUnderTheCap) {
+  const auto bundles = default_bundles(7);
+  uint64_t weights = 0;
+  for (const auto& b : bundles)
+    weights += static_cast<uint64_t>(b.model->parameter_bytes() + b.model->buffer_bytes());
+  DeskCapacityOptions o;
+  o.budget = memory::Budget::of_bytes(weights + 48 * kMiB, "test");
+  o.headroom_bytes = 4 * kMiB;
+  o.instruments = 16;
+  o.probe_instruments = 4;
+  const auto c = measure_desk_capacity(bundles, o);
+  EXPECT_EQ(c.weights_bytes, weights);
+  EXPECT_EQ(c.asked.instruments, 16);
+  EXPECT_EQ(c.asked.state_bytes, 16 * c.state_bytes_per_instrument);
+  EXPECT_GT(c.asked.forward_peak_bytes, 0u);
+  EXPECT_EQ(c.asked.bytes, weights + c.asked.state_bytes + c.asked.forward_peak_bytes);
+  EXPECT_GT(c.bytes_per_instrument, static_cast<double>(c.state_bytes_per_instrument));
+  EXPECT_TRUE(c.asked_fits);
+  ASSERT_GT(c.max_instruments, 16);
+  EXPECT_FALSE(c.verified.refused);
+  EXPECT_EQ(c.verified.instruments, c.max_instruments);
+  EXPECT_LE(c.verified.bytes + o.headroom_bytes, o.budget.bytes);
+  EXPECT_TRUE(c.ok);
+  std::printf("[desk] capacity in %llu MiB: %lld instruments (%.0f B each, %lld attempts)\n",
+              static_cast<unsigned long long>(o.budget.bytes / kMiB),
+              static_cast<long long>(c.max_instruments), c.bytes_per_instrument,
+              static_cast<long long>(c.verify_attempts));
+  // The verification means something: twice the universe is refused under the same cap.
+  {
+    memory::LimitGuard cap(memory::live_bytes() + memory::external_bytes() +
+                           (o.budget.bytes - o.headroom_bytes - weights));
+    EXPECT_THROW(
+        {
+          Desk desk(bundles);
+          SyntheticUniverse u(7, 2 * c.max_instruments);
+          for (int64_t i = 0; i < desk.warmup_bars() + 2; ++i) {
+            auto bars = u.next();
+            desk.on_timestamp(u.timestamp(), bars);
+          }
+        },
+        OutOfMemoryError);
+  }
+  // A universe that does not fit is reported as such (exit 1 from the CLI), not refused.
+  o.budget = memory::Budget::of_bytes(weights + 3 * kMiB, "tiny");
+  o.headroom_bytes = 1 * kMiB;
+  const auto small = measure_desk_capacity(bundles, o);
+  EXPECT_FALSE(small.asked_fits);
+  EXPECT_FALSE(small.ok);
+  EXPECT_LT(small.max_instruments, 16);
+  // Bad options.
+  o.instruments = 1;
+  EXPECT_THROW(measure_desk_capacity(bundles, o), InputError);
+  o.instruments = 16;
+  o.headroom_bytes = o.budget.bytes;
+  EXPECT_THROW(measure_desk_capacity(bundles, o), InputError);
+}
+
+TEST_F(DeskTest, BudgetInstrumentsOnTheCli) {
+  const auto j = foxhunt::testing::run_cli_json(
+      "budget --no-views --budget-mib 200 --headroom-mib 8 --instruments 8 --json", 0);
+  ASSERT_TRUE(j.contains("desk")) << j.dump();
+  EXPECT_EQ(j["desk"]["asked"]["instruments"].get<int64_t>(), 8);
+  EXPECT_GT(j["desk"]["max_instruments"].get<int64_t>(), 8);
+  EXPECT_TRUE(j["desk"]["ok"].get<bool>());
+  EXPECT_EQ(run_cli("budget --no-views --instruments 1").exit_code, 2);
+  EXPECT_EQ(run_cli("budget --no-views --bundles /nowhere").exit_code, 2);
+}
+
+TEST_F(DeskTest, PanelBacktestScoresEachSymbolAndAnEqualRiskPortfolio) {
+  auto panel = real_panel();
+  // A fourth symbol with too few bars is left out with its reason.
+  data::PanelSymbol shortie;
+  shortie.symbol = "SHORT";
+  shortie.series.bars.assign(panel.find("SP500")->bars.end() - 40, panel.find("SP500")->bars.end());
+  panel.symbols.push_back(shortie);
+  const auto bundles = seeded_bundles();
+  BacktestJob job;
+  job.data = "panel";
+  std::ostringstream log;
+  const auto run = run_panel_backtest(bundles, panel, job, log);
+  ASSERT_EQ(run.symbols.size(), 3u);
+  EXPECT_EQ(run.skipped.count("SHORT"), 1u);
+  // Each symbol's run is the single-series backtest of that symbol.
+  const auto alone = run_backtest_on(bundles, *panel.find("WTI"), job, log);
+  EXPECT_EQ(run.runs.at("WTI").positions.at("ensemble"), alone.positions.at("ensemble"));
+  // Weights: equal risk, summing to 1; the calmer index gets more than crude oil.
+  double sum = 0;
+  for (const auto& [sym, w] : run.weights) {
+    sum += w;
+    EXPECT_NEAR(w * run.sigma.at(sym), run.weights.at("SP500") * run.sigma.at("SP500"), 1e-12);
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+  EXPECT_GT(run.weights.at("SP500"), run.weights.at("WTI"));
+  // The portfolio's return at a bar is the weighted sum of the symbols' returns there.
+  const auto& bh = run.portfolio.at("buy_and_hold");
+  ASSERT_EQ(bh.returns.size(), run.timestamps.size());
+  const int64_t t = run.runs.at("SP500").timestamps[10];
+  const auto k = std::lower_bound(run.timestamps.begin(), run.timestamps.end(), t) -
+                 run.timestamps.begin();
+  double expect = 0;
+  for (const auto& sym : run.symbols) {
+    const auto& r = run.runs.at(sym);
+    const auto it = std::find(r.timestamps.begin() + 1, r.timestamps.end(), t);
+    if (it != r.timestamps.end())
+      expect += run.weights.at(sym) *
+                r.results.at("buy_and_hold").returns[static_cast<size_t>(it - r.timestamps.begin() - 1)];
+  }
+  EXPECT_NEAR(bh.returns[static_cast<size_t>(k)], expect, 1e-15);
+  EXPECT_NEAR(bh.exposure, 1.0, 1e-12);
+  EXPECT_EQ(run.portfolio.at("flat").total_return, 0.0);
+  EXPECT_EQ(run.order, run.runs.at("SP500").order);
+  // Forecasters pooled over the three symbols.
+  for (const char* m : {"mamba2", "tft"}) {
+    const auto& p = run.pooled.at(m);
+    EXPECT_EQ(p.symbols, 3);
+    int64_t points = 0;
+    for (const auto& sym : run.symbols) points += run.runs.at(sym).forecasts.at(m).realized.size();
+    EXPECT_EQ(p.points, points);
+    EXPECT_NEAR(p.skill, 1 - p.model_pinball / p.baseline_pinball, 1e-12);
+  }
+  const auto j = run.to_json();
+  EXPECT_EQ(j["per_symbol"].size(), 3u);
+  EXPECT_TRUE(j["portfolio"].contains("ensemble"));
 }
 
 }  // namespace

@@ -64,6 +64,47 @@ TEST(Stress, ConcurrentOutputsEqualSerialAndLedgerReturnsToBaseline) {
   EXPECT_EQ(s.model_live_bytes.size(), 4u);
 }
 
+TEST(Stress, InstrumentsServeADeskPerTimestamp) {
+  auto o = small_options();
+  o.instruments = 6;
+  o.iterations = 12;
+  o.soak = 40;
+  o.sample_every = 10;
+  o.plant_leak_every = 0;
+  std::ostringstream log;
+  const auto rep = run_stress(o, {"concurrent", "soak", "server"}, log);
+  ASSERT_EQ(rep.scenarios.size(), 3u);
+  EXPECT_EQ(rep.environment.at("instruments").get<int64_t>(), 6);
+  const auto& c = rep.scenarios[0];
+  ASSERT_TRUE(c.error.empty()) << c.error;
+  EXPECT_TRUE(c.ok) << c.summary;
+  EXPECT_EQ(c.details.at("instruments").get<int64_t>(), 6);
+  EXPECT_TRUE(c.details.at("outputs_match_serial").get<bool>());
+  EXPECT_EQ(c.latencies_us.size(), 12u);  // one per timestamp (the whole batch)
+  const double rate = c.details.at("instrument_bars_per_s").get<double>();
+  EXPECT_GT(rate, 0.0);
+  EXPECT_GT(c.details.at("single_instrument_bars_per_s").get<double>(), 0.0);
+  EXPECT_NEAR(c.details.at("batching_gain").get<double>(),
+              rate / c.details.at("single_instrument_bars_per_s").get<double>(), 1e-9);
+  // The instrument state is in the leak check's bytes (declared to the ledger) and constant.
+  EXPECT_EQ(c.details.at("instrument_state_bytes").get<uint64_t>(),
+            6 * c.details.at("state_bytes_per_instrument").get<uint64_t>());
+  EXPECT_GE(c.details.at("baseline_live_bytes").get<uint64_t>(),
+            c.details.at("instrument_state_bytes").get<uint64_t>());
+  EXPECT_EQ(c.details.at("baseline_live_bytes"), c.details.at("final_live_bytes"));
+  for (size_t k = 1; k < 3; ++k) {
+    const auto& s = rep.scenarios[k];
+    ASSERT_TRUE(s.error.empty()) << s.name << ": " << s.error;
+    EXPECT_TRUE(s.ok) << s.summary;
+    EXPECT_EQ(s.details.at("instruments").get<int64_t>(), 6) << s.name;
+    EXPECT_GT(s.details.at("instrument_bars_per_s").get<double>(), 0.0) << s.name;
+  }
+  EXPECT_EQ(rep.scenarios[1].latencies_us.size(), 40u);
+  EXPECT_GT(rep.scenarios[1].details.at("instrument_state_bytes").get<uint64_t>(), 6u * 10000u);
+  o.instruments = 0;
+  EXPECT_THROW(run_stress(o, {"soak"}, log), InputError);
+}
+
 TEST(Stress, PlantedLeakIsCaughtAndACleanSoakIsNot) {
   auto o = small_options();
   const auto c = run_one(o, "soak");

@@ -77,27 +77,43 @@ BacktestResult run_backtest(const std::vector<double>& closes, const std::vector
   const size_t num_returns = n - 1;
   const double cost_rate = options.cost_bps / 1e4;
   res.returns.resize(num_returns);
-  res.equity.assign(n, 1.0);
-  res.drawdown.assign(n, 0.0);
 
   double prev_position = 0.0;  // p_{-1}: the account starts flat
-  int64_t held = 0, wins = 0;
-  double peak = 1.0;
-  int64_t run = 0;
+  std::vector<bool> held(num_returns);
   for (size_t t = 0; t + 1 < n; ++t) {
     const double p = positions[t];
     const double change = std::abs(p - prev_position);
     const double cost = cost_rate * change;
-    const double r = p * (closes[t + 1] / closes[t] - 1.0) - cost;
-    res.returns[t] = r;
+    res.returns[t] = p * (closes[t + 1] / closes[t] - 1.0) - cost;
     res.turnover += change;
     res.total_cost += cost;
-    if (p != 0.0) {
-      ++held;
+    held[t] = p != 0.0;
+    prev_position = p;
+  }
+  fill_return_metrics(res, held);
+  return res;
+}
+
+void fill_return_metrics(BacktestResult& res, const std::vector<bool>& held) {
+  const size_t num_returns = res.returns.size();
+  FOXHUNT_CHECK(num_returns >= 1 && held.size() == num_returns, kComponent,
+                "expected at least one bar return and one held flag per return, got ",
+                num_returns, " returns and ", held.size(), " flags");
+  check_periods_per_year(res.periods_per_year);
+  res.bars = static_cast<int64_t>(num_returns + 1);
+  res.equity.assign(num_returns + 1, 1.0);
+  res.drawdown.assign(num_returns + 1, 0.0);
+  res.max_drawdown = 0.0;
+  res.max_drawdown_duration_bars = 0;
+  int64_t held_bars = 0, wins = 0;
+  double peak = 1.0;
+  int64_t run = 0;
+  for (size_t t = 0; t < num_returns; ++t) {
+    const double r = res.returns[t];
+    if (held[t]) {
+      ++held_bars;
       if (r > 0.0) ++wins;
     }
-    prev_position = p;
-
     const double e = std::max(0.0, res.equity[t] * (1.0 + r));  // ruin is absorbing
     res.equity[t + 1] = e;
     peak = std::max(peak, e);
@@ -106,9 +122,8 @@ BacktestResult run_backtest(const std::vector<double>& closes, const std::vector
     run = res.drawdown[t + 1] < 0.0 ? run + 1 : 0;
     res.max_drawdown_duration_bars = std::max(res.max_drawdown_duration_bars, run);
   }
-
   const double big_n = static_cast<double>(num_returns);
-  const double ppy = options.periods_per_year;
+  const double ppy = res.periods_per_year;
   const double end = res.equity.back();
   res.total_return = end - 1.0;
   res.annualized_return = end > 0.0 ? std::pow(end, ppy / big_n) - 1.0 : -1.0;
@@ -116,9 +131,8 @@ BacktestResult run_backtest(const std::vector<double>& closes, const std::vector
   res.sharpe = sharpe_ratio(res.returns, ppy);
   res.sortino = sortino_ratio(res.returns, ppy);
   res.turnover_per_year = res.turnover / big_n * ppy;
-  res.hit_rate = held > 0 ? static_cast<double>(wins) / static_cast<double>(held) : 0.0;
-  res.exposure = static_cast<double>(held) / big_n;
-  return res;
+  res.hit_rate = held_bars > 0 ? static_cast<double>(wins) / static_cast<double>(held_bars) : 0.0;
+  res.exposure = static_cast<double>(held_bars) / big_n;
 }
 
 nlohmann::json to_json(const BacktestResult& r, bool include_series) {

@@ -25,6 +25,7 @@
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/desk.h"
+#include "foxhunt/serving/desk_capacity.h"
 #include "foxhunt/serving/serving.h"
 
 namespace foxhunt::harness::stress_detail {
@@ -93,21 +94,11 @@ inline std::vector<std::string> served_models(const StressOptions& o) {
 inline void make_default_bundles(const StressOptions& o, BundleSource& src) {
   src.temp = std::make_unique<ScopedDirectory>("", "foxhunt-stress-bundles");
   src.dir = src.temp->path();
-  data::SyntheticOptions synth;
-  synth.seed = o.seed;
-  synth.bars = 2000;
-  data::MarketDataset ds(data::generate_synthetic(synth));
-  torch::manual_seed(o.seed);
-  for (const auto& name : src.names) {
-    Bundle b;
-    b.model = std::shared_ptr<models::Model>(models::make_model(name));
-    b.normalizer = ds.normalizer();
-    b.warmup = ds.options().warmup;
-    b.data = fingerprint(ds.series());
-    b.data.source = "synthetic(seed=" + std::to_string(o.seed) + ")";
+  for (auto& b : default_bundles(o.seed)) {
+    if (std::find(src.names.begin(), src.names.end(), b.name()) == src.names.end()) continue;
     b.training = {{"note", "untrained default model (foxhunt stress without --bundles)"}};
-    fs::create_directories(BundleDirectory(src.dir).model_dir(name));
-    save_bundle(b, src.path(name));
+    fs::create_directories(BundleDirectory(src.dir).model_dir(b.name()));
+    save_bundle(b, src.path(b.name()));
   }
 }
 

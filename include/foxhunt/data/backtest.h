@@ -87,6 +87,14 @@ struct BacktestResult {
 BacktestResult run_backtest(const std::vector<double>& closes, const std::vector<double>& positions,
                             const BacktestOptions& options = {});
 
+/// Fills every series and metric of `res` from its bar returns `res.returns` (net of costs)
+/// and `res.periods_per_year`, as run_backtest does; `held[t]` says whether return t was earned
+/// with a position (hit rate, exposure). `turnover` and `total_cost` are kept as given (so
+/// turnover_per_year follows them). For returns that come from no single price series: a
+/// portfolio of several instruments' strategy returns. InputError for no returns, a flag count
+/// that differs, or a bad periods_per_year.
+void fill_return_metrics(BacktestResult& res, const std::vector<bool>& held);
+
 /// The metrics as JSON (snake_case keys: total_return, annualized_return, volatility, sharpe,
 /// sortino, max_drawdown, max_drawdown_duration_bars, turnover, turnover_per_year, hit_rate,
 /// exposure, total_cost, bars, cost_bps, periods_per_year); with `include_series` also the arrays

@@ -9,9 +9,13 @@
 /// Equal to serving each instrument alone: every instrument's inputs are built from its own
 /// state only, and a batch row does not depend on the other rows, so an instrument's signals and
 /// decisions equal those of a desk serving that instrument alone (desk_test.cpp checks 1e-6 on
-/// the real S&P 500 / NASDAQ / WTI panel). Each model runs its full-window forward (the batch
-/// path); the single-instrument Ensemble runs the O(window) streams of Mamba-2 and the TFT
-/// instead, which equal the forward to their own bound (1e-5, models/streaming.h).
+/// the real S&P 500 / NASDAQ / WTI panel). A model with a cached per-bar stage
+/// (`ServingModel::cached_width`: the TFT's past variable selection) runs it once per bar for
+/// all instruments in one batch and keeps its output per instrument, then runs the rest on the
+/// batch of windows (`forward_cached`), as its single-instrument stream does; other models run
+/// their full-window forward on the batch. The single-instrument Ensemble runs the O(window)
+/// streams of Mamba-2 and the TFT instead, equal to the forward to 1e-5 (models/streaming.h);
+/// desk_test.cpp checks the desk against it on one instrument.
 ///
 /// Symbols and the TFT's instrument id: a bundle trained on one series (every bundle written
 /// today) serves every symbol with its own instrument id and normaliser; the desk then serves

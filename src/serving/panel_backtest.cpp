@@ -1,0 +1,182 @@
+#include "foxhunt/serving/panel_backtest.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "foxhunt/core/error.h"
+
+namespace foxhunt::serving {
+
+namespace {
+
+constexpr const char* kComponent = "backtest";
+
+// Standard deviation of the log returns of the bars before `first` (sample, n - 1).
+double pre_scoring_sigma(const data::BarSeries& s, int64_t first) {
+  std::vector<double> r;
+  for (size_t i = 1; i < s.bars.size() && s.bars[i].timestamp < first; ++i)
+    r.push_back(std::log(s.bars[i].close / s.bars[i - 1].close));
+  if (r.size() < 2) return 0.0;
+  double mean = 0;
+  for (double x : r) mean += x;
+  mean /= static_cast<double>(r.size());
+  double ss = 0;
+  for (double x : r) ss += (x - mean) * (x - mean);
+  return std::sqrt(ss / static_cast<double>(r.size() - 1));
+}
+
+}  // namespace
+
+PanelBacktestRun run_panel_backtest(const std::vector<Bundle>& bundles, const data::Panel& panel,
+                                    const BacktestJob& job, std::ostream& log) {
+  PanelBacktestRun out;
+  out.data = job.data;
+  for (const auto& ps : panel.symbols) {
+    try {
+      auto run = run_backtest_on(bundles, ps.series, job, log);
+      run.data = job.data + "[" + ps.symbol + "]";
+      out.sigma[ps.symbol] = pre_scoring_sigma(ps.series, run.first_timestamp);
+      FOXHUNT_CHECK(out.sigma[ps.symbol] > 0, kComponent, "symbol '", ps.symbol,
+                    "': no return variation before its first scored bar");
+      out.symbols.push_back(ps.symbol);
+      out.runs.emplace(ps.symbol, std::move(run));
+    } catch (const InputError& e) {
+      out.skipped[ps.symbol] = e.message();
+      out.sigma.erase(ps.symbol);
+      log << "backtest: symbol '" << ps.symbol << "' left out: " << e.message() << "\n";
+    }
+  }
+  FOXHUNT_CHECK(!out.symbols.empty(), kComponent, "'", job.data, "': none of the ", panel.size(),
+                " symbols has enough bars after the training data to backtest");
+  double inv = 0;
+  for (const auto& s : out.symbols) inv += 1.0 / out.sigma[s];
+  for (const auto& s : out.symbols) out.weights[s] = 1.0 / out.sigma[s] / inv;
+
+  // The union timeline of the bar returns (a return at index k ends at timestamps[k + 1]).
+  std::set<int64_t> times;
+  std::vector<double> rates;
+  for (const auto& s : out.symbols) {
+    const auto& run = out.runs.at(s);
+    times.insert(run.timestamps.begin() + 1, run.timestamps.end());
+    rates.push_back(run.periods_per_year);
+  }
+  std::sort(rates.begin(), rates.end());
+  const double ppy = rates[rates.size() / 2];
+  out.timestamps.assign(times.begin(), times.end());
+  out.order = out.runs.at(out.symbols[0]).order;
+  for (const auto& name : out.order) {
+    data::BacktestResult p;
+    p.periods_per_year = ppy;
+    p.cost_bps = job.cost_bps;
+    p.returns.assign(out.timestamps.size(), 0.0);
+    std::vector<bool> held(out.timestamps.size(), false);
+    for (const auto& s : out.symbols) {
+      const auto& run = out.runs.at(s);
+      const auto& r = run.results.at(name);
+      const double w = out.weights[s];
+      const auto& pos = run.positions.at(name);
+      for (size_t k = 0; k < r.returns.size(); ++k) {
+        const auto at = std::lower_bound(out.timestamps.begin(), out.timestamps.end(),
+                                         run.timestamps[k + 1]) -
+                        out.timestamps.begin();
+        p.returns[static_cast<size_t>(at)] += w * r.returns[k];
+        if (pos[k] != 0.0) held[static_cast<size_t>(at)] = true;
+      }
+      p.turnover += w * r.turnover;
+      p.total_cost += w * r.total_cost;
+    }
+    data::fill_return_metrics(p, held);
+    out.portfolio[name] = std::move(p);
+  }
+
+  // Forecasters pooled over the symbols.
+  for (const auto& s : out.symbols) {
+    for (const auto& [model, f] : out.runs.at(s).forecasts) {
+      auto& pf = out.pooled[model];
+      const auto n = static_cast<double>(f.realized.size());
+      const auto& e = f.evaluation;
+      double best = e.model.mean_pinball;
+      for (const auto& [bname, scores] : e.baselines)
+        if (bname == e.best_baseline) best = scores.mean_pinball;
+      pf.symbols += 1;
+      pf.points += static_cast<int64_t>(f.realized.size());
+      pf.model_pinball += n * e.model.mean_pinball;
+      pf.baseline_pinball += n * best;
+      pf.coverage_p10_p90 += n * e.coverage_p10_p90.value_or(NAN);
+    }
+  }
+  for (auto& [model, pf] : out.pooled) {
+    const auto n = static_cast<double>(pf.points);
+    pf.model_pinball /= n;
+    pf.baseline_pinball /= n;
+    pf.coverage_p10_p90 /= n;
+    pf.skill = pf.baseline_pinball > 0 ? 1.0 - pf.model_pinball / pf.baseline_pinball : 0.0;
+  }
+  return out;
+}
+
+nlohmann::json PanelBacktestRun::to_json() const {
+  nlohmann::json j;
+  j["data"] = data;
+  j["symbols"] = symbols;
+  j["skipped"] = skipped;
+  j["weights"] = weights;
+  j["sigma"] = sigma;
+  j["portfolio_bars"] = timestamps.size() + 1;
+  j["portfolio_rule"] = "equal risk: w = (1/sigma) / sum(1/sigma), sigma = stdev of log returns "
+                        "before the first scored bar";
+  j["portfolio"] = nlohmann::json::object();
+  for (const auto& name : order) j["portfolio"][name] = data::to_json(portfolio.at(name));
+  j["pooled"] = nlohmann::json::object();
+  for (const auto& [m, p] : pooled)
+    j["pooled"][m] = {{"symbols", p.symbols},
+                      {"points", p.points},
+                      {"model_pinball", p.model_pinball},
+                      {"baseline_pinball", p.baseline_pinball},
+                      {"skill", p.skill},
+                      {"coverage_p10_p90", p.coverage_p10_p90}};
+  j["per_symbol"] = nlohmann::json::object();
+  for (const auto& s : symbols) j["per_symbol"][s] = runs.at(s).to_json();
+  return j;
+}
+
+std::string PanelBacktestRun::table() const {
+  std::ostringstream os;
+  char line[320];
+  std::snprintf(line, sizeof(line), "portfolio of %zu symbols (equal risk:", symbols.size());
+  os << line;
+  for (const auto& s : symbols) {
+    std::snprintf(line, sizeof(line), " %s %.1f%%", s.c_str(), 100 * weights.at(s));
+    os << line;
+  }
+  os << "), " << timestamps.size() + 1 << " bars\n";
+  std::snprintf(line, sizeof(line), "%-13s %9s %9s %8s %8s %8s %9s %8s\n", "strategy", "return",
+                "ann.ret", "vol", "sharpe", "max dd", "turnover", "exposure");
+  os << line;
+  for (const auto& name : order) {
+    const auto& r = portfolio.at(name);
+    std::snprintf(line, sizeof(line), "%-13s %+8.2f%% %+8.2f%% %7.2f%% %8.2f %7.2f%% %9.1f %7.1f%%\n",
+                  name.c_str(), 100 * r.total_return, 100 * r.annualized_return,
+                  100 * r.volatility, r.sharpe, 100 * r.max_drawdown, r.turnover,
+                  100 * r.exposure);
+    os << line;
+  }
+  for (const auto& [m, p] : pooled) {
+    std::snprintf(line, sizeof(line),
+                  "%-8s pooled over %lld symbols (%lld points): pinball %.3g vs best naive %.3g, "
+                  "skill %+.1f%%, P10-P90 coverage %.1f%%\n",
+                  m.c_str(), static_cast<long long>(p.symbols), static_cast<long long>(p.points),
+                  p.model_pinball, p.baseline_pinball, 100 * p.skill, 100 * p.coverage_p10_p90);
+    os << line;
+  }
+  for (const auto& s : symbols) {
+    os << "\n== " << s << "\n" << runs.at(s).table();
+  }
+  for (const auto& [s, why] : skipped) os << "left out: " << s << ": " << why << "\n";
+  return os.str();
+}
+
+}  // namespace foxhunt::serving
