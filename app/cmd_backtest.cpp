@@ -3,10 +3,10 @@
 #include <iostream>
 
 #include "command.h"
-#include "foxhunt/core/report.h"
-#include "foxhunt/harness/reports.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/report.h"
 #include "foxhunt/data/panel.h"
+#include "foxhunt/harness/reports.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/serving/backtest.h"
 #include "foxhunt/serving/panel_backtest.h"
@@ -77,8 +77,7 @@ Registrar reg = subcommand<BacktestArgs>(
       return [a]() {
         serving::BacktestJob job = a->job;
         if (!a->rule.empty()) job.rule = serving::load_decision_rule(a->rule);
-        if (data::has_symbol_column(read_file(job.data)))
-          return backtest_panel(*a, job);
+        if (data::has_symbol_column(read_file(job.data))) return backtest_panel(*a, job);
         const auto run = serving::run_backtest_job(job, std::cerr);
         auto j = run.to_json();
         if (!a->report.empty()) {

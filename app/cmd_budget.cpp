@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <iostream>
+#include <optional>
 
 #include "command.h"
 #include "foxhunt/core/error.h"

@@ -25,7 +25,7 @@ Registrar reg = subcommand<QuantizeArgs>(
       sub->add_option("model", a->model, "The model to quantize (tft)")
           ->required()
           ->check(CLI::IsMember(quant::models_with_precision("int8")));
-      sub->add_option("--bundle", j.bundle, "FP32 bundle (DIR/tft/bundle.fhb)")->required();
+      sub->add_option("--bundle", j.bundle, "FP32 bundle (DIR/tft/bundle.fhb, or the directory DIR/tft)")->required();
       sub->add_option("--out", j.out, "INT8 bundle to write")->required();
       auto* ptq = sub->add_flag("--ptq", a->ptq, "Post-training quantization (default)");
       auto* qat = sub->add_flag("--qat", a->qat, "Quantization-aware fine-tuning after PTQ");

@@ -23,8 +23,8 @@
 #include "foxhunt/serving/desk.h"
 #include "foxhunt/serving/desk_capacity.h"
 #include "foxhunt/serving/panel_backtest.h"
-#include "foxhunt/serving/universe.h"
 #include "foxhunt/serving/serving.h"
+#include "foxhunt/serving/universe.h"
 #include "test_util.h"
 
 namespace foxhunt::serving {
@@ -466,15 +466,16 @@ TEST_F(DeskTest, PanelBacktestScoresEachSymbolAndAnEqualRiskPortfolio) {
   const auto& bh = run.portfolio.at("buy_and_hold");
   ASSERT_EQ(bh.returns.size(), run.timestamps.size());
   const int64_t t = run.runs.at("SP500").timestamps[10];
-  const auto k = std::lower_bound(run.timestamps.begin(), run.timestamps.end(), t) -
-                 run.timestamps.begin();
+  const auto k =
+      std::lower_bound(run.timestamps.begin(), run.timestamps.end(), t) - run.timestamps.begin();
   double expect = 0;
   for (const auto& sym : run.symbols) {
     const auto& r = run.runs.at(sym);
     const auto it = std::find(r.timestamps.begin() + 1, r.timestamps.end(), t);
     if (it != r.timestamps.end())
-      expect += run.weights.at(sym) *
-                r.results.at("buy_and_hold").returns[static_cast<size_t>(it - r.timestamps.begin() - 1)];
+      expect +=
+          run.weights.at(sym) *
+          r.results.at("buy_and_hold").returns[static_cast<size_t>(it - r.timestamps.begin() - 1)];
   }
   EXPECT_NEAR(bh.returns[static_cast<size_t>(k)], expect, 1e-15);
   EXPECT_NEAR(bh.exposure, 1.0, 1e-12);

@@ -60,6 +60,28 @@ void save_all(const std::vector<Bundle>& bundles, const std::filesystem::path& d
 
 class ServingTest : public foxhunt::testing::SeededTest {};
 
+TEST_F(ServingTest, ABundleIsNamedByItsFileOrItsModelDirectory) {
+  TempDir tmp;
+  const data::MarketDataset ds(bars(900));
+  save_all(fresh_bundles(ds), tmp.path() / "b");
+  const auto dir = (tmp.path() / "b").string();
+  const Bundle by_file = load_bundle(dir + "/tft/" + kBundleFile, torch::kCPU, "tft");
+  const Bundle by_dir = load_bundle(dir + "/tft", torch::kCPU, "tft");
+  EXPECT_EQ(by_dir.model->options_json(), by_file.model->options_json());
+  EXPECT_TRUE(torch::equal(by_dir.model->module().parameters()[0],
+                           by_file.model->module().parameters()[0]));
+  // The ensemble directory itself, or a directory without a bundle: what was expected.
+  foxhunt::testing::expect_input_error(
+      [&] { load_bundle(dir); }, "bundle",
+      {"expected a bundle file or a model directory", "ensemble directory", dir + "/tft"});
+  std::filesystem::create_directories(tmp.path() / "empty");
+  foxhunt::testing::expect_input_error([&] { load_bundle((tmp.path() / "empty").string()); },
+                                       "bundle", {"this directory has none"});
+  // The CLI accepts the directory where a bundle file is expected.
+  const auto r = run_cli("export " + dir + "/dqn --out " + tmp.file("dqn.safetensors"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST_F(ServingTest, BundleRoundTripIsExactAndNeedsNoTrainingCsv) {
   TempDir tmp;
   const std::string csv = tmp.file("train.csv");

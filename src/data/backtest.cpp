@@ -97,8 +97,8 @@ BacktestResult run_backtest(const std::vector<double>& closes, const std::vector
 void fill_return_metrics(BacktestResult& res, const std::vector<bool>& held) {
   const size_t num_returns = res.returns.size();
   FOXHUNT_CHECK(num_returns >= 1 && held.size() == num_returns, kComponent,
-                "expected at least one bar return and one held flag per return, got ",
-                num_returns, " returns and ", held.size(), " flags");
+                "expected at least one bar return and one held flag per return, got ", num_returns,
+                " returns and ", held.size(), " flags");
   check_periods_per_year(res.periods_per_year);
   res.bars = static_cast<int64_t>(num_returns + 1);
   res.equity.assign(num_returns + 1, 1.0);

@@ -107,8 +107,20 @@ void save_bundle(const Bundle& b, const std::string& path) {
   write_container(path, c);
 }
 
-Bundle load_bundle(const std::string& path, const torch::Device& device,
+Bundle load_bundle(const std::string& path_in, const torch::Device& device,
                    const std::string& expected_model) {
+  // A model's output directory (DIR/tft) names its bundle as well as DIR/tft/bundle.fhb does.
+  std::string path = path_in;
+  if (std::filesystem::is_directory(path)) {
+    path = BundleDirectory::bundle_in(path_in);
+    FOXHUNT_CHECK(std::filesystem::exists(path), kComponent, "'", path_in,
+                  "': expected a bundle file or a model directory holding ", kBundleFile,
+                  " (foxhunt train --out DIR writes DIR/", kBundleFile,
+                  "); this directory has none",
+                  BundleDirectory(path_in).complete()
+                      ? " (it is an ensemble directory: name one model, e.g. " + path_in + "/tft)"
+                      : std::string());
+  }
   const Container c = read_container(path);  // magic, version, length and CRC checked
   const auto& h = c.header;
   const std::string kind = h.value("kind", std::string("?"));

@@ -61,9 +61,9 @@ DeskRun run_desk(const std::vector<Bundle>& bundles, int64_t n, uint64_t weights
 }  // namespace
 
 void to_json(nlohmann::json& j, const DeskRun& r) {
-  j = {{"instruments", r.instruments},       {"bytes", r.bytes},
-       {"state_bytes", r.state_bytes},       {"forward_peak_bytes", r.forward_peak_bytes},
-       {"refused", r.refused},               {"seconds", r.seconds}};
+  j = {{"instruments", r.instruments}, {"bytes", r.bytes},
+       {"state_bytes", r.state_bytes}, {"forward_peak_bytes", r.forward_peak_bytes},
+       {"refused", r.refused},         {"seconds", r.seconds}};
 }
 
 nlohmann::json DeskCapacity::to_json() const {
@@ -102,8 +102,7 @@ std::string DeskCapacity::table() const {
   std::snprintf(buf, sizeof(buf),
                 "max_instruments: %lld (%s per instrument measured; verified under the cap: %s in "
                 "%lld attempt%s)\n",
-                static_cast<long long>(max_instruments),
-                human_bytes(bytes_per_instrument).c_str(),
+                static_cast<long long>(max_instruments), human_bytes(bytes_per_instrument).c_str(),
                 human_bytes(static_cast<double>(verified.bytes)).c_str(),
                 static_cast<long long>(verify_attempts), verify_attempts == 1 ? "" : "s");
   os << buf;
@@ -113,8 +112,7 @@ std::string DeskCapacity::table() const {
 DeskCapacity measure_desk_capacity(const std::vector<Bundle>& bundles,
                                    const DeskCapacityOptions& o) {
   FOXHUNT_CHECK(!bundles.empty(), kComponent, "capacity: expected at least one bundle");
-  FOXHUNT_CHECK(o.instruments >= 2, kComponent, "instruments: expected >= 2, got ",
-                o.instruments);
+  FOXHUNT_CHECK(o.instruments >= 2, kComponent, "instruments: expected >= 2, got ", o.instruments);
   FOXHUNT_CHECK(o.probe_instruments >= 1 && o.probe_instruments < o.instruments, kComponent,
                 "probe instruments: expected in [1, ", o.instruments, "), got ",
                 o.probe_instruments);
@@ -159,8 +157,8 @@ DeskCapacity measure_desk_capacity(const std::vector<Bundle>& bundles,
     const DeskRun at = run_desk(bundles, n, c.weights_bytes, 0, o);
     n = predict(c.asked, at);
   }
-  const auto cap_room = static_cast<uint64_t>(room) - std::min<uint64_t>(c.weights_bytes,
-                                                                         static_cast<uint64_t>(room));
+  const auto cap_room = static_cast<uint64_t>(room) -
+                        std::min<uint64_t>(c.weights_bytes, static_cast<uint64_t>(room));
   while (n >= 1 && c.verify_attempts < 12) {
     ++c.verify_attempts;
     try {

@@ -79,9 +79,9 @@ PanelBacktestRun run_panel_backtest(const std::vector<Bundle>& bundles, const da
       const double w = out.weights[s];
       const auto& pos = run.positions.at(name);
       for (size_t k = 0; k < r.returns.size(); ++k) {
-        const auto at = std::lower_bound(out.timestamps.begin(), out.timestamps.end(),
-                                         run.timestamps[k + 1]) -
-                        out.timestamps.begin();
+        const auto at =
+            std::lower_bound(out.timestamps.begin(), out.timestamps.end(), run.timestamps[k + 1]) -
+            out.timestamps.begin();
         p.returns[static_cast<size_t>(at)] += w * r.returns[k];
         if (pos[k] != 0.0) held[static_cast<size_t>(at)] = true;
       }
@@ -126,8 +126,9 @@ nlohmann::json PanelBacktestRun::to_json() const {
   j["weights"] = weights;
   j["sigma"] = sigma;
   j["portfolio_bars"] = timestamps.size() + 1;
-  j["portfolio_rule"] = "equal risk: w = (1/sigma) / sum(1/sigma), sigma = stdev of log returns "
-                        "before the first scored bar";
+  j["portfolio_rule"] =
+      "equal risk: w = (1/sigma) / sum(1/sigma), sigma = stdev of log returns "
+      "before the first scored bar";
   j["portfolio"] = nlohmann::json::object();
   for (const auto& name : order) j["portfolio"][name] = data::to_json(portfolio.at(name));
   j["pooled"] = nlohmann::json::object();
@@ -158,10 +159,10 @@ std::string PanelBacktestRun::table() const {
   os << line;
   for (const auto& name : order) {
     const auto& r = portfolio.at(name);
-    std::snprintf(line, sizeof(line), "%-13s %+8.2f%% %+8.2f%% %7.2f%% %8.2f %7.2f%% %9.1f %7.1f%%\n",
-                  name.c_str(), 100 * r.total_return, 100 * r.annualized_return,
-                  100 * r.volatility, r.sharpe, 100 * r.max_drawdown, r.turnover,
-                  100 * r.exposure);
+    std::snprintf(line, sizeof(line),
+                  "%-13s %+8.2f%% %+8.2f%% %7.2f%% %8.2f %7.2f%% %9.1f %7.1f%%\n", name.c_str(),
+                  100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility, r.sharpe,
+                  100 * r.max_drawdown, r.turnover, 100 * r.exposure);
     os << line;
   }
   for (const auto& [m, p] : pooled) {

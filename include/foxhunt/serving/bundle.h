@@ -87,10 +87,12 @@ nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup);
 /// Writes `b` atomically to `path`. Throws InputError when the bundle has no model.
 void save_bundle(const Bundle& b, const std::string& path);
 
-/// Reads a bundle onto `device`. Throws InputError naming the file for a missing, truncated or
-/// corrupted file, a foreign file (a trainer checkpoint, another program's file), another bundle
-/// version, a model other than `expected_model` (when not empty), or a feature spec this build
-/// does not compute (the bank changed since training). Nothing is returned half-loaded.
+/// Reads a bundle onto `device`. `path` is the bundle file or a model's output directory holding
+/// it (DIR/tft for DIR/tft/bundle.fhb); a directory without one is an InputError that says so.
+/// Throws InputError naming the file for a missing, truncated or corrupted file, a foreign file (a
+/// trainer checkpoint, another program's file), another bundle version, a model other than
+/// `expected_model` (when not empty), or a feature spec this build does not compute (the bank
+/// changed since training). Nothing is returned half-loaded.
 Bundle load_bundle(const std::string& path, const torch::Device& device = torch::kCPU,
                    const std::string& expected_model = "");
 

@@ -48,33 +48,33 @@ struct DeskCapacityOptions {
 
 /// One measured desk.
 struct DeskRun {
-  int64_t instruments = 0;           ///< universe size
-  uint64_t bytes = 0;                ///< weights + state + forward peak
-  uint64_t state_bytes = 0;          ///< every instrument's state (ledger external tag)
-  uint64_t forward_peak_bytes = 0;   ///< ledger peak above the start of the run
-  bool refused = false;              ///< an allocation was refused under the cap
-  double seconds = 0;                ///< wall time
+  int64_t instruments = 0;          ///< universe size
+  uint64_t bytes = 0;               ///< weights + state + forward peak
+  uint64_t state_bytes = 0;         ///< every instrument's state (ledger external tag)
+  uint64_t forward_peak_bytes = 0;  ///< ledger peak above the start of the run
+  bool refused = false;             ///< an allocation was refused under the cap
+  double seconds = 0;               ///< wall time
 };
 /// JSON form of every field.
 void to_json(nlohmann::json& j, const DeskRun& r);
 
 /// The result.
 struct DeskCapacity {
-  std::string budget_source;             ///< "<profile> usable" or who gave the bytes
-  uint64_t budget_bytes = 0;             ///< the budget
-  uint64_t headroom_required_bytes = 0;  ///< as asked
-  std::vector<std::string> models;       ///< the served models
-  uint64_t weights_bytes = 0;            ///< parameters + buffers of the served models
-  DeskRun asked;                         ///< the asked universe, uncapped
-  DeskRun probe;                         ///< the small universe, uncapped
+  std::string budget_source;                ///< "<profile> usable" or who gave the bytes
+  uint64_t budget_bytes = 0;                ///< the budget
+  uint64_t headroom_required_bytes = 0;     ///< as asked
+  std::vector<std::string> models;          ///< the served models
+  uint64_t weights_bytes = 0;               ///< parameters + buffers of the served models
+  DeskRun asked;                            ///< the asked universe, uncapped
+  DeskRun probe;                            ///< the small universe, uncapped
   uint64_t state_bytes_per_instrument = 0;  ///< asked.state_bytes / instruments
-  double bytes_per_instrument = 0;       ///< (asked.bytes - probe.bytes) / (difference in size)
-  int64_t max_instruments = 0;           ///< the largest universe verified under the cap
-  DeskRun verified;                      ///< the run at max_instruments under the cap
-  int64_t verify_attempts = 0;           ///< capped runs tried (each refusal lowers by 5%)
-  bool asked_fits = false;               ///< asked.bytes + headroom <= budget
-  bool ok = false;                       ///< asked_fits and max_instruments was verified
-  double seconds = 0;                    ///< wall time
+  double bytes_per_instrument = 0;          ///< (asked.bytes - probe.bytes) / (difference in size)
+  int64_t max_instruments = 0;              ///< the largest universe verified under the cap
+  DeskRun verified;                         ///< the run at max_instruments under the cap
+  int64_t verify_attempts = 0;              ///< capped runs tried (each refusal lowers by 5%)
+  bool asked_fits = false;                  ///< asked.bytes + headroom <= budget
+  bool ok = false;                          ///< asked_fits and max_instruments was verified
+  double seconds = 0;                       ///< wall time
   /// Every field.
   nlohmann::json to_json() const;
   /// A few lines for the terminal.

@@ -34,26 +34,26 @@ namespace foxhunt::serving {
 
 /// One forecaster scored over every symbol.
 struct PooledForecast {
-  int64_t symbols = 0;                ///< symbols scored
-  int64_t points = 0;                 ///< forecasts scored
-  double model_pinball = 0;           ///< points-weighted mean pinball loss
-  double baseline_pinball = 0;        ///< points-weighted best-baseline pinball loss
-  double skill = 0;                   ///< 1 - model / baseline
-  double coverage_p10_p90 = 0;        ///< points-weighted P10-P90 coverage
+  int64_t symbols = 0;          ///< symbols scored
+  int64_t points = 0;           ///< forecasts scored
+  double model_pinball = 0;     ///< points-weighted mean pinball loss
+  double baseline_pinball = 0;  ///< points-weighted best-baseline pinball loss
+  double skill = 0;             ///< 1 - model / baseline
+  double coverage_p10_p90 = 0;  ///< points-weighted P10-P90 coverage
 };
 
 /// The result of a panel backtest.
 struct PanelBacktestRun {
-  std::string data;                                ///< the CSV
-  std::vector<std::string> symbols;                ///< backtested symbols, panel order
-  std::map<std::string, std::string> skipped;      ///< symbol -> why it was left out
-  std::map<std::string, BacktestRun> runs;         ///< per symbol
-  std::map<std::string, double> sigma;             ///< pre-scoring return stdev per symbol
-  std::map<std::string, double> weights;           ///< portfolio weights (sum 1)
-  std::vector<int64_t> timestamps;                 ///< the portfolio's bars (union)
-  std::vector<std::string> order;                  ///< strategies, display order
+  std::string data;                                       ///< the CSV
+  std::vector<std::string> symbols;                       ///< backtested symbols, panel order
+  std::map<std::string, std::string> skipped;             ///< symbol -> why it was left out
+  std::map<std::string, BacktestRun> runs;                ///< per symbol
+  std::map<std::string, double> sigma;                    ///< pre-scoring return stdev per symbol
+  std::map<std::string, double> weights;                  ///< portfolio weights (sum 1)
+  std::vector<int64_t> timestamps;                        ///< the portfolio's bars (union)
+  std::vector<std::string> order;                         ///< strategies, display order
   std::map<std::string, data::BacktestResult> portfolio;  ///< per strategy
-  std::map<std::string, PooledForecast> pooled;    ///< per forecaster
+  std::map<std::string, PooledForecast> pooled;           ///< per forecaster
 
   /// {data, symbols, skipped, weights, sigma, portfolio: {strategy: metrics}, pooled:
   /// {model: ...}, per_symbol: {symbol: BacktestRun::to_json()}}.

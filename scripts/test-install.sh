@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# What a C++ engine embedding foxhunt does (README "Embedding"): install the build to a
+# temporary prefix, build examples/embed against it with find_package(foxhunt CONFIG), train
+# bundles with the installed CLI and stream bars through the example. Run by ctest
+# (Install.EmbedExampleBuildsAndRuns). Usage: scripts/test-install.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+run() {  # quiet unless it fails
+  "$@" > "$tmp/step.log" 2>&1 || { cat "$tmp/step.log" >&2; echo "FAILED: $*" >&2; exit 1; }
+}
+run cmake --install "$build" --prefix "$tmp/prefix"
+test -f "$tmp/prefix/lib/cmake/foxhunt/foxhuntConfig.cmake"
+test -f "$tmp/prefix/lib/cmake/foxhunt/foxhuntConfigVersion.cmake"
+test -x "$tmp/prefix/bin/foxhunt"
+gen=()
+command -v ninja > /dev/null && gen=(-G Ninja)
+run cmake -S "$src/examples/embed" -B "$tmp/embed" "${gen[@]}" -DCMAKE_PREFIX_PATH="$tmp/prefix"
+run cmake --build "$tmp/embed"
+fh="$tmp/prefix/bin/foxhunt"
+run "$fh" data generate --bars 1500 --seed 3 --out "$tmp/train.csv"
+run "$fh" train all --data "$tmp/train.csv" --steps 256 --epochs 1 --eval-episodes 0 \
+  --progress off --out "$tmp/bundles"
+run "$fh" data generate --bars 400 --seed 4 --start 1800000000 --out "$tmp/live.csv"
+"$tmp/embed/embed" "$tmp/bundles" "$tmp/live.csv" > "$tmp/decisions.txt"
+lines=$(wc -l < "$tmp/decisions.txt")
+test "$lines" -eq 400 || { echo "expected 400 decisions, got $lines" >&2; exit 1; }
+# The same decisions as the CLI's predict (one code path).
+"$fh" predict --bundles "$tmp/bundles" --data "$tmp/live.csv" --json 2>/dev/null \
+  | python3 -c 'import json,sys; [print("%+.4f" % json.loads(l)["decision"]) for l in sys.stdin]' \
+  > "$tmp/cli.txt"
+cut -d' ' -f2 "$tmp/decisions.txt" | diff - "$tmp/cli.txt" > /dev/null \
+  || { echo "embed and foxhunt predict disagree" >&2; exit 1; }
+# A bad bundle directory is the typed input error (exit 2) in the embedding program too.
+set +e
+"$tmp/embed/embed" "$tmp/nowhere" "$tmp/live.csv" 2> /dev/null
+rc=$?
+set -e
+test "$rc" -eq 2 || { echo "expected exit 2 for a missing bundle directory, got $rc" >&2; exit 1; }
+echo "install + embed: $lines decisions, equal to foxhunt predict"
