@@ -70,11 +70,14 @@ Registrar reg = subcommand<BacktestArgs>(
       sub->add_option("--rule", a->rule, "Decision rule JSON (see foxhunt predict)");
       add_device_flag(sub, &a->job.device);
       sub->add_option("--seed", a->job.seed, "Seed of the random policy and the bootstrap")
+          ->check(non_negative_number())
           ->capture_default_str();
       sub->add_option("--report", a->report,
                       "Write DIR/report.html (plots), DIR/report.md and DIR/backtest.json");
       sub->add_flag("--json", a->json, "Print every metric as JSON only");
       return [a]() {
+        // A --report path that cannot hold the files fails now, before the run.
+        if (!a->report.empty()) check_output_dir(a->report, "--report");
         serving::BacktestJob job = a->job;
         if (!a->rule.empty()) job.rule = serving::load_decision_rule(a->rule);
         if (data::has_symbol_column(read_file(job.data))) return backtest_panel(*a, job);

@@ -29,7 +29,9 @@ Registrar reg = subcommand<BenchMemoryArgs>(
                       "Check 2: cap on the INT8 model's resident bytes")
           ->capture_default_str();
       sub->add_option("--model-options", a->model_options, "TFT options JSON (default: full size)");
-      sub->add_option("--seed", o.seed, "Weights and inputs")->capture_default_str();
+      sub->add_option("--seed", o.seed, "Weights and inputs")
+          ->check(non_negative_number())
+          ->capture_default_str();
       sub->add_flag("--no-qat", a->no_qat, "Skip the QAT training-bytes report");
       sub->add_flag("--json", a->json, "Print JSON only");
       return [a]() {

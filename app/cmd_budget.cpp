@@ -41,10 +41,11 @@ Registrar reg = subcommand<BudgetArgs>(
                       "Serving batch measured beside batch 1")
           ->capture_default_str();
       sub->add_option("--seed", a->o.seed, "Seed of the models and the synthetic batches")
+          ->check(non_negative_number())
           ->capture_default_str();
       sub->add_option("--training-batch", a->o.training_batch,
                       "Training batch of the training and mixed views")
-          ->check(CLI::PositiveNumber)
+          ->check(positive_number())
           ->capture_default_str();
       sub->add_option("--precision", a->precision,
                       "Serving precision per model, e.g. tft=int8 (default fp32 for all)");

@@ -126,9 +126,11 @@ Registrar reg = subcommand<DataArgs>(
       gen->add_option("--bars", args->synth.bars, "Number of bars")
           ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
           ->capture_default_str();
-      gen->add_option("--seed", args->synth.seed, "Seed")->capture_default_str();
+      gen->add_option("--seed", args->synth.seed, "Seed")
+          ->check(non_negative_number())
+          ->capture_default_str();
       gen->add_option("--start", args->synth.start_timestamp, "Timestamp of the first bar (Unix s)")
-          ->check(CLI::NonNegativeNumber)
+          ->check(non_negative_number())
           ->capture_default_str();
       gen->add_option("--bar-seconds", args->synth.bar_seconds, "Seconds between bars")
           ->check(CLI::Range(int64_t{1}, int64_t{86400 * 7}))

@@ -28,7 +28,9 @@ Registrar export_reg = subcommand<ExportArgs>(
     "export", 55,
     "Write a bundle's weights as a safetensors file (options and I/O spec in its metadata)",
     [](CLI::App* sub, std::shared_ptr<ExportArgs> a) -> Runner {
-      sub->add_option("bundle", a->bundle, "Bundle file (DIR/<model>/bundle.fhb) or its model directory (DIR/<model>)")->required();
+      sub->add_option("bundle", a->bundle,
+                      "Bundle file (DIR/<model>/bundle.fhb) or its model directory (DIR/<model>)")
+          ->required();
       sub->add_option("--format", a->format, "Output format")
           ->check(CLI::IsMember({"safetensors"}))
           ->capture_default_str();

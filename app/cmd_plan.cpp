@@ -51,6 +51,7 @@ Registrar reg = subcommand<PlanArgs>(
       sub->add_option("--max-batch", a->o.max_batch, "Largest batch allowed (clamp)")
           ->capture_default_str();
       sub->add_option("--seed", a->o.train.seed, "Seed of the model and the synthetic batches")
+          ->check(non_negative_number())
           ->capture_default_str();
       sub->add_flag(
           "--no-verify", a->no_verify,

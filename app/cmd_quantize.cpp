@@ -25,7 +25,9 @@ Registrar reg = subcommand<QuantizeArgs>(
       sub->add_option("model", a->model, "The model to quantize (tft)")
           ->required()
           ->check(CLI::IsMember(quant::models_with_precision("int8")));
-      sub->add_option("--bundle", j.bundle, "FP32 bundle (DIR/tft/bundle.fhb, or the directory DIR/tft)")->required();
+      sub->add_option("--bundle", j.bundle,
+                      "FP32 bundle (DIR/tft/bundle.fhb, or the directory DIR/tft)")
+          ->required();
       sub->add_option("--out", j.out, "INT8 bundle to write")->required();
       auto* ptq = sub->add_flag("--ptq", a->ptq, "Post-training quantization (default)");
       auto* qat = sub->add_flag("--qat", a->qat, "Quantization-aware fine-tuning after PTQ");
@@ -42,7 +44,9 @@ Registrar reg = subcommand<QuantizeArgs>(
           ->capture_default_str();
       sub->add_option("--batch", j.batch, "Windows per batch")->capture_default_str();
       sub->add_option("--data", j.data, "Bars CSV (default: the bundle's training data)");
-      sub->add_option("--seed", j.seed, "Seed (QAT batches, dropout)")->capture_default_str();
+      sub->add_option("--seed", j.seed, "Seed (QAT batches, dropout)")
+          ->check(non_negative_number())
+          ->capture_default_str();
       add_device_flag(sub, &j.device);
       sub->add_option("--progress", a->progress, "auto, bar, lines or off (QAT, on stderr)")
           ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));

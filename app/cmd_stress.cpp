@@ -5,6 +5,7 @@
 
 #include "command.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
 #include "foxhunt/harness/reports.h"
 #include "foxhunt/harness/stress.h"
 #include "foxhunt/memory/device_profile.h"
@@ -67,11 +68,14 @@ Registrar reg = subcommand<StressArgs>(
                       "Leak threshold on the memory slope, bytes per 1,000 inferences")
           ->capture_default_str();
       sub->add_option("--seed", a->o.seed, "Seed of the bars and the fresh models")
+          ->check(non_negative_number())
           ->capture_default_str();
       sub->add_option("--report", a->report,
                       "Write DIR/report.html (plots), DIR/report.md and DIR/stress.json");
       sub->add_flag("--json", a->json, "Print the JSON report only (progress goes to stderr)");
       return [a]() {
+        // A --report path that cannot hold the files fails now, before the run.
+        if (!a->report.empty()) check_output_dir(a->report, "--report");
         harness::StressOptions o = a->o;
         o.budget = a->budget.resolve("stress");
         if (a->long_soak) o.soak = 1000000;

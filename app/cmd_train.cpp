@@ -64,9 +64,9 @@ Registrar reg = subcommand<TrainArgs>(
       sub->add_option("--data", args->job.data,
                       "Bars CSV (trading env, mamba2/tft); default synthetic");
       auto* steps = sub->add_option("--steps", args->job.steps, "Environment steps (dqn, ppo)")
-                        ->check(CLI::PositiveNumber);
+                        ->check(positive_number());
       auto* epochs = sub->add_option("--epochs", args->job.epochs, "Epochs (mamba2, tft)")
-                         ->check(CLI::PositiveNumber);
+                         ->check(positive_number());
 
       sub->add_option("--batch", args->job.batch,
                       "Batch size: a number, or auto (largest batch the memory planner verifies "
@@ -76,11 +76,14 @@ Registrar reg = subcommand<TrainArgs>(
                        "capped at it on --device (--batch auto plans for it; default there "
                        "rtx3050ti-4gb). Without it or --budget-mib the run is uncapped",
                        "Memory budget in MiB (overrides --device-profile); caps the whole run");
-      auto* seed = sub->add_option("--seed", args->seed, "Seed of every random draw (default 0)");
+      auto* seed = sub->add_option("--seed", args->seed, "Seed of every random draw (default 0)")
+                       ->check(non_negative_number());
       sub->add_option("--out", args->job.out_dir,
                       "Output directory (default out/train-MODEL, or the resumed checkpoint's)");
-      sub->add_option("--resume", args->job.resume, "Continue from a trainer checkpoint")
-          ->check(CLI::ExistingFile);
+      sub->add_option("--resume", args->job.resume,
+                      "Continue from a trainer checkpoint (DIR/checkpoint.ckpt, or the run "
+                      "directory DIR)")
+          ->check(CLI::ExistingPath);
       add_device_flag(sub, &args->job.device);
       sub->add_option("--options", args->options_json,
                       "Trainer option overrides as a JSON object, e.g. '{\"learning_rate\":1e-3}'");
@@ -88,32 +91,32 @@ Registrar reg = subcommand<TrainArgs>(
                       "mamba2/tft model options as a JSON object, e.g. '{\"d_model\":32}'");
       sub->add_option("--eval-episodes", args->job.eval_episodes,
                       "Greedy evaluation episodes after RL training (0 = none)")
-          ->check(CLI::NonNegativeNumber)
+          ->check(non_negative_number())
           ->capture_default_str();
       sub->add_option("--log-interval", args->job.log_interval, "Steps between metrics lines")
-          ->check(CLI::PositiveNumber);
+          ->check(positive_number());
       sub->add_option("--checkpoint-interval", args->job.checkpoint_interval,
                       "Steps between checkpoints (default: only at the end)")
-          ->check(CLI::PositiveNumber);
+          ->check(positive_number());
       sub->add_option("--progress", args->progress, "auto, bar, lines or off (progress on stderr)")
           ->check(CLI::IsMember({"auto", "bar", "lines", "off"}))
           ->capture_default_str();
       sub->add_option("--threads", args->threads,
                       "Intra-op threads (default: FOXHUNT_THREADS, else OMP_NUM_THREADS, else 1)")
-          ->check(CLI::PositiveNumber);
+          ->check(positive_number());
       sub->add_flag("--json", args->json, "Print the summary as JSON only");
       // Data parallelism on c10d (Gloo on CPU, NCCL on CUDA).
       const dist::DistOptions d;
       auto* nproc = sub->add_option("--nproc", args->nproc,
                                     "Data-parallel: launch N local ranks of this command and wait "
                                     "for them (rank 0 writes the outputs)")
-                        ->check(CLI::PositiveNumber);
+                        ->check(positive_number());
       auto* world = sub->add_option("--world-size", args->world_size,
                                     "Data-parallel: number of ranks (one process each, any "
                                     "machines; with --rank and --master)")
-                        ->check(CLI::PositiveNumber);
+                        ->check(positive_number());
       sub->add_option("--rank", args->rank, "Data-parallel: this process's rank in [0, world size)")
-          ->check(CLI::NonNegativeNumber)
+          ->check(non_negative_number())
           ->needs(world);
       sub->add_option("--master", args->master,
                       "Data-parallel: HOST:PORT of rank 0's rendezvous (default " + d.master() +
@@ -126,12 +129,12 @@ Registrar reg = subcommand<TrainArgs>(
                       "Data-parallel: seconds to wait for the other ranks before failing "
                       "(default " +
                           std::to_string(static_cast<int>(d.timeout_s())) + ")")
-          ->check(CLI::PositiveNumber);
+          ->check(positive_number());
       sub->add_option("--check-interval", args->check_interval,
                       "Data-parallel: optimizer steps between cross-rank weight checksum "
                       "comparisons (default " +
                           std::to_string(d.check_interval()) + ")")
-          ->check(CLI::NonNegativeNumber);
+          ->check(non_negative_number());
       nproc->excludes(world);
       return [args, seed, steps, epochs]() {
         auto& job = args->job;

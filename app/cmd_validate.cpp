@@ -16,6 +16,7 @@ Registrar reg = subcommand<ValidateArgs>(
     [](CLI::App* sub, std::shared_ptr<ValidateArgs> args) -> Runner {
       add_device_flag(sub, &args->options.device);
       sub->add_option("--seed", args->options.seed, "Seed for every random draw")
+          ->check(non_negative_number())
           ->capture_default_str();
       sub->add_option(
           "--skip", args->options.skip,
@@ -25,15 +26,15 @@ Registrar reg = subcommand<ValidateArgs>(
           ->capture_default_str();
       sub->add_option("--train-threads", args->options.train_threads,
                       "Intra-op threads of the train step (0 = one per core, at most 4)")
-          ->check(CLI::NonNegativeNumber)
+          ->check(non_negative_number())
           ->capture_default_str();
       sub->add_option("--rl-steps", args->options.rl_steps,
                       "DQN/PPO environment steps in the train step")
-          ->check(CLI::PositiveNumber)
+          ->check(positive_number())
           ->capture_default_str();
       sub->add_option("--epochs", args->options.forecast_epochs,
                       "Mamba-2/TFT epochs in the train step")
-          ->check(CLI::PositiveNumber)
+          ->check(positive_number())
           ->capture_default_str();
       sub->add_option("--out", args->options.out_dir,
                       "Keep the train step's data and checkpoints in this directory");
@@ -46,13 +47,15 @@ Registrar reg = subcommand<ValidateArgs>(
           ->capture_default_str();
       sub->add_option("--stress-soak", args->options.stress_soak,
                       "Bars of the stress step's leak soak")
-          ->check(CLI::PositiveNumber)
+          ->check(positive_number())
           ->capture_default_str();
       sub->add_flag("--json", args->json,
                     "Print the report as JSON only (progress goes to stderr)");
       return [args]() {
         std::ostream& log = args->json ? std::cerr : std::cout;
         auto report = harness::run_validate(args->options, log);
+        if (!report.report_error.empty())
+          std::cerr << "foxhunt: validate: report not written: " << report.report_error << "\n";
         if (args->json) {
           print_json(report.to_json().dump(2));
         } else {

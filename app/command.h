@@ -17,6 +17,28 @@
 
 namespace foxhunt::cli {
 
+/// A number > 0 (CLI::PositiveNumber's message prints DBL_MAX in 309 digits): "expected a
+/// number > 0, got '-5'".
+inline CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        if (CLI::detail::lexical_cast(text, v) && v > 0) return "";
+        return "expected a number > 0, got '" + text + "'";
+      },
+      "POSITIVE");
+}
+/// A number >= 0: "expected a number >= 0, got '-1'".
+inline CLI::Validator non_negative_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        if (CLI::detail::lexical_cast(text, v) && v >= 0) return "";
+        return "expected a number >= 0, got '" + text + "'";
+      },
+      "NONNEGATIVE");
+}
+
 /// Runs a parsed subcommand; returns the exit code.
 using Runner = std::function<int()>;
 /// Adds a subcommand to `app` and returns its runner (which reads the parsed options).

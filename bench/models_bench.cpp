@@ -218,7 +218,9 @@ int export_models(const std::string& dir) {
       auto b = model->example_batch(batch, 0, torch::kCPU, 1);
       c10::InferenceMode guard;
       const auto out = model->forward(b);
-      const std::string tag = "b" + std::to_string(batch) + ".";
+      // append, not operator+: GCC 12 sees a false -Wstringop-overflow in the concatenation.
+      std::string tag("b");
+      tag.append(std::to_string(batch)).append(".");
       for (size_t i = 0; i < b.inputs.size(); ++i)
         tensors.emplace_back("input." + tag + std::to_string(i), b.inputs[i]);
       for (size_t j = 0; j < out.size(); ++j)
@@ -254,7 +256,7 @@ void profile_ops(const std::string& label, int calls, const std::function<void()
     if (!shapes) return k;
     for (const auto& s : e.shapes()) {
       k += " [";
-      for (size_t i = 0; i < s.size(); ++i) k += (i ? "," : "") + std::to_string(s[i]);
+      for (size_t i = 0; i < s.size(); ++i) k.append(i ? "," : "").append(std::to_string(s[i]));
       k += "]";
     }
     return k;

@@ -15,9 +15,14 @@ BUILD_DIR="${FOXHUNT_BUILD_DIR:-build}"
 JOBS="${FOXHUNT_JOBS:-$(nproc)}"
 start=$(date +%s)
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  # The test run (CI) builds warnings-as-errors for foxhunt's own code (not LibTorch's headers).
+  werror=OFF; [ "$what" = test ] && werror=ON
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFOXHUNT_WERROR=$werror >/dev/null
 fi
-cmake --build "$BUILD_DIR" -j "$JOBS"
+# validate needs the CLI only; the tests need everything (the suite, examples, benchmarks).
+target=()
+[ "$what" = validate ] && target=(--target foxhunt_cli)
+cmake --build "$BUILD_DIR" -j "$JOBS" "${target[@]}"
 echo "[run] build: $(( $(date +%s) - start )) s" >&2
 
 case "$what" in

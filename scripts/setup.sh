@@ -4,7 +4,9 @@
 #        (headless render checks of the HTML reports), libgloo-dev (headers of the Gloo library
 #        the torch wheel links; c10d's ProcessGroupGloo.hpp includes them)
 #   pip: the pinned PyPI torch wheel (LibTorch headers, libraries and CMake config; CUDA build)
-#   venv: .venv in the repo root for the Python cross-checks (tests/python), with safetensors
+#   pip: nanobind (the Python module's bindings)
+#   venv: .venv in the repo root for the Python cross-checks (tests/python), with safetensors and
+#         pytest
 #   data: the S&P 500 daily closes for the forecast-quality tests (~/.cache/foxhunt, see below)
 # Everything lands in system locations (dpkg, the system python3's site-packages), so a fresh clone
 # on the same machine finds it again without downloading anything.
@@ -48,6 +50,16 @@ fi
 # numpy only silences a torch import warning in the Python cross-checks.
 "$PY" -c "import numpy" 2>/dev/null || "$PY" -m pip install --quiet numpy || true
 
+# The Python module (python/foxhunt, built by CMake with nanobind): nanobind in the system python
+# that CMake finds (its CMake package and sources).
+NANOBIND_PIN="2.9.2"
+if "$PY" -c "import nanobind, sys; sys.exit(nanobind.__version__ != '${NANOBIND_PIN}')" 2>/dev/null; then
+  log "pip: nanobind ${NANOBIND_PIN} present"
+else
+  log "pip: installing nanobind==${NANOBIND_PIN}"
+  "$PY" -m pip install --quiet "nanobind==${NANOBIND_PIN}"
+fi
+
 # The Python cross-checks (tests/python, run by the C++ tests with .venv/bin/python): a venv that
 # keeps the system torch visible (--system-site-packages) and adds what only the checks need.
 VENV="$(cd "$(dirname "$0")/.." && pwd)/.venv"
@@ -55,12 +67,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   log "venv: creating $VENV"
   "$PY" -m venv --system-site-packages "$VENV"
 fi
-if "$VENV/bin/python" -c "import safetensors" 2>/dev/null; then
-  log "venv: safetensors present"
+if "$VENV/bin/python" -c "import safetensors, pytest" 2>/dev/null; then
+  log "venv: safetensors, pytest present"
 else
-  log "venv: installing safetensors"
-  "$VENV/bin/python" -m pip install --quiet safetensors
-  "$VENV/bin/python" -c "import safetensors" || { log "safetensors did not install"; exit 1; }
+  log "venv: installing safetensors, pytest"
+  "$VENV/bin/python" -m pip install --quiet safetensors "pytest==8.3.4"
+  "$VENV/bin/python" -c "import safetensors, pytest" || { log "safetensors/pytest did not install"; exit 1; }
 fi
 
 # Real daily data from the package data of the pinned `arch` wheel on PyPI (only the wheel's data

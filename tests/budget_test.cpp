@@ -59,7 +59,9 @@ TEST_F(BudgetTest, OverTargetOverBudgetAndHeadroomFail) {
   EXPECT_FALSE(rep.ok);
   for (const auto& r : rep.rows) {
     EXPECT_EQ(r.ok, r.model != "ppo") << r.model;
-    if (r.model == "ppo") EXPECT_EQ(r.status, "FAIL: over target");
+    if (r.model == "ppo") {
+      EXPECT_EQ(r.status, "FAIL: over target");
+    }
   }
   EXPECT_TRUE(rep.headroom_ok);
 
@@ -163,7 +165,9 @@ TEST(BudgetCliTest, TinyTargetExits1MarkingThatModel) {
   for (const auto& m : j["models"]) {
     const bool is_dqn = m["model"] == "dqn";
     EXPECT_EQ(m["ok"].get<bool>(), !is_dqn) << m.dump();
-    if (is_dqn) EXPECT_EQ(m["status"], "FAIL: over target");
+    if (is_dqn) {
+      EXPECT_EQ(m["status"], "FAIL: over target");
+    }
   }
   EXPECT_TRUE(j["headroom_ok"].get<bool>());
 }
@@ -181,7 +185,7 @@ TEST(BudgetCliTest, BadInputExits2) {
   r = testing::run_cli("budget --targets " + unknown);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("gpt"), std::string::npos) << r.err;
-  for (const std::string args :
+  for (const std::string& args :
        {"--targets " + dir.file("missing.json"), std::string("--budget-mib -5"),
         std::string("--headroom-mib -1"), std::string("--device-profile nosuchcard"),
         std::string("--serving-batch 0"), std::string("--device gpu")})

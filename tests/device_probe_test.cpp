@@ -37,10 +37,6 @@ void expect_gpu(const GpuMemoryInfo& g, int index, const std::string& name, uint
   EXPECT_EQ(g.total_bytes, total_mib * kMiB);
 }
 
-bool nvml_present() {
-  return probe_nvml().ok;
-}
-
 TEST(DeviceProbeTest, ParsesOneGpu) {
   // nvidia-smi --query-gpu=name,memory.used,memory.free,memory.total --format=csv,noheader,nounits
   const auto gpus = parse_nvidia_smi_csv("NVIDIA GeForce RTX 3050 Ti Laptop GPU, 5, 3787, 4096\n");
@@ -129,7 +125,9 @@ TEST(DeviceProbeTest, ProbesAgreeWithThisMachine) {
     EXPECT_FALSE(nvml.gpus.empty());
     EXPECT_FALSE(nvml.driver_version.empty());
   }
-  if (!smi.ok) EXPECT_FALSE(smi.message.empty());
+  if (!smi.ok) {
+    EXPECT_FALSE(smi.message.empty());
+  }
   EXPECT_EQ(any.ok, nvml.ok || smi.ok);
   const auto j = to_json(any);
   EXPECT_EQ(j["ok"].get<bool>(), any.ok);

@@ -14,6 +14,14 @@
 namespace foxhunt::train {
 namespace {
 
+// A run without progress output (a designated initializer would leave RunConfig's string and
+// function members to -Wmissing-field-initializers).
+RunConfig quiet_run() {
+  RunConfig c;
+  c.progress = ProgressMode::kOff;
+  return c;
+}
+
 class DqnTrainerTest : public foxhunt::testing::SeededTest {};
 
 TEST_F(DqnTrainerTest, DoubleDqnTargetOnHandMadeBatch) {
@@ -146,7 +154,7 @@ TEST_F(DqnTrainerTest, PeriodicEvaluationKeepsTheBestWeights) {
   EXPECT_DOUBLE_EQ(std::accumulate(returns.begin(), returns.end(), 0.0) / 3.0, best);
   // Without keep_best the last weights stay.
   DqnTrainer last(DqnTrainerOptions(opts).keep_best(false), env_factory("cartpole"));
-  last.train(RunConfig{.progress = ProgressMode::kOff});
+  last.train(quiet_run());
   auto last_returns = evaluate_policy(*env, last.greedy_policy(), 3, derive_seed(6, 7));
   EXPECT_DOUBLE_EQ(std::accumulate(last_returns.begin(), last_returns.end(), 0.0) / 3.0,
                    last.evaluations().last());

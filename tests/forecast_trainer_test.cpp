@@ -17,6 +17,14 @@
 namespace foxhunt::train {
 namespace {
 
+// A run without progress output (a designated initializer would leave RunConfig's string and
+// function members to -Wmissing-field-initializers).
+RunConfig quiet_run() {
+  RunConfig c;
+  c.progress = ProgressMode::kOff;
+  return c;
+}
+
 using foxhunt::testing::QuantileMlpModel;
 
 class ForecastTrainerTest : public foxhunt::testing::SeededTest {};
@@ -59,7 +67,7 @@ TEST_F(ForecastTrainerTest, DivergingLossIsACheckFailureNotAnInputError) {
   TensorBatchSource src(data, data, 16, 1);
   const auto absurd = ForecastTrainerOptions().epochs(50).learning_rate(1e30).max_grad_norm(0);
   try {
-    ForecastTrainer(model, src, absurd).train(RunConfig{.progress = ProgressMode::kOff});
+    ForecastTrainer(model, src, absurd).train(quiet_run());
     FAIL() << "expected a CheckFailure";
   } catch (const CheckFailure& e) {
     EXPECT_NE(std::string(e.what()).find("non-finite training loss"), std::string::npos);

@@ -104,10 +104,16 @@ TEST_P(PlannerModelTest, FitPredictsVerifiedPeakAndPlanIsTight) {
       const auto r = plan::plan_batch(o);
       ASSERT_TRUE(r.verified);
       EXPECT_EQ(r.has_time_axis, has_time);
-      if (!has_time) EXPECT_EQ(r.seq_len, 0) << "the window must be ignored";
-      if (has_time && seq > 0) EXPECT_EQ(r.seq_len, seq);
+      if (!has_time) {
+        EXPECT_EQ(r.seq_len, 0) << "the window must be ignored";
+      }
+      if (has_time && seq > 0) {
+        EXPECT_EQ(r.seq_len, seq);
+      }
       EXPECT_GE(r.chosen_batch, 8);
-      if (pow2) EXPECT_EQ(r.chosen_batch & (r.chosen_batch - 1), 0);
+      if (pow2) {
+        EXPECT_EQ(r.chosen_batch & (r.chosen_batch - 1), 0);
+      }
       // The fitted prediction is within 10% of the verified peak.
       EXPECT_LE(std::abs(r.predicted_error_pct()), 10.0)
           << "predicted " << r.predicted_peak_bytes << " verified " << r.verified_peak_bytes;

@@ -14,6 +14,14 @@
 namespace foxhunt::train {
 namespace {
 
+// A run without progress output (a designated initializer would leave RunConfig's string and
+// function members to -Wmissing-field-initializers).
+RunConfig quiet_run() {
+  RunConfig c;
+  c.progress = ProgressMode::kOff;
+  return c;
+}
+
 class PpoTrainerTest : public foxhunt::testing::SeededTest {};
 
 TEST_F(PpoTrainerTest, GaeMatchesHandComputedAdvantages) {
@@ -52,7 +60,7 @@ TEST_F(PpoTrainerTest, SameSeedSameRunAndLinearLr) {
   PpoTrainer b(PpoTrainerOptions(opts).seed(5), env_factory("cartpole"));
   EXPECT_DOUBLE_EQ(a.current_lr(), 1e-3);
   auto ra = a.train(run);
-  b.train(RunConfig{.progress = ProgressMode::kOff});
+  b.train(quiet_run());
   EXPECT_TRUE(ra.completed);
   EXPECT_EQ(ra.steps, 2048);
   auto pa = a.network()->parameters(), pb = b.network()->parameters();

@@ -433,7 +433,9 @@ TEST_F(ServingTest, StreamBarsSkipsOrStopsAtABadBarAndReportsFromATime) {
           if (skips) skips->push_back(m);
         });
     EXPECT_EQ(static_cast<int64_t>(times.size()), stats.reported);
-    if (!times.empty()) EXPECT_GE(times.front(), o.from);
+    if (!times.empty()) {
+      EXPECT_GE(times.front(), o.from);
+    }
     return stats;
   };
   BarStreamOptions o;

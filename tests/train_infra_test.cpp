@@ -424,6 +424,15 @@ TEST_F(TrainCliTest, PpoResumeContinuesTheRun) {
   // Changing the options on resume is refused.
   auto r3 = run_cli("train ppo --resume " + out + "/checkpoint.ckpt --seed 3");
   EXPECT_EQ(r3.exit_code, 2) << r3.err;
+  // The run's directory names its checkpoint too; a directory without one says so.
+  auto r4 = run_cli("train ppo --resume " + out +
+                    " --steps 1536 --json --eval-episodes 1 "
+                    "--progress off");
+  ASSERT_EQ(r4.exit_code, 0) << r4.err;
+  EXPECT_EQ(nlohmann::json::parse(r4.out)["resumed_from"], out + "/checkpoint.ckpt");
+  auto r5 = run_cli("train ppo --resume " + dir.path().string() + " --steps 2048");
+  EXPECT_EQ(r5.exit_code, 2);
+  EXPECT_NE(r5.err.find("this directory has none"), std::string::npos) << r5.err;
 }
 
 TEST_F(TrainCliTest, TextSummaryByDefault) {

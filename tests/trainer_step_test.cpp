@@ -250,8 +250,9 @@ TEST_P(TrainerStepModelTest, PlannedBatchTrainsTheRealTrainerAndTwiceRunsOut) {
   EXPECT_LE(r.verified_peak_bytes, o.budget.bytes);
   EXPECT_LE(std::abs(r.predicted_error_pct()), 10.0)
       << "predicted " << r.predicted_peak_bytes << " verified " << r.verified_peak_bytes;
-  if (name == "dqn")
+  if (name == "dqn") {
     EXPECT_EQ(r.fixed.external_bytes, train::ReplayBuffer::storage_bytes(buffer, kStateDim));
+  }
   const std::uint64_t live0 = memory::live_bytes();
   const std::uint64_t ext0 = memory::external_bytes();
   // The real trainer, not the planner's step: a few steps at the plan fit its budget ...

@@ -88,6 +88,27 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+void check_output_dir(const std::string& dir, const std::string& what) {
+  namespace fs = std::filesystem;
+  FOXHUNT_CHECK(!dir.empty(), "io", what, ": expected a directory, got an empty path");
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (fs::exists(p, ec)) {
+    FOXHUNT_CHECK(fs::is_directory(p, ec), "io", what, " ", dir,
+                  ": expected a directory for the output files, got an existing file");
+    FOXHUNT_CHECK(::access(p.c_str(), W_OK) == 0, "io", what, " ", dir,
+                  ": expected a writable directory, got one this process cannot write to");
+    return;
+  }
+  fs::path parent = p.parent_path();
+  while (!parent.empty() && !fs::exists(parent, ec) && parent != parent.parent_path())
+    parent = parent.parent_path();
+  FOXHUNT_CHECK(fs::is_directory(parent, ec), "io", what, " ", dir, ": cannot be created: '",
+                parent.string(), "' is not a directory");
+  FOXHUNT_CHECK(::access(parent.c_str(), W_OK) == 0, "io", what, " ", dir, ": cannot be created: '",
+                parent.string(), "' is not writable");
+}
+
 unsigned int crc32(const void* data, std::size_t size, unsigned int seed) {
   static const std::array<unsigned int, 256> table = [] {
     std::array<unsigned int, 256> t{};

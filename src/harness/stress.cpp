@@ -310,10 +310,6 @@ void run_train(Context& c, ScenarioResult& r) {
 
 void run_server(Context& c, ScenarioResult& r) {
   const auto names = c.src.names;
-  FOXHUNT_CHECK(c.o.rate > 0 && std::isfinite(c.o.rate), kComponent,
-                "--rate: expected arrivals per second > 0, got ", c.o.rate);
-  FOXHUNT_CHECK(c.o.duration_s > 0, kComponent, "--duration: expected seconds > 0, got ",
-                c.o.duration_s);
   const auto schedule = poisson_arrivals(c.o.rate, c.o.duration_s, c.o.seed + 3);
   auto server = make_step_server(c, c.o.seed + 4, static_cast<int64_t>(schedule.size()));
   const int64_t n = server->instruments();
@@ -469,6 +465,10 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
   FOXHUNT_CHECK(!scenarios.empty(), kComponent, "expected at least one scenario");
   for (const auto& s : scenarios) scenario_fn(s);  // unknown names fail before any work
   FOXHUNT_CHECK(o.instruments >= 1, kComponent, "instruments: expected >= 1, got ", o.instruments);
+  FOXHUNT_CHECK(o.rate > 0 && std::isfinite(o.rate), kComponent,
+                "--rate: expected arrivals per second > 0, got ", o.rate);
+  FOXHUNT_CHECK(o.duration_s > 0, kComponent, "--duration: expected seconds > 0, got ",
+                o.duration_s);
   FOXHUNT_CHECK(o.iterations > 0 && o.soak > 0 && o.switch_cycles > 1 && o.sample_every > 0,
                 kComponent,
                 "expected positive --iterations, --soak and sample interval and --cycles >= 2 (the "

@@ -39,12 +39,13 @@ using namespace foxhunt::jobs;     // the areas below
 bool ValidateReport::ok() const {
   for (const auto& s : steps)
     if (!s.ok) return false;
-  return !steps.empty();
+  return !steps.empty() && report_error.empty();
 }
 
 nlohmann::json ValidateReport::to_json() const {
   nlohmann::json j;
   j["ok"] = ok();
+  if (!report_error.empty()) j["report_error"] = report_error;
   j["report"] = report_path;
   j["steps"] = nlohmann::json::array();
   for (const auto& s : steps)
@@ -414,6 +415,9 @@ ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {
   namespace fs = std::filesystem;
   // One work directory for the whole run: later steps serve what the train step wrote.
   ValidateOptions options = given;
+  // The report's directory is checked before the work (a file in the way fails now, not after
+  // minutes of steps).
+  if (!given.report_dir.empty()) check_output_dir(given.report_dir, "report");
   const ScopedDirectory work(given.out_dir, "foxhunt-validate");
   options.out_dir = work.path();
   ValidateReport report;
@@ -456,6 +460,8 @@ ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {
           write_report(page, options.report_dir, report.to_json(), "validate.json");
       log << "report: " << report.report_path << "\n";
     } catch (const std::exception& e) {
+      // A report that was asked for and not written fails the run (exit 1).
+      report.report_error = e.what();
       log << "report: not written: " << e.what() << "\n";
     }
   }

@@ -841,6 +841,14 @@ TrainSummary run_train_job(const TrainJob& given) {
   // Data-parallel ranks on one machine share `--device cuda`: rank r takes GPU r mod count (as
   // torchrun's local rank does), so NCCL gets one device per rank where there are enough.
   TrainJob job = given;
+  // A training output directory names its checkpoint as well as DIR/checkpoint.ckpt does.
+  if (!job.resume.empty() && std::filesystem::is_directory(job.resume)) {
+    const auto ckpt = (std::filesystem::path(job.resume) / "checkpoint.ckpt").string();
+    FOXHUNT_CHECK(std::filesystem::exists(ckpt), kComponent, "--resume ", job.resume,
+                  ": expected a trainer checkpoint or a training output directory holding "
+                  "checkpoint.ckpt (foxhunt train --out DIR writes it); this directory has none");
+    job.resume = ckpt;
+  }
   if (job.dist.world_size() > 1 && job.device == Device::cuda() && torch::cuda::device_count() > 1)
     job.device = Device::cuda(static_cast<int>(job.dist.rank() % torch::cuda::device_count()));
   FOXHUNT_CHECK(models::in_catalog(job.model), kComponent, "unknown model '", job.model,

@@ -14,6 +14,12 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 /// Reads a whole file. Throws foxhunt::InputError("[io] ...") when it cannot be opened.
 std::string read_file(const std::string& path);
 
+/// Checks, before any work, that a directory can receive output files: `dir` is a writable
+/// directory, or does not exist yet and its nearest existing ancestor is a writable directory
+/// (it is created when the files are written). Throws InputError "[io] WHAT DIR: ..." naming
+/// what was expected (a file in the way, a read-only parent, a missing drive).
+void check_output_dir(const std::string& dir, const std::string& what);
+
 /// CRC-32 (IEEE 802.3, reflected) of a byte range; used to detect corrupted files.
 unsigned int crc32(const void* data, std::size_t size, unsigned int seed = 0);
 

@@ -78,6 +78,9 @@ struct ValidateReport {
   std::vector<StepResult> steps;
   /// Path of the HTML report ("" when it could not be written).
   std::string report_path;
+  /// Why the report asked for could not be written ("" when written or not asked for).
+  std::string report_error;
+  /// Every step passed and the report, when asked for, was written.
   bool ok() const;
   nlohmann::json to_json() const;
 };

@@ -1,0 +1,182 @@
+// The `foxhunt._foxhunt` extension (nanobind): the C++ library's serving and job entry points
+// for Python. Results cross as JSON text (each library result has one to_json) that the Python
+// layer (foxhunt/__init__.py) turns into dicts and numpy arrays; errors become ValueError (bad
+// input), MemoryError (a refused allocation) or RuntimeError.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+#include <vector>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/data/bars.h"
+#include "foxhunt/jobs/train_job.h"
+#include "foxhunt/memory/device_profile.h"
+#include "foxhunt/memory/runtime_init.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/plan/budget.h"
+#include "foxhunt/plan/planner.h"
+#include "foxhunt/serving/desk.h"
+#include "foxhunt/serving/serving.h"
+
+namespace nb = nanobind;
+using namespace foxhunt;
+
+namespace {
+
+serving::DecisionRule rule_of(const std::string& json) {
+  serving::DecisionRule r;
+  if (json.empty()) return r;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError("decision", std::string("rule: not valid JSON (") + e.what() + ")");
+  }
+  from_json(j, r);
+  return r;
+}
+
+std::optional<memory::Budget> budget_of(const std::string& profile, double mib) {
+  if (mib > 0)
+    return memory::Budget::of_bytes(static_cast<uint64_t>(mib * 1048576.0), "budget_mib");
+  if (!profile.empty()) return memory::Budget::of_profile(profile);
+  return std::nullopt;
+}
+
+// Bars from parallel sequences; every sequence as long as `timestamps`.
+std::vector<data::Bar> bars_of(const std::vector<int64_t>& t, const std::vector<double>& o,
+                               const std::vector<double>& h, const std::vector<double>& l,
+                               const std::vector<double>& c, const std::vector<double>& v) {
+  const size_t n = t.size();
+  FOXHUNT_CHECK(o.size() == n && h.size() == n && l.size() == n && c.size() == n && v.size() == n,
+                "python",
+                "bars: expected timestamp, open, high, low, close and volume of equal "
+                "length, got ",
+                n, ", ", o.size(), ", ", h.size(), ", ", l.size(), ", ", c.size(), ", ", v.size());
+  std::vector<data::Bar> bars(n);
+  for (size_t i = 0; i < n; ++i) bars[i] = {t[i], o[i], h[i], l[i], c[i], v[i]};
+  return bars;
+}
+
+class PyEnsemble {
+ public:
+  PyEnsemble(const std::string& dir, const std::string& device, const std::string& rule)
+      : e_(serving::Ensemble::load(dir, rule_of(rule),
+                                   models::to_torch(Device::parse(device, "device")))) {}
+  // Feeds the bars in order; returns a JSON array of to_json(BarDecision).
+  std::string run(const std::vector<int64_t>& t, const std::vector<double>& o,
+                  const std::vector<double>& h, const std::vector<double>& l,
+                  const std::vector<double>& c, const std::vector<double>& v) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& bar : bars_of(t, o, h, l, c, v))
+      out.push_back(serving::to_json(e_.on_bar(bar)));
+    return out.dump();
+  }
+  std::vector<std::string> models() const {
+    std::vector<std::string> m;
+    for (const auto& s : e_.models()) m.push_back(s.name());
+    return m;
+  }
+  double position() const { return e_.position(); }
+
+ private:
+  serving::Ensemble e_;
+};
+
+class PyDesk {
+ public:
+  PyDesk(const std::string& dir, const std::string& device, const std::string& rule)
+      : d_(serving::Desk::load(dir, rule_of(rule),
+                               models::to_torch(Device::parse(device, "device")))) {}
+  std::string on_timestamp(int64_t timestamp, const std::vector<std::string>& symbols,
+                           const std::vector<double>& o, const std::vector<double>& h,
+                           const std::vector<double>& l, const std::vector<double>& c,
+                           const std::vector<double>& v) {
+    const auto bars = bars_of(std::vector<int64_t>(symbols.size(), timestamp), o, h, l, c, v);
+    std::vector<serving::SymbolBar> sb;
+    for (size_t i = 0; i < bars.size(); ++i) sb.push_back({symbols[i], bars[i]});
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& d : d_.on_timestamp(timestamp, sb)) out.push_back(serving::to_json(d));
+    return out.dump();
+  }
+  int64_t instruments() const { return d_.instruments(); }
+  uint64_t state_bytes() const { return d_.state_bytes(); }
+
+ private:
+  serving::Desk d_;
+};
+
+std::string plan_json(const std::string& model, const std::string& device,
+                      const std::string& profile, double budget_mib, int64_t seq_len) {
+  plan::PlanOptions o;
+  o.model = model;
+  o.train.device = Device::parse(device, "device");
+  o.train.seq_len = seq_len;
+  o.budget = budget_of(profile, budget_mib)
+                 .value_or(memory::Budget::of_profile(memory::kReferenceProfile));
+  return plan::plan_batch(o).to_json().dump();
+}
+
+std::string budget_json(const std::string& device, const std::string& profile, double budget_mib,
+                        double headroom_mib, bool views) {
+  plan::BudgetOptions o;
+  o.device = Device::parse(device, "device");
+  if (auto b = budget_of(profile, budget_mib)) o.budget = *b;
+  if (headroom_mib >= 0) o.headroom_bytes = static_cast<uint64_t>(headroom_mib * 1048576.0);
+  o.deployment_views = views;
+  return plan::validate_budget(o).to_json().dump();
+}
+
+std::string train_json(const std::string& model, const std::string& data, const std::string& out,
+                       int64_t steps, int64_t epochs, int64_t seed, const std::string& device,
+                       const std::string& env, int64_t eval_episodes) {
+  jobs::TrainJob job;
+  job.model = model;
+  job.data = data;
+  job.out_dir = out;
+  job.steps = steps;
+  job.epochs = epochs;
+  if (seed >= 0) job.seed = static_cast<uint64_t>(seed);
+  job.device = Device::parse(device, "device");
+  job.progress = train::ProgressMode::kOff;
+  job.eval_episodes = eval_episodes;
+  if (model == "all") return jobs::to_json(jobs::run_train_all(job)).dump();
+  job.env = env;
+  return jobs::to_json(jobs::run_train_job(job)).dump();
+}
+
+}  // namespace
+
+NB_MODULE(_foxhunt, m) {
+  m.doc() = "foxhunt's C++ library (serving, planner, budget, training); use the foxhunt package";
+  runtime_init();  // the accounting allocator, before any tensor
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const OutOfMemoryError& e) {
+      PyErr_SetString(PyExc_MemoryError, e.what());
+    } catch (const InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+  m.def("version", [] { return std::string(FOXHUNT_VERSION); });
+  nb::class_<PyEnsemble>(m, "Ensemble")
+      .def(nb::init<const std::string&, const std::string&, const std::string&>(),
+           nb::arg("bundles"), nb::arg("device") = "cpu", nb::arg("rule") = "")
+      .def("run", &PyEnsemble::run, nb::call_guard<nb::gil_scoped_release>())
+      .def("models", &PyEnsemble::models)
+      .def("position", &PyEnsemble::position);
+  nb::class_<PyDesk>(m, "Desk")
+      .def(nb::init<const std::string&, const std::string&, const std::string&>(),
+           nb::arg("bundles"), nb::arg("device") = "cpu", nb::arg("rule") = "")
+      .def("on_timestamp", &PyDesk::on_timestamp, nb::call_guard<nb::gil_scoped_release>())
+      .def("instruments", &PyDesk::instruments)
+      .def("state_bytes", &PyDesk::state_bytes);
+  m.def("plan", &plan_json, nb::call_guard<nb::gil_scoped_release>());
+  m.def("budget", &budget_json, nb::call_guard<nb::gil_scoped_release>());
+  m.def("train", &train_json, nb::call_guard<nb::gil_scoped_release>());
+}

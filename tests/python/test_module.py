@@ -1,0 +1,99 @@
+"""The foxhunt Python module against the CLI: the same bars give identical decisions (one code
+path for research and production), the desk on a panel, plan/budget/train as dicts, and errors
+as Python exceptions. Run by ctest (Python.ModuleMatchesTheCli) with PYTHONPATH at the built
+module and FOXHUNT_CLI at the CLI."""
+import json
+import math
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import foxhunt
+
+CLI = os.environ["FOXHUNT_CLI"]
+
+
+def cli(*args):
+    return subprocess.run([CLI, *map(str, args)], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    d = tmp_path_factory.mktemp("foxhunt")
+    cli("data", "generate", "--bars", "1500", "--seed", "3", "--out", d / "train.csv")
+    summary = foxhunt.train("all", data=d / "train.csv", out=d / "b", steps=256, epochs=1,
+                            eval_episodes=0)
+    assert summary["complete"], summary
+    for seed, name in ((4, "live.csv"), (5, "other.csv")):
+        cli("data", "generate", "--bars", "400", "--seed", seed, "--start", 1800000000,
+            "--out", d / name)
+    return d
+
+
+def cli_decisions(bundles, data):
+    out = cli("predict", "--bundles", bundles, "--data", data, "--json")
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_python_and_cli_give_identical_decisions(work):
+    ens = foxhunt.Ensemble(work / "b")
+    assert ens.models == ["dqn", "ppo", "mamba2", "tft"]
+    got = ens.run(foxhunt.read_bars(work / "live.csv"))
+    ref = cli_decisions(work / "b", work / "live.csv")
+    assert len(got["decision"]) == len(ref) == 400
+    np.testing.assert_array_equal(got["decision"], [d["decision"] for d in ref])
+    np.testing.assert_array_equal(got["timestamp"], [d["timestamp"] for d in ref])
+    for m in ens.models:
+        want = [math.nan if d["signals"][m] is None else d["signals"][m] for d in ref]
+        np.testing.assert_array_equal(got["signals"][m], want)
+    # Warm-up: NaN signals, then every model ready.
+    assert math.isnan(got["signals"]["tft"][0]) and not math.isnan(got["signals"]["tft"][-1])
+    assert abs(ens.position - got["decision"][-1]) < 1e-15
+
+
+def test_desk_equals_predict_on_a_panel(work):
+    a, b = foxhunt.read_bars(work / "live.csv"), foxhunt.read_bars(work / "other.csv")
+    panel = work / "panel.csv"
+    with open(panel, "w") as f:
+        f.write("timestamp,symbol,open,high,low,close,volume\n")
+        for i in range(len(a["close"])):
+            for sym, s in (("AAA", a), ("BBB", b)):
+                f.write(",".join([str(s["timestamp"][i]), sym] +
+                                 [repr(float(s[c][i])) for c in ("open", "high", "low", "close",
+                                                                 "volume")]) + "\n")
+    ref = {(d["timestamp"], d["symbol"]): d["decision"] for d in cli_decisions(work / "b", panel)}
+    desk = foxhunt.Desk(work / "b")
+    got = {}
+    for i in range(len(a["close"])):
+        cols = {c: [a[c][i], b[c][i]] for c in ("open", "high", "low", "close", "volume")}
+        for d in desk.on_timestamp(int(a["timestamp"][i]), ["AAA", "BBB"], **cols):
+            got[(d["timestamp"], d["symbol"])] = d["decision"]
+    assert got == ref
+    assert desk.instruments == 2 and desk.state_bytes > 0
+
+
+def test_plan_budget_and_errors():
+    p = foxhunt.plan("dqn", budget_mib=1024)
+    assert p["model"] == "dqn" and p["verified"] and p["chosen_batch"] >= 1
+    assert p["budget_bytes"] == 1024 * 1024 * 1024
+    b = foxhunt.budget(views=False)
+    assert [r["model"] for r in b["models"]] == ["dqn", "ppo", "mamba2", "tft"]
+    assert b["ok"] is True
+    with pytest.raises(ValueError, match="bundle"):
+        foxhunt.Ensemble("/nowhere")
+    with pytest.raises(ValueError, match="device"):
+        foxhunt.plan("dqn", device="gpu")
+    with pytest.raises(ValueError):
+        foxhunt.plan("nope")
+    with pytest.raises(MemoryError):
+        foxhunt.plan("tft", budget_mib=0.01)
+
+
+def test_bad_bars_are_value_errors(work):
+    ens = foxhunt.Ensemble(work / "b")
+    with pytest.raises(ValueError, match="equal length"):
+        ens._e.run([1, 2], [1.0], [1.0], [1.0], [1.0], [1.0])
+    with pytest.raises(ValueError):
+        ens.on_bar(1800000000, close=float("nan"))
