@@ -24,11 +24,16 @@ run "$fh" data generate --bars 1500 --seed 3 --out "$tmp/train.csv"
 run "$fh" train all --data "$tmp/train.csv" --steps 256 --epochs 1 --eval-episodes 0 \
   --progress off --out "$tmp/bundles"
 run "$fh" data generate --bars 400 --seed 4 --start 1800000000 --out "$tmp/live.csv"
-"$tmp/embed/embed" "$tmp/bundles" "$tmp/live.csv" > "$tmp/decisions.txt"
+# Without a dead band and with a large gain, briefly trained models move the position: the
+# comparison below then compares something.
+echo '{"dead_band": 0.0, "forecast_gain": 50.0}' > "$tmp/rule.json"
+"$tmp/embed/embed" "$tmp/bundles" "$tmp/live.csv" "$tmp/rule.json" > "$tmp/decisions.txt"
 lines=$(wc -l < "$tmp/decisions.txt")
 test "$lines" -eq 400 || { echo "expected 400 decisions, got $lines" >&2; exit 1; }
 # The same decisions as the CLI's predict (one code path).
-"$fh" predict --bundles "$tmp/bundles" --data "$tmp/live.csv" --json 2>/dev/null \
+moves=$(cut -d' ' -f2 "$tmp/decisions.txt" | grep -vc '^[+-]0.0000$' || true)
+test "$moves" -gt 100 || { echo "expected positions to be taken, got $moves non-zero" >&2; exit 1; }
+"$fh" predict --bundles "$tmp/bundles" --data "$tmp/live.csv" --rule "$tmp/rule.json" --json 2>/dev/null \
   | python3 -c 'import json,sys; [print("%+.4f" % json.loads(l)["decision"]) for l in sys.stdin]' \
   > "$tmp/cli.txt"
 cut -d' ' -f2 "$tmp/decisions.txt" | diff - "$tmp/cli.txt" > /dev/null \

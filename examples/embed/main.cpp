@@ -2,7 +2,7 @@
 // stream bars from a CSV through the ensemble, print one decision per bar. Built against an
 // installed foxhunt (find_package(foxhunt CONFIG)); see README "Embedding".
 //
-//   embed DIR bars.csv
+//   embed DIR bars.csv [rule.json]
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -12,12 +12,14 @@
 #include "foxhunt/serving/serving.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s BUNDLE_DIR BARS_CSV\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s BUNDLE_DIR BARS_CSV [RULE_JSON]\n", argv[0]);
     return 2;
   }
   try {
-    auto ensemble = foxhunt::serving::Ensemble::load(argv[1]);  // CPU; rule: the defaults
+    foxhunt::serving::DecisionRule rule;  // the defaults, or a rule file (as predict --rule)
+    if (argc == 4) rule = foxhunt::serving::load_decision_rule(argv[3]);
+    auto ensemble = foxhunt::serving::Ensemble::load(argv[1], rule);  // on the CPU
     std::ifstream in(argv[2]);
     if (!in) throw foxhunt::InputError("embed", std::string("cannot open ") + argv[2]);
     foxhunt::data::BarCsvReader reader(argv[2]);  // one line at a time, as a live feed

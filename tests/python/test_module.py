@@ -32,17 +32,28 @@ def work(tmp_path_factory):
     return d
 
 
-def cli_decisions(bundles, data):
-    out = cli("predict", "--bundles", bundles, "--data", data, "--json")
-    return [json.loads(line) for line in out.splitlines()]
+# Untrained-looking bundles give tiny signals: without a dead band and with a large gain the
+# decisions move, so that comparing them compares something.
+RULE = {"dead_band": 0.0, "forecast_gain": 50.0}
+
+
+def cli_decisions(bundles, data, rule_file=None):
+    args = ["predict", "--bundles", bundles, "--data", data, "--json"]
+    if rule_file:
+        args += ["--rule", rule_file]
+    return [json.loads(line) for line in cli(*args).splitlines()]
 
 
 def test_python_and_cli_give_identical_decisions(work):
-    ens = foxhunt.Ensemble(work / "b")
+    rule_file = work / "rule.json"
+    rule_file.write_text(json.dumps(RULE))
+    ens = foxhunt.Ensemble(work / "b", rule=RULE)
     assert ens.models == ["dqn", "ppo", "mamba2", "tft"]
     got = ens.run(foxhunt.read_bars(work / "live.csv"))
-    ref = cli_decisions(work / "b", work / "live.csv")
+    ref = cli_decisions(work / "b", work / "live.csv", rule_file)
     assert len(got["decision"]) == len(ref) == 400
+    assert np.count_nonzero(got["decision"]) > 100          # positions are taken
+    assert np.count_nonzero(np.diff(got["decision"])) > 100  # and changed
     np.testing.assert_array_equal(got["decision"], [d["decision"] for d in ref])
     np.testing.assert_array_equal(got["timestamp"], [d["timestamp"] for d in ref])
     for m in ens.models:
@@ -63,8 +74,12 @@ def test_desk_equals_predict_on_a_panel(work):
                 f.write(",".join([str(s["timestamp"][i]), sym] +
                                  [repr(float(s[c][i])) for c in ("open", "high", "low", "close",
                                                                  "volume")]) + "\n")
-    ref = {(d["timestamp"], d["symbol"]): d["decision"] for d in cli_decisions(work / "b", panel)}
-    desk = foxhunt.Desk(work / "b")
+    rule_file = work / "rule.json"
+    rule_file.write_text(json.dumps(RULE))
+    ref = {(d["timestamp"], d["symbol"]): d["decision"]
+           for d in cli_decisions(work / "b", panel, rule_file)}
+    assert sum(1 for v in ref.values() if v != 0) > 100
+    desk = foxhunt.Desk(work / "b", rule=RULE)
     got = {}
     for i in range(len(a["close"])):
         cols = {c: [a[c][i], b[c][i]] for c in ("open", "high", "low", "close", "volume")}
