@@ -5,8 +5,8 @@
 #        the torch wheel links; c10d's ProcessGroupGloo.hpp includes them)
 #   pip: the pinned PyPI torch wheel (LibTorch headers, libraries and CMake config; CUDA build)
 #   pip: nanobind (the Python module's bindings)
-#   venv: .venv in the repo root for the Python cross-checks (tests/python), with safetensors and
-#         pytest
+#   venv: .venv in the repo root for the Python cross-checks (tests/python), with safetensors,
+#         pytest and scikit-build-core
 #   data: the S&P 500 daily closes for the forecast-quality tests (~/.cache/foxhunt, see below)
 # Everything lands in system locations (dpkg, the system python3's site-packages), so a fresh clone
 # on the same machine finds it again without downloading anything.
@@ -67,12 +67,14 @@ if [ ! -x "$VENV/bin/python" ]; then
   log "venv: creating $VENV"
   "$PY" -m venv --system-site-packages "$VENV"
 fi
-if "$VENV/bin/python" -c "import safetensors, pytest" 2>/dev/null; then
-  log "venv: safetensors, pytest present"
+# scikit-build-core: `pip install --no-build-isolation .` of the Python module from this venv.
+if "$VENV/bin/python" -c "import safetensors, pytest, scikit_build_core" 2>/dev/null; then
+  log "venv: safetensors, pytest, scikit-build-core present"
 else
-  log "venv: installing safetensors, pytest"
-  "$VENV/bin/python" -m pip install --quiet safetensors "pytest==8.3.4"
-  "$VENV/bin/python" -c "import safetensors, pytest" || { log "safetensors/pytest did not install"; exit 1; }
+  log "venv: installing safetensors, pytest, scikit-build-core"
+  "$VENV/bin/python" -m pip install --quiet safetensors "pytest==8.3.4" "scikit-build-core==0.11.6"
+  "$VENV/bin/python" -c "import safetensors, pytest, scikit_build_core" ||
+    { log "safetensors/pytest/scikit-build-core did not install"; exit 1; }
 fi
 
 # Real daily data from the package data of the pinned `arch` wheel on PyPI (only the wheel's data
