@@ -84,23 +84,11 @@ void run_concurrent(Context& c, ScenarioResult& r) {
   const double inferences = static_cast<double>(c.o.iterations * names.size());
   const double throughput = par_us > 0 ? inferences / (par_us * 1e-6) : 0.0;
   const double serial_throughput = ser_us > 0 ? inferences / (ser_us * 1e-6) : 0.0;
-  const auto v = leak_verdict(r.memory_x, r.live_bytes, baseline, final_bytes,
-                              c.o.leak_threshold_bytes_per_1k);
-  set_leak(r, v);
-  const auto lat = summarize_latencies(r.latencies_us);
-  r.details["iterations"] = c.o.iterations;
-  r.details["models"] = names;
+  const auto [lat, v] =
+      finish_concurrent(c, r, names, resident, baseline, final_bytes, par_us, ser_us, mismatches);
   r.details["throughput_per_s"] = throughput;
   r.details["serial_throughput_per_s"] = serial_throughput;
-  r.details["speedup_vs_serial"] = par_us > 0 ? ser_us / par_us : 0.0;
-  r.details["outputs_match_serial"] = mismatches == 0;
   r.details["mismatched_bars"] = mismatches;
-  r.details["latency_us"] = to_json(lat);
-  r.details["resident_bytes"] = resident;
-  r.details["baseline_live_bytes"] = baseline;
-  r.details["final_live_bytes"] = final_bytes;
-  add_device_memory(c, r);
-  r.ok = mismatches == 0 && !v.leak_detected;
   char buf[256];
   std::snprintf(buf, sizeof(buf),
                 "%lld bars x %zu models: %.0f inferences/s (serial %.0f/s), bar p50 %.0f us p99 "

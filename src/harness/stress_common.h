@@ -11,6 +11,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "foxhunt/core/file_io.h"
@@ -208,6 +209,30 @@ inline void set_leak(ScenarioResult& r, const LeakVerdict& v) {
   r.details["leak"] = to_json(v);
   r.details["leak_detected"] = v.leak_detected;
   r.details["slope_bytes_per_1k"] = v.slope_bytes_per_1k;
+}
+
+// What both concurrent scenarios (one instrument, a desk) report beside their rates: the leak
+// verdict, the serial comparison, latencies, resident and baseline bytes, the device figures and
+// the verdict (r.ok). Returns the latency summary and the leak verdict for the summary line.
+inline std::pair<LatencySummary, LeakVerdict> finish_concurrent(
+    const Context& c, ScenarioResult& r, const std::vector<std::string>& names,
+    const nlohmann::json& resident, int64_t baseline, int64_t final_bytes, double par_us,
+    double ser_us, int64_t mismatches) {
+  const auto v = leak_verdict(r.memory_x, r.live_bytes, baseline, final_bytes,
+                              c.o.leak_threshold_bytes_per_1k);
+  set_leak(r, v);
+  const auto lat = summarize_latencies(r.latencies_us);
+  r.details["iterations"] = c.o.iterations;
+  r.details["models"] = names;
+  r.details["speedup_vs_serial"] = par_us > 0 ? ser_us / par_us : 0.0;
+  r.details["outputs_match_serial"] = mismatches == 0;
+  r.details["latency_us"] = to_json(lat);
+  r.details["resident_bytes"] = resident;
+  r.details["baseline_live_bytes"] = baseline;
+  r.details["final_live_bytes"] = final_bytes;
+  add_device_memory(c, r);
+  r.ok = mismatches == 0 && !v.leak_detected;
+  return {lat, v};
 }
 
 // What soak and server serve per step (stress_desk.cpp): one bar of one instrument through an

@@ -144,30 +144,18 @@ void run_desk_concurrent(Context& c, ScenarioResult& r) {
   const double rate = par_us > 0 ? steps * static_cast<double>(n) / (par_us * 1e-6) : 0.0;
   const double serial_rate = ser_us > 0 ? steps * static_cast<double>(n) / (ser_us * 1e-6) : 0.0;
   const double one_rate = one_us > 0 ? steps / (one_us * 1e-6) : 0.0;
-  const auto v = leak_verdict(r.memory_x, r.live_bytes, baseline, final_bytes,
-                              c.o.leak_threshold_bytes_per_1k);
-  set_leak(r, v);
-  const auto lat = summarize_latencies(r.latencies_us);
-  r.details["iterations"] = c.o.iterations;
+  const auto [lat, v] =
+      finish_concurrent(c, r, names, resident, baseline, final_bytes, par_us, ser_us, mismatches);
   r.details["instruments"] = n;
-  r.details["models"] = names;
   r.details["instrument_bars_per_s"] = rate;
   r.details["serial_instrument_bars_per_s"] = serial_rate;
   r.details["single_instrument_bars_per_s"] = one_rate;
   r.details["batching_gain"] = one_rate > 0 ? rate / one_rate : 0.0;
   r.details["throughput_per_s"] = rate * static_cast<double>(names.size());
   r.details["serial_throughput_per_s"] = serial_rate * static_cast<double>(names.size());
-  r.details["speedup_vs_serial"] = par_us > 0 ? ser_us / par_us : 0.0;
-  r.details["outputs_match_serial"] = mismatches == 0;
-  r.details["mismatched_timestamps"] = mismatches;
-  r.details["latency_us"] = to_json(lat);  // per timestamp: the whole batch
+  r.details["mismatched_timestamps"] = mismatches;  // latency_us: per timestamp (the batch)
   r.details["instrument_state_bytes"] = par.state_bytes();
   r.details["state_bytes_per_instrument"] = par.state_bytes() / static_cast<uint64_t>(n);
-  r.details["resident_bytes"] = resident;
-  r.details["baseline_live_bytes"] = baseline;
-  r.details["final_live_bytes"] = final_bytes;
-  add_device_memory(c, r);
-  r.ok = mismatches == 0 && !v.leak_detected;
   char buf[384];
   std::snprintf(
       buf, sizeof(buf),
