@@ -31,7 +31,8 @@ int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job) {
   if (!a.report.empty()) {
     HtmlReport page("foxhunt backtest (panel)");
     page.heading("Portfolio");
-    page.preformatted(run.table().substr(0, run.table().find("\n== ")));
+    const std::string table = run.table();
+    page.preformatted(table.substr(0, table.find("\n== ")));
     for (const auto& s : run.symbols) {
       page.heading(s, 2);
       harness::add_backtest_sections(page, run.runs.at(s));

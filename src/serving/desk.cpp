@@ -164,7 +164,9 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
   std::unordered_set<std::string> seen;
   std::vector<const std::string*> fresh;
   {
-    data::StreamingFeatures blank;
+    // A fresh engine checks a new symbol's first bar; built only when one arrives (its rings
+    // are allocated on construction: not on every timestamp).
+    std::optional<data::StreamingFeatures> blank;
     for (const auto& sb : bars) {
       FOXHUNT_CHECK(!sb.symbol.empty(), kComponent, "timestamp ", timestamp,
                     ": a bar has an empty symbol");
@@ -175,7 +177,8 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
       auto it = d.index.find(sb.symbol);
       try {
         if (it == d.index.end()) {
-          blank.check(sb.bar);
+          if (!blank) blank.emplace();
+          blank->check(sb.bar);
           fresh.push_back(&sb.symbol);
         } else {
           d.instruments[it->second]->features.check(sb.bar);
