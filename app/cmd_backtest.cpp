@@ -68,7 +68,9 @@ Registrar reg = subcommand<BacktestArgs>(
           "--from", a->job.from,
           "First scored bar (Unix seconds or ISO 8601); must be after the training data");
       sub->add_option("--to", a->job.to, "Last bar (Unix seconds or ISO 8601)");
-      sub->add_option("--rule", a->rule, "Decision rule JSON (see foxhunt predict)");
+      sub->add_option("--rule", a->rule,
+                      "Decision rule JSON (default: DIR/rule.json that train all fits, else the "
+                      "built-in rule; see foxhunt predict)");
       add_device_flag(sub, &a->job.device);
       sub->add_option("--seed", a->job.seed, "Seed of the random policy and the bootstrap")
           ->check(non_negative_number())
@@ -80,7 +82,7 @@ Registrar reg = subcommand<BacktestArgs>(
         // A --report path that cannot hold the files fails now, before the run.
         if (!a->report.empty()) check_output_dir(a->report, "--report");
         serving::BacktestJob job = a->job;
-        if (!a->rule.empty()) job.rule = serving::load_decision_rule(a->rule);
+        job.rule = serving::ensemble_rule(job.bundles, a->rule);
         if (data::has_symbol_column(read_file(job.data))) return backtest_panel(*a, job);
         const auto run = serving::run_backtest_job(job, std::cerr);
         auto j = run.to_json();

@@ -107,7 +107,8 @@ Registrar reg = subcommand<PredictArgs>(
                       "warm the state up");
       sub->add_option(
           "--rule", a->rule,
-          "Decision rule JSON: {\"weights\": {...}, \"forecast_gain\", \"dead_band\", ...}");
+          "Decision rule JSON (default: DIR/rule.json that train all fits, else the built-in "
+          "rule): {\"weights\": {...}, \"target_volatility\", \"dead_band\", ...}");
       add_device_flag(sub, &a->device);
       sub->add_flag("--skip-bad-bars", a->skip_bad,
                     "Skip an invalid bar with a warning on stderr instead of stopping (exit 2)");
@@ -120,8 +121,7 @@ Registrar reg = subcommand<PredictArgs>(
                       "Panel only: serve the symbols of shard K of N (K/N, by a stable hash of "
                       "the symbol), so that N processes split a universe");
       return [a]() {
-        serving::DecisionRule rule;
-        if (!a->rule.empty()) rule = serving::load_decision_rule(a->rule);
+        const auto rule = serving::ensemble_rule(a->bundles, a->rule);
         const torch::Device device = models::to_torch(a->device);
         const int64_t from = a->from.empty() ? INT64_MIN : data::parse_timestamp(a->from);
         auto bundles = serving::load_ensemble_bundles(a->bundles, device);

@@ -234,6 +234,115 @@ TEST(DecisionRuleTest, HandMadeSignals) {
   EXPECT_EQ(parse(R"({"forecast_gain": 3})").forecast_gain, 3.0);
 }
 
+TEST(DecisionRuleTest, DistributionRuleReadsTheWholeForecast) {
+  const std::vector<double> taus = {0.1, 0.5, 0.9};
+  // CDF interpolated between quantiles, extrapolated beyond: P(r > x).
+  const std::vector<double> q = {-0.02, 0.0, 0.02};
+  EXPECT_NEAR(forecast_probability_above(taus, q, 0.0), 0.5, 1e-12);
+  EXPECT_NEAR(forecast_probability_above(taus, q, 0.01), 0.3, 1e-12);
+  EXPECT_NEAR(forecast_probability_above(taus, q, -0.01), 0.7, 1e-12);
+  EXPECT_NEAR(forecast_probability_above(taus, q, 0.03), 0.0, 1e-12);  // 0.9 + 0.2 -> clamped
+  EXPECT_NEAR(forecast_probability_above(taus, q, 0.021), 0.08, 1e-12);
+  // Crossing quantiles are sorted (the rearranged forecast).
+  EXPECT_NEAR(forecast_probability_above(taus, {0.02, 0.0, -0.02}, 0.01), 0.3, 1e-12);
+  EXPECT_THROW(forecast_probability_above(taus, {0.0, 0.1}, 0.0), InputError);
+  EXPECT_THROW(forecast_probability_above(taus, {0.0, NAN, 0.1}, 0.0), InputError);
+
+  DecisionRule r;
+  r.periods_per_year = 252;
+  r.cost_bps = 0;
+  // A symmetric forecast around 0 has no edge: flat, whatever its spread.
+  EXPECT_EQ(forecast_signal(taus, q, r), 0.0);
+  // The median at zero says nothing, but a right-skewed distribution still leans up: P(r > 0)
+  // = 0.5 both ways, so shift the median a little: q50 = 0.002 -> P(r > 0) = 0.5 + 0.4 * 0.002 /
+  // 0.022, P(r < 0) = 0.4 * 0.02 / 0.022 - 0.1 ... computed below from the interpolation.
+  const std::vector<double> up = {-0.02, 0.002, 0.02};
+  const double p_up = forecast_probability_above(taus, up, 0.0);
+  const double edge = p_up - (1.0 - p_up);
+  EXPECT_GT(edge, 0.0);
+  // Size: sigma from the P10-P90 spread (0.04 / 2.563) annualised with 252 bars: ~24.8%; a 10%
+  // target -> 0.403 of full size; the edge (~0.073) is below full_edge 0.1.
+  const double sigma = 0.04 / (2 * 1.2815515655446004) * std::sqrt(252.0);
+  const double expected = std::min(1.0, edge / 0.1) * (0.10 / sigma);
+  EXPECT_NEAR(forecast_signal(taus, up, r), expected, 1e-9);
+  EXPECT_GT(forecast_signal(taus, up, r), 0.2);  // a position, where the median rule gave little
+  // Mirror image: short by the same amount.
+  EXPECT_NEAR(forecast_signal(taus, {-0.02, -0.002, 0.02}, r), -expected, 1e-9);
+  // A 10x calmer forecast with the same lean takes a bigger position: its size 10 * 0.403 is
+  // capped at 1, the edge's strength stays.
+  const std::vector<double> calm = {-0.002, 0.0002, 0.002};
+  EXPECT_NEAR(forecast_signal(taus, calm, r), std::min(1.0, edge / 0.1), 1e-9);
+  EXPECT_GT(forecast_signal(taus, calm, r), 2 * expected);
+  // The cost is a hurdle: with c = 20 bp the upside beyond it is smaller than the downside.
+  r.cost_bps = 20;
+  EXPECT_LT(forecast_signal(taus, up, r), expected);
+  // Degenerate distribution: 0; an unresolved periods_per_year is a bug, said so.
+  r.cost_bps = 0;
+  EXPECT_EQ(forecast_signal(taus, {0.01, 0.01, 0.01}, r), 0.0);
+  r.periods_per_year = 0;
+  EXPECT_THROW(forecast_signal(taus, up, r), InputError);
+
+  // periods_per_year resolved from the bundles' training data (daily bars over ~2 years).
+  const data::MarketDataset ds(data::generate_synthetic({.bars = 600, .seed = 3}));
+  auto bundles = fresh_bundles(ds);
+  for (auto& b : bundles) {
+    b.data.rows = 505;
+    b.data.first_timestamp = 1'500'000'000;
+    b.data.last_timestamp = 1'500'000'000 + static_cast<int64_t>(2 * 365.25 * 86400);
+  }
+  EXPECT_NEAR(resolve_rule(DecisionRule{}, bundles).periods_per_year, 252.0, 1e-9);
+  DecisionRule fixed;
+  fixed.periods_per_year = 52;
+  EXPECT_EQ(resolve_rule(fixed, bundles).periods_per_year, 52.0);
+  for (auto& b : bundles) b.data.last_timestamp = b.data.first_timestamp + 86400;  // too short
+  EXPECT_EQ(resolve_rule(DecisionRule{}, bundles).periods_per_year, 252.0);
+
+  // JSON: the new keys round-trip, bad ones are named.
+  auto parse = [](const char* text) { return nlohmann::json::parse(text).get<DecisionRule>(); };
+  const auto m = parse(R"({"forecast_rule": "median", "target_volatility": 0.2, "full_edge": 0.5,
+                           "fit": {"objective": "x"}})");
+  EXPECT_EQ(m.forecast_rule, ForecastRule::kMedian);
+  EXPECT_EQ(m.target_volatility, 0.2);
+  EXPECT_EQ(m.full_edge, 0.5);
+  EXPECT_EQ(nlohmann::json(m)["forecast_rule"], "median");
+  EXPECT_EQ(nlohmann::json(m)["fit"]["objective"], "x");
+  EXPECT_EQ(nlohmann::json(m).get<DecisionRule>().target_volatility, 0.2);
+  for (const char* bad :
+       {R"({"forecast_rule": "mean"})", R"({"target_volatility": 0})", R"({"full_edge": 1.5})",
+        R"({"cost_bps": -1})", R"({"periods_per_year": -3})", R"({"fit": 3})"})
+    EXPECT_THROW(parse(bad), InputError) << bad;
+  try {
+    parse(R"({"dead_band": "wide"})");
+    ADD_FAILURE() << "a string dead band was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("dead_band: expected a number, got string"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(ServingTest, EnsembleDirectoryRuleIsUsedUnlessOverridden) {
+  TempDir dir;
+  EXPECT_EQ(ensemble_rule(dir.path().string()).dead_band,
+            DecisionRule{}.dead_band);  // no file: defaults
+  DecisionRule fitted;
+  fitted.weights["tft"] = 3.0;
+  fitted.fit = {{"objective", "sharpe"}};
+  save_decision_rule(fitted, BundleDirectory(dir.path().string()).rule_path());
+  EXPECT_EQ(ensemble_rule(dir.path().string()).weights.at("tft"), 3.0);
+  EXPECT_EQ(ensemble_rule(dir.path().string()).fit["objective"], "sharpe");
+  const auto other = dir.file("other.json");
+  write_file_atomic(other, R"({"dead_band": 0.2})");
+  EXPECT_EQ(ensemble_rule(dir.path().string(), other).dead_band, 0.2);
+  EXPECT_EQ(ensemble_rule(dir.path().string(), other).weights.at("tft"), 1.0);
+  try {
+    ensemble_rule(dir.path().string(), dir.path().string());
+    ADD_FAILURE() << "a directory was read as a rule";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("got a directory"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(ServingTest, ConcurrentEnsembleEqualsSerialBitForBit) {
   const data::MarketDataset ds(bars(700));
   Ensemble parallel(fresh_bundles(ds));

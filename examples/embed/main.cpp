@@ -17,8 +17,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    foxhunt::serving::DecisionRule rule;  // the defaults, or a rule file (as predict --rule)
-    if (argc == 4) rule = foxhunt::serving::load_decision_rule(argv[3]);
+    // DIR/rule.json (what train all fitted), or a rule file as predict --rule.
+    const auto rule = foxhunt::serving::ensemble_rule(argv[1], argc == 4 ? argv[3] : "");
     auto ensemble = foxhunt::serving::Ensemble::load(argv[1], rule);  // on the CPU
     std::ifstream in(argv[2]);
     if (!in) throw foxhunt::InputError("embed", std::string("cannot open ") + argv[2]);

@@ -25,9 +25,10 @@ using namespace foxhunt;
 
 namespace {
 
-serving::DecisionRule rule_of(const std::string& json) {
+// "" = the ensemble directory's rule (DIR/rule.json, else the defaults).
+std::optional<serving::DecisionRule> rule_of(const std::string& json) {
+  if (json.empty()) return std::nullopt;
   serving::DecisionRule r;
-  if (json.empty()) return r;
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json);

@@ -332,6 +332,7 @@ void validate_backtest_step(const ValidateOptions& options, StepResult& result, 
                 options.out_dir.empty() ? "(no directory)" : options.out_dir);
   BacktestJob job;
   job.bundles = options.out_dir;
+  job.rule = ensemble_rule(options.out_dir);  // the rule train all fitted on its validation bars
   job.data = (fs::path(options.out_dir) / "all_bars.csv").string();
   job.device = options.device;
   job.seed = options.seed;

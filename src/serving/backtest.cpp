@@ -44,10 +44,12 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
   // position each strategy holds, so "a model alone" is its own run, not a reweighting.
   std::vector<Ensemble> runs;
   std::vector<std::string> names;
-  runs.emplace_back(bundles, job.rule);
+  DecisionRule rule = job.rule;
+  rule.cost_bps = job.cost_bps;  // the forecasters' hurdle is the cost the backtest charges
+  runs.emplace_back(bundles, rule);
   names.push_back("ensemble");
   for (const auto& b : bundles) {
-    DecisionRule alone = job.rule;
+    DecisionRule alone = rule;
     for (auto& [m, w] : alone.weights) w = m == b.name() ? 1.0 : 0.0;
     runs.emplace_back(std::vector<Bundle>{b}, alone);
     names.push_back(b.name());

@@ -22,6 +22,10 @@ std::string BundleDirectory::bundle_path(const std::string& model) const {
   return bundle_in(model_dir(model));
 }
 
+std::string BundleDirectory::rule_path() const {
+  return (std::filesystem::path(dir_) / kRuleFile).string();
+}
+
 bool BundleDirectory::complete() const {
   if (dir_.empty()) return false;
   for (const auto& name : models::model_names())

@@ -78,9 +78,10 @@ struct Desk::Impl {
   uint64_t state_bytes = 0;
 };
 
-Desk Desk::load(const std::string& dir, const DecisionRule& rule, const torch::Device& device,
-                const DeskOptions& options) {
-  return Desk(load_ensemble_bundles(dir, device), rule, options);
+Desk Desk::load(const std::string& dir, std::optional<DecisionRule> rule,
+                const torch::Device& device, const DeskOptions& options) {
+  auto r = rule ? std::move(*rule) : ensemble_rule(dir);
+  return Desk(load_ensemble_bundles(dir, device), r, options);
 }
 
 Desk::Desk(std::vector<Bundle> bundles, const DecisionRule& rule, const DeskOptions& options)
@@ -89,7 +90,7 @@ Desk::Desk(std::vector<Bundle> bundles, const DecisionRule& rule, const DeskOpti
   FOXHUNT_CHECK(options.max_batch >= 0, kComponent, "max_batch: expected >= 0, got ",
                 options.max_batch);
   auto& d = *impl_;
-  d.rule = rule;
+  d.rule = resolve_rule(rule, bundles);
   d.options = options;
   for (auto& b : bundles) {
     FOXHUNT_CHECK(b.model != nullptr, kComponent, "a bundle has no model");

@@ -258,7 +258,9 @@ void fill_signal(const ModelPlan& plan, const float* v, const ModelHistory& h,
     // The next bar's quantiles: the first horizon step.
     out.raw.assign(v, v + plan.spec.quantiles.size());
     out.forecast = forecast_returns(plan, out.raw, h, features);
-    out.signal = forecast_signal(v[plan.q10], v[plan.q50], v[plan.q90], rule.forecast_gain);
+    out.signal = rule.forecast_rule == ForecastRule::kMedian
+                     ? forecast_signal(v[plan.q10], v[plan.q50], v[plan.q90], rule.forecast_gain)
+                     : forecast_signal(plan.spec.quantiles, out.forecast, rule);
   } else {
     out.raw.assign(v, v + plan.spec.actions);
     const auto p = softmax(v, plan.spec.actions, plan.q_values ? rule.policy_temperature : 1.0);

@@ -13,7 +13,9 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/strings.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/data/forecast_eval.h"
 #include "foxhunt/data/trading_env.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/catalog.h"
@@ -31,44 +33,96 @@ constexpr const char* kComponent = "serving";
 
 // ---- decision rule ------------------------------------------------------------------------------
 
+namespace {
+
+const char* forecast_rule_name(ForecastRule r) {
+  return r == ForecastRule::kMedian ? "median" : "distribution";
+}
+
+}  // namespace
+
 void to_json(nlohmann::json& j, const DecisionRule& r) {
   j = {{"weights", r.weights},
+       {"forecast_rule", forecast_rule_name(r.forecast_rule)},
+       {"target_volatility", r.target_volatility},
+       {"full_edge", r.full_edge},
+       {"cost_bps", r.cost_bps},
+       {"periods_per_year", r.periods_per_year},
        {"forecast_gain", r.forecast_gain},
        {"policy_temperature", r.policy_temperature},
        {"dead_band", r.dead_band},
        {"max_position", r.max_position}};
+  if (!r.fit.empty()) j["fit"] = r.fit;
 }
 
 void from_json(const nlohmann::json& j, DecisionRule& r) {
   const char* c = "decision";
+  static const std::vector<std::string> keys = {"weights",
+                                                "forecast_rule",
+                                                "target_volatility",
+                                                "full_edge",
+                                                "cost_bps",
+                                                "periods_per_year",
+                                                "forecast_gain",
+                                                "policy_temperature",
+                                                "dead_band",
+                                                "max_position",
+                                                "fit"};
   FOXHUNT_CHECK(j.is_object(), c, "expected a JSON object, got ", j.type_name());
   for (const auto& [key, value] : j.items())
-    FOXHUNT_CHECK(key == "weights" || key == "forecast_gain" || key == "policy_temperature" ||
-                      key == "dead_band" || key == "max_position",
-                  c, "unknown key '", key,
-                  "'; expected weights, forecast_gain, policy_temperature, dead_band, "
-                  "max_position");
-  try {
-    if (j.contains("weights")) {
-      for (const auto& [model, w] : j.at("weights").items()) {
-        FOXHUNT_CHECK(r.weights.count(model) > 0, c, "weights: unknown model '", model,
-                      "'; expected ", models::joined_model_names());
-        const double v = w.get<double>();
-        FOXHUNT_CHECK(std::isfinite(v) && v >= 0, c, "weights.", model, ": expected >= 0, got ", v);
-        r.weights[model] = v;
-      }
+    FOXHUNT_CHECK(std::find(keys.begin(), keys.end(), key) != keys.end(), c, "unknown key '", key,
+                  "'; expected one of ", join(keys, ", "));
+  // Each key is read on its own so that a value of the wrong type names its key.
+  auto number = [&](const char* key, double& field) {
+    if (!j.contains(key)) return;
+    FOXHUNT_CHECK(j.at(key).is_number(), c, key, ": expected a number, got ", j.at(key).type_name(),
+                  " ", j.at(key).dump());
+    field = j.at(key).get<double>();
+    FOXHUNT_CHECK(std::isfinite(field), c, key, ": expected a finite number, got ", field);
+  };
+  if (j.contains("weights")) {
+    FOXHUNT_CHECK(j.at("weights").is_object(), c,
+                  "weights: expected an object {model: weight}, got ", j.at("weights").type_name());
+    for (const auto& [model, w] : j.at("weights").items()) {
+      FOXHUNT_CHECK(r.weights.count(model) > 0, c, "weights: unknown model '", model,
+                    "'; expected ", models::joined_model_names());
+      FOXHUNT_CHECK(w.is_number(), c, "weights.", model, ": expected a number, got ",
+                    w.type_name());
+      const double v = w.get<double>();
+      FOXHUNT_CHECK(std::isfinite(v) && v >= 0, c, "weights.", model, ": expected >= 0, got ", v);
+      r.weights[model] = v;
     }
-    r.forecast_gain = j.value("forecast_gain", r.forecast_gain);
-    r.policy_temperature = j.value("policy_temperature", r.policy_temperature);
-    r.dead_band = j.value("dead_band", r.dead_band);
-    r.max_position = j.value("max_position", r.max_position);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(c, std::string("bad value: ") + e.what());
   }
-  FOXHUNT_CHECK(std::isfinite(r.forecast_gain) && r.forecast_gain > 0, c,
-                "forecast_gain: expected > 0, got ", r.forecast_gain);
-  FOXHUNT_CHECK(std::isfinite(r.policy_temperature) && r.policy_temperature > 0, c,
-                "policy_temperature: expected > 0, got ", r.policy_temperature);
+  if (j.contains("forecast_rule")) {
+    const auto& v = j.at("forecast_rule");
+    FOXHUNT_CHECK(v.is_string() && (v == "distribution" || v == "median"), c,
+                  "forecast_rule: expected \"distribution\" or \"median\", got ", v.dump());
+    r.forecast_rule = v == "median" ? ForecastRule::kMedian : ForecastRule::kDistribution;
+  }
+  number("target_volatility", r.target_volatility);
+  number("full_edge", r.full_edge);
+  number("cost_bps", r.cost_bps);
+  number("periods_per_year", r.periods_per_year);
+  number("forecast_gain", r.forecast_gain);
+  number("policy_temperature", r.policy_temperature);
+  number("dead_band", r.dead_band);
+  number("max_position", r.max_position);
+  if (j.contains("fit")) {
+    FOXHUNT_CHECK(j.at("fit").is_object(), c, "fit: expected an object, got ",
+                  j.at("fit").type_name());
+    r.fit = j.at("fit");
+  }
+  FOXHUNT_CHECK(r.target_volatility > 0, c,
+                "target_volatility: expected > 0 (annual, 0.1 = 10%), got ", r.target_volatility);
+  FOXHUNT_CHECK(r.full_edge > 0 && r.full_edge <= 1, c, "full_edge: expected in (0, 1], got ",
+                r.full_edge);
+  FOXHUNT_CHECK(r.cost_bps >= 0, c, "cost_bps: expected >= 0, got ", r.cost_bps);
+  FOXHUNT_CHECK(r.periods_per_year >= 0, c,
+                "periods_per_year: expected > 0, or 0 for the training data's, got ",
+                r.periods_per_year);
+  FOXHUNT_CHECK(r.forecast_gain > 0, c, "forecast_gain: expected > 0, got ", r.forecast_gain);
+  FOXHUNT_CHECK(r.policy_temperature > 0, c, "policy_temperature: expected > 0, got ",
+                r.policy_temperature);
   FOXHUNT_CHECK(r.dead_band >= 0 && r.dead_band < 1, c, "dead_band: expected in [0, 1), got ",
                 r.dead_band);
   FOXHUNT_CHECK(r.max_position > 0 && r.max_position <= 1, c,
@@ -76,6 +130,9 @@ void from_json(const nlohmann::json& j, DecisionRule& r) {
 }
 
 DecisionRule load_decision_rule(const std::string& path) {
+  FOXHUNT_CHECK(std::filesystem::is_regular_file(path), "decision", "'", path,
+                "': expected a decision rule JSON file, ",
+                std::filesystem::exists(path) ? "got a directory" : "it does not exist");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_file(path));
@@ -91,6 +148,33 @@ DecisionRule load_decision_rule(const std::string& path) {
   return r;
 }
 
+void save_decision_rule(const DecisionRule& rule, const std::string& path) {
+  nlohmann::json j = rule;
+  write_file_atomic(path, j.dump(2) + "\n");
+}
+
+DecisionRule ensemble_rule(const std::string& dir, const std::string& override_path) {
+  if (!override_path.empty()) return load_decision_rule(override_path);
+  const auto path = BundleDirectory(dir).rule_path();
+  if (std::filesystem::exists(path)) return load_decision_rule(path);
+  return DecisionRule{};
+}
+
+DecisionRule resolve_rule(DecisionRule rule, const std::vector<Bundle>& bundles) {
+  if (rule.periods_per_year > 0) return rule;
+  rule.periods_per_year = 252.0;
+  int64_t rows = 0;
+  for (const auto& b : bundles) {
+    const double span_years =
+        static_cast<double>(b.data.last_timestamp - b.data.first_timestamp) / (365.25 * 86400.0);
+    if (b.data.rows > rows && b.data.rows >= 2 && span_years >= 30.0 / 365.25) {
+      rows = b.data.rows;
+      rule.periods_per_year = static_cast<double>(b.data.rows - 1) / span_years;
+    }
+  }
+  return rule;
+}
+
 double policy_signal(const std::vector<float>& p) {
   FOXHUNT_CHECK(p.size() == 3, kComponent, "policy signal: expected 3 action probabilities, got ",
                 p.size());
@@ -101,6 +185,55 @@ double forecast_signal(double p10, double p50, double p90, double gain) {
   const double width = p90 - p10;
   if (!(width > 1e-12) || !std::isfinite(p50)) return 0.0;
   return std::clamp(gain * p50 / width, -1.0, 1.0);
+}
+
+double forecast_probability_above(const std::vector<double>& taus, const std::vector<double>& q,
+                                  double x) {
+  FOXHUNT_CHECK(taus.size() == q.size() && taus.size() >= 2, kComponent,
+                "forecast distribution: expected as many quantiles as levels (at least 2), got ",
+                q.size(), " quantiles for ", taus.size(), " levels");
+  std::vector<double> v = q;
+  for (size_t k = 0; k < v.size(); ++k)
+    FOXHUNT_CHECK(std::isfinite(v[k]) && std::isfinite(taus[k]), kComponent,
+                  "forecast distribution: quantile ", k, " is not finite (", v[k], ")");
+  FOXHUNT_CHECK(std::isfinite(x), kComponent, "forecast distribution: threshold ", x,
+                " is not finite");
+  std::sort(v.begin(), v.end());  // crossing quantiles: the rearranged (monotone) forecast
+  const size_t n = v.size();
+  // The segment [k, k+1] holding x; the outermost segments extend beyond the ends.
+  size_t k = 0;
+  while (k + 2 < n && x > v[k + 1]) ++k;
+  const double dq = v[k + 1] - v[k];
+  double cdf;
+  if (dq <= 0) {
+    cdf = x < v[k] ? taus[k] : taus[k + 1];  // a point mass between two levels
+    if (x < v[k] && k == 0) cdf = 0.0;
+    if (x >= v[k + 1] && k + 2 == n) cdf = 1.0;
+  } else {
+    cdf = taus[k] + (x - v[k]) * (taus[k + 1] - taus[k]) / dq;
+  }
+  return 1.0 - std::clamp(cdf, 0.0, 1.0);
+}
+
+double forecast_signal(const std::vector<double>& taus, const std::vector<double>& q,
+                       const DecisionRule& rule) {
+  FOXHUNT_CHECK(rule.periods_per_year > 0, kComponent,
+                "forecast signal: the rule's periods_per_year is not resolved (resolve_rule)");
+  const double c = rule.cost_bps * 1e-4;
+  const double up = forecast_probability_above(taus, q, c);
+  const double down = 1.0 - forecast_probability_above(taus, q, -c);
+  const double edge = up - down;
+  // The forecast's own volatility from its outermost levels (normal-consistent scale).
+  const auto lo = std::min_element(taus.begin(), taus.end()) - taus.begin();
+  const auto hi = std::max_element(taus.begin(), taus.end()) - taus.begin();
+  const double spread = std::abs(q[static_cast<size_t>(hi)] - q[static_cast<size_t>(lo)]);
+  const double z = data::inverse_normal_cdf(taus[static_cast<size_t>(hi)]) -
+                   data::inverse_normal_cdf(taus[static_cast<size_t>(lo)]);
+  if (!(spread > 1e-12) || !(z > 0)) return 0.0;
+  const double sigma_annual = spread / z * std::sqrt(rule.periods_per_year);
+  const double size = std::min(1.0, rule.target_volatility / sigma_annual);
+  const double strength = std::min(1.0, std::abs(edge) / rule.full_edge);
+  return (edge > 0 ? 1.0 : edge < 0 ? -1.0 : 0.0) * strength * size;
 }
 
 double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>& signals) {
@@ -315,12 +448,14 @@ std::vector<Bundle> load_ensemble_bundles(const std::string& dir, const torch::D
   return bundles;
 }
 
-Ensemble Ensemble::load(const std::string& dir, const DecisionRule& rule,
+Ensemble Ensemble::load(const std::string& dir, std::optional<DecisionRule> rule,
                         const torch::Device& device) {
-  return Ensemble(load_ensemble_bundles(dir, device), rule);
+  auto r = rule ? std::move(*rule) : ensemble_rule(dir);
+  return Ensemble(load_ensemble_bundles(dir, device), r);
 }
 
-Ensemble::Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule) : rule_(rule) {
+Ensemble::Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule)
+    : rule_(resolve_rule(rule, bundles)) {
   FOXHUNT_CHECK(!bundles.empty(), kComponent, "an ensemble needs at least one bundle");
   for (auto& b : bundles) {
     horizon_ = std::max(horizon_, b.model->spec().horizon);

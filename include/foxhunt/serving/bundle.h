@@ -25,6 +25,9 @@ inline constexpr int kBundleVersion = 1;
 /// File name of a model's bundle inside its training output directory.
 inline constexpr const char* kBundleFile = "bundle.fhb";
 
+/// File name of the ensemble's decision rule inside an ensemble directory (serving.h).
+inline constexpr const char* kRuleFile = "rule.json";
+
 /// The layout of an ensemble directory, in one place: DIR/<model>/ is a model's training output
 /// (its bundle, checkpoint, metrics) and DIR/<model>/bundle.fhb its bundle, for each catalog
 /// model. `foxhunt train all --out DIR` writes it; `predict`, `backtest`, `stress --bundles DIR`
@@ -38,6 +41,8 @@ class BundleDirectory {
   std::string model_dir(const std::string& model) const;
   /// DIR/<model>/bundle.fhb.
   std::string bundle_path(const std::string& model) const;
+  /// DIR/rule.json: the decision rule `train all` fits (serving/rule_fit.h).
+  std::string rule_path() const;
   /// True when the bundle of every catalog model exists.
   bool complete() const;
   /// OUT/bundle.fhb: the bundle inside one model's output directory.

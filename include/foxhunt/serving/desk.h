@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,9 +73,11 @@ struct DeskOptions {
 class Desk {
  public:
   /// Loads DIR/<model>/bundle.fhb for every catalog model (as Ensemble::load).
-  static Desk load(const std::string& dir, const DecisionRule& rule = {},
+  /// Without a rule: ensemble_rule(dir) (DIR/rule.json when there is one, else the defaults).
+  static Desk load(const std::string& dir, std::optional<DecisionRule> rule = std::nullopt,
                    const torch::Device& device = torch::kCPU, const DeskOptions& options = {});
-  /// A desk over already loaded bundles (any subset of the models, any order).
+  /// A desk over already loaded bundles (any subset of the models, any order); the rule is
+  /// resolved against them (resolve_rule).
   explicit Desk(std::vector<Bundle> bundles, const DecisionRule& rule = {},
                 const DeskOptions& options = {});
   ~Desk();

@@ -6,12 +6,24 @@
 /// one by one) and their signals are combined into one target position in [-1, 1].
 ///
 /// Decision rule (weights and thresholds in a JSON file, `DecisionRule`):
-/// - DQN: p = softmax(q / policy_temperature); PPO: p = softmax(logits). Signal p(buy) - p(sell).
-/// - Mamba-2 and TFT: the next-bar forecast quantiles; signal = clamp(forecast_gain * P50 /
-///   (P90 - P10), -1, 1): the median return in units of the forecast's own 80% interval, so a
-///   confident forecast (narrow interval) moves the position more than a vague one.
+/// - DQN: p = softmax(q / policy_temperature); PPO: p = softmax(logits). Signal p(buy) - p(sell):
+///   the RL policies keep their actions.
+/// - Mamba-2 and TFT, forecast_rule "distribution" (the default): the signal reads the whole
+///   next-bar forecast distribution (its log-return quantiles). Direction: the edge
+///   e = P(r > c) - P(r < -c), the probability that the next return beats the cost c =
+///   cost_bps / 1e4 upward minus that it does downward, both read from the CDF interpolated
+///   linearly between the quantiles (forecast_probability_above). Size: volatility targeting,
+///   s = min(1, target_volatility / (sigma * sqrt(periods_per_year))), with the forecast's own
+///   volatility sigma = (Q_hi - Q_lo) / (z(tau_hi) - z(tau_lo)) from its outermost quantiles.
+///   Signal = sign(e) * min(1, |e| / full_edge) * s: a forecaster whose distribution leans one way
+///   by full_edge or more takes its full volatility-targeted size; a calm forecast (small sigma)
+///   takes a larger position than a wild one. forecast_rule "median" is the older rule,
+///   clamp(forecast_gain * P50 / (P90 - P10), -1, 1), which reads the median only.
 /// - decision = clamp(sum_i w_i s_i / sum_i w_i over the models that are ready, +-max_position);
 ///   |decision| < dead_band is 0 (flat). No model ready (warm-up): 0.
+/// - `foxhunt train all` fits the weights on the validation split of its data (serving/
+///   rule_fit.h) and writes the rule to DIR/rule.json, which `predict`, `backtest`, the Desk and
+///   the Python module use unless a rule is given (ensemble_rule()).
 ///
 /// The runtime tracks the position it holds (the previous decision) and its unrealised PnL
 /// (position * log(close / entry close), where the entry is the close of the last position
@@ -29,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,11 +54,29 @@ namespace foxhunt::serving {
 /// Each catalog model's ensemble_weight (models/catalog.h): 1 for the four.
 std::map<std::string, double> default_ensemble_weights();
 
+/// How a forecaster's quantiles become its signal (see the file comment).
+enum class ForecastRule {
+  kDistribution,  ///< edge beyond the cost from the whole distribution, volatility-targeted size
+  kMedian,        ///< the median in units of the 80% interval (older rule)
+};
+
 /// Weights and thresholds of the ensemble's decision (see the file comment).
 struct DecisionRule {
   /// Weight of each model's signal (registry name -> weight >= 0).
   std::map<std::string, double> weights = default_ensemble_weights();
-  /// Forecast signal = clamp(gain * P50 / (P90 - P10), -1, 1).
+  /// How forecasters' signals are made.
+  ForecastRule forecast_rule = ForecastRule::kDistribution;
+  /// Target annual volatility of a forecaster's position (distribution rule), > 0.
+  double target_volatility = 0.10;
+  /// Probability edge P(r > c) - P(r < -c) at which a forecaster takes its full size, in (0, 1].
+  double full_edge = 0.10;
+  /// The cost c a next-bar return must beat, basis points per unit of position (>= 0); a
+  /// backtest's --cost-bps sets it.
+  double cost_bps = 1.0;
+  /// Bars per year for the volatility target; 0: from the bundles' training data (its bars over
+  /// its calendar span, as data::infer_periods_per_year), 252 when that is unknown.
+  double periods_per_year = 0.0;
+  /// Median rule: signal = clamp(gain * P50 / (P90 - P10), -1, 1).
   double forecast_gain = 2.0;
   /// DQN action probabilities = softmax(q / temperature).
   double policy_temperature = 1.0;
@@ -53,15 +84,28 @@ struct DecisionRule {
   double dead_band = 0.05;
   /// The decision is clipped to [-max_position, max_position] (0 < max_position <= 1).
   double max_position = 1.0;
+  /// Where the weights came from ({} for hand-set; serving/rule_fit.h writes the fit's figures).
+  /// Read and written with the rule, never used by the decision.
+  nlohmann::json fit = nlohmann::json::object();
 };
-/// JSON form {"weights": {...}, "forecast_gain", "policy_temperature", "dead_band",
-/// "max_position"}.
+/// JSON form {"weights": {...}, "forecast_rule": "distribution"|"median", "target_volatility",
+/// "full_edge", "cost_bps", "periods_per_year", "forecast_gain", "policy_temperature",
+/// "dead_band", "max_position", "fit"}.
 void to_json(nlohmann::json& j, const DecisionRule& r);
 /// Reads the JSON form: missing keys keep their defaults; unknown keys, unknown models, negative
 /// weights or out-of-range thresholds are InputErrors.
 void from_json(const nlohmann::json& j, DecisionRule& r);
 /// Reads a decision rule from a JSON file.
 DecisionRule load_decision_rule(const std::string& path);
+/// Writes `rule` atomically as JSON to `path`.
+void save_decision_rule(const DecisionRule& rule, const std::string& path);
+/// The rule of the ensemble in `dir`: the file `override_path` when not empty, else DIR/rule.json
+/// when `foxhunt train all` wrote one, else the defaults.
+DecisionRule ensemble_rule(const std::string& dir, const std::string& override_path = "");
+/// `rule` with periods_per_year resolved: kept when > 0, else from the bundles' training data
+/// (the longest: (rows - 1) / span in years of 365.25 days when it spans at least 30 days), else
+/// 252.
+DecisionRule resolve_rule(DecisionRule rule, const std::vector<Bundle>& bundles);
 
 /// One model's view of one bar.
 struct ModelSignal {
@@ -78,9 +122,18 @@ struct ModelSignal {
 
 /// Signal of action probabilities over {sell, hold, buy}: p(buy) - p(sell).
 double policy_signal(const std::vector<float>& probabilities);
-/// Signal of forecast quantiles: clamp(gain * p50 / (p90 - p10), -1, 1); 0 for a degenerate
-/// interval.
+/// Median rule: clamp(gain * p50 / (p90 - p10), -1, 1); 0 for a degenerate interval.
 double forecast_signal(double p10, double p50, double p90, double gain);
+/// P(r > x) from quantiles `q` at levels `taus` (both increasing in tau; crossing quantiles are
+/// sorted first): the CDF interpolated linearly between the quantiles and extrapolated linearly
+/// beyond the outermost pair, clamped to [0, 1]. InputError for sizes that differ, fewer than
+/// two levels or a non-finite value.
+double forecast_probability_above(const std::vector<double>& taus, const std::vector<double>& q,
+                                  double x);
+/// Distribution rule (see the file comment) on next-bar log-return quantiles `q` at `taus`;
+/// `rule.periods_per_year` must be resolved (> 0). 0 for a degenerate distribution.
+double forecast_signal(const std::vector<double>& taus, const std::vector<double>& q,
+                       const DecisionRule& rule);
 /// The decision of `signals` under `rule` (see the file comment).
 double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>& signals);
 
@@ -151,9 +204,11 @@ class Ensemble {
  public:
   /// Loads DIR/{dqn,ppo,mamba2,tft}/bundle.fhb (each DIR/<model>/bundle.fhb that `foxhunt train
   /// all` writes). Throws InputError naming every missing or bad bundle.
-  static Ensemble load(const std::string& dir, const DecisionRule& rule = {},
+  /// Without a rule: ensemble_rule(dir) (DIR/rule.json when there is one, else the defaults).
+  static Ensemble load(const std::string& dir, std::optional<DecisionRule> rule = std::nullopt,
                        const torch::Device& device = torch::kCPU);
-  /// An ensemble of already loaded bundles (any subset of the four, any order).
+  /// An ensemble of already loaded bundles (any subset of the four, any order); the rule is
+  /// resolved against them (resolve_rule).
   explicit Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule = {});
   ~Ensemble();
   Ensemble(Ensemble&&) noexcept;
