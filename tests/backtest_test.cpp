@@ -220,6 +220,157 @@ TEST(Backtest, JsonHasTheMetricKeys) {
   EXPECT_EQ(s["drawdown"].size(), 5u);
 }
 
+// Seeded i.i.d. normal bar returns with mean `mu` and stdev `sd`.
+std::vector<double> normal_returns(size_t n, double mu, double sd, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<double> r(n);
+  for (double& v : r) v = mu + sd * rng.normal();
+  return r;
+}
+
+TEST(BacktestStatistics, SharpeIntervalCoversTheEstimateAndNarrowsWithData) {
+  const double ppy = 252;
+  const auto r = normal_returns(2000, 0.001, 0.01, 3);  // true annual Sharpe 0.1 * sqrt(252)
+  const auto [lo, hi] = sharpe_interval(r, ppy);
+  const double s = sharpe_ratio(r, ppy);
+  EXPECT_LT(lo, s);
+  EXPECT_GT(hi, s);
+  // The standard error of an annualised Sharpe over N bars is about sqrt(ppy / N): the 95%
+  // interval is about 4 of them wide.
+  const double se = std::sqrt(ppy / 2000.0);
+  EXPECT_NEAR(hi - lo, 3.92 * se, 1.0 * se);
+  EXPECT_GT(lo, 0.0);  // a clearly positive drift is told apart from zero
+  // Fewer bars, a wider interval; same seed, same interval; another seed, another draw.
+  const std::vector<double> shorter(r.begin(), r.begin() + 200);
+  const auto [slo, shi] = sharpe_interval(shorter, ppy);
+  EXPECT_GT(shi - slo, 2.5 * (hi - lo));
+  EXPECT_EQ(sharpe_interval(r, ppy), sharpe_interval(r, ppy));
+  EXPECT_NE(sharpe_interval(r, ppy, {.seed = 7}).first, lo);
+  EXPECT_EQ(sharpe_interval({0.01}, ppy), std::make_pair(0.0, 0.0));
+  EXPECT_THROW(sharpe_interval(r, ppy, {.resamples = 0}), InputError);
+  EXPECT_THROW(sharpe_interval(r, ppy, {.block = 0}), InputError);
+  // run_backtest fills it.
+  const auto res = run_backtest(closes_from_returns(r), std::vector<double>(2001, 1.0),
+                                {.cost_bps = 0, .periods_per_year = ppy});
+  EXPECT_NEAR(res.sharpe_lo, lo, 0.05);
+  EXPECT_NEAR(res.sharpe_hi, hi, 0.05);
+}
+
+TEST(BacktestStatistics, ProbabilityOfBeatingTheReferenceIsPaired) {
+  const auto ref = normal_returns(1000, 0.0002, 0.01, 4);
+  std::vector<double> better = ref, same = ref, worse = ref;
+  for (double& v : better) v += 0.002;  // the same noise plus a clear edge
+  for (double& v : worse) v -= 0.002;
+  EXPECT_EQ(prob_sharpe_beats(better, ref), 1.0);
+  EXPECT_EQ(prob_sharpe_beats(worse, ref), 0.0);
+  EXPECT_EQ(prob_sharpe_beats(same, ref), 0.0);  // strictly above: a tie never beats
+  // A tiny edge on the same noise still wins every paired resample: pairing removes the noise.
+  std::vector<double> tiny = ref;
+  for (double& v : tiny) v += 1e-5;
+  EXPECT_EQ(prob_sharpe_beats(tiny, ref), 1.0);
+  // Independent noise with the same mean: near a coin flip.
+  const auto other = normal_returns(1000, 0.0002, 0.01, 5);
+  const double p = prob_sharpe_beats(other, ref);
+  EXPECT_GT(p, 0.05);
+  EXPECT_LT(p, 0.95);
+  EXPECT_THROW(prob_sharpe_beats(ref, {0.1, 0.2}), InputError);
+}
+
+TEST(BacktestStatistics, BreakEvenCostEqualisesTheTotalReturns) {
+  // Prices that alternate +1% / -1%: a strategy that knows the next move trades every bar.
+  std::vector<double> closes = {100};
+  std::vector<double> foresight;
+  for (int t = 0; t < 200; ++t) {
+    const double g = t % 2 == 0 ? 0.01 : -0.01;
+    foresight.push_back(g > 0 ? 1.0 : -1.0);
+    closes.push_back(closes.back() * (1 + g));
+  }
+  foresight.push_back(0.0);
+  const auto hold = buy_and_hold_positions(closes.size());
+  const auto be = break_even_cost_bps(closes, foresight, hold);
+  ASSERT_TRUE(be.has_value());
+  // Each bar earns 1% and pays 2 units of turnover; buy-and-hold ends at 0.9999^100: 50.25 bps.
+  EXPECT_GT(*be, 49.5);
+  EXPECT_LT(*be, 51.0);
+  // At that cost both end with the same return (run_backtest's own arithmetic).
+  const auto a = run_backtest(closes, foresight, {.cost_bps = *be});
+  const auto b = run_backtest(closes, hold, {.cost_bps = *be});
+  EXPECT_NEAR(a.total_return, b.total_return, 1e-6);
+  // Below it the strategy leads, above it it trails.
+  EXPECT_GT(run_backtest(closes, foresight, {.cost_bps = *be - 1}).total_return,
+            run_backtest(closes, hold, {.cost_bps = *be - 1}).total_return);
+  EXPECT_LT(run_backtest(closes, foresight, {.cost_bps = *be + 1}).total_return,
+            run_backtest(closes, hold, {.cost_bps = *be + 1}).total_return);
+  // Not better even without costs: 0. Buy-and-hold against itself: 0.
+  auto wrong = foresight;
+  for (double& p : wrong) p = -p;
+  EXPECT_EQ(break_even_cost_bps(closes, wrong, hold), 0.0);
+  EXPECT_EQ(break_even_cost_bps(closes, hold, hold), 0.0);
+  // Skipping the first (down) bar and then holding trades as much as buy-and-hold and earns
+  // more: it beats it at any cost.
+  std::vector<double> late(closes.size(), 1.0);
+  late[0] = 0.0;
+  closes[1] = 99;  // the first move is down
+  EXPECT_FALSE(break_even_cost_bps(closes, late, hold).has_value());
+  EXPECT_THROW(break_even_cost_bps(closes, {1.0}, hold), InputError);
+
+  // compare_to_reference fills the result and its JSON.
+  auto res = run_backtest(closes, late);
+  compare_to_reference(res, run_backtest(closes, hold), closes, late, hold);
+  EXPECT_TRUE(res.beats_reference_at_any_cost);
+  const auto j = to_json(res);
+  EXPECT_TRUE(j["break_even_cost_bps"].is_null());
+  EXPECT_TRUE(j["beats_buy_and_hold_at_any_cost"].get<bool>());
+  EXPECT_TRUE(j["prob_beats_buy_and_hold"].is_number());
+  EXPECT_TRUE(to_json(run_backtest(closes, hold))["prob_beats_buy_and_hold"].is_null());
+}
+
+TEST(BacktestStatistics, VolatilityTargetHoldsTheTargetWithoutLookAhead) {
+  // Returns alternating +-1%: sample stdev ~1.0% per bar (slightly more with n - 1), ~16%/year.
+  std::vector<double> past;
+  for (int t = 0; t < 60; ++t) past.push_back(std::log(t % 2 == 0 ? 1.01 : 0.99));
+  std::vector<double> closes = {100};
+  for (int t = 0; t < 100; ++t) closes.push_back(closes.back() * (t % 2 == 0 ? 1.01 : 0.99));
+  const auto p = volatility_target_positions(past, closes, 0.10, 252);
+  ASSERT_EQ(p.size(), closes.size());
+  for (double v : p) {
+    EXPECT_NEAR(v, 0.10 / (0.01 * std::sqrt(252.0)), 0.01);  // ~0.63
+    EXPECT_LE(v, 1.0);
+  }
+  // A target above the asset's volatility is capped at fully long.
+  for (double v : volatility_target_positions(past, closes, 0.5, 252)) EXPECT_EQ(v, 1.0);
+  // No look-ahead: a crash at the end moves only the positions from the crash on.
+  auto crashed = closes;
+  crashed.back() *= 0.5;
+  const auto q = volatility_target_positions(past, crashed, 0.10, 252);
+  for (size_t t = 0; t + 1 < closes.size(); ++t) EXPECT_EQ(q[t], p[t]) << t;
+  EXPECT_LT(q.back(), 0.5 * p.back());
+  // Without a history it waits for two returns.
+  const auto fresh = volatility_target_positions({}, closes, 0.10, 252);
+  EXPECT_EQ(fresh[0], 0.0);
+  EXPECT_EQ(fresh[1], 0.0);
+  EXPECT_GT(fresh[2], 0.0);
+  EXPECT_THROW(volatility_target_positions(past, closes, 0.0, 252), InputError);
+  EXPECT_THROW(volatility_target_positions(past, closes, 0.1, 252, 1), InputError);
+}
+
+TEST(BacktestStatistics, ShortWindowsSayTheyAreShortAndKeepPerBarFigures) {
+  const auto r = normal_returns(100, 0.001, 0.01, 9);
+  const auto closes = closes_from_returns(r);
+  const std::vector<double> hold(closes.size(), 1.0);
+  const auto minute = run_backtest(closes, hold, {.cost_bps = 0, .periods_per_year = 98280});
+  EXPECT_TRUE(minute.short_window);
+  const auto daily_year = run_backtest(closes, hold, {.cost_bps = 0, .periods_per_year = 50});
+  EXPECT_FALSE(daily_year.short_window);
+  // Per-bar figures do not depend on the annualisation.
+  EXPECT_DOUBLE_EQ(minute.sharpe_per_bar, daily_year.sharpe_per_bar);
+  EXPECT_NEAR(minute.sharpe, minute.sharpe_per_bar * std::sqrt(98280.0), 1e-9);
+  double mean = 0;
+  for (double v : minute.returns) mean += v / static_cast<double>(minute.returns.size());
+  EXPECT_NEAR(minute.mean_return_per_bar, mean, 1e-15);
+  EXPECT_TRUE(to_json(minute)["short_window"].get<bool>());
+}
+
 constexpr int64_t kDayMs = 86'400'000;
 constexpr int64_t kHourMs = 3'600'000;
 

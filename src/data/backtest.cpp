@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "foxhunt/core/error.h"
@@ -31,6 +33,58 @@ double sample_stdev(const std::vector<double>& x) {
 void check_periods_per_year(double ppy) {
   FOXHUNT_CHECK(std::isfinite(ppy) && ppy > 0.0, kComponent,
                 "periods_per_year: expected a finite number > 0, got ", ppy);
+}
+
+void check_bootstrap(const BootstrapOptions& o) {
+  FOXHUNT_CHECK(o.resamples >= 1, kComponent, "bootstrap: expected resamples >= 1, got ",
+                o.resamples);
+  FOXHUNT_CHECK(o.block >= 1, kComponent, "bootstrap: expected a block length >= 1, got ",
+                o.block);
+}
+
+// mean / sample stdev of per-bar sums (n, sum, sum of squares); 0 without variation.
+double sharpe_of_sums(double n, double sum, double sum_sq) {
+  if (n < 2) return 0.0;
+  const double mean = sum / n;
+  const double var = (sum_sq - n * mean * mean) / (n - 1);
+  return var > 1e-300 ? mean / std::sqrt(var) : 0.0;
+}
+
+// Draws the circular-block resamples of n points: calls visit(start, count) for each block of
+// one resample, then done() once per resample.
+template <class Visit, class Done>
+void block_resamples(size_t n, const BootstrapOptions& o, Visit visit, Done done) {
+  Rng rng(o.seed);
+  const size_t len = std::min(o.block, n);
+  for (int r = 0; r < o.resamples; ++r) {
+    for (size_t filled = 0; filled < n;) {
+      const size_t start = static_cast<size_t>(rng.uniform_int(n));
+      const size_t count = std::min(len, n - filled);
+      visit(start, count);
+      filled += count;
+    }
+    done();
+  }
+}
+
+// 2.5% / 97.5% empirical quantiles (linear interpolation between ranks) of sorted values.
+double sorted_quantile(const std::vector<double>& v, double p) {
+  const double h = (static_cast<double>(v.size()) - 1.0) * p;
+  const size_t lo = static_cast<size_t>(std::floor(h));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (h - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+// Total log wealth of positions at cost k (fraction per unit of position change); -inf on ruin.
+double log_wealth(const std::vector<double>& closes, const std::vector<double>& p, double k) {
+  double w = 0.0, prev = 0.0;
+  for (size_t t = 0; t + 1 < closes.size(); ++t) {
+    const double r = p[t] * (closes[t + 1] / closes[t] - 1.0) - k * std::abs(p[t] - prev);
+    prev = p[t];
+    if (r <= -1.0) return -std::numeric_limits<double>::infinity();
+    w += std::log1p(r);
+  }
+  return w;
 }
 
 }  // namespace
@@ -90,11 +144,12 @@ BacktestResult run_backtest(const std::vector<double>& closes, const std::vector
     held[t] = p != 0.0;
     prev_position = p;
   }
-  fill_return_metrics(res, held);
+  fill_return_metrics(res, held, options.bootstrap);
   return res;
 }
 
-void fill_return_metrics(BacktestResult& res, const std::vector<bool>& held) {
+void fill_return_metrics(BacktestResult& res, const std::vector<bool>& held,
+                         const BootstrapOptions& bootstrap) {
   const size_t num_returns = res.returns.size();
   FOXHUNT_CHECK(num_returns >= 1 && held.size() == num_returns, kComponent,
                 "expected at least one bar return and one held flag per return, got ", num_returns,
@@ -133,6 +188,128 @@ void fill_return_metrics(BacktestResult& res, const std::vector<bool>& held) {
   res.turnover_per_year = res.turnover / big_n * ppy;
   res.hit_rate = held_bars > 0 ? static_cast<double>(wins) / static_cast<double>(held_bars) : 0.0;
   res.exposure = static_cast<double>(held_bars) / big_n;
+  res.mean_return_per_bar = mean_of(res.returns);
+  const double sd = sample_stdev(res.returns);
+  res.sharpe_per_bar = sd > 0.0 ? res.mean_return_per_bar / sd : 0.0;
+  res.short_window = big_n < ppy;
+  std::tie(res.sharpe_lo, res.sharpe_hi) = sharpe_interval(res.returns, ppy, bootstrap);
+}
+
+std::pair<double, double> sharpe_interval(const std::vector<double>& returns,
+                                          double periods_per_year,
+                                          const BootstrapOptions& options) {
+  check_periods_per_year(periods_per_year);
+  check_bootstrap(options);
+  const size_t n = returns.size();
+  if (n < 2) return {0.0, 0.0};
+  // Prefix sums: a block's sums are two lookups each.
+  std::vector<double> c1(n + 1, 0.0), c2(n + 1, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    c1[i + 1] = c1[i] + returns[i];
+    c2[i + 1] = c2[i] + returns[i] * returns[i];
+  }
+  auto circular = [n](const std::vector<double>& c, size_t start, size_t count) {
+    if (start + count <= n) return c[start + count] - c[start];
+    return (c[n] - c[start]) + c[start + count - n];
+  };
+  std::vector<double> sharpes;
+  sharpes.reserve(static_cast<size_t>(options.resamples));
+  double s1 = 0.0, s2 = 0.0;
+  block_resamples(
+      n, options,
+      [&](size_t start, size_t count) {
+        s1 += circular(c1, start, count);
+        s2 += circular(c2, start, count);
+      },
+      [&] {
+        sharpes.push_back(sharpe_of_sums(static_cast<double>(n), s1, s2) *
+                          std::sqrt(periods_per_year));
+        s1 = s2 = 0.0;
+      });
+  std::sort(sharpes.begin(), sharpes.end());
+  return {sorted_quantile(sharpes, 0.025), sorted_quantile(sharpes, 0.975)};
+}
+
+double prob_sharpe_beats(const std::vector<double>& returns, const std::vector<double>& reference,
+                         const BootstrapOptions& options) {
+  check_bootstrap(options);
+  const size_t n = returns.size();
+  FOXHUNT_CHECK(n >= 2 && reference.size() == n, kComponent,
+                "prob_sharpe_beats: expected two return series of the same length >= 2, got ", n,
+                " and ", reference.size());
+  double a1 = 0, a2 = 0, b1 = 0, b2 = 0;
+  int wins = 0;
+  block_resamples(
+      n, options,
+      [&](size_t start, size_t count) {
+        for (size_t k = 0; k < count; ++k) {
+          const size_t i = (start + k) % n;
+          a1 += returns[i];
+          a2 += returns[i] * returns[i];
+          b1 += reference[i];
+          b2 += reference[i] * reference[i];
+        }
+      },
+      [&] {
+        const double nn = static_cast<double>(n);
+        wins += sharpe_of_sums(nn, a1, a2) > sharpe_of_sums(nn, b1, b2);
+        a1 = a2 = b1 = b2 = 0.0;
+      });
+  return static_cast<double>(wins) / static_cast<double>(options.resamples);
+}
+
+std::optional<double> break_even_cost_bps(const std::vector<double>& closes,
+                                          const std::vector<double>& positions,
+                                          const std::vector<double>& reference_positions) {
+  // run_backtest validates closes and positions (and names the index of a bad one).
+  run_backtest(closes, positions);
+  run_backtest(closes, reference_positions);
+  auto lead = [&](double bps) {
+    return log_wealth(closes, positions, bps * 1e-4) -
+           log_wealth(closes, reference_positions, bps * 1e-4);
+  };
+  constexpr double kMaxBps = 10000.0;
+  if (!(lead(0.0) > 0.0)) return 0.0;
+  if (lead(kMaxBps) > 0.0) return std::nullopt;
+  double lo = 0.0, hi = kMaxBps;
+  while (hi - lo > 1e-6) {
+    const double mid = 0.5 * (lo + hi);
+    (lead(mid) > 0.0 ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+void compare_to_reference(BacktestResult& res, const BacktestResult& reference,
+                          const std::vector<double>& closes, const std::vector<double>& positions,
+                          const std::vector<double>& reference_positions,
+                          const BootstrapOptions& bootstrap) {
+  res.prob_beats_reference = prob_sharpe_beats(res.returns, reference.returns, bootstrap);
+  res.break_even_cost_bps = break_even_cost_bps(closes, positions, reference_positions);
+  res.beats_reference_at_any_cost = !res.break_even_cost_bps.has_value();
+}
+
+std::vector<double> volatility_target_positions(const std::vector<double>& past_returns,
+                                                const std::vector<double>& closes,
+                                                double target_volatility, double periods_per_year,
+                                                size_t window) {
+  check_periods_per_year(periods_per_year);
+  FOXHUNT_CHECK(std::isfinite(target_volatility) && target_volatility > 0, kComponent,
+                "volatility target: expected an annual volatility > 0, got ", target_volatility);
+  FOXHUNT_CHECK(window >= 2, kComponent, "volatility target: expected a window >= 2, got ",
+                window);
+  std::vector<double> returns = past_returns;  // every log return known so far
+  std::vector<double> out(closes.size(), 0.0);
+  for (size_t t = 0; t < closes.size(); ++t) {
+    FOXHUNT_CHECK(std::isfinite(closes[t]) && closes[t] > 0, kComponent, "close ", t,
+                  ": expected a finite price > 0, got ", closes[t]);
+    if (t > 0) returns.push_back(std::log(closes[t] / closes[t - 1]));
+    if (returns.size() < 2) continue;
+    const size_t k = std::min(window, returns.size());
+    const std::vector<double> last(returns.end() - static_cast<std::ptrdiff_t>(k), returns.end());
+    const double sigma = sample_stdev(last) * std::sqrt(periods_per_year);
+    out[t] = sigma > 0 ? std::min(1.0, target_volatility / sigma) : 1.0;
+  }
+  return out;
 }
 
 nlohmann::json to_json(const BacktestResult& r, bool include_series) {
@@ -140,6 +317,18 @@ nlohmann::json to_json(const BacktestResult& r, bool include_series) {
                       {"annualized_return", r.annualized_return},
                       {"volatility", r.volatility},
                       {"sharpe", r.sharpe},
+                      {"sharpe_lo", r.sharpe_lo},
+                      {"sharpe_hi", r.sharpe_hi},
+                      {"mean_return_per_bar", r.mean_return_per_bar},
+                      {"sharpe_per_bar", r.sharpe_per_bar},
+                      {"short_window", r.short_window},
+                      {"prob_beats_buy_and_hold", r.prob_beats_reference
+                                                      ? nlohmann::json(*r.prob_beats_reference)
+                                                      : nlohmann::json(nullptr)},
+                      {"break_even_cost_bps", r.break_even_cost_bps
+                                                  ? nlohmann::json(*r.break_even_cost_bps)
+                                                  : nlohmann::json(nullptr)},
+                      {"beats_buy_and_hold_at_any_cost", r.beats_reference_at_any_cost},
                       {"sortino", r.sortino},
                       {"max_drawdown", r.max_drawdown},
                       {"max_drawdown_duration_bars", r.max_drawdown_duration_bars},

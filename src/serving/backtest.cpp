@@ -57,6 +57,7 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
   for (auto& e : runs) e.set_parallel(false);
 
   std::map<std::string, std::vector<double>> positions;
+  std::map<std::string, double> max_abs_signal;
   std::map<std::string, ForecastPath> forecasts;
   std::vector<double> past_returns;  // log returns of the warm-up bars (known at scoring time)
   std::vector<size_t> scored;        // bar indices scored
@@ -77,6 +78,9 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
     }
     scored.push_back(i);
     for (size_t k = 0; k < runs.size(); ++k) positions[names[k]].push_back(d[k].decision);
+    for (size_t k = 1; k < runs.size(); ++k)
+      max_abs_signal[names[k]] =
+          std::max(max_abs_signal[names[k]], std::abs(d[k].signals.at(0).signal));
     for (const auto& s : d[0].signals) {
       if (s.forecast.empty()) continue;
       auto& f = forecasts[s.model];
@@ -102,15 +106,36 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
   run.periods_per_year = data::infer_periods_per_year(ms);
   const size_t n = run.closes.size();
   positions["buy_and_hold"] = data::buy_and_hold_positions(n);
+  positions["vol_target"] = data::volatility_target_positions(
+      past_returns, run.closes, runs[0].rule().target_volatility, run.periods_per_year);
   positions["flat"] = data::flat_positions(n);
   positions["random"] = data::random_positions(n, job.seed);
   run.order = names;
-  for (const char* s : {"buy_and_hold", "flat", "random"}) run.order.push_back(s);
+  for (const char* s : {"buy_and_hold", "vol_target", "flat", "random"}) run.order.push_back(s);
   data::BacktestOptions bo;
   bo.cost_bps = job.cost_bps;
   bo.periods_per_year = run.periods_per_year;
+  bo.bootstrap.seed = job.seed;
   for (const auto& name : run.order)
     run.results[name] = data::run_backtest(run.closes, positions[name], bo);
+  const auto& bh = run.results.at("buy_and_hold");
+  for (const auto& name : run.order)
+    if (name != "buy_and_hold")
+      data::compare_to_reference(run.results[name], bh, run.closes, positions[name],
+                                 positions["buy_and_hold"], bo.bootstrap);
+  run.short_window = bh.short_window;
+  run.rule = runs[0].rule();
+  run.max_abs_signal = max_abs_signal;
+  // A model that never holds a position is reported as such: no figure of it may pass for skill.
+  for (size_t k = 1; k < names.size(); ++k) {
+    if (run.results.at(names[k]).exposure > 0) continue;
+    char why[256];
+    std::snprintf(why, sizeof(why),
+                  "never left the dead band: its largest |signal| over %zu scored bars was %.4g, "
+                  "the dead band is %.4g",
+                  n, max_abs_signal[names[k]], run.rule.dead_band);
+    run.idle[names[k]] = why;
+  }
   run.positions = std::move(positions);
 
   // Forecasts at bar t are for r_{t+1}: the last scored bar has no outcome yet.
@@ -153,8 +178,20 @@ nlohmann::json BacktestRun::to_json() const {
   j["first_timestamp"] = first_timestamp;
   j["last_timestamp"] = last_timestamp;
   j["periods_per_year"] = periods_per_year;
+  j["short_window"] = short_window;
+  if (short_window)
+    j["note"] = "fewer than a year of bars scored (" + std::to_string(closes.size() - 1) +
+                " bar returns, " + std::to_string(static_cast<int64_t>(periods_per_year)) +
+                " per year): annualised figures extrapolate; see mean_return_per_bar and "
+                "sharpe_per_bar";
+  j["rule"] = rule;
   j["strategies"] = nlohmann::json::object();
-  for (const auto& name : order) j["strategies"][name] = data::to_json(results.at(name));
+  for (const auto& name : order) {
+    auto s = data::to_json(results.at(name));
+    if (max_abs_signal.count(name)) s["max_abs_signal"] = max_abs_signal.at(name);
+    j["strategies"][name] = s;
+  }
+  j["idle"] = idle;
   j["forecasters"] = nlohmann::json::object();
   for (const auto& [name, f] : forecasts) {
     auto e = data::to_json(f.evaluation);
@@ -178,19 +215,38 @@ std::string BacktestRun::table() const {
                 closes.size(), static_cast<long long>(warmup_bars),
                 static_cast<long long>(skipped_training_bars), periods_per_year);
   os << line;
-  std::snprintf(line, sizeof(line), "%-13s %9s %9s %8s %8s %8s %8s %9s %7s %8s\n", "strategy",
-                "return", "ann.ret", "vol", "sharpe", "sortino", "max dd", "turnover", "hit",
-                "exposure");
+  if (short_window) {
+    std::snprintf(line, sizeof(line),
+                  "note: fewer than a year of bars scored (%zu of %.0f per year): annualised "
+                  "figures extrapolate; per-bar figures beside them\n",
+                  closes.size() - 1, periods_per_year);
+    os << line;
+  }
+  std::snprintf(line, sizeof(line), "%-13s %9s %9s %8s %17s %8s %7s %8s %7s %8s %8s %9s\n",
+                "strategy", "return", "ann.ret", "vol", "sharpe [95% CI]", "sh/bar", "max dd",
+                "dd bars", "turn/y", "exposure", "P>B&H", "b/e bps");
   os << line;
   for (const auto& name : order) {
     const auto& r = results.at(name);
+    char ci[48], beats[16], be[24];
+    std::snprintf(ci, sizeof(ci), "%5.2f [%5.2f,%5.2f]", r.sharpe, r.sharpe_lo, r.sharpe_hi);
+    if (r.prob_beats_reference)
+      std::snprintf(beats, sizeof(beats), "%.2f", *r.prob_beats_reference);
+    else
+      std::snprintf(beats, sizeof(beats), "-");
+    if (r.break_even_cost_bps)
+      std::snprintf(be, sizeof(be), "%.1f", *r.break_even_cost_bps);
+    else
+      std::snprintf(be, sizeof(be), "%s", r.beats_reference_at_any_cost ? "any" : "-");
     std::snprintf(line, sizeof(line),
-                  "%-13s %+8.2f%% %+8.2f%% %7.2f%% %8.2f %8.2f %7.2f%% %9.1f %6.1f%% %7.1f%%\n",
+                  "%-13s %+8.2f%% %+8.2f%% %7.2f%% %17s %8.4f %6.2f%% %8lld %7.1f %7.1f%% %8s %9s\n",
                   name.c_str(), 100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility,
-                  r.sharpe, r.sortino, 100 * r.max_drawdown, r.turnover, 100 * r.hit_rate,
-                  100 * r.exposure);
+                  ci, r.sharpe_per_bar, 100 * r.max_drawdown,
+                  static_cast<long long>(r.max_drawdown_duration_bars), r.turnover_per_year,
+                  100 * r.exposure, beats, be);
     os << line;
   }
+  for (const auto& [name, why] : idle) os << name << ": idle, " << why << "\n";
   for (const auto& [name, f] : forecasts) {
     const auto& e = f.evaluation;
     std::snprintf(line, sizeof(line),

@@ -88,9 +88,19 @@ PanelBacktestRun run_panel_backtest(const std::vector<Bundle>& bundles, const da
       p.turnover += w * r.turnover;
       p.total_cost += w * r.total_cost;
     }
-    data::fill_return_metrics(p, held);
+    data::BootstrapOptions bootstrap;
+    bootstrap.seed = job.seed;
+    data::fill_return_metrics(p, held, bootstrap);
     out.portfolio[name] = std::move(p);
   }
+  // Paired bootstrap against the buy-and-hold portfolio (the break-even cost needs one price
+  // series, so it is per symbol only).
+  data::BootstrapOptions bootstrap;
+  bootstrap.seed = job.seed;
+  for (const auto& name : out.order)
+    if (name != "buy_and_hold")
+      out.portfolio[name].prob_beats_reference = data::prob_sharpe_beats(
+          out.portfolio[name].returns, out.portfolio.at("buy_and_hold").returns, bootstrap);
 
   // Forecasters pooled over the symbols.
   for (const auto& s : out.symbols) {

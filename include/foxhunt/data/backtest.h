@@ -22,11 +22,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "foxhunt/data/bars.h"
 
 namespace foxhunt::data {
+
+/// Settings of the bootstrap statistics: a circular moving-block bootstrap over bar returns (each
+/// resample concatenates blocks of `block` consecutive returns, wrapping around the end, from
+/// uniformly drawn starts; the same scheme as data/forecast_eval.h). Blocks keep volatility
+/// clustering and short-range dependence that an i.i.d. bootstrap would destroy.
+struct BootstrapOptions {
+  int resamples = 1000;  ///< resamples (>= 1)
+  size_t block = 20;     ///< block length in bars (>= 1)
+  uint64_t seed = 42;    ///< foxhunt::Rng seed; the same seed draws the same resamples
+};
 
 /// Settings of run_backtest.
 struct BacktestOptions {
@@ -34,6 +46,8 @@ struct BacktestOptions {
   double cost_bps = 1.0;
   /// Bars per year, used to annualise (252 for daily business bars; see infer_periods_per_year).
   double periods_per_year = 252;
+  /// The Sharpe interval's bootstrap.
+  BootstrapOptions bootstrap = {};
 };
 
 /// Per-bar series and metrics of one backtest (see the file comment for the conventions).
@@ -53,6 +67,28 @@ struct BacktestResult {
   double volatility = 0.0;
   /// mean(r) / stdev(r) * sqrt(periods_per_year), risk-free rate 0; 0 when stdev is 0 or N < 2.
   double sharpe = 0.0;
+  /// 2.5% and 97.5% quantiles of the annualised Sharpe over block-bootstrap resamples of the bar
+  /// returns (BootstrapOptions): a 95% interval.
+  double sharpe_lo = 0.0;
+  double sharpe_hi = 0.0;  ///< see sharpe_lo
+  /// Non-annualised figures, for windows too short to annualise honestly: the mean bar return
+  /// and mean / stdev of the bar returns (sharpe = sharpe_per_bar * sqrt(periods_per_year)).
+  double mean_return_per_bar = 0.0;
+  double sharpe_per_bar = 0.0;  ///< see mean_return_per_bar
+  /// True when fewer bar returns than periods_per_year were scored: annualised figures then
+  /// extrapolate less than a year (a Sharpe of -61 over 1,000 minute bars says little).
+  bool short_window = false;
+  /// Against a reference strategy (buy-and-hold in `foxhunt backtest`; compare_to_reference):
+  /// the bootstrap probability that this strategy's Sharpe beats the reference's, on paired
+  /// resamples (the same blocks of bars for both). Unset for the reference itself.
+  std::optional<double> prob_beats_reference;
+  /// The cost (bps) at which this strategy's total return falls to the reference's at the same
+  /// cost (break_even_cost_bps). Unset for the reference itself and when it beats the reference
+  /// at every cost up to 10,000 bps; 0 when it does not beat it even without costs.
+  std::optional<double> break_even_cost_bps;
+  /// True when break_even_cost_bps is unset because it beats the reference at every cost (a
+  /// strategy that trades no more than the reference and earns more).
+  bool beats_reference_at_any_cost = false;
   /// mean(r) / sqrt(mean(min(r, 0)^2)) * sqrt(periods_per_year); 0 when no bar return is
   /// negative (the downside deviation is 0), as sharpe is 0 without variation.
   double sortino = 0.0;
@@ -93,11 +129,53 @@ BacktestResult run_backtest(const std::vector<double>& closes, const std::vector
 /// turnover_per_year follows them). For returns that come from no single price series: a
 /// portfolio of several instruments' strategy returns. InputError for no returns, a flag count
 /// that differs, or a bad periods_per_year.
-void fill_return_metrics(BacktestResult& res, const std::vector<bool>& held);
+void fill_return_metrics(BacktestResult& res, const std::vector<bool>& held,
+                         const BootstrapOptions& bootstrap = {});
+
+/// 95% interval (2.5% and 97.5% quantiles) of the annualised Sharpe over block-bootstrap
+/// resamples of `returns`. {0, 0} for fewer than 2 returns. InputError for bad options.
+std::pair<double, double> sharpe_interval(const std::vector<double>& returns,
+                                          double periods_per_year,
+                                          const BootstrapOptions& options = {});
+
+/// Fraction of paired block-bootstrap resamples (the same bars drawn for both) in which the
+/// Sharpe of `returns` is strictly above that of `reference`. InputError when the sizes differ,
+/// there are fewer than 2 returns, or the options are bad.
+double prob_sharpe_beats(const std::vector<double>& returns, const std::vector<double>& reference,
+                         const BootstrapOptions& options = {});
+
+/// Break-even cost, in basis points, of `positions` against `reference_positions` on `closes`
+/// (run_backtest's conventions): the cost k at which the strategy's total log return
+/// sum_t log(1 + p_t g_t - k |p_t - p_{t-1}|) equals the reference's at the same k (g_t the bar's
+/// price change). Found by bisection on [0, 10,000] bps (to 1e-6 bps): a strategy that trades more
+/// than the reference loses its lead as the cost grows. 0 when it does not beat the reference
+/// even at zero cost; nullopt when it still beats it at 10,000 bps. InputError as run_backtest.
+std::optional<double> break_even_cost_bps(const std::vector<double>& closes,
+                                          const std::vector<double>& positions,
+                                          const std::vector<double>& reference_positions);
+
+/// Fills res.prob_beats_reference, break_even_cost_bps and beats_reference_at_any_cost of a
+/// strategy from its positions against the reference's (both run with run_backtest on `closes`).
+void compare_to_reference(BacktestResult& res, const BacktestResult& reference,
+                          const std::vector<double>& closes, const std::vector<double>& positions,
+                          const std::vector<double>& reference_positions,
+                          const BootstrapOptions& bootstrap = {});
+
+/// Volatility-targeted buy-and-hold, the baseline practitioners use: long min(1, target /
+/// (sigma_t * sqrt(periods_per_year))) at bar t, sigma_t the sample standard deviation of the
+/// last `window` log returns up to and including bar t (no look-ahead). `past_returns` are the
+/// log returns before the first close (they seed the window); flat while fewer than 2 returns
+/// are known. InputError for a target or periods_per_year not > 0, window < 2 or a bad close.
+std::vector<double> volatility_target_positions(const std::vector<double>& past_returns,
+                                                const std::vector<double>& closes,
+                                                double target_volatility, double periods_per_year,
+                                                size_t window = 60);
 
 /// The metrics as JSON (snake_case keys: total_return, annualized_return, volatility, sharpe,
-/// sortino, max_drawdown, max_drawdown_duration_bars, turnover, turnover_per_year, hit_rate,
-/// exposure, total_cost, bars, cost_bps, periods_per_year); with `include_series` also the arrays
+/// sharpe_lo, sharpe_hi, sortino, max_drawdown, max_drawdown_duration_bars, turnover,
+/// turnover_per_year, hit_rate, exposure, total_cost, mean_return_per_bar, sharpe_per_bar,
+/// short_window, prob_beats_buy_and_hold and break_even_cost_bps (null when unset), bars,
+/// cost_bps, periods_per_year); with `include_series` also the arrays
 /// returns, equity and drawdown.
 nlohmann::json to_json(const BacktestResult& result, bool include_series = false);
 

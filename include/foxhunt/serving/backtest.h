@@ -2,9 +2,12 @@
 /// \file backtest.h
 /// `foxhunt backtest`: the ensemble, and each model alone, run bar by bar through the serving
 /// runtime (serving/serving.h) over bars after the training data, then scored with the
-/// backtest arithmetic (data/backtest.h) against buy-and-hold, flat and a seeded random policy,
-/// and each forecaster's next-bar quantiles scored against naive baselines
-/// (data/forecast_eval.h).
+/// backtest arithmetic (data/backtest.h) against buy-and-hold, a volatility-targeted
+/// buy-and-hold (the rule's target volatility, a 60-bar sample volatility), flat and a seeded
+/// random policy, and each forecaster's next-bar quantiles scored against naive baselines
+/// (data/forecast_eval.h). Every strategy gets a block-bootstrap Sharpe interval, the
+/// probability that it beats buy-and-hold's Sharpe and its break-even cost against
+/// buy-and-hold; a model that never takes a position is reported as idle, with the reason.
 ///
 /// Which bars count: the bundles' data fingerprints say where training ended (the latest
 /// last_timestamp of the four). Bars up to that time only warm the streaming state up and are
@@ -68,9 +71,17 @@ struct BacktestRun {
   std::map<std::string, ForecastPath> forecasts;
   /// The strategies in display order.
   std::vector<std::string> order;
+  /// Each model's largest |signal| over the scored bars (run alone).
+  std::map<std::string, double> max_abs_signal;
+  /// Models that never took a position over the scored bars (exposure 0), with the reason.
+  std::map<std::string, std::string> idle;
+  /// Fewer bar returns than periods_per_year were scored (annualised figures extrapolate).
+  bool short_window = false;
+  /// The decision rule the strategies ran (its cost and periods_per_year resolved).
+  DecisionRule rule;
 
-  /// Every metric: {data, bars, training_end, ..., strategies: {name: metrics}, forecasters:
-  /// {name: evaluation + skill + coverage_p10_p90}}.
+  /// Every metric: {data, bars, training_end, ..., short_window, note, rule, strategies: {name:
+  /// metrics}, idle: {model: reason}, forecasters: {name: evaluation + skill + coverage_p10_p90}}.
   nlohmann::json to_json() const;
   /// Terminal tables.
   std::string table() const;

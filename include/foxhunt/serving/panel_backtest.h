@@ -11,6 +11,9 @@
 /// strategy return over that bar (0 for a symbol without one then: a holiday of its market).
 /// Turnover and costs are the weighted sums of the symbols'; the other metrics come from the
 /// portfolio's returns (data::fill_return_metrics), annualised at the symbols' median bar rate.
+/// Each portfolio strategy also gets its bootstrap Sharpe interval and, on paired resamples, the
+/// probability that it beats the buy-and-hold portfolio; the break-even cost needs one price
+/// series and is given per symbol only.
 ///
 /// Pooled forecaster scores: over every symbol's scored points, the mean pinball loss of the
 /// model and of each symbol's best naive baseline (points-weighted), skill = 1 - model /
