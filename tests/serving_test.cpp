@@ -632,6 +632,16 @@ TEST(ServingEndToEndTest, TrainAllThenPredictFromBundlesAlone_SLOW) {
   const auto summary = nlohmann::json::parse(train.out);
   EXPECT_TRUE(summary["complete"].get<bool>());
   EXPECT_EQ(summary["bundles"].size(), 4u);
+  // The decision rule was fitted on the validation split (15% of the bars after the warm-up)
+  // and written next to the bundles.
+  const auto rule_path = BundleDirectory(out).rule_path();
+  ASSERT_TRUE(std::filesystem::exists(rule_path)) << summary.dump();
+  EXPECT_EQ(summary["rule"], rule_path);
+  const auto fitted = load_decision_rule(rule_path);
+  const auto ranges = data::chronological_split(1400, data::DatasetOptions{}.warmup);
+  EXPECT_EQ(fitted.fit["bars"], ranges.validation.size());
+  EXPECT_EQ(fitted.fit["last_timestamp"], series.bars[ranges.validation.end - 1].timestamp);
+  EXPECT_EQ(summary["rule_fit"]["weights"], fitted.fit["weights"]);
   for (const char* m : {"dqn", "ppo", "mamba2", "tft"}) {
     EXPECT_TRUE(std::filesystem::exists(tmp.path() / "ens" / m / kBundleFile)) << m;
     const auto b = load_bundle((tmp.path() / "ens" / m / kBundleFile).string());

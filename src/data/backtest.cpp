@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/random.h"
@@ -38,8 +38,7 @@ void check_periods_per_year(double ppy) {
 void check_bootstrap(const BootstrapOptions& o) {
   FOXHUNT_CHECK(o.resamples >= 1, kComponent, "bootstrap: expected resamples >= 1, got ",
                 o.resamples);
-  FOXHUNT_CHECK(o.block >= 1, kComponent, "bootstrap: expected a block length >= 1, got ",
-                o.block);
+  FOXHUNT_CHECK(o.block >= 1, kComponent, "bootstrap: expected a block length >= 1, got ", o.block);
 }
 
 // mean / sample stdev of per-bar sums (n, sum, sum of squares); 0 without variation.
@@ -295,8 +294,7 @@ std::vector<double> volatility_target_positions(const std::vector<double>& past_
   check_periods_per_year(periods_per_year);
   FOXHUNT_CHECK(std::isfinite(target_volatility) && target_volatility > 0, kComponent,
                 "volatility target: expected an annual volatility > 0, got ", target_volatility);
-  FOXHUNT_CHECK(window >= 2, kComponent, "volatility target: expected a window >= 2, got ",
-                window);
+  FOXHUNT_CHECK(window >= 2, kComponent, "volatility target: expected a window >= 2, got ", window);
   std::vector<double> returns = past_returns;  // every log return known so far
   std::vector<double> out(closes.size(), 0.0);
   for (size_t t = 0; t < closes.size(); ++t) {
@@ -313,33 +311,32 @@ std::vector<double> volatility_target_positions(const std::vector<double>& past_
 }
 
 nlohmann::json to_json(const BacktestResult& r, bool include_series) {
-  nlohmann::json j = {{"total_return", r.total_return},
-                      {"annualized_return", r.annualized_return},
-                      {"volatility", r.volatility},
-                      {"sharpe", r.sharpe},
-                      {"sharpe_lo", r.sharpe_lo},
-                      {"sharpe_hi", r.sharpe_hi},
-                      {"mean_return_per_bar", r.mean_return_per_bar},
-                      {"sharpe_per_bar", r.sharpe_per_bar},
-                      {"short_window", r.short_window},
-                      {"prob_beats_buy_and_hold", r.prob_beats_reference
-                                                      ? nlohmann::json(*r.prob_beats_reference)
-                                                      : nlohmann::json(nullptr)},
-                      {"break_even_cost_bps", r.break_even_cost_bps
-                                                  ? nlohmann::json(*r.break_even_cost_bps)
-                                                  : nlohmann::json(nullptr)},
-                      {"beats_buy_and_hold_at_any_cost", r.beats_reference_at_any_cost},
-                      {"sortino", r.sortino},
-                      {"max_drawdown", r.max_drawdown},
-                      {"max_drawdown_duration_bars", r.max_drawdown_duration_bars},
-                      {"turnover", r.turnover},
-                      {"turnover_per_year", r.turnover_per_year},
-                      {"hit_rate", r.hit_rate},
-                      {"exposure", r.exposure},
-                      {"total_cost", r.total_cost},
-                      {"bars", r.bars},
-                      {"cost_bps", r.cost_bps},
-                      {"periods_per_year", r.periods_per_year}};
+  nlohmann::json j = {
+      {"total_return", r.total_return},
+      {"annualized_return", r.annualized_return},
+      {"volatility", r.volatility},
+      {"sharpe", r.sharpe},
+      {"sharpe_lo", r.sharpe_lo},
+      {"sharpe_hi", r.sharpe_hi},
+      {"mean_return_per_bar", r.mean_return_per_bar},
+      {"sharpe_per_bar", r.sharpe_per_bar},
+      {"short_window", r.short_window},
+      {"prob_beats_buy_and_hold",
+       r.prob_beats_reference ? nlohmann::json(*r.prob_beats_reference) : nlohmann::json(nullptr)},
+      {"break_even_cost_bps",
+       r.break_even_cost_bps ? nlohmann::json(*r.break_even_cost_bps) : nlohmann::json(nullptr)},
+      {"beats_buy_and_hold_at_any_cost", r.beats_reference_at_any_cost},
+      {"sortino", r.sortino},
+      {"max_drawdown", r.max_drawdown},
+      {"max_drawdown_duration_bars", r.max_drawdown_duration_bars},
+      {"turnover", r.turnover},
+      {"turnover_per_year", r.turnover_per_year},
+      {"hit_rate", r.hit_rate},
+      {"exposure", r.exposure},
+      {"total_cost", r.total_cost},
+      {"bars", r.bars},
+      {"cost_bps", r.cost_bps},
+      {"periods_per_year", r.periods_per_year}};
   if (include_series) {
     j["returns"] = r.returns;
     j["equity"] = r.equity;

@@ -6,9 +6,12 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/data/dataset.h"
 #include "foxhunt/jobs/train_job.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/serving/bundle.h"
+#include "foxhunt/serving/rule_fit.h"
+#include "foxhunt/serving/serving.h"
 
 namespace foxhunt::jobs {
 
@@ -16,6 +19,29 @@ using namespace foxhunt::serving;  // the areas below
 namespace {
 
 constexpr const char* kComponent = "train";
+
+// Fits the ensemble's weights on the validation split of the series the models trained on and
+// writes OUT/rule.json; a series too short to fit on leaves the built-in rule, said so.
+void fit_rule(const TrainJob& job, TrainAllSummary& all) {
+  const auto series = job.data.empty() ? data::generate_synthetic(data::SyntheticOptions{})
+                                       : data::load_bars_csv(job.data);
+  const data::DatasetOptions options;
+  const auto ranges = data::chronological_split(series.size(), options.warmup, options.split);
+  const auto& bars = series.bars;
+  const int64_t first = bars.at(static_cast<size_t>(ranges.validation.begin)).timestamp;
+  const int64_t last = bars.at(static_cast<size_t>(ranges.validation.end - 1)).timestamp;
+  std::fprintf(stderr, "[train all] decision rule: fitting the weights on the validation split\n");
+  try {
+    const auto bundles = load_ensemble_bundles(all.out, torch::kCPU);
+    const auto fit = fit_decision_rule(bundles, series, first, last);
+    all.rule = BundleDirectory(all.out).rule_path();
+    save_decision_rule(fit.rule, all.rule);
+    all.rule_fit = fit.rule.fit;
+  } catch (const InputError& e) {
+    all.rule_fit = {{"error", e.message()}};
+    std::fprintf(stderr, "[train all] decision rule not fitted: %s\n", e.message().c_str());
+  }
+}
 
 }  // namespace
 
@@ -31,6 +57,8 @@ TrainAllSummary run_train_all(const TrainJob& base) {
                 "train all: --options/--model-options differ per model; use foxhunt train MODEL");
   TrainAllSummary all;
   all.out = base.out_dir.empty() ? "out/ensemble" : base.out_dir;
+  // A rule fitted for earlier bundles must not outlive them.
+  std::filesystem::remove(BundleDirectory(all.out).rule_path());
   for (const auto& name : trainable_models()) {
     TrainJob job = base;
     job.model = name;
@@ -47,6 +75,7 @@ TrainAllSummary run_train_all(const TrainJob& base) {
     if (all.interrupted) break;  // Ctrl-C stops the whole run; finished bundles stay
   }
   all.complete = all.bundles.size() == trainable_models().size();
+  if (all.complete) fit_rule(base, all);
   write_file_atomic((std::filesystem::path(all.out) / "summary.json").string(),
                     to_json(all).dump(2) + "\n");
   return all;

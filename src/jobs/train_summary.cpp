@@ -102,16 +102,34 @@ nlohmann::json to_json(const TrainSummary& s) {
 nlohmann::json to_json(const TrainAllSummary& s) {
   nlohmann::json models = nlohmann::json::object();
   for (const auto& [name, summary] : s.models) models[name] = to_json(summary);
-  return {{"out", s.out},
-          {"models", models},
-          {"bundles", s.bundles},
-          {"interrupted", s.interrupted},
-          {"complete", s.complete}};
+  return {{"out", s.out},           {"models", models},
+          {"bundles", s.bundles},   {"interrupted", s.interrupted},
+          {"complete", s.complete}, {"rule", s.rule},
+          {"rule_fit", s.rule_fit}};
 }
 
 std::string format_train_summary(const TrainAllSummary& s) {
   std::string out;
   for (const auto& [name, m] : s.models) out += format_train_summary(m);
+  if (!s.rule.empty() && s.rule_fit.is_object()) {
+    const auto& f = s.rule_fit;
+    char buf[512];
+    std::snprintf(buf, sizeof(buf),
+                  "decision rule: weights fitted on %lld validation bars (Sharpe after costs: "
+                  "equal %.2f, best %.2f, written %.2f after shrinkage toward equal) -> %s\n",
+                  static_cast<long long>(f.value("bars", 0)), f.value("sharpe_equal", 0.0),
+                  f.value("sharpe_best", 0.0), f.value("sharpe_fitted", 0.0), s.rule.c_str());
+    out += buf;
+    out += "  weights:";
+    for (const auto& [m, w] : f.value("weights", nlohmann::json::object()).items()) {
+      std::snprintf(buf, sizeof(buf), " %s %.2f", m.c_str(), w.get<double>());
+      out += buf;
+    }
+    out += "\n";
+  } else if (s.rule_fit.is_object() && s.rule_fit.contains("error")) {
+    out += "decision rule: not fitted (" + s.rule_fit["error"].get<std::string>() +
+           "); the built-in rule applies\n";
+  }
   out += "bundles (" + std::to_string(s.bundles.size()) +
          "): serve them with foxhunt predict "
          "--bundles " +

@@ -238,12 +238,13 @@ std::string BacktestRun::table() const {
       std::snprintf(be, sizeof(be), "%.1f", *r.break_even_cost_bps);
     else
       std::snprintf(be, sizeof(be), "%s", r.beats_reference_at_any_cost ? "any" : "-");
-    std::snprintf(line, sizeof(line),
-                  "%-13s %+8.2f%% %+8.2f%% %7.2f%% %17s %8.4f %6.2f%% %8lld %7.1f %7.1f%% %8s %9s\n",
-                  name.c_str(), 100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility,
-                  ci, r.sharpe_per_bar, 100 * r.max_drawdown,
-                  static_cast<long long>(r.max_drawdown_duration_bars), r.turnover_per_year,
-                  100 * r.exposure, beats, be);
+    std::snprintf(
+        line, sizeof(line),
+        "%-13s %+8.2f%% %+8.2f%% %7.2f%% %17s %8.4f %6.2f%% %8lld %7.1f %7.1f%% %8s %9s\n",
+        name.c_str(), 100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility, ci,
+        r.sharpe_per_bar, 100 * r.max_drawdown,
+        static_cast<long long>(r.max_drawdown_duration_bars), r.turnover_per_year, 100 * r.exposure,
+        beats, be);
     os << line;
   }
   for (const auto& [name, why] : idle) os << name << ": idle, " << why << "\n";

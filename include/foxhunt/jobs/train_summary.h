@@ -150,9 +150,15 @@ struct TrainAllSummary {
   std::vector<std::string> bundles;            ///< bundles written, in training order
   bool interrupted = false;                    ///< a run was interrupted (the rest skipped)
   bool complete = false;                       ///< every trainable model has a bundle
+  /// The decision rule fitted on the validation split (serving/rule_fit.h), written to
+  /// OUT/rule.json when every model has a bundle; "" when none was written.
+  std::string rule;
+  /// The fit's figures (serving::to_json(RuleFit)), or {"error": why} when it could not be fitted
+  /// (the built-in rule then applies); null when not attempted.
+  nlohmann::json rule_fit;
 };
 
-/// {out, models: {name: summary}, bundles: [paths], interrupted, complete}.
+/// {out, models: {name: summary}, bundles: [paths], interrupted, complete, rule, rule_fit}.
 nlohmann::json to_json(const TrainAllSummary& s);
 
 /// Human-readable multi-line form of one model's summary.
