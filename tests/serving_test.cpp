@@ -321,6 +321,39 @@ TEST(DecisionRuleTest, DistributionRuleReadsTheWholeForecast) {
   }
 }
 
+TEST_F(ServingTest, DqnTakesItsGreedyActionUnlessATemperatureIsGiven) {
+  const data::MarketDataset ds(bars(700));
+  auto pick = [&] {
+    for (auto& b : fresh_bundles(ds))
+      if (b.name() == "dqn") return std::vector<Bundle>{std::move(b)};
+    return std::vector<Bundle>{};
+  };
+  DecisionRule soft;
+  soft.policy_temperature = 1.0;
+  Ensemble greedy(pick()), tempered(pick(), soft);
+  EXPECT_EQ(greedy.rule().policy_temperature, 0.0);  // the default: the greedy action
+  int64_t ready = 0, positioned = 0;
+  for (const auto& bar : bars(400, 8).bars) {
+    const auto g = greedy.on_bar(bar).signals.at(0);
+    const auto t = tempered.on_bar(bar).signals.at(0);
+    if (!g.ready) continue;
+    ++ready;
+    ASSERT_EQ(g.raw.size(), 3u);  // the q-values
+    const auto best = std::max_element(g.raw.begin(), g.raw.end()) - g.raw.begin();
+    EXPECT_EQ(g.signal, static_cast<double>(best) - 1.0);  // sell / hold / buy -> -1 / 0 / +1
+    positioned += g.signal != 0.0;
+    // With a temperature: p(buy) - p(sell) of softmax(q / T), a softer signal.
+    double z = 0;
+    for (float q : t.raw) z += std::exp(static_cast<double>(q));
+    EXPECT_NEAR(t.signal, (std::exp(double(t.raw[2])) - std::exp(double(t.raw[0]))) / z, 1e-6);
+    EXPECT_LT(std::abs(t.signal), 1.0);
+  }
+  EXPECT_GT(ready, 50);
+  EXPECT_GT(positioned, 0);
+  EXPECT_THROW(nlohmann::json::parse(R"({"policy_temperature": -1})").get<DecisionRule>(),
+               InputError);
+}
+
 TEST_F(ServingTest, EnsembleDirectoryRuleIsUsedUnlessOverridden) {
   TempDir dir;
   EXPECT_EQ(ensemble_rule(dir.path().string()).dead_band,

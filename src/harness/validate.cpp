@@ -282,6 +282,21 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
                     {"memory_cap", json.at("memory_cap")},
                     {"summary", verdict}});
   }
+  // The ensemble's weights, fitted on the validation split as train all does (DIR/rule.json).
+  if (BundleDirectory(root.string()).complete()) {
+    const auto fit = jobs::fit_ensemble_rule(root.string(), csv);
+    if (fit.contains("error")) {
+      log << "  rule    not fitted: " << fit["error"].get<std::string>() << "\n";
+    } else {
+      std::snprintf(line, sizeof(line),
+                    "  rule    weights fitted on %lld validation bars: Sharpe after costs equal "
+                    "%.2f, best %.2f, shrunk %.2f\n",
+                    static_cast<long long>(fit.value("bars", 0)), fit.value("sharpe_equal", 0.0),
+                    fit.value("sharpe_best", 0.0), fit.value("sharpe_fitted", 0.0));
+      log << line;
+    }
+    result.details["rule_fit"] = fit;
+  }
   result.ok = all_ok;
   result.details["runs"] = rows;
   result.details["bars"] = options.train_bars;

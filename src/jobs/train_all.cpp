@@ -20,30 +20,26 @@ namespace {
 
 constexpr const char* kComponent = "train";
 
-// Fits the ensemble's weights on the validation split of the series the models trained on and
-// writes OUT/rule.json; a series too short to fit on leaves the built-in rule, said so.
-void fit_rule(const TrainJob& job, TrainAllSummary& all) {
-  const auto series = job.data.empty() ? data::generate_synthetic(data::SyntheticOptions{})
-                                       : data::load_bars_csv(job.data);
+}  // namespace
+
+nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path) {
+  std::filesystem::remove(BundleDirectory(dir).rule_path());  // never a stale rule on failure
+  const auto series = data_path.empty() ? data::generate_synthetic(data::SyntheticOptions{})
+                                        : data::load_bars_csv(data_path);
   const data::DatasetOptions options;
   const auto ranges = data::chronological_split(series.size(), options.warmup, options.split);
   const auto& bars = series.bars;
   const int64_t first = bars.at(static_cast<size_t>(ranges.validation.begin)).timestamp;
   const int64_t last = bars.at(static_cast<size_t>(ranges.validation.end - 1)).timestamp;
-  std::fprintf(stderr, "[train all] decision rule: fitting the weights on the validation split\n");
   try {
-    const auto bundles = load_ensemble_bundles(all.out, torch::kCPU);
+    const auto bundles = load_ensemble_bundles(dir, torch::kCPU);
     const auto fit = fit_decision_rule(bundles, series, first, last);
-    all.rule = BundleDirectory(all.out).rule_path();
-    save_decision_rule(fit.rule, all.rule);
-    all.rule_fit = fit.rule.fit;
+    save_decision_rule(fit.rule, BundleDirectory(dir).rule_path());
+    return fit.rule.fit;
   } catch (const InputError& e) {
-    all.rule_fit = {{"error", e.message()}};
-    std::fprintf(stderr, "[train all] decision rule not fitted: %s\n", e.message().c_str());
+    return {{"error", e.message()}};
   }
 }
-
-}  // namespace
 
 TrainAllSummary run_train_all(const TrainJob& base) {
   FOXHUNT_CHECK(base.resume.empty(), kComponent,
@@ -75,7 +71,15 @@ TrainAllSummary run_train_all(const TrainJob& base) {
     if (all.interrupted) break;  // Ctrl-C stops the whole run; finished bundles stay
   }
   all.complete = all.bundles.size() == trainable_models().size();
-  if (all.complete) fit_rule(base, all);
+  if (all.complete) {
+    std::fprintf(stderr, "[train all] decision rule: fitting the weights on the validation split\n");
+    all.rule_fit = fit_ensemble_rule(all.out, base.data);
+    if (all.rule_fit.contains("error"))
+      std::fprintf(stderr, "[train all] decision rule not fitted: %s\n",
+                   all.rule_fit["error"].get<std::string>().c_str());
+    else
+      all.rule = BundleDirectory(all.out).rule_path();
+  }
   write_file_atomic((std::filesystem::path(all.out) / "summary.json").string(),
                     to_json(all).dump(2) + "\n");
   return all;

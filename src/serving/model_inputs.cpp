@@ -24,6 +24,15 @@ size_t nearest_quantile(const std::vector<double>& levels, double q) {
 
 std::vector<float> softmax(const float* x, int64_t n, double temperature) {
   std::vector<float> p(static_cast<size_t>(n));
+  if (temperature == 0.0) {
+    // Greedy: all mass on the best action (the policy a DQN was evaluated with); a tie with the
+    // middle action (hold) goes to it, otherwise to the first.
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (x[i] > x[best] || (x[i] == x[best] && i == n / 2)) best = i;
+    p[static_cast<size_t>(best)] = 1.0f;
+    return p;
+  }
   double mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]) / temperature);
   double sum = 0.0;

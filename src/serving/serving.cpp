@@ -121,7 +121,8 @@ void from_json(const nlohmann::json& j, DecisionRule& r) {
                 "periods_per_year: expected > 0, or 0 for the training data's, got ",
                 r.periods_per_year);
   FOXHUNT_CHECK(r.forecast_gain > 0, c, "forecast_gain: expected > 0, got ", r.forecast_gain);
-  FOXHUNT_CHECK(r.policy_temperature > 0, c, "policy_temperature: expected > 0, got ",
+  FOXHUNT_CHECK(r.policy_temperature >= 0, c,
+                "policy_temperature: expected >= 0 (0: the greedy action), got ",
                 r.policy_temperature);
   FOXHUNT_CHECK(r.dead_band >= 0 && r.dead_band < 1, c, "dead_band: expected in [0, 1), got ",
                 r.dead_band);

@@ -82,4 +82,11 @@ TrainSummary run_train_job(const TrainJob& job);
 /// also written to OUT/summary.json).
 TrainAllSummary run_train_all(const TrainJob& job);
 
+/// Fits the decision rule of the ensemble in `dir` on the validation split of `data_path` (the
+/// bars CSV the models trained on, "" for the synthetic default; split as the trainers split it)
+/// and writes DIR/rule.json (serving/rule_fit.h). Returns the fit's figures, or {"error": why}
+/// when it could not fit (then no DIR/rule.json remains and the built-in rule applies). `train all`
+/// and validate call it once every bundle is written.
+nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path);
+
 }  // namespace foxhunt::jobs

@@ -6,8 +6,10 @@
 /// one by one) and their signals are combined into one target position in [-1, 1].
 ///
 /// Decision rule (weights and thresholds in a JSON file, `DecisionRule`):
-/// - DQN: p = softmax(q / policy_temperature); PPO: p = softmax(logits). Signal p(buy) - p(sell):
-///   the RL policies keep their actions.
+/// - RL policies keep their actions. DQN: its greedy action (argmax q: sell / hold / buy is
+///   -1 / 0 / +1, the policy it was evaluated with), or p = softmax(q / policy_temperature) when
+///   policy_temperature > 0; PPO: p = softmax(logits), its stochastic policy. Signal p(buy) -
+///   p(sell), the position the policy takes (in expectation for PPO).
 /// - Mamba-2 and TFT, forecast_rule "distribution" (the default): the signal reads the whole
 ///   next-bar forecast distribution (its log-return quantiles). Direction: the edge
 ///   e = P(r > c) - P(r < -c), the probability that the next return beats the cost c =
@@ -78,8 +80,8 @@ struct DecisionRule {
   double periods_per_year = 0.0;
   /// Median rule: signal = clamp(gain * P50 / (P90 - P10), -1, 1).
   double forecast_gain = 2.0;
-  /// DQN action probabilities = softmax(q / temperature).
-  double policy_temperature = 1.0;
+  /// DQN: 0 = its greedy action; > 0: action probabilities softmax(q / temperature).
+  double policy_temperature = 0.0;
   /// |decision| below this is flat (0).
   double dead_band = 0.05;
   /// The decision is clipped to [-max_position, max_position] (0 < max_position <= 1).
