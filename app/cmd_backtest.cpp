@@ -7,9 +7,11 @@
 #include "foxhunt/core/report.h"
 #include "foxhunt/data/panel.h"
 #include "foxhunt/harness/reports.h"
+#include "foxhunt/jobs/walk_forward.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/serving/backtest.h"
 #include "foxhunt/serving/panel_backtest.h"
+#include "foxhunt/train/infra.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -17,10 +19,39 @@ namespace {
 // The flags bind the library's BacktestJob directly: each default is declared once, there.
 struct BacktestArgs {
   serving::BacktestJob job;
+  jobs::WalkForwardJob walk;  // --walk-forward N: its own flags bind here
   std::string rule;
   std::string report;
   bool json = false;
 };
+
+// --walk-forward N: retrain every N bars, score each next N bars (jobs/walk_forward.h).
+int backtest_walk_forward(const BacktestArgs& a) {
+  jobs::WalkForwardJob w = a.walk;
+  w.data = a.job.data;
+  w.cost_bps = a.job.cost_bps;
+  w.seed = a.job.seed;
+  w.device = a.job.device;
+  w.rule = a.rule;
+  train::ScopedSigintHandler sigint;  // Ctrl-C: the fold in training checkpoints, the run stops
+  const auto run = jobs::run_walk_forward(w, std::cerr);
+  auto j = run.to_json();
+  if (!a.report.empty()) {
+    HtmlReport page("foxhunt backtest (walk-forward)");
+    page.heading("Refits");
+    const std::string table = run.table();
+    page.preformatted(table.substr(0, table.find("backtest: ")));
+    harness::add_backtest_sections(page, run.run);
+    j["report"] = harness::write_report(page, a.report, j, "backtest.json");
+  }
+  if (a.json) {
+    print_json(j.dump(2));
+  } else {
+    std::cout << run.table();
+    if (j.contains("report")) std::cout << "report: " << j["report"].get<std::string>() << "\n";
+  }
+  return run.interrupted ? 130 : 0;
+}
 
 // A panel: every symbol, then the portfolio (serving/panel_backtest.h).
 int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job) {
@@ -54,8 +85,8 @@ Registrar reg = subcommand<BacktestArgs>(
     "against buy-and-hold, flat and random; forecasts scored against naive baselines",
     [](CLI::App* sub, std::shared_ptr<BacktestArgs> a) -> Runner {
       sub->add_option("--bundles", a->job.bundles,
-                      "Directory with dqn/, ppo/, mamba2/, tft/ bundles (foxhunt train all --out)")
-          ->required();
+                      "Directory with dqn/, ppo/, mamba2/, tft/ bundles (foxhunt train all --out); "
+                      "required unless --walk-forward");
       sub->add_option("--data", a->job.data,
                       "Bars CSV, or a panel CSV with a symbol column (each symbol, then an "
                       "equal-risk portfolio); bars up to the end of the training data only warm "
@@ -78,9 +109,44 @@ Registrar reg = subcommand<BacktestArgs>(
       sub->add_option("--report", a->report,
                       "Write DIR/report.html (plots), DIR/report.md and DIR/backtest.json");
       sub->add_flag("--json", a->json, "Print every metric as JSON only");
-      return [a]() {
+      auto* wf = sub->add_option("--walk-forward", a->walk.every,
+                                 "Retrain all four models every N bars (train all) and score each "
+                                 "next N bars out of sample, stitched; resumable")
+                     ->check(positive_number());
+      sub->add_option("--rolling", a->walk.rolling,
+                      "Walk-forward: train on the last W bars (default: an expanding window)")
+          ->check(positive_number())
+          ->needs(wf);
+      sub->add_option("--initial", a->walk.initial,
+                      "Walk-forward: bars of the first training window (default: 60% of the data)")
+          ->check(positive_number())
+          ->needs(wf);
+      sub->add_option("--work", a->walk.work_dir,
+                      "Walk-forward: directory of the folds' ensembles (default out/walk-forward); "
+                      "folds already trained there are reused")
+          ->needs(wf);
+      sub->add_option("--steps", a->walk.steps, "Walk-forward: RL steps per refit")
+          ->check(positive_number())
+          ->needs(wf);
+      sub->add_option("--epochs", a->walk.epochs, "Walk-forward: forecaster epochs per refit")
+          ->check(positive_number())
+          ->needs(wf);
+      return [a, wf]() {
         // A --report path that cannot hold the files fails now, before the run.
         if (!a->report.empty()) check_output_dir(a->report, "--report");
+        if (wf->count() > 0) {
+          FOXHUNT_CHECK(a->job.bundles.empty(), "backtest",
+                        "--walk-forward trains its own ensembles (under --work); drop --bundles");
+          FOXHUNT_CHECK(a->job.from.empty() && a->job.to.empty(), "backtest",
+                        "--walk-forward scores every fold after --initial; --from/--to do not "
+                        "apply");
+          FOXHUNT_CHECK(!data::has_symbol_column(read_file(a->job.data)), "backtest",
+                        "--walk-forward: expected one series, got a panel (a symbol column) in ",
+                        a->job.data);
+          return backtest_walk_forward(*a);
+        }
+        FOXHUNT_CHECK(!a->job.bundles.empty(), "backtest",
+                      "--bundles: expected the directory of train all (or use --walk-forward)");
         serving::BacktestJob job = a->job;
         job.rule = serving::ensemble_rule(job.bundles, a->rule);
         if (data::has_symbol_column(read_file(job.data))) return backtest_panel(*a, job);

@@ -120,7 +120,8 @@ TEST(TrainSummaryTest, TrainAll) {
   all.interrupted = true;
   const auto j = to_json(all);
   EXPECT_EQ(keys(j),
-            (std::set<std::string>{"out", "models", "bundles", "interrupted", "complete"}));
+            (std::set<std::string>{"out", "models", "bundles", "interrupted", "complete", "rule",
+                                   "rule_fit"}));
   EXPECT_EQ(j["models"]["dqn"], to_json(all.models["dqn"]));
   EXPECT_EQ(j["bundles"], nlohmann::json({"out/ensemble/dqn/bundle.fhb"}));
   EXPECT_FALSE(j["complete"].get<bool>());

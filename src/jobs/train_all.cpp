@@ -72,7 +72,8 @@ TrainAllSummary run_train_all(const TrainJob& base) {
   }
   all.complete = all.bundles.size() == trainable_models().size();
   if (all.complete) {
-    std::fprintf(stderr, "[train all] decision rule: fitting the weights on the validation split\n");
+    std::fprintf(stderr,
+                 "[train all] decision rule: fitting the weights on the validation split\n");
     all.rule_fit = fit_ensemble_rule(all.out, base.data);
     if (all.rule_fit.contains("error"))
       std::fprintf(stderr, "[train all] decision rule not fitted: %s\n",

@@ -20,7 +20,7 @@ constexpr const char* kComponent = "backtest";
 
 }  // namespace
 
-BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarSeries& series,
+BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarSeries& series,
                             const BacktestJob& job, std::ostream& log) {
   FOXHUNT_CHECK(!bundles.empty(), kComponent, "expected at least one bundle");
   FOXHUNT_CHECK(job.cost_bps >= 0 && std::isfinite(job.cost_bps), kComponent,
@@ -55,12 +55,9 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
     names.push_back(b.name());
   }
   for (auto& e : runs) e.set_parallel(false);
+  run.rule = runs[0].rule();
+  run.order = names;
 
-  std::map<std::string, std::vector<double>> positions;
-  std::map<std::string, double> max_abs_signal;
-  std::map<std::string, ForecastPath> forecasts;
-  std::vector<double> past_returns;  // log returns of the warm-up bars (known at scoring time)
-  std::vector<size_t> scored;        // bar indices scored
   for (size_t i = 0; i < bars.size(); ++i) {
     const auto& bar = bars[i];
     if (bar.timestamp > to) break;
@@ -72,87 +69,100 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
     const bool held_out = bar.timestamp > run.training_end && bar.timestamp >= from;
     if (!(held_out && all_ready)) {
       if (bar.timestamp <= run.training_end) ++run.skipped_training_bars;
-      if (i > 0) past_returns.push_back(std::log(bar.close / bars[i - 1].close));
+      if (i > 0) run.past_returns.push_back(std::log(bar.close / bars[i - 1].close));
       ++run.warmup_bars;
       continue;
     }
-    scored.push_back(i);
-    for (size_t k = 0; k < runs.size(); ++k) positions[names[k]].push_back(d[k].decision);
+    run.timestamps.push_back(bar.timestamp);
+    run.closes.push_back(bar.close);
+    for (size_t k = 0; k < runs.size(); ++k) run.positions[names[k]].push_back(d[k].decision);
     for (size_t k = 1; k < runs.size(); ++k)
-      max_abs_signal[names[k]] =
-          std::max(max_abs_signal[names[k]], std::abs(d[k].signals.at(0).signal));
+      run.max_abs_signal[names[k]] =
+          std::max(run.max_abs_signal[names[k]], std::abs(d[k].signals.at(0).signal));
     for (const auto& s : d[0].signals) {
       if (s.forecast.empty()) continue;
-      auto& f = forecasts[s.model];
-      f.quantiles.push_back(s.forecast);
+      run.forecasts[s.model].quantiles.push_back(s.forecast);
     }
   }
-  FOXHUNT_CHECK(scored.size() >= 3, kComponent, "'", job.data, "': expected bars after the ",
+  FOXHUNT_CHECK(run.closes.size() >= 3, kComponent, "'", job.data, "': expected bars after the ",
                 "training data (which ends at Unix ", run.training_end, ") and after the warm-up",
-                " of ", run.warmup_bars, " bars; got ", scored.size(), " scored bars of ",
+                " of ", run.warmup_bars, " bars; got ", run.closes.size(), " scored bars of ",
                 bars.size(), " (", run.skipped_training_bars, " inside the training range)");
   if (run.skipped_training_bars > 0)
     log << "backtest: warning: " << run.skipped_training_bars
         << " bars at or before the end of the training data only warmed the state up\n";
+  for (auto& [name, f] : run.forecasts)
+    for (const auto& b : bundles)
+      if (b.name() == name) {
+        const auto& q = b.model->spec().quantiles;
+        f.taus.assign(q.begin(), q.end());
+      }
+  return run;
+}
 
-  for (size_t i : scored) {
-    run.timestamps.push_back(bars[i].timestamp);
-    run.closes.push_back(bars[i].close);
-  }
+void score_backtest(BacktestRun& run, const BacktestJob& job) {
+  FOXHUNT_CHECK(run.closes.size() >= 3 && run.timestamps.size() == run.closes.size(), kComponent,
+                "expected at least 3 scored bars with their timestamps, got ", run.closes.size());
+  FOXHUNT_CHECK(!run.scored, kComponent, "a backtest run is scored once");
+  run.scored = true;
   run.first_timestamp = run.timestamps.front();
   run.last_timestamp = run.timestamps.back();
   std::vector<int64_t> ms;
   for (auto t : run.timestamps) ms.push_back(t * 1000);
   run.periods_per_year = data::infer_periods_per_year(ms);
   const size_t n = run.closes.size();
+  auto& positions = run.positions;
   positions["buy_and_hold"] = data::buy_and_hold_positions(n);
   positions["vol_target"] = data::volatility_target_positions(
-      past_returns, run.closes, runs[0].rule().target_volatility, run.periods_per_year);
+      run.past_returns, run.closes, run.rule.target_volatility, run.periods_per_year);
   positions["flat"] = data::flat_positions(n);
   positions["random"] = data::random_positions(n, job.seed);
-  run.order = names;
   for (const char* s : {"buy_and_hold", "vol_target", "flat", "random"}) run.order.push_back(s);
   data::BacktestOptions bo;
   bo.cost_bps = job.cost_bps;
   bo.periods_per_year = run.periods_per_year;
   bo.bootstrap.seed = job.seed;
-  for (const auto& name : run.order)
-    run.results[name] = data::run_backtest(run.closes, positions[name], bo);
+  for (const auto& name : run.order) {
+    FOXHUNT_CHECK(positions.at(name).size() == n, kComponent, "strategy '", name, "' has ",
+                  positions.at(name).size(), " positions for ", n, " scored bars");
+    run.results[name] = data::run_backtest(run.closes, positions.at(name), bo);
+  }
   const auto& bh = run.results.at("buy_and_hold");
   for (const auto& name : run.order)
     if (name != "buy_and_hold")
-      data::compare_to_reference(run.results[name], bh, run.closes, positions[name],
-                                 positions["buy_and_hold"], bo.bootstrap);
+      data::compare_to_reference(run.results[name], bh, run.closes, positions.at(name),
+                                 positions.at("buy_and_hold"), bo.bootstrap);
   run.short_window = bh.short_window;
-  run.rule = runs[0].rule();
-  run.max_abs_signal = max_abs_signal;
   // A model that never holds a position is reported as such: no figure of it may pass for skill.
-  for (size_t k = 1; k < names.size(); ++k) {
-    if (run.results.at(names[k]).exposure > 0) continue;
+  for (const auto& [name, max_signal] : run.max_abs_signal) {
+    if (run.results.at(name).exposure > 0) continue;
     char why[256];
     std::snprintf(why, sizeof(why),
                   "never left the dead band: its largest |signal| over %zu scored bars was %.4g, "
                   "the dead band is %.4g",
-                  n, max_abs_signal[names[k]], run.rule.dead_band);
-    run.idle[names[k]] = why;
+                  n, max_signal, run.rule.dead_band);
+    run.idle[name] = why;
   }
-  run.positions = std::move(positions);
 
   // Forecasts at bar t are for r_{t+1}: the last scored bar has no outcome yet.
-  for (auto& [name, f] : forecasts) {
-    for (const auto& b : bundles)
-      if (b.name() == name) {
-        const auto& q = b.model->spec().quantiles;
-        f.taus.assign(q.begin(), q.end());
-      }
+  for (auto& [name, f] : run.forecasts) {
+    FOXHUNT_CHECK(f.quantiles.size() == n, kComponent, "forecaster '", name, "' has ",
+                  f.quantiles.size(), " forecasts for ", n, " scored bars");
     f.quantiles.pop_back();
+    f.realized.clear();
     for (size_t k = 0; k + 1 < n; ++k)
       f.realized.push_back(std::log(run.closes[k + 1] / run.closes[k]));
-    FOXHUNT_CHECK(past_returns.size() >= 2, kComponent,
+    FOXHUNT_CHECK(run.past_returns.size() >= 2, kComponent,
                   "expected at least 2 bars before the first scored bar for the baselines");
-    f.evaluation = data::evaluate_forecast(past_returns, f.realized, f.quantiles, f.taus, job.seed);
+    f.evaluation =
+        data::evaluate_forecast(run.past_returns, f.realized, f.quantiles, f.taus, job.seed);
   }
-  run.forecasts = std::move(forecasts);
+}
+
+BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarSeries& series,
+                            const BacktestJob& job, std::ostream& log) {
+  auto run = stream_backtest(bundles, series, job, log);
+  score_backtest(run, job);
   return run;
 }
 

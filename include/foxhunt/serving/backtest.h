@@ -79,6 +79,10 @@ struct BacktestRun {
   bool short_window = false;
   /// The decision rule the strategies ran (its cost and periods_per_year resolved).
   DecisionRule rule;
+  /// Log returns of the bars before the first scored bar (the baselines' history).
+  std::vector<double> past_returns;
+  /// True once score_backtest has run (baselines, results, forecast evaluations filled).
+  bool scored = false;
 
   /// Every metric: {data, bars, training_end, ..., short_window, note, rule, strategies: {name:
   /// metrics}, idle: {model: reason}, forecasters: {name: evaluation + skill + coverage_p10_p90}}.
@@ -92,8 +96,20 @@ struct BacktestRun {
 BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log);
 
 /// The ensemble and every strategy on an already loaded series and bundles (what
-/// run_backtest_job does after reading its inputs).
+/// run_backtest_job does after reading its inputs): stream_backtest then score_backtest.
 BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarSeries& series,
                             const BacktestJob& job, std::ostream& log);
+
+/// The streaming half: runs the ensemble and each model alone bar by bar and records, per scored
+/// bar, the timestamp, close, each model strategy's position and each forecaster's quantiles
+/// (one per scored bar), with the warm-up's past_returns, the rule and max_abs_signal. Runs of
+/// consecutive ranges can be joined (walk-forward: jobs/walk_forward.h) before scoring.
+BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarSeries& series,
+                            const BacktestJob& job, std::ostream& log);
+
+/// The scoring half: the baselines' positions, every strategy's backtest and statistics against
+/// buy-and-hold, the idle models and the forecasters' evaluations (the forecast at the last bar
+/// has no outcome and is dropped). InputError for a run already scored or inconsistent sizes.
+void score_backtest(BacktestRun& run, const BacktestJob& job);
 
 }  // namespace foxhunt::serving

@@ -1,0 +1,259 @@
+#include "foxhunt/jobs/walk_forward.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/core/file_io.h"
+#include "foxhunt/data/bars.h"
+#include "foxhunt/jobs/train_job.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/serving/bundle.h"
+#include "foxhunt/serving/serving.h"
+#include "foxhunt/train/infra.h"
+
+namespace foxhunt::jobs {
+namespace {
+
+constexpr const char* kComponent = "walk-forward";
+constexpr int64_t kMaxWarmupBars = 1000;  // served before a fold's first scored bar
+constexpr const char* kRecordFile = "walk_forward.json";
+
+data::BarSeries slice(const data::BarSeries& s, int64_t begin, int64_t end) {
+  data::BarSeries out;
+  out.close_only = s.close_only;
+  out.source = s.source;
+  out.bars.assign(s.bars.begin() + begin, s.bars.begin() + end);
+  return out;
+}
+
+// What makes a fold's training reusable: the same bars and the same settings.
+nlohmann::json fold_record(const WalkForwardJob& job, const data::BarSeries& train) {
+  const auto f = serving::fingerprint(train);
+  return {{"rows", f.rows},
+          {"first_timestamp", f.first_timestamp},
+          {"last_timestamp", f.last_timestamp},
+          {"hash", f.hash},
+          {"steps", job.steps},
+          {"epochs", job.epochs},
+          {"seed", job.seed}};
+}
+
+bool reusable(const std::string& dir, const nlohmann::json& record) {
+  const auto path = (std::filesystem::path(dir) / kRecordFile).string();
+  if (!std::filesystem::exists(path) || !serving::BundleDirectory(dir).complete()) return false;
+  try {
+    return nlohmann::json::parse(read_file(path)) == record;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string day(int64_t t) {
+  return data::format_timestamp(t).substr(0, 10);
+}
+
+}  // namespace
+
+WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
+  FOXHUNT_CHECK(!job.data.empty(), kComponent, "--data: expected a bars CSV");
+  FOXHUNT_CHECK(job.every >= 20, kComponent,
+                "--walk-forward: expected at least 20 bars per fold, got ", job.every);
+  FOXHUNT_CHECK(job.rolling >= 0 && job.initial >= 0, kComponent,
+                "--rolling/--initial: expected >= 0, got ", job.rolling, " and ", job.initial);
+  FOXHUNT_CHECK(job.cost_bps >= 0, kComponent, "--cost-bps: expected >= 0, got ", job.cost_bps);
+  const auto series = data::load_bars_csv(job.data);
+  const auto n = static_cast<int64_t>(series.size());
+  const int64_t initial = job.initial > 0 ? job.initial : n * 6 / 10;
+  FOXHUNT_CHECK(initial < n, kComponent, "--initial ", initial, ": expected fewer bars than the ",
+                n, " in '", job.data, "' (the rest is scored)");
+  FOXHUNT_CHECK(job.rolling == 0 || job.rolling <= initial, kComponent, "--rolling ", job.rolling,
+                ": expected at most the first training window (", initial, " bars)");
+  const int64_t folds = (n - initial + job.every - 1) / job.every;
+  const std::string work = job.work_dir.empty() ? "out/walk-forward" : job.work_dir;
+  std::filesystem::create_directories(work);
+
+  WalkForwardRun out;
+  out.every = job.every;
+  out.rolling = job.rolling;
+  serving::BacktestJob bt;
+  bt.data = job.data;
+  bt.cost_bps = job.cost_bps;
+  bt.device = job.device;
+  bt.seed = job.seed;
+  const auto device = models::to_torch(job.device);
+  std::vector<serving::BacktestRun> parts;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t k = 0; k < folds; ++k) {
+    Refit r;
+    r.fold = k;
+    r.score_begin = initial + k * job.every;
+    r.score_end = std::min(n, r.score_begin + job.every);
+    r.train_end = r.score_begin;
+    r.train_begin = job.rolling > 0 ? r.train_end - job.rolling : 0;
+    char name[32];
+    std::snprintf(name, sizeof(name), "fold-%03lld", static_cast<long long>(k));
+    r.dir = (std::filesystem::path(work) / name).string();
+    const auto train = slice(series, r.train_begin, r.train_end);
+    r.train_first_timestamp = train.bars.front().timestamp;
+    r.train_last_timestamp = train.bars.back().timestamp;
+    const auto record = fold_record(job, train);
+
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char line[320];
+    std::snprintf(line, sizeof(line),
+                  "[walk-forward] fold %lld/%lld: train on bars %lld..%lld (%s .. %s), score "
+                  "%lld..%lld; %.0f s so far\n",
+                  static_cast<long long>(k + 1), static_cast<long long>(folds),
+                  static_cast<long long>(r.train_begin), static_cast<long long>(r.train_end - 1),
+                  day(r.train_first_timestamp).c_str(), day(r.train_last_timestamp).c_str(),
+                  static_cast<long long>(r.score_begin), static_cast<long long>(r.score_end - 1),
+                  elapsed);
+    log << line;
+    log.flush();
+    if (reusable(r.dir, record)) {
+      r.reused = true;
+      log << "[walk-forward]   reused the ensemble already trained in " << r.dir << "\n";
+      const auto summary = nlohmann::json::parse(
+          read_file((std::filesystem::path(r.dir) / "summary.json").string()));
+      for (const auto& [m, s] : summary.at("models").items())
+        r.training[m] = s.value("eval", nlohmann::json());
+      r.rule_fit = summary.value("rule_fit", nlohmann::json());
+    } else {
+      std::filesystem::remove((std::filesystem::path(r.dir) / kRecordFile).string());
+      const auto csv = (std::filesystem::path(r.dir) / "train.csv").string();
+      std::filesystem::create_directories(r.dir);
+      data::write_bars_csv(csv, train);
+      TrainJob tj;
+      tj.model = "all";
+      tj.data = csv;
+      tj.steps = job.steps;
+      tj.epochs = job.epochs;
+      tj.seed = job.seed;
+      tj.device = job.device;
+      tj.out_dir = r.dir;
+      tj.progress = job.progress ? train::ProgressMode::kAuto : train::ProgressMode::kOff;
+      const auto started = std::chrono::steady_clock::now();
+      const auto all = run_train_all(tj);
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (all.interrupted || train::stop_requested()) {
+        out.interrupted = true;
+        log << "[walk-forward] interrupted in fold " << k + 1
+            << "; the finished folds are kept: rerun the same command to resume\n";
+        break;
+      }
+      FOXHUNT_CHECK(all.complete, kComponent, "fold ", k + 1,
+                    ": train all did not write every "
+                    "bundle into ",
+                    r.dir);
+      for (const auto& [m, s] : all.models)
+        r.training[m] = to_json(s).value("eval", nlohmann::json());
+      r.rule_fit = all.rule_fit;
+      write_file_atomic((std::filesystem::path(r.dir) / kRecordFile).string(),
+                        record.dump(2) + "\n");
+    }
+
+    // Serve the fold: warm up on the bars before it, score its own.
+    const auto bundles = serving::load_ensemble_bundles(r.dir, device);
+    bt.rule = serving::ensemble_rule(r.dir, job.rule);
+    bt.from = std::to_string(series.bars[static_cast<size_t>(r.score_begin)].timestamp);
+    bt.to = std::to_string(series.bars[static_cast<size_t>(r.score_end - 1)].timestamp);
+    const int64_t warm_begin = std::max<int64_t>(0, r.score_begin - kMaxWarmupBars);
+    std::ostringstream quiet;  // its warm-up bars are the training bars, by construction
+    auto part =
+        serving::stream_backtest(bundles, slice(series, warm_begin, r.score_end), bt, quiet);
+    r.first_timestamp = part.timestamps.front();
+    r.last_timestamp = part.timestamps.back();
+    auto scored = part;  // the fold alone, for its refit line
+    serving::score_backtest(scored, bt);
+    for (const auto& [s, res] : scored.results) r.sharpe[s] = res.sharpe;
+    parts.push_back(std::move(part));
+    out.refits.push_back(std::move(r));
+  }
+  FOXHUNT_CHECK(!parts.empty(), kComponent, "interrupted before the first fold finished");
+
+  // One run of every fold's scored bars, in order; scored once.
+  auto& run = out.run;
+  run = parts.front();
+  for (size_t k = 1; k < parts.size(); ++k) {
+    const auto& p = parts[k];
+    run.timestamps.insert(run.timestamps.end(), p.timestamps.begin(), p.timestamps.end());
+    run.closes.insert(run.closes.end(), p.closes.begin(), p.closes.end());
+    for (const auto& [s, pos] : p.positions)
+      run.positions[s].insert(run.positions[s].end(), pos.begin(), pos.end());
+    for (const auto& [m, v] : p.max_abs_signal)
+      run.max_abs_signal[m] = std::max(run.max_abs_signal[m], v);
+    for (const auto& [m, f] : p.forecasts)
+      run.forecasts[m].quantiles.insert(run.forecasts[m].quantiles.end(), f.quantiles.begin(),
+                                        f.quantiles.end());
+    run.skipped_training_bars += p.skipped_training_bars;
+  }
+  run.data = job.data;
+  run.bars_in_file = n;
+  run.training_end = out.refits.front().train_last_timestamp;
+  serving::score_backtest(run, bt);
+  return out;
+}
+
+nlohmann::json WalkForwardRun::to_json() const {
+  nlohmann::json j = run.to_json();
+  nlohmann::json refit_rows = nlohmann::json::array();
+  for (const auto& r : refits)
+    refit_rows.push_back({{"fold", r.fold},
+                          {"train_begin", r.train_begin},
+                          {"train_end", r.train_end},
+                          {"train_first_timestamp", r.train_first_timestamp},
+                          {"train_last_timestamp", r.train_last_timestamp},
+                          {"score_begin", r.score_begin},
+                          {"score_end", r.score_end},
+                          {"first_timestamp", r.first_timestamp},
+                          {"last_timestamp", r.last_timestamp},
+                          {"seconds", r.seconds},
+                          {"reused", r.reused},
+                          {"dir", r.dir},
+                          {"training", r.training},
+                          {"rule_fit", r.rule_fit},
+                          {"sharpe", r.sharpe}});
+  j["walk_forward"] = {{"every", every},
+                       {"rolling", rolling},
+                       {"window", rolling > 0 ? "rolling" : "expanding"},
+                       {"folds", refits.size()},
+                       {"interrupted", interrupted}};
+  j["refits"] = refit_rows;
+  return j;
+}
+
+std::string WalkForwardRun::table() const {
+  std::ostringstream os;
+  char line[320];
+  std::snprintf(line, sizeof(line), "walk-forward: %zu refits every %lld bars (%s window)\n",
+                refits.size(), static_cast<long long>(every),
+                rolling > 0 ? ("rolling " + std::to_string(rolling)).c_str() : "expanding");
+  os << line;
+  std::snprintf(line, sizeof(line), "%-5s %-23s %-23s %8s %9s %9s %9s %9s\n", "fold", "trained on",
+                "scored", "train s", "ensemble", "b&h", "tft", "dqn");
+  os << line;
+  auto sharpe = [](const Refit& r, const char* s) {
+    auto it = r.sharpe.find(s);
+    return it == r.sharpe.end() ? NAN : it->second;
+  };
+  for (const auto& r : refits) {
+    const std::string trained = day(r.train_first_timestamp) + ".." + day(r.train_last_timestamp);
+    const std::string scored = day(r.first_timestamp) + ".." + day(r.last_timestamp);
+    std::snprintf(line, sizeof(line), "%-5lld %-23s %-23s %8s %9.2f %9.2f %9.2f %9.2f\n",
+                  static_cast<long long>(r.fold + 1), trained.c_str(), scored.c_str(),
+                  r.reused ? "reused" : std::to_string(static_cast<int64_t>(r.seconds)).c_str(),
+                  sharpe(r, "ensemble"), sharpe(r, "buy_and_hold"), sharpe(r, "tft"),
+                  sharpe(r, "dqn"));
+    os << line;
+  }
+  if (interrupted) os << "interrupted: rerun the same command to resume from the finished folds\n";
+  os << run.table();
+  return os.str();
+}
+
+}  // namespace foxhunt::jobs
