@@ -23,6 +23,7 @@ struct BacktestArgs {
   std::string rule;
   std::string report;
   bool json = false;
+  bool explain = false;
 };
 
 // --walk-forward N: retrain every N bars, score each next N bars (jobs/walk_forward.h).
@@ -33,6 +34,7 @@ int backtest_walk_forward(const BacktestArgs& a) {
   w.seed = a.job.seed;
   w.device = a.job.device;
   w.rule = a.rule;
+  w.explain = a.explain || !a.report.empty();
   train::ScopedSigintHandler sigint;  // Ctrl-C: the fold in training checkpoints, the run stops
   const auto run = jobs::run_walk_forward(w, std::cerr);
   auto j = run.to_json();
@@ -109,6 +111,9 @@ Registrar reg = subcommand<BacktestArgs>(
       sub->add_option("--report", a->report,
                       "Write DIR/report.html (plots), DIR/report.md and DIR/backtest.json");
       sub->add_flag("--json", a->json, "Print every metric as JSON only");
+      sub->add_flag("--explain", a->explain,
+                    "Average the TFT's variable-selection weights and attention over the scored "
+                    "bars (JSON: explain; always with --report, which plots them)");
       auto* wf = sub->add_option("--walk-forward", a->walk.every,
                                  "Retrain all four models every N bars (train all) and score each "
                                  "next N bars out of sample, stitched; resumable")
@@ -149,6 +154,7 @@ Registrar reg = subcommand<BacktestArgs>(
                       "--bundles: expected the directory of train all (or use --walk-forward)");
         serving::BacktestJob job = a->job;
         job.rule = serving::ensemble_rule(job.bundles, a->rule);
+        job.explain = a->explain || !a->report.empty();
         if (data::has_symbol_column(read_file(job.data))) return backtest_panel(*a, job);
         const auto run = serving::run_backtest_job(job, std::cerr);
         auto j = run.to_json();

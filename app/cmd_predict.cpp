@@ -51,6 +51,7 @@ struct PredictArgs {
   bool skip_bad = false;
   bool serial = false;
   bool json = false;
+  bool explain = false;
 };
 
 // predict on a panel: the desk, one block (or one JSON line per symbol) per timestamp.
@@ -117,6 +118,9 @@ Registrar reg = subcommand<PredictArgs>(
       sub->add_flag("--json", a->json,
                     "One JSON object per bar on stdout (JSON lines; on a panel one per "
                     "timestamp and symbol, with a \"symbol\" key)");
+      sub->add_flag("--explain", a->explain,
+                    "Add the TFT's variable-selection weights (top variables) and its attention "
+                    "over past bars for each bar (JSON: models.tft.explain); one series only");
       sub->add_option("--shard", a->shard,
                       "Panel only: serve the symbols of shard K of N (K/N, by a stable hash of "
                       "the symbol), so that N processes split a universe");
@@ -139,9 +143,13 @@ Registrar reg = subcommand<PredictArgs>(
           first += line + '\n';
           if (line.find_first_not_of(" \t\r") != std::string::npos) break;
         }
-        if (data::has_symbol_column(first))
+        if (data::has_symbol_column(first)) {
+          FOXHUNT_CHECK(!a->explain, "predict",
+                        "--explain: expected one series, got a panel (a symbol column) in ", source,
+                        "; a panel is served batched without the per-bar explanation");
           return predict_panel(*a, first + std::string(std::istreambuf_iterator<char>(*in), {}),
                                source, std::move(bundles), rule, from);
+        }
         FOXHUNT_CHECK(a->shard.empty(), "predict",
                       "--shard: expected a panel (a CSV with a symbol column), got a single "
                       "series in ",
@@ -151,6 +159,7 @@ Registrar reg = subcommand<PredictArgs>(
         in = &joined;
         serving::Ensemble ensemble(std::move(bundles), rule);
         ensemble.set_parallel(!a->serial);
+        ensemble.set_explain(a->explain);
 
         serving::BarStreamOptions so;
         so.source = source;
@@ -173,7 +182,23 @@ Registrar reg = subcommand<PredictArgs>(
             else
               std::printf(" %8s", "warmup");
           }
-          std::printf(" %+9.3f %10.1f\n", d.decision, d.latency_us);
+          std::printf(" %+9.3f %10.1f", d.decision, d.latency_us);
+          for (const auto& s : d.signals) {
+            if (!s.explanation) continue;
+            // The three variables the model weighs most, and the past bar it attends to most.
+            const auto j = serving::explanation_json(*s.explanation, 3);
+            std::printf("  %s:", s.model.c_str());
+            for (const auto& v : j["past"])
+              std::printf(" %s %.2f", v[0].get<std::string>().c_str(), v[1].get<double>());
+            const auto& att = s.explanation->attention;
+            if (!att.empty()) {
+              const auto at = std::max_element(att.begin(), att.end()) - att.begin();
+              std::printf("; attends most to t-%lld (%.2f)",
+                          static_cast<long long>(att.size()) - 1 - static_cast<long long>(at),
+                          att[static_cast<size_t>(at)]);
+            }
+          }
+          std::printf("\n");
         };
         const auto warn = [](const std::string& m) {
           std::fprintf(stderr, "foxhunt: warning: %s\n", m.c_str());

@@ -139,16 +139,31 @@ TEST(BacktestRun, RefusesBarsInsideTheTrainingRange) {
 TEST(BacktestRun, ReportHoldsEveryPlot) {
   const auto s = series(650);
   std::ostringstream log;
-  const auto run = run_backtest_on(bundles_for(s), s, BacktestJob{}, log);
+  BacktestJob job;
+  job.explain = true;
+  const auto run = run_backtest_on(bundles_for(s), s, job, log);
+  // The TFT explained every scored bar: selection weights sum to 1, attention over its window.
+  ASSERT_EQ(run.explained_bars.size(), 1u);
+  EXPECT_EQ(run.explained_bars.at("tft"), static_cast<int64_t>(run.closes.size()));
+  const auto mean = run.explanation_mean("tft");
+  double sum = 0;
+  for (double w : mean.past_weights) sum += w;
+  EXPECT_NEAR(sum, 1.0, 1e-5);
+  EXPECT_EQ(mean.attention.size(), 60u);
+  EXPECT_EQ(run.to_json()["explain"]["tft"]["past"].size(), 15u);
   HtmlReport page("backtest");
   add_backtest_sections(page, run);
   TempDir dir;
   const auto html = read_file(write_report(page, dir.file("r"), run.to_json(), "backtest.json"));
-  for (const char* plot : {"Equity curves", "Drawdown", "forecast fan", "calibration"})
+  for (const char* plot : {"Equity curves", "Drawdown", "Positions (exposure)", "forecast fan",
+                           "calibration", "PIT histogram", "variable-selection weight",
+                           "average attention", "95% interval", "break-even bps"})
     EXPECT_NE(html.find(plot), std::string::npos) << plot;
   size_t svgs = 0;
   for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
-  EXPECT_EQ(svgs, 2u + 2u * 2u);  // equity, drawdown, and a fan and a calibration per forecaster
+  // Equity, drawdown, positions; a fan, a calibration and a PIT histogram per forecaster; the
+  // TFT's variable importance and attention profile.
+  EXPECT_EQ(svgs, 3u + 3u * 2u + 2u);
   EXPECT_NE(read_file(dir.file("r/report.md")).find("| strategy"), std::string::npos);
   const int rendered =
       foxhunt::testing::render_in_chromium(dir.file("r/report.html"), dir.file("r.png"));

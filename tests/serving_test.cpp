@@ -354,6 +354,52 @@ TEST_F(ServingTest, DqnTakesItsGreedyActionUnlessATemperatureIsGiven) {
                InputError);
 }
 
+TEST_F(ServingTest, ExplainAddsTheTftsSelectionWeightsAndAttentionAndChangesNothingElse) {
+  const data::MarketDataset ds(bars(700));
+  Ensemble plain(fresh_bundles(ds)), explained(fresh_bundles(ds));
+  explained.set_explain(true);
+  int64_t explained_bars = 0;
+  for (const auto& bar : bars(420, 4).bars) {
+    const auto a = plain.on_bar(bar);
+    const auto b = explained.on_bar(bar);
+    ASSERT_EQ(a.decision, b.decision);
+    for (size_t i = 0; i < a.signals.size(); ++i) {
+      EXPECT_EQ(a.signals[i].signal, b.signals[i].signal);
+      EXPECT_FALSE(a.signals[i].explanation.has_value());
+      const auto& s = b.signals[i];
+      if (s.model != "tft" || !s.ready) {
+        EXPECT_FALSE(s.explanation.has_value()) << s.model;
+        continue;
+      }
+      ASSERT_TRUE(s.explanation.has_value());
+      ++explained_bars;
+      const auto& e = *s.explanation;
+      ASSERT_EQ(e.past_weights.size(), explained_past_names().size());
+      ASSERT_EQ(e.future_weights.size(), explained_future_names().size());
+      ASSERT_EQ(e.attention.size(), 60u);  // the window
+      double past = 0, future = 0, attention = 0;
+      for (double w : e.past_weights) past += w;
+      for (double w : e.future_weights) future += w;
+      for (double w : e.attention) {
+        EXPECT_GE(w, 0.0);
+        attention += w;
+      }
+      EXPECT_NEAR(past, 1.0, 1e-5);
+      EXPECT_NEAR(future, 1.0, 1e-5);
+      EXPECT_LE(attention, 1.0 + 1e-5);  // the rest falls on the horizon step itself
+      EXPECT_GT(attention, 0.0);
+      const auto j = to_json(b)["models"]["tft"]["explain"];
+      ASSERT_EQ(j["past"].size(), 10u);
+      // Largest first, named after the bank columns.
+      EXPECT_GE(j["past"][0][1].get<double>(), j["past"][9][1].get<double>());
+      const auto& names = explained_past_names();
+      EXPECT_NE(std::find(names.begin(), names.end(), j["past"][0][0].get<std::string>()),
+                names.end());
+    }
+  }
+  EXPECT_EQ(explained_bars, 420 - (256 + 60 - 1));
+}
+
 TEST_F(ServingTest, EnsembleDirectoryRuleIsUsedUnlessOverridden) {
   TempDir dir;
   EXPECT_EQ(ensemble_rule(dir.path().string()).dead_band,

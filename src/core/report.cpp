@@ -637,6 +637,49 @@ std::string band_chart_svg(const std::vector<double>& x, const std::vector<doubl
   return out;
 }
 
+std::string bar_chart_svg(const std::vector<std::string>& labels, const std::vector<double>& values,
+                          const ChartOptions& opts) {
+  check_size(opts);
+  FOXHUNT_CHECK(labels.size() == values.size(), kComponent, "bar chart '", opts.title,
+                "': expected one value per label, got ", values.size(), " values for ",
+                labels.size(), " labels");
+  double max_value = 0.0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    FOXHUNT_CHECK(std::isfinite(values[i]) && values[i] >= 0, kComponent, "bar chart '", opts.title,
+                  "': expected finite values >= 0, got ", values[i], " at index ", i);
+    max_value = std::max(max_value, values[i]);
+  }
+  constexpr double kRow = 18.0, kTop = 36.0;
+  const double label_w =
+      std::min(0.45 * opts.width, static_cast<double>(max_label_chars(labels)) * kCharWidth + 12.0);
+  const double bar_w = opts.width - label_w - 70.0;
+  const int height = static_cast<int>(kTop + kRow * static_cast<double>(labels.size()) + 12.0);
+  std::ostringstream s;
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << opts.width << "\" height=\""
+    << height << "\" viewBox=\"0 0 " << opts.width << " " << height
+    << "\" role=\"img\" font-family=\"system-ui, -apple-system, 'Segoe UI', Roboto, Arial, "
+       "sans-serif\" font-size=\"11\">\n";
+  s << "<title>" << html_escape(opts.title) << "</title>\n";
+  s << "<rect x=\"0\" y=\"0\" width=\"" << opts.width << "\" height=\"" << height
+    << "\" fill=\"#ffffff\"/>\n";
+  s << "<text x=\"" << num(opts.width / 2.0)
+    << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"600\" "
+       "fill=\"#1d232a\">"
+    << html_escape(opts.title) << "</text>\n";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const double y = kTop + kRow * static_cast<double>(i);
+    const double w = max_value > 0 ? bar_w * values[i] / max_value : 0.0;
+    s << "<text x=\"" << num(label_w - 6) << "\" y=\"" << num(y + 12)
+      << "\" text-anchor=\"end\" fill=\"#1d232a\">" << html_escape(labels[i]) << "</text>\n";
+    s << "<rect x=\"" << num(label_w) << "\" y=\"" << num(y + 2) << "\" width=\""
+      << num(std::max(w, 0.5)) << "\" height=\"" << num(kRow - 5) << "\" fill=\"#4e79a7\"/>\n";
+    s << "<text x=\"" << num(label_w + w + 5) << "\" y=\"" << num(y + 12) << "\" fill=\"#444444\">"
+      << html_escape(format_value(values[i], opts.x_unit)) << "</text>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
+}
+
 std::string histogram_svg(const Histogram& h, const ChartOptions& opts) {
   check_size(opts);
   const bool empty = h.edges.empty() && h.counts.empty();

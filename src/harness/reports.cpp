@@ -106,26 +106,49 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
                  " of them inside the training range, never scored); " +
                  num(run.periods_per_year, "%.0f") +
                  " bars per year inferred from the timestamps.");
+  if (run.short_window)
+    page.paragraph("Fewer than a year of bars was scored (" +
+                   std::to_string(run.closes.size() - 1) + " bar returns at " +
+                   num(run.periods_per_year, "%.0f") +
+                   " per year): the annualised figures extrapolate; the per-bar Sharpe is beside "
+                   "them.");
   std::vector<std::vector<std::string>> rows;
   for (const auto& name : run.order) {
     const auto& r = run.results.at(name);
+    const std::string beats = r.prob_beats_reference ? num(*r.prob_beats_reference, "%.2f") : "-";
+    const std::string be = r.break_even_cost_bps           ? num(*r.break_even_cost_bps, "%.1f")
+                           : r.beats_reference_at_any_cost ? "any"
+                                                           : "-";
     rows.push_back({name, pct(r.total_return), pct(r.annualized_return), share(r.volatility),
-                    num(r.sharpe, "%.2f"), num(r.sortino, "%.2f"), pct(r.max_drawdown),
-                    std::to_string(r.max_drawdown_duration_bars), num(r.turnover, "%.1f"),
-                    share(r.hit_rate), share(r.exposure)});
+                    num(r.sharpe, "%.2f"),
+                    "[" + num(r.sharpe_lo, "%.2f") + ", " + num(r.sharpe_hi, "%.2f") + "]",
+                    num(r.sharpe_per_bar, "%.4f"), pct(r.max_drawdown),
+                    std::to_string(r.max_drawdown_duration_bars), num(r.turnover_per_year, "%.1f"),
+                    share(r.exposure), beats, be});
   }
-  page.table({"strategy", "total return", "annualised", "volatility", "Sharpe", "Sortino",
-              "max drawdown", "dd bars", "turnover", "hit rate", "exposure"},
+  page.table({"strategy", "total return", "annualised", "volatility", "Sharpe", "95% interval",
+              "Sharpe per bar", "max drawdown", "dd bars", "turnover/year", "exposure",
+              "P(beats B&H)", "break-even bps"},
              rows);
+  page.paragraph(
+      "Sharpe interval: 2.5-97.5% of a circular block bootstrap (blocks of 20 bars). P(beats "
+      "B&H): share of paired resamples in which the strategy's Sharpe is above buy-and-hold's. "
+      "Break-even: the cost per unit of position change at which its total return falls to "
+      "buy-and-hold's at the same cost (0: below it even without costs; any: above it at every "
+      "cost). vol_target: buy-and-hold scaled to the rule's target volatility by a 60-bar "
+      "volatility.");
+  for (const auto& [name, why] : run.idle)
+    page.paragraph(name + " is idle over these bars: it " + why + ".");
   std::vector<double> x(run.closes.size());
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i);
-  std::vector<Series> equity, drawdown;
+  std::vector<Series> equity, drawdown, exposure;
   for (const auto& name : run.order) {
     if (name == "flat") continue;
     const auto& r = run.results.at(name);
     const bool bh = name == "buy_and_hold";
     equity.push_back({name, x, r.equity, bh ? "#444444" : "", bh});
     drawdown.push_back({name, x, r.drawdown, bh ? "#444444" : "", bh});
+    if (name != "random" && !bh) exposure.push_back({name, x, run.positions.at(name), "", false});
   }
   ChartOptions eo;
   eo.title = "Equity curves against buy-and-hold";
@@ -136,6 +159,36 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
   dd.title = "Drawdown";
   dd.y_label = "drawdown";
   page.svg(line_chart_svg(drawdown, dd));
+  ChartOptions xo = eo;
+  xo.title = "Positions (exposure): -1 short, 0 flat, +1 long";
+  xo.y_label = "position";
+  page.svg(line_chart_svg(exposure, xo));
+
+  for (const auto& [model, bars] : run.explained_bars) {
+    const auto mean = run.explanation_mean(model);
+    const auto j = explanation_json(mean, 15);
+    page.heading(model + ": what the forecasts rest on (" + std::to_string(bars) + " bars)", 2);
+    std::vector<std::string> names;
+    std::vector<double> weights;
+    for (const auto& v : j["past"]) {
+      names.push_back(v[0].get<std::string>());
+      weights.push_back(v[1].get<double>());
+    }
+    ChartOptions vo;
+    vo.title = model + ": average variable-selection weight (top 15 past inputs)";
+    page.svg(bar_chart_svg(names, weights, vo));
+    std::vector<double> lag, att;
+    for (size_t i = 0; i < mean.attention.size(); ++i) {
+      lag.push_back(-static_cast<double>(mean.attention.size() - 1 - i));
+      att.push_back(mean.attention[i]);
+    }
+    ChartOptions ao;
+    ao.title = model + ": average attention of the next-bar forecast over past bars";
+    ao.x_label = "bars before the forecast bar (0 = the latest)";
+    ao.y_label = "attention weight";
+    ao.y_from_zero = true;
+    page.svg(line_chart_svg({{"attention", lag, att, "", false}}, ao));
+  }
 
   if (run.forecasts.empty()) return;
   page.heading("Forecasts against naive baselines", 2);
@@ -194,6 +247,16 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
     page.svg(line_chart_svg(
         {{"ideal", {0.0, 1.0}, {0.0, 1.0}, "#888888", true}, {name, nominal, observed, "", false}},
         co));
+    // PIT: the forecast CDF at the outcome (interpolated between the quantiles); uniform when
+    // the forecast is calibrated.
+    std::vector<double> pit;
+    for (size_t i = 0; i < n; ++i)
+      pit.push_back(1.0 - forecast_probability_above(f.taus, f.quantiles[i], f.realized[i]));
+    ChartOptions po;
+    po.title = name + ": PIT histogram (flat when calibrated)";
+    po.x_label = "forecast CDF at the outcome";
+    po.y_label = "bars";
+    if (!pit.empty()) page.svg(histogram_svg(histogram(pit, 10), po));
   }
 }
 

@@ -84,6 +84,7 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
   bt.cost_bps = job.cost_bps;
   bt.device = job.device;
   bt.seed = job.seed;
+  bt.explain = job.explain;
   const auto device = models::to_torch(job.device);
   std::vector<serving::BacktestRun> parts;
   const auto t0 = std::chrono::steady_clock::now();
@@ -191,6 +192,11 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
       run.forecasts[m].quantiles.insert(run.forecasts[m].quantiles.end(), f.quantiles.begin(),
                                         f.quantiles.end());
     run.skipped_training_bars += p.skipped_training_bars;
+    for (const auto& [m, sum] : p.explanation_sums) {
+      // The fold's sums carry its bar count: add them as one "bar", then the rest of the count.
+      serving::add_explanation(run, m, sum);
+      run.explained_bars[m] += p.explained_bars.at(m) - 1;
+    }
   }
   run.data = job.data;
   run.bars_in_file = n;

@@ -885,6 +885,21 @@ class TftModel final : public ForecasterAdapter<TftNet> {
     check_inputs(b);
     return net_->forward_cached(b.inputs[0], b.inputs[1], b.inputs[2]);
   }
+  std::optional<Explanation> explain(const Batch& b) override {
+    check_inputs(b);
+    const auto d = net_->forward_with_details(
+        b.inputs[0].narrow(0, 0, 1), b.inputs[1].narrow(0, 0, 1), b.inputs[2].narrow(0, 0, 1));
+    auto vec = [](const torch::Tensor& t) {
+      const auto c = t.to(torch::kCPU, torch::kDouble).contiguous();
+      return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+    };
+    const int64_t window = b.inputs[0].size(1);
+    Explanation e;
+    e.past_weights = vec(d.past_weights[0].mean(0));
+    e.future_weights = vec(d.future_weights[0].mean(0));
+    e.attention = vec(d.attention[0][0].narrow(0, 0, window));
+    return e;
+  }
 };
 
 }  // namespace

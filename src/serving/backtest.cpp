@@ -18,7 +18,31 @@ namespace {
 
 constexpr const char* kComponent = "backtest";
 
+void accumulate(std::vector<double>& sum, const std::vector<double>& v) {
+  if (sum.size() < v.size()) sum.resize(v.size(), 0.0);
+  for (size_t i = 0; i < v.size(); ++i) sum[i] += v[i];
+}
+
 }  // namespace
+
+void add_explanation(BacktestRun& run, const std::string& model, const models::Explanation& e) {
+  auto& s = run.explanation_sums[model];
+  accumulate(s.past_weights, e.past_weights);
+  accumulate(s.future_weights, e.future_weights);
+  accumulate(s.attention, e.attention);
+  ++run.explained_bars[model];
+}
+
+models::Explanation BacktestRun::explanation_mean(const std::string& model) const {
+  models::Explanation m;
+  auto it = explanation_sums.find(model);
+  if (it == explanation_sums.end()) return m;
+  const double n = static_cast<double>(explained_bars.at(model));
+  m = it->second;
+  for (auto* v : {&m.past_weights, &m.future_weights, &m.attention})
+    for (double& x : *v) x /= n;
+  return m;
+}
 
 BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarSeries& series,
                             const BacktestJob& job, std::ostream& log) {
@@ -55,6 +79,7 @@ BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarS
     names.push_back(b.name());
   }
   for (auto& e : runs) e.set_parallel(false);
+  runs[0].set_explain(job.explain);
   run.rule = runs[0].rule();
   run.order = names;
 
@@ -80,6 +105,7 @@ BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarS
       run.max_abs_signal[names[k]] =
           std::max(run.max_abs_signal[names[k]], std::abs(d[k].signals.at(0).signal));
     for (const auto& s : d[0].signals) {
+      if (s.explanation) add_explanation(run, s.model, *s.explanation);
       if (s.forecast.empty()) continue;
       run.forecasts[s.model].quantiles.push_back(s.forecast);
     }
@@ -202,6 +228,14 @@ nlohmann::json BacktestRun::to_json() const {
     j["strategies"][name] = s;
   }
   j["idle"] = idle;
+  if (!explanation_sums.empty()) {
+    j["explain"] = nlohmann::json::object();
+    for (const auto& [m, n] : explained_bars) {
+      auto e = explanation_json(explanation_mean(m), 15);
+      e["bars"] = n;
+      j["explain"][m] = e;
+    }
+  }
   j["forecasters"] = nlohmann::json::object();
   for (const auto& [name, f] : forecasts) {
     auto e = data::to_json(f.evaluation);

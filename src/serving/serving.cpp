@@ -15,6 +15,7 @@
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/strings.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/data/features.h"
 #include "foxhunt/data/forecast_eval.h"
 #include "foxhunt/data/trading_env.h"
 #include "foxhunt/memory/ledger.h"
@@ -364,7 +365,7 @@ int64_t ServedModel::window() const {
 
 ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double position,
                                 double unrealized_pnl, const std::vector<int64_t>& next_timestamps,
-                                const DecisionRule& rule) {
+                                const DecisionRule& rule, bool explain) {
   const auto t0 = std::chrono::steady_clock::now();
   auto& h = *history_;
   const auto& plan = h.plan;
@@ -396,6 +397,18 @@ ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double 
     if (++h.history.streamed < plan.spec.window) return out;
     const auto f = forecast.to(torch::kCPU, torch::kFloat32).contiguous();
     detail::fill_signal(plan, f.data_ptr<float>(), h.history, features, rule, out);
+    if (explain && detail::history_full(plan, h.history)) {
+      // The window the stream holds, as one batch (the ring keeps the raw rows).
+      detail::InstrumentRow row;
+      row.history = &h.history;
+      row.features = &features;
+      row.next_timestamps = &next_timestamps;
+      row.static_id = h.bundle.instrument_id;
+      auto batch = detail::build_batch(plan, {row});
+      const auto device = models::module_device(h.bundle.model->module());
+      for (auto& t : batch.inputs) t = t.to(device);
+      out.explanation = h.bundle.model->explain(batch);
+    }
     out.latency_us = detail::micros_since(t0);
     return out;
   }
@@ -420,9 +433,36 @@ nlohmann::json to_json(const BarDecision& d) {
   for (const auto& s : d.signals) {
     signals[s.model] = s.ready ? nlohmann::json(s.signal) : nlohmann::json(nullptr);
     models[s.model] = {{"ready", s.ready}, {"raw", s.raw}, {"latency_us", s.latency_us}};
+    if (s.explanation) models[s.model]["explain"] = explanation_json(*s.explanation);
   }
   return {{"timestamp", d.timestamp}, {"signals", signals},         {"decision", d.decision},
           {"position", d.position},   {"latency_us", d.latency_us}, {"models", models}};
+}
+
+const std::vector<std::string>& explained_past_names() {
+  static const std::vector<std::string> names = data::tft_feature_names();
+  return names;
+}
+
+const std::vector<std::string>& explained_future_names() {
+  return data::calendar_feature_names();
+}
+
+nlohmann::json explanation_json(const models::Explanation& e, size_t top) {
+  auto ranked = [top](const std::vector<double>& w, const std::vector<std::string>& names) {
+    std::vector<size_t> idx(w.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return w[a] > w[b]; });
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t k = 0; k < std::min(top, idx.size()); ++k) {
+      const size_t i = idx[k];
+      out.push_back({i < names.size() ? names[i] : "var" + std::to_string(i), w[i]});
+    }
+    return out;
+  };
+  return {{"past", ranked(e.past_weights, explained_past_names())},
+          {"future", ranked(e.future_weights, explained_future_names())},
+          {"attention", e.attention}};
 }
 
 std::map<std::string, double> default_ensemble_weights() {
@@ -502,7 +542,7 @@ BarDecision Ensemble::on_bar(const data::Bar& bar) {
     tasks.emplace_back([this, i, &d, upnl, &next] {
       std::optional<memory::MemoryScope> scope;
       if (memory_scopes_) scope.emplace(models_[i].name());
-      d.signals[i] = models_[i].on_bar(features_, position_, upnl, next, rule_);
+      d.signals[i] = models_[i].on_bar(features_, position_, upnl, next, rule_, explain_);
     });
   if (parallel_ && tasks.size() > 1) {
     pool_->run(tasks);

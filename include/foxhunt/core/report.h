@@ -80,6 +80,12 @@ std::string band_chart_svg(const std::vector<double>& x, const std::vector<doubl
 /// increasing.
 std::string histogram_svg(const Histogram& h, const ChartOptions& opts);
 
+/// A horizontal bar chart: one bar per label with its value (e.g. variable importance), longest
+/// scale at the largest value; opts.height is ignored (one 18 px row per bar). Throws InputError
+/// when the sizes differ or a value is negative or not finite.
+std::string bar_chart_svg(const std::vector<std::string>& labels, const std::vector<double>& values,
+                          const ChartOptions& opts);
+
 /// Builds a report as a self-contained HTML document (inline style, inline SVG, no network, no
 /// JavaScript) and as Markdown with the same headings, paragraphs, tables and preformatted
 /// blocks (each SVG becomes a line "(plot: TITLE)").

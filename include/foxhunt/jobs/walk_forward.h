@@ -41,6 +41,7 @@ struct WalkForwardJob {
   double cost_bps = 1.0;  ///< cost per unit of position change, basis points
   std::string rule;       ///< decision rule file ("" = each fold's fitted rule)
   bool progress = true;   ///< train all's progress display (auto) or none
+  bool explain = false;   ///< average the TFT's explanations (serving::BacktestJob::explain)
 };
 
 /// One refit.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,16 @@ struct Batch {
 };
 
 /// A model as serving sees it: forward, its I/O contract and metadata.
+/// What a model's interpretable parts say about one forecast (the TFT's variable selection and
+/// attention; pytorch-forecasting's interpret_output reports the same quantities).
+struct Explanation {
+  std::vector<double> past_weights;    ///< per past-observed variable: selection weight, mean
+                                       ///< over the window (sums to 1)
+  std::vector<double> future_weights;  ///< per known-future variable: mean over the horizon
+  std::vector<double> attention;       ///< the first forecast step's attention over the window
+                                       ///< bars, oldest first (head-averaged)
+};
+
 class ServingModel {
  public:
   virtual ~ServingModel() = default;
@@ -67,6 +78,10 @@ class ServingModel {
   /// (the other inputs as forward takes them); returns the first output. InputError for a model
   /// without a cached stage.
   virtual torch::Tensor forward_cached(const Batch& batch);
+
+  /// The explanation of the forecast for the first sample of `batch` (inputs as forward takes
+  /// them); none (the default) for a model without interpretable parts.
+  virtual std::optional<Explanation> explain(const Batch& batch) { return std::nullopt; }
 
   /// Names of the tensors in `Batch::inputs`, in order (from spec()).
   std::vector<std::string> input_names() const { return spec().input_names(); }

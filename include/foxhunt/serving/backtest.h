@@ -41,6 +41,9 @@ struct BacktestJob {
   Device device;       ///< "cpu", "cuda", "cuda:N"
   DecisionRule rule;   ///< the ensemble's decision rule
   uint64_t seed = 42;  ///< seed of the random policy and the bootstrap
+  /// Average the models' explanations (the TFT's variable selection and attention) over the
+  /// scored bars (`backtest --report` plots them); one more TFT forward per bar.
+  bool explain = false;
 };
 
 /// Per-forecaster next-bar forecasts over the scored bars (log returns).
@@ -83,9 +86,16 @@ struct BacktestRun {
   std::vector<double> past_returns;
   /// True once score_backtest has run (baselines, results, forecast evaluations filled).
   bool scored = false;
+  /// With BacktestJob::explain: per model, the sums of its explanations over the scored bars
+  /// and their count (explanation_mean divides).
+  std::map<std::string, models::Explanation> explanation_sums;
+  std::map<std::string, int64_t> explained_bars;  ///< see explanation_sums
+  /// The mean explanation of `model` over the scored bars (empty when none was recorded).
+  models::Explanation explanation_mean(const std::string& model) const;
 
   /// Every metric: {data, bars, training_end, ..., short_window, note, rule, strategies: {name:
-  /// metrics}, idle: {model: reason}, forecasters: {name: evaluation + skill + coverage_p10_p90}}.
+  /// metrics}, idle: {model: reason}, forecasters: {name: evaluation + skill + coverage_p10_p90},
+  /// explain: {model: mean explanation (explanation_json) + bars} when explained}.
   nlohmann::json to_json() const;
   /// Terminal tables.
   std::string table() const;
@@ -106,6 +116,9 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
 /// consecutive ranges can be joined (walk-forward: jobs/walk_forward.h) before scoring.
 BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarSeries& series,
                             const BacktestJob& job, std::ostream& log);
+
+/// Adds one bar's explanation of `model` to the run's sums (stream_backtest does, with explain).
+void add_explanation(BacktestRun& run, const std::string& model, const models::Explanation& e);
 
 /// The scoring half: the baselines' positions, every strategy's backtest and statistics against
 /// buy-and-hold, the idle models and the forecasters' evaluations (the forecast at the last bar

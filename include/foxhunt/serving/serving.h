@@ -120,7 +120,18 @@ struct ModelSignal {
   /// scaling the bundle records); empty for policies.
   std::vector<double> forecast;
   double latency_us = 0.0;  ///< time of this model's step
+  /// With Ensemble::set_explain(true), for a model that can explain itself (the FP32 TFT): its
+  /// variable-selection weights and attention for this forecast (models::Explanation).
+  std::optional<models::Explanation> explanation;
 };
+
+/// An explanation with the variables' names, largest weight first: {past: [[name, weight], ...
+/// `top` of them], future: [[name, weight], ...], attention: [weights over the window bars,
+/// oldest first]}.
+nlohmann::json explanation_json(const models::Explanation& e, size_t top = 10);
+/// Names of the past and known-future variables the TFT's selection weights refer to.
+const std::vector<std::string>& explained_past_names();
+const std::vector<std::string>& explained_future_names();
 
 /// Signal of action probabilities over {sell, hold, buy}: p(buy) - p(sell).
 double policy_signal(const std::vector<float>& probabilities);
@@ -183,9 +194,10 @@ class ServedModel {
   /// Consumes the new bar (the engine has just accepted it) and computes the model's signal.
   /// `position` and `unrealized_pnl` describe the runtime's holding into this bar;
   /// `next_timestamps` are the expected times of the next `horizon` bars (for calendar inputs).
+  /// With `explain`, also fills the signal's explanation (models::ServingModel::explain).
   ModelSignal on_bar(const data::StreamingFeatures& features, double position,
                      double unrealized_pnl, const std::vector<int64_t>& next_timestamps,
-                     const DecisionRule& rule);
+                     const DecisionRule& rule, bool explain = false);
 
   /// A forecaster's raw quantiles (target units) as next-bar log-return quantiles.
   std::vector<double> forecast_returns(const std::vector<float>& raw,
@@ -223,6 +235,9 @@ class Ensemble {
   bool try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why);
   /// Runs the models one by one (false) or concurrently (true, the default).
   void set_parallel(bool parallel) { parallel_ = parallel; }
+  /// Adds each model's explanation to its signal (`predict --explain`; one more forward of the
+  /// TFT with its selection weights and attention per bar). Off by default.
+  void set_explain(bool on) { explain_ = on; }
   /// Runs each model's step under the ledger scope named after the model (memory/ledger.h), so
   /// that per-model serving bytes are exact; off by default (a scope costs a lock per step).
   void set_memory_scopes(bool on) { memory_scopes_ = on; }
@@ -244,6 +259,7 @@ class Ensemble {
   std::unique_ptr<ThreadPool> pool_;
   bool parallel_ = true;
   bool memory_scopes_ = false;
+  bool explain_ = false;
   double position_ = 0.0;
   double entry_close_ = 0.0;
   int64_t prev_timestamp_ = 0;
