@@ -192,6 +192,7 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
       run.forecasts[m].quantiles.insert(run.forecasts[m].quantiles.end(), f.quantiles.begin(),
                                         f.quantiles.end());
     run.skipped_training_bars += p.skipped_training_bars;
+    run.warmup_bars += p.warmup_bars;
     for (const auto& [m, sum] : p.explanation_sums) {
       // The fold's sums carry its bar count: add them as one "bar", then the rest of the count.
       serving::add_explanation(run, m, sum);
