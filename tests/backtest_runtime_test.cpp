@@ -77,6 +77,21 @@ TEST(BacktestRun, ScoresOnlyBarsAfterTheTrainingData) {
     EXPECT_EQ(e.at("points").get<size_t>(), run.closes.size() - 1);
   }
   EXPECT_EQ(j.at("strategies").at("flat").at("total_return").get<double>(), 0.0);
+  // The forecasters take positions from their whole distribution (the median alone is ~0), and
+  // a model without any position is listed as idle with its reason, and only then.
+  for (const char* f : {"mamba2", "tft"}) EXPECT_GT(run.results.at(f).exposure, 0.0) << f;
+  for (const char* m : {"dqn", "ppo", "mamba2", "tft"}) {
+    const bool idle = run.results.at(m).exposure == 0.0;
+    EXPECT_EQ(j.at("idle").contains(m), idle) << m;
+    EXPECT_GT(j.at("strategies").at(m).at("max_abs_signal").get<double>(), 0.0) << m;
+  }
+  // The new baseline and statistics are in the JSON of every strategy.
+  for (const char* key : {"sharpe_lo", "sharpe_hi", "prob_beats_buy_and_hold",
+                          "break_even_cost_bps", "mean_return_per_bar", "sharpe_per_bar"})
+    EXPECT_TRUE(j.at("strategies").at("vol_target").contains(key)) << key;
+  EXPECT_TRUE(j.at("strategies").at("buy_and_hold").at("prob_beats_buy_and_hold").is_null());
+  EXPECT_LE(j.at("strategies").at("ensemble").at("sharpe_lo").get<double>(),
+            j.at("strategies").at("ensemble").at("sharpe").get<double>());
 }
 
 TEST(BacktestRun, NoLookAheadChangingLaterBarsChangesNoEarlierDecision) {

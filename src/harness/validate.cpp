@@ -375,8 +375,14 @@ void validate_backtest_step(const ValidateOptions& options, StepResult& result, 
                 run->closes.size(), 100 * ens.total_return, ens.sharpe, 100 * bh.total_return,
                 bh.sharpe);
   result.summary = buf;
+  if (run->short_window)
+    result.summary += "fewer than a year of bars (per-bar Sharpe " +
+                      std::to_string(ens.sharpe_per_bar).substr(0, 7) + " vs " +
+                      std::to_string(bh.sharpe_per_bar).substr(0, 7) + "); ";
   result.summary += forecasters_ok ? "forecasters no worse than their best naive baselines"
                                    : "WORSE than the best naive baseline: " + worse;
+  // An idle model passes no gate by being idle: it is named, with the reason.
+  for (const auto& [name, why] : run->idle) result.summary += "; " + name + " idle (" + why + ")";
   result.backtest = std::move(run);
 }
 
