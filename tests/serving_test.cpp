@@ -752,6 +752,19 @@ TEST(ServingEndToEndTest, TrainAllThenPredictFromBundlesAlone_SLOW) {
   }
   EXPECT_EQ(n, 340);
   EXPECT_EQ(decided, 340 - (256 + 60 - 1));
+  // --explain: the TFT's top variables and attention on each bar it forecasts.
+  auto explained = run_cli("predict --bundles " + out + " --data " + live + " --json --explain");
+  ASSERT_EQ(explained.exit_code, 0) << explained.err;
+  std::istringstream elines(explained.out);
+  int64_t with = 0;
+  while (std::getline(elines, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j["models"]["tft"].contains("explain")) continue;
+    ++with;
+    EXPECT_EQ(j["models"]["tft"]["explain"]["attention"].size(), 60u);
+    EXPECT_EQ(j["models"]["tft"]["explain"]["past"].size(), 10u);
+  }
+  EXPECT_EQ(with, decided);
 }
 
 }  // namespace
