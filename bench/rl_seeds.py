@@ -45,8 +45,10 @@ def bootstrap_interval(values, stat, resamples=2000, seed=7):
 
 
 def run(build, model, env, steps, seed, data, out):
-    cmd = [os.path.join(build, "foxhunt"), "train", model, "--env", env, "--steps", str(steps),
-           "--seed", str(seed), "--out", out, "--progress", "off", "--json"]
+    cmd = [os.path.join(build, "foxhunt"), "train", model, "--env", env, "--seed", str(seed),
+           "--out", out, "--progress", "off", "--json"]
+    if steps > 0:
+        cmd += ["--steps", str(steps)]
     if env == "trading":
         cmd += ["--data", data]
     r = subprocess.run(cmd, capture_output=True, text=True)

@@ -6,7 +6,9 @@
 #include "foxhunt/memory/device_memory.h"
 
 #include <gtest/gtest.h>
+
 #include <torch/torch.h>
+#include "foxhunt/data/bars.h"
 
 #include <cmath>
 
@@ -61,10 +63,46 @@ TEST(DeviceMemoryTest, ParsesDevicesAndRejectsOthers) {
   EXPECT_EQ(nlohmann::json("cpu").get<Device>(), Device::cpu());
   EXPECT_THROW(nlohmann::json(3).get<Device>(), InputError);
   EXPECT_THROW(nlohmann::json("tpu").get<Device>(), InputError);
-  // The torch device: a plain "cuda" stays the current device, an index is kept.
+  // The torch device: a plain "cuda" stays the current device, an index is kept; a CUDA device
+  // that is not there is an InputError saying so in one line (not LibTorch's CUDA text).
   EXPECT_EQ(models::to_torch(Device::cpu()), torch::Device(torch::kCPU));
-  EXPECT_EQ(models::to_torch(Device::cuda(3)), torch::Device(torch::kCUDA, 3));
-  EXPECT_EQ(models::to_torch(Device::cuda()), torch::Device(torch::kCUDA));
+  if (torch::cuda::is_available()) {
+    EXPECT_EQ(models::to_torch(Device::cuda(0)), torch::Device(torch::kCUDA, 0));
+    EXPECT_EQ(models::to_torch(Device::cuda()), torch::Device(torch::kCUDA));
+    EXPECT_THROW(models::to_torch(Device::cuda(999)), InputError);
+  } else {
+    for (const auto& d : {Device::cuda(), Device::cuda(3)}) {
+      try {
+        models::to_torch(d);
+        ADD_FAILURE() << d.str() << " converted without a GPU";
+      } catch (const InputError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("--device " + d.str() + ": expected a usable CUDA device, found none"),
+                  std::string::npos)
+            << m;
+        EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+        EXPECT_EQ(m.find("http"), std::string::npos) << m;
+      }
+    }
+  }
+}
+
+TEST(DeviceMemoryTest, CommandsOnAMissingGpuSayItInOneLine) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is present";
+  testing::TempDir tmp;
+  const auto csv = tmp.file("bars.csv");
+  data::write_bars_csv(csv, data::generate_synthetic({.bars = 300, .seed = 2}));
+  for (const std::string& cmd :
+       {"train dqn --steps 10 --device cuda --out " + tmp.file("t"),
+        "predict --bundles " + tmp.file("none") + " --data " + csv + " --device cuda",
+        "backtest --bundles " + tmp.file("none") + " --data " + csv + " --device cuda"}) {
+    const auto r = testing::run_cli(cmd);
+    EXPECT_EQ(r.exit_code, 2) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find("expected a usable CUDA device, found none"), std::string::npos)
+        << cmd << "\n"
+        << r.err;
+    EXPECT_EQ(r.err.find("https://"), std::string::npos) << cmd << "\n" << r.err;
+  }
 }
 
 TEST(DeviceMemoryTest, CpuIsTheLedger) {

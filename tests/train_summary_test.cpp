@@ -119,13 +119,29 @@ TEST(TrainSummaryTest, TrainAll) {
   all.bundles = {"out/ensemble/dqn/bundle.fhb"};
   all.interrupted = true;
   const auto j = to_json(all);
-  EXPECT_EQ(keys(j),
-            (std::set<std::string>{"out", "models", "bundles", "interrupted", "complete", "rule",
-                                   "rule_fit"}));
+  EXPECT_EQ(keys(j), (std::set<std::string>{"out", "models", "bundles", "interrupted", "complete",
+                                            "rule", "rule_fit"}));
   EXPECT_EQ(j["models"]["dqn"], to_json(all.models["dqn"]));
   EXPECT_EQ(j["bundles"], nlohmann::json({"out/ensemble/dqn/bundle.fhb"}));
   EXPECT_FALSE(j["complete"].get<bool>());
   EXPECT_NE(format_train_summary(all).find("bundles (1): serve them"), std::string::npos);
+  // The fitted rule's line and weights; a failed fit says the built-in rule applies.
+  all.rule = "out/ensemble/rule.json";
+  all.rule_fit = {{"bars", 186},
+                  {"sharpe_equal", 0.5},
+                  {"sharpe_best", 1.25},
+                  {"sharpe_fitted", 0.75},
+                  {"weights", {{"dqn", 1.7}, {"tft", 0.3}}}};
+  const auto text = format_train_summary(all);
+  EXPECT_NE(text.find("weights fitted on 186 validation bars (Sharpe after costs: equal 0.50, "
+                      "best 1.25, written 0.75"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  weights: dqn 1.70 tft 0.30\n"), std::string::npos) << text;
+  all.rule.clear();
+  all.rule_fit = {{"error", "too few bars"}};
+  EXPECT_NE(format_train_summary(all).find("not fitted (too few bars); the built-in rule applies"),
+            std::string::npos);
 }
 
 }  // namespace

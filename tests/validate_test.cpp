@@ -80,6 +80,12 @@ TEST(Validate, CliChecksOutputPathsAndOptionsBeforeTheWork) {
       run_cli("backtest --bundles " + tmp.file("none") + " --data " + file + " --report " + file);
   EXPECT_EQ(b.exit_code, 2);
   EXPECT_NE(b.err.find("--report"), std::string::npos) << b.err;
+  // An unknown --skip step is refused, naming the steps, before any step runs.
+  const auto k = run_cli("validate --skip modles");
+  EXPECT_EQ(k.exit_code, 2) << k.err;
+  EXPECT_NE(k.err.find("--skip 'modles': expected a step name: models, train"), std::string::npos)
+      << k.err;
+  EXPECT_EQ(k.out.find("== models"), std::string::npos) << "ran before refusing: " << k.out;
 }
 
 TEST(Validate, RangeChecksSayWhatWasExpectedInOneShortLine) {

@@ -8,12 +8,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/strings.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/harness/reports.h"
@@ -440,6 +442,11 @@ ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {
   // The report's directory is checked before the work (a file in the way fails now, not after
   // minutes of steps).
   if (!given.report_dir.empty()) check_output_dir(given.report_dir, "report");
+  std::vector<std::string> known;
+  for (const auto& [name, step] : validate_steps()) known.push_back(name);
+  for (const auto& s : given.skip)
+    FOXHUNT_CHECK(std::find(known.begin(), known.end(), s) != known.end(), "validate", "--skip '",
+                  s, "': expected a step name: ", join(known, ", "));
   const ScopedDirectory work(given.out_dir, "foxhunt-validate");
   options.out_dir = work.path();
   ValidateReport report;

@@ -838,6 +838,7 @@ TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& r
 }  // namespace
 
 TrainSummary run_train_job(const TrainJob& given) {
+  (void)models::to_torch(given.device);  // a device that is not there: one line, before any work
   // Data-parallel ranks on one machine share `--device cuda`: rank r takes GPU r mod count (as
   // torchrun's local rank does), so NCCL gets one device per rank where there are enough.
   TrainJob job = given;

@@ -121,7 +121,8 @@ std::string format_train_summary(const TrainAllSummary& s) {
                   f.value("sharpe_best", 0.0), f.value("sharpe_fitted", 0.0), s.rule.c_str());
     out += buf;
     out += "  weights:";
-    for (const auto& [m, w] : f.value("weights", nlohmann::json::object()).items()) {
+    const auto weights = f.value("weights", nlohmann::json::object());  // outlives the loop
+    for (const auto& [m, w] : weights.items()) {
       std::snprintf(buf, sizeof(buf), " %s %.2f", m.c_str(), w.get<double>());
       out += buf;
     }

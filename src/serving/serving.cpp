@@ -132,9 +132,10 @@ void from_json(const nlohmann::json& j, DecisionRule& r) {
 }
 
 DecisionRule load_decision_rule(const std::string& path) {
-  FOXHUNT_CHECK(std::filesystem::is_regular_file(path), "decision", "'", path,
-                "': expected a decision rule JSON file, ",
-                std::filesystem::exists(path) ? "got a directory" : "it does not exist");
+  FOXHUNT_CHECK(std::filesystem::exists(path), "decision", "'", path,
+                "': expected a decision rule JSON file; it does not exist");
+  FOXHUNT_CHECK(!std::filesystem::is_directory(path), "decision", "'", path,
+                "': expected a decision rule JSON file, got a directory");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_file(path));
