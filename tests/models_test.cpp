@@ -272,3 +272,46 @@ TEST(HostValidatedInputsTest, DeviceTensorsSkipTheScanInsideTheScope_CUDA) {
 
 }  // namespace
 }  // namespace foxhunt::models
+
+namespace foxhunt::models {
+namespace {
+
+// Options of the wrong JSON type are named with their key and what was expected, in words.
+TEST(OptionsJsonTest, WrongTypesAreSaidInWords) {
+  auto message = [](auto fn) {
+    try {
+      fn();
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const nlohmann::json j = {{"hidden", 1.5}, {"lr", "x"}, {"on", 1}, {"name", 3}, {"n", 4}};
+  int64_t i = 0;
+  double d = 0;
+  bool b = false;
+  std::string s;
+  EXPECT_EQ(message([&] { json_get(j, "tft", "hidden", i); }),
+            "[tft] option 'hidden': expected an integer, got number 1.5");
+  EXPECT_EQ(i, 0);  // unchanged: 1.5 is not silently truncated
+  EXPECT_EQ(message([&] { json_get(j, "dqn_trainer", "lr", d); }),
+            "[dqn_trainer] option 'lr': expected a number, got string \"x\"");
+  EXPECT_EQ(message([&] { json_get(j, "c", "on", b); }),
+            "[c] option 'on': expected true or false, got number 1");
+  EXPECT_EQ(message([&] { json_get(j, "c", "name", s); }),
+            "[c] option 'name': expected a string, got number 3");
+  json_get(j, "c", "n", d);  // an integer is a number
+  EXPECT_EQ(d, 4.0);
+  json_get(j, "c", "n", i);
+  EXPECT_EQ(i, 4);
+  json_get(j, "c", "absent", i);  // missing keys keep the value
+  EXPECT_EQ(i, 4);
+  // Through a model's options: the same words.
+  EXPECT_NE(message([] {
+              make_model("tft", {{"hidden", 1.5}});
+            }).find("option 'hidden': expected an integer, got number 1.5"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace foxhunt::models

@@ -264,10 +264,14 @@ std::optional<double> break_even_cost_bps(const std::vector<double>& closes,
   run_backtest(closes, positions);
   run_backtest(closes, reference_positions);
   auto lead = [&](double bps) {
-    return log_wealth(closes, positions, bps * 1e-4) -
-           log_wealth(closes, reference_positions, bps * 1e-4);
+    const double a = log_wealth(closes, positions, bps * 1e-4);
+    const double b = log_wealth(closes, reference_positions, bps * 1e-4);
+    if (std::isinf(a) && std::isinf(b)) return 0.0;  // both ruined: neither leads
+    return a - b;
   };
-  constexpr double kMaxBps = 10000.0;
+  // 1,000 bps (10% per unit of position change) is beyond any real cost; above it a single
+  // entry can ruin buy-and-hold, which says nothing about a strategy.
+  constexpr double kMaxBps = 1000.0;
   if (!(lead(0.0) > 0.0)) return 0.0;
   if (lead(kMaxBps) > 0.0) return std::nullopt;
   double lo = 0.0, hi = kMaxBps;

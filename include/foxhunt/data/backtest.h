@@ -84,7 +84,7 @@ struct BacktestResult {
   std::optional<double> prob_beats_reference;
   /// The cost (bps) at which this strategy's total return falls to the reference's at the same
   /// cost (break_even_cost_bps). Unset for the reference itself and when it beats the reference
-  /// at every cost up to 10,000 bps; 0 when it does not beat it even without costs.
+  /// at every cost up to 1,000 bps; 0 when it does not beat it even without costs.
   std::optional<double> break_even_cost_bps;
   /// True when break_even_cost_bps is unset because it beats the reference at every cost (a
   /// strategy that trades no more than the reference and earns more).
@@ -147,9 +147,9 @@ double prob_sharpe_beats(const std::vector<double>& returns, const std::vector<d
 /// Break-even cost, in basis points, of `positions` against `reference_positions` on `closes`
 /// (run_backtest's conventions): the cost k at which the strategy's total log return
 /// sum_t log(1 + p_t g_t - k |p_t - p_{t-1}|) equals the reference's at the same k (g_t the bar's
-/// price change). Found by bisection on [0, 10,000] bps (to 1e-6 bps): a strategy that trades more
+/// price change). Found by bisection on [0, 1,000] bps (to 1e-6 bps): a strategy that trades more
 /// than the reference loses its lead as the cost grows. 0 when it does not beat the reference
-/// even at zero cost; nullopt when it still beats it at 10,000 bps. InputError as run_backtest.
+/// even at zero cost; nullopt when it still beats it at 1,000 bps. InputError as run_backtest.
 std::optional<double> break_even_cost_bps(const std::vector<double>& closes,
                                           const std::vector<double>& positions,
                                           const std::vector<double>& reference_positions);

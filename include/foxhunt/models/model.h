@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "foxhunt/core/device.h"
@@ -223,6 +224,21 @@ template <typename T>
 void json_get(const nlohmann::json& j, const char* component, const char* key, T& value) {
   auto it = j.find(key);
   if (it == j.end()) return;
+  // The JSON type is checked first, so that a wrong type is said in words (and 2.5 is not
+  // silently truncated to an integer option's 2).
+  const char* expected = nullptr;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) expected = "true or false";
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) expected = "an integer";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!it->is_number()) expected = "a number";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) expected = "a string";
+  }
+  if (expected)
+    throw InputError(component, std::string("option '") + key + "': expected " + expected +
+                                    ", got " + it->type_name() + " " + it->dump());
   try {
     value = it->template get<T>();
   } catch (const std::exception& e) {
