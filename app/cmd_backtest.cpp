@@ -1,5 +1,6 @@
 // foxhunt backtest: the ensemble and each model alone over held-out bars, against buy-and-hold
 // (library: serving/backtest.h, harness/reports.h).
+#include <functional>
 #include <iostream>
 
 #include "command.h"
@@ -26,6 +27,23 @@ struct BacktestArgs {
   bool explain = false;
 };
 
+// Writes the report when --report asks (`fill` adds its sections), then prints the JSON or the
+// table; the one ending of every backtest form.
+void finish(const BacktestArgs& a, nlohmann::json j, const std::string& table,
+            const std::string& title, const std::function<void(HtmlReport&)>& fill) {
+  if (!a.report.empty()) {
+    HtmlReport page(title);
+    fill(page);
+    j["report"] = harness::write_report(page, a.report, j, "backtest.json");
+  }
+  if (a.json) {
+    print_json(j.dump(2));
+  } else {
+    std::cout << table;
+    if (j.contains("report")) std::cout << "report: " << j["report"].get<std::string>() << "\n";
+  }
+}
+
 // --walk-forward N: retrain every N bars, score each next N bars (jobs/walk_forward.h).
 int backtest_walk_forward(const BacktestArgs& a) {
   jobs::WalkForwardJob w = a.walk;
@@ -37,21 +55,12 @@ int backtest_walk_forward(const BacktestArgs& a) {
   w.explain = a.explain || !a.report.empty();
   train::ScopedSigintHandler sigint;  // Ctrl-C: the fold in training checkpoints, the run stops
   const auto run = jobs::run_walk_forward(w, std::cerr);
-  auto j = run.to_json();
-  if (!a.report.empty()) {
-    HtmlReport page("foxhunt backtest (walk-forward)");
+  const std::string table = run.table();
+  finish(a, run.to_json(), table, "foxhunt backtest (walk-forward)", [&](HtmlReport& page) {
     page.heading("Refits");
-    const std::string table = run.table();
     page.preformatted(table.substr(0, table.find("backtest: ")));
     harness::add_backtest_sections(page, run.run);
-    j["report"] = harness::write_report(page, a.report, j, "backtest.json");
-  }
-  if (a.json) {
-    print_json(j.dump(2));
-  } else {
-    std::cout << run.table();
-    if (j.contains("report")) std::cout << "report: " << j["report"].get<std::string>() << "\n";
-  }
+  });
   return run.interrupted ? 130 : 0;
 }
 
@@ -60,24 +69,15 @@ int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job) {
   const auto panel = data::load_panel_csv(job.data);
   const auto bundles = serving::load_ensemble_bundles(job.bundles, models::to_torch(job.device));
   const auto run = serving::run_panel_backtest(bundles, panel, job, std::cerr);
-  auto j = run.to_json();
-  if (!a.report.empty()) {
-    HtmlReport page("foxhunt backtest (panel)");
+  const std::string table = run.table();
+  finish(a, run.to_json(), table, "foxhunt backtest (panel)", [&](HtmlReport& page) {
     page.heading("Portfolio");
-    const std::string table = run.table();
     page.preformatted(table.substr(0, table.find("\n== ")));
     for (const auto& s : run.symbols) {
       page.heading(s, 2);
       harness::add_backtest_sections(page, run.runs.at(s));
     }
-    j["report"] = harness::write_report(page, a.report, j, "backtest.json");
-  }
-  if (a.json) {
-    print_json(j.dump(2));
-  } else {
-    std::cout << run.table();
-    if (j.contains("report")) std::cout << "report: " << j["report"].get<std::string>() << "\n";
-  }
+  });
   return 0;
 }
 
@@ -157,19 +157,8 @@ Registrar reg = subcommand<BacktestArgs>(
         job.explain = a->explain || !a->report.empty();
         if (data::has_symbol_column(read_file(job.data))) return backtest_panel(*a, job);
         const auto run = serving::run_backtest_job(job, std::cerr);
-        auto j = run.to_json();
-        if (!a->report.empty()) {
-          HtmlReport page("foxhunt backtest");
-          harness::add_backtest_sections(page, run);
-          j["report"] = harness::write_report(page, a->report, j, "backtest.json");
-        }
-        if (a->json) {
-          print_json(j.dump(2));
-        } else {
-          std::cout << run.table();
-          if (j.contains("report"))
-            std::cout << "report: " << j["report"].get<std::string>() << "\n";
-        }
+        finish(*a, run.to_json(), run.table(), "foxhunt backtest",
+               [&](HtmlReport& page) { harness::add_backtest_sections(page, run); });
         return 0;
       };
     });
