@@ -83,7 +83,11 @@ def _decisions_to_arrays(items, models):
 
 
 class Ensemble:
-    """The four-model ensemble on one instrument (what `foxhunt predict` runs)."""
+    """The four-model ensemble on one instrument (what `foxhunt predict` runs).
+
+    `rule`: the decision rule as a dict (the JSON form of `--rule`); None uses DIR/rule.json,
+    the weights `train all` fitted on its validation split, else the built-in rule.
+    """
 
     def __init__(self, bundles, device="cpu", rule=None):
         self._e = _foxhunt.Ensemble(str(bundles), device, json.dumps(rule) if rule else "")
@@ -110,7 +114,10 @@ class Ensemble:
 
 
 class Desk:
-    """Many instruments through one set of models, batched across instruments."""
+    """Many instruments through one set of models, batched across instruments.
+
+    `rule`: as for Ensemble (None: DIR/rule.json, else the built-in rule).
+    """
 
     def __init__(self, bundles, device="cpu", rule=None):
         self._d = _foxhunt.Desk(str(bundles), device, json.dumps(rule) if rule else "")
