@@ -127,8 +127,33 @@ TEST(FileIoTest, CrashBeforeRenameKeepsPreviousFile) {
 }
 
 TEST(FileIoTest, WriteIntoMissingDirectoryFails) {
-  EXPECT_THROW(write_file_atomic("/nonexistent-dir-foxhunt/x.bin", "x"), Error);
+  // A path that cannot hold a file is bad input, named as given (not the temporary file).
+  try {
+    write_file_atomic("/nonexistent-dir-foxhunt/x.bin", "x");
+    ADD_FAILURE() << "wrote into a missing directory";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "[io] cannot write '/nonexistent-dir-foxhunt/x.bin': No such file or directory (its "
+              "directory does not exist)");
+  }
   EXPECT_THROW(read_file("/nonexistent-dir-foxhunt/x.bin"), InputError);
+  // A directory in the way is bad input too, and stays as it was (no temporary file left).
+  TempDir dir;
+  const auto sub = dir.file("sub");
+  std::filesystem::create_directories(sub);
+  EXPECT_THROW(write_file_atomic(sub, "x"), InputError);
+  EXPECT_TRUE(std::filesystem::is_directory(sub));
+  int entries = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path()))
+    entries += e.exists() ? 1 : 0;
+  EXPECT_EQ(entries, 1);
+  // Commands answer it with exit 2, naming the path the user gave.
+  const auto r =
+      foxhunt::testing::run_cli("data generate --bars 50 --out /nonexistent-dir-foxhunt/b.csv");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("cannot write '/nonexistent-dir-foxhunt/b.csv'"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find(".tmp."), std::string::npos) << r.err;
 }
 
 TEST(FileIoTest, Crc32KnownAnswer) {

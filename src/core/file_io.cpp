@@ -41,7 +41,17 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   const std::string tmp =
       path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) FOXHUNT_FAIL("io", "cannot create '", tmp, "': ", errno_text());
+  if (fd < 0) {
+    // A path the user gave that cannot hold a file is bad input (exit 2), named as given (not
+    // the temporary file); anything else (no space, I/O) is a runtime failure (exit 1).
+    const int e = errno;
+    const std::string reason = std::strerror(e);
+    if (e == ENOENT || e == ENOTDIR || e == EACCES || e == EROFS || e == EISDIR ||
+        e == ENAMETOOLONG || e == EPERM)
+      throw InputError("io", "cannot write '" + path + "': " + reason +
+                                 (e == ENOENT ? " (its directory does not exist)" : ""));
+    FOXHUNT_FAIL("io", "cannot write '", path, "': ", reason);
+  }
   auto fail = [&](const std::string& what) {
     const std::string reason = errno_text();
     ::close(fd);
@@ -67,9 +77,11 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     FOXHUNT_FAIL("io", "simulated crash before rename of '", path, "'");
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = errno_text();
+    const int e = errno;
     ::unlink(tmp.c_str());
-    FOXHUNT_FAIL("io", "rename to '", path, "' failed: ", reason);
+    if (e == EISDIR || e == ENOTDIR)  // the target is a directory: a bad --out
+      throw InputError("io", "cannot write '" + path + "': " + std::strerror(e));
+    FOXHUNT_FAIL("io", "rename to '", path, "' failed: ", std::strerror(e));
   }
   // Make the rename itself durable.
   int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

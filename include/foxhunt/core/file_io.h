@@ -8,7 +8,10 @@ namespace foxhunt {
 
 /// Writes `bytes` to `path` atomically: a temp file in the same directory is written, flushed,
 /// fsync'ed and renamed over `path`. On any failure the temp file is removed and `path` keeps its
-/// previous contents. Throws foxhunt::Error("[io] ...").
+/// previous contents. A path that cannot hold a file (missing directory, no permission, read-only
+/// file system, a directory in the way) throws InputError("[io] cannot write 'PATH': ...") naming
+/// `path` as given (exit 2 in the CLI); other failures (no space, I/O errors) throw
+/// foxhunt::Error (exit 1).
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
 /// Reads a whole file. Throws foxhunt::InputError("[io] ...") when it cannot be opened.
