@@ -144,8 +144,7 @@ TEST(FileIoTest, WriteIntoMissingDirectoryFails) {
   EXPECT_THROW(write_file_atomic(sub, "x"), InputError);
   EXPECT_TRUE(std::filesystem::is_directory(sub));
   int entries = 0;
-  for (auto& e : std::filesystem::directory_iterator(dir.path()))
-    entries += e.exists() ? 1 : 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) entries += e.exists() ? 1 : 0;
   EXPECT_EQ(entries, 1);
   // Commands answer it with exit 2, naming the path the user gave.
   const auto r =

@@ -8,6 +8,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/random.h"
+#include "foxhunt/core/stats.h"
 
 namespace foxhunt::data {
 
@@ -64,14 +65,6 @@ void block_resamples(size_t n, const BootstrapOptions& o, Visit visit, Done done
     }
     done();
   }
-}
-
-// 2.5% / 97.5% empirical quantiles (linear interpolation between ranks) of sorted values.
-double sorted_quantile(const std::vector<double>& v, double p) {
-  const double h = (static_cast<double>(v.size()) - 1.0) * p;
-  const size_t lo = static_cast<size_t>(std::floor(h));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (h - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
 // Total log wealth of positions at cost k (fraction per unit of position change); -inf on ruin.
@@ -225,8 +218,7 @@ std::pair<double, double> sharpe_interval(const std::vector<double>& returns,
                           std::sqrt(periods_per_year));
         s1 = s2 = 0.0;
       });
-  std::sort(sharpes.begin(), sharpes.end());
-  return {sorted_quantile(sharpes, 0.025), sorted_quantile(sharpes, 0.975)};
+  return {percentile(sharpes, 2.5), percentile(sharpes, 97.5)};
 }
 
 double prob_sharpe_beats(const std::vector<double>& returns, const std::vector<double>& reference,
