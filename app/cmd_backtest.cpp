@@ -101,6 +101,9 @@ Registrar reg = subcommand<BacktestArgs>(
           "--from", a->job.from,
           "First scored bar (Unix seconds or ISO 8601); must be after the training data");
       sub->add_option("--to", a->job.to, "Last bar (Unix seconds or ISO 8601)");
+      sub->add_option("--symbol", a->job.symbol,
+                      "One series with bundles trained on a panel: the instrument it is (its "
+                      "normaliser and id serve it)");
       sub->add_option("--rule", a->rule,
                       "Decision rule JSON (default: DIR/rule.json that train all fits, else the "
                       "built-in rule; see foxhunt predict)");
@@ -155,7 +158,11 @@ Registrar reg = subcommand<BacktestArgs>(
         serving::BacktestJob job = a->job;
         job.rule = serving::ensemble_rule(job.bundles, a->rule);
         job.explain = a->explain || !a->report.empty();
-        if (data::has_symbol_column(read_file(job.data))) return backtest_panel(*a, job);
+        if (data::has_symbol_column(read_file(job.data))) {
+          FOXHUNT_CHECK(job.symbol.empty(), "backtest",
+                        "--symbol applies to one series; a panel serves each symbol as itself");
+          return backtest_panel(*a, job);
+        }
         const auto run = serving::run_backtest_job(job, std::cerr);
         finish(*a, run.to_json(), run.table(), "foxhunt backtest",
                [&](HtmlReport& page) { harness::add_backtest_sections(page, run); });

@@ -47,6 +47,7 @@ struct PredictArgs {
   std::string data;
   std::string from;
   std::string rule;
+  std::string symbol;
   Device device;
   bool skip_bad = false;
   bool serial = false;
@@ -121,6 +122,9 @@ Registrar reg = subcommand<PredictArgs>(
       sub->add_flag("--explain", a->explain,
                     "Add the TFT's variable-selection weights (top variables) and its attention "
                     "over past bars for each bar (JSON: models.tft.explain); one series only");
+      sub->add_option("--symbol", a->symbol,
+                      "One series with bundles trained on a panel: the instrument it is (its "
+                      "normaliser and id serve it)");
       sub->add_option("--shard", a->shard,
                       "Panel only: serve the symbols of shard K of N (K/N, by a stable hash of "
                       "the symbol), so that N processes split a universe");
@@ -144,6 +148,8 @@ Registrar reg = subcommand<PredictArgs>(
           if (line.find_first_not_of(" \t\r") != std::string::npos) break;
         }
         if (data::has_symbol_column(first)) {
+          FOXHUNT_CHECK(a->symbol.empty(), "predict",
+                        "--symbol applies to one series; a panel serves each symbol as itself");
           FOXHUNT_CHECK(!a->explain, "predict",
                         "--explain: expected one series, got a panel (a symbol column) in ", source,
                         "; a panel is served batched without the per-bar explanation");
@@ -157,6 +163,12 @@ Registrar reg = subcommand<PredictArgs>(
         PrefixedBuf buf(first, in->rdbuf());
         std::istream joined(&buf);
         in = &joined;
+        if (!a->symbol.empty()) bundles = serving::select_instrument(std::move(bundles), a->symbol);
+        for (const auto& b : bundles)
+          FOXHUNT_CHECK(!b.panel() || !b.symbol.empty(), "predict", "--data ", source,
+                        " is one series and the bundles were trained on a panel of ",
+                        b.instruments.size(), " instruments (", b.symbols_text(),
+                        "): name the one it is with --symbol, or give a panel CSV");
         serving::Ensemble ensemble(std::move(bundles), rule);
         ensemble.set_parallel(!a->serial);
         ensemble.set_explain(a->explain);

@@ -129,5 +129,31 @@ TEST_F(RuleFitTest, ReadsOnlyTheValidationBars) {
   }
 }
 
+// A fit over several instruments pools their bar returns: the same series twice gives twice the
+// bars, the same ranking of weight vectors (so the same weights) and a Sharpe ratio scaled by
+// the constant sqrt((2 n - 1) / (2 (n - 1))) that doubling the sample of n returns moves it by
+// (the same mean, a sample variance over 2n - 1 instead of n - 1 degrees of freedom).
+TEST_F(RuleFitTest, SegmentsOfAPanelArePooled) {
+  const auto series = sp500(1300);
+  const auto bundles = seeded_bundles(series);
+  const int64_t first = series.bars[900].timestamp, last = series.bars[1299].timestamp;
+  const auto one = fit_decision_rule(bundles, series, first, last, {}, {.shrinkage = 0.0});
+  const RuleFitSegment seg{bundles, &series, first, last};
+  const auto two = fit_decision_rule(std::vector<RuleFitSegment>{seg, seg}, {}, {.shrinkage = 0.0});
+  EXPECT_EQ(two.bars, 2 * one.bars);
+  EXPECT_EQ(two.best_weights, one.best_weights);
+  const double n = static_cast<double>(one.bars - 1);  // bar returns per segment
+  const double ratio = std::sqrt((2.0 * n - 1.0) / (2.0 * (n - 1.0)));
+  EXPECT_NEAR(two.sharpe_equal, one.sharpe_equal * ratio, 1e-9);
+  EXPECT_NEAR(two.sharpe_best, one.sharpe_best * ratio, 1e-9);
+  // A later segment on its own bars counts: halving the second one's range changes the fit.
+  RuleFitSegment half = seg;
+  half.first = series.bars[1100].timestamp;
+  const auto mixed =
+      fit_decision_rule(std::vector<RuleFitSegment>{seg, half}, {}, {.shrinkage = 0.0});
+  EXPECT_EQ(mixed.bars, one.bars + 200);
+  EXPECT_THROW(fit_decision_rule(std::vector<RuleFitSegment>{}), InputError);
+}
+
 }  // namespace
 }  // namespace foxhunt::serving

@@ -52,12 +52,72 @@ SplitRanges chronological_split(int64_t num_bars, int64_t warmup, const SplitOpt
   return s;
 }
 
+SplitCuts panel_split_cuts(const Panel& panel, int64_t warmup, const SplitOptions& o) {
+  FOXHUNT_CHECK(o.train > 0 && o.validation > 0 && o.test > 0 &&
+                    std::abs(o.train + o.validation + o.test - 1.0) < 1e-6,
+                kComponent, "panel split fractions must be > 0 and sum to 1, got ", o.train, " + ",
+                o.validation, " + ", o.test);
+  FOXHUNT_CHECK(warmup >= 0, kComponent, "warmup must be >= 0, got ", warmup);
+  std::vector<int64_t> usable;
+  for (const auto& ps : panel.symbols)
+    for (size_t i = static_cast<size_t>(warmup); i < ps.series.bars.size(); ++i)
+      usable.push_back(ps.series.bars[i].timestamp);
+  std::sort(usable.begin(), usable.end());
+  usable.erase(std::unique(usable.begin(), usable.end()), usable.end());
+  FOXHUNT_CHECK(usable.size() >= 3, kComponent, "'", panel.source,
+                "': expected a symbol with more than ", warmup + 2,
+                " bars (the feature warm-up plus three splits), got ", usable.size(),
+                " usable dates over ", panel.size(), " symbols");
+  const auto n = static_cast<double>(usable.size());
+  const auto at = [&](double f) {
+    const auto k = static_cast<size_t>(std::floor(n * f));
+    return usable[std::clamp<size_t>(k, 1, usable.size() - 1)];
+  };
+  SplitCuts c;
+  c.validation_begin = at(o.train);
+  c.test_begin = std::max(at(o.train + o.validation), c.validation_begin + 1);
+  return c;
+}
+
+SplitRanges split_at_cuts(const BarSeries& series, int64_t warmup, const SplitCuts& cuts) {
+  FOXHUNT_CHECK(cuts.validation_begin < cuts.test_begin, kComponent,
+                "cut dates: expected validation_begin < test_begin, got ",
+                format_timestamp(cuts.validation_begin), " and ",
+                format_timestamp(cuts.test_begin));
+  const auto& bars = series.bars;
+  const auto first_at = [&](int64_t t) {
+    return static_cast<int64_t>(
+        std::lower_bound(bars.begin(), bars.end(), t,
+                         [](const Bar& b, int64_t v) { return b.timestamp < v; }) -
+        bars.begin());
+  };
+  SplitRanges s;
+  const int64_t n = series.size();
+  s.train = {warmup, std::max(warmup, first_at(cuts.validation_begin))};
+  s.validation = {s.train.end, std::max(s.train.end, first_at(cuts.test_begin))};
+  s.test = {s.validation.end, std::max(s.validation.end, n)};
+  const char* empty = s.train.size() <= 0        ? "training"
+                      : s.validation.size() <= 0 ? "validation"
+                      : s.test.size() <= 0       ? "test"
+                                                 : nullptr;
+  FOXHUNT_CHECK(
+      empty == nullptr, kComponent, "'", series.source,
+      "': the panel's common cut dates (validation from ", format_timestamp(cuts.validation_begin),
+      ", test from ", format_timestamp(cuts.test_begin), ") leave its ", empty ? empty : "",
+      " split empty: its ", n, " bars run from ",
+      n > 0 ? format_timestamp(bars.front().timestamp) : std::string("-"), " to ",
+      n > 0 ? format_timestamp(bars.back().timestamp) : std::string("-"), " with a warm-up of ",
+      warmup, " bars; leave the symbol out or give it more history");
+  return s;
+}
+
 MarketDataset::MarketDataset(BarSeries series, DatasetOptions options)
     : series_(std::move(series)), options_(options) {
   FOXHUNT_CHECK(options_.target_scale > 0 && std::isfinite(options_.target_scale), kComponent,
                 "target_scale must be > 0, got ", options_.target_scale);
   validate_bars(series_);
-  splits_ = chronological_split(series_.size(), options_.warmup, options_.split);
+  splits_ = options_.cuts ? split_at_cuts(series_, options_.warmup, *options_.cuts)
+                          : chronological_split(series_.size(), options_.warmup, options_.split);
   raw_ = compute_observed_features(series_);
   calendar_ = compute_calendar_features(series_);
   // Statistics from training rows only: later bars must not shape the inputs of earlier ones.

@@ -7,6 +7,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/data/panel.h"
 #include "foxhunt/jobs/train_job.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/serving/bundle.h"
@@ -24,16 +25,35 @@ constexpr const char* kComponent = "train";
 
 nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path) {
   std::filesystem::remove(BundleDirectory(dir).rule_path());  // never a stale rule on failure
-  const auto series = data_path.empty() ? data::generate_synthetic(data::SyntheticOptions{})
-                                        : data::load_bars_csv(data_path);
   const data::DatasetOptions options;
-  const auto ranges = data::chronological_split(series.size(), options.warmup, options.split);
-  const auto& bars = series.bars;
-  const int64_t first = bars.at(static_cast<size_t>(ranges.validation.begin)).timestamp;
-  const int64_t last = bars.at(static_cast<size_t>(ranges.validation.end - 1)).timestamp;
+  // The bars the models trained on: one series, or a panel whose instruments share cut dates
+  // (the same splits as training: data/dataset.h).
+  data::Panel panel;
+  const std::string text = data_path.empty() ? std::string() : read_file(data_path);
+  const bool is_panel = !data_path.empty() && data::has_symbol_column(text);
+  if (is_panel) {
+    panel = data::parse_panel_csv(text, data_path);
+  } else {
+    panel.symbols.push_back({"", data_path.empty()
+                                     ? data::generate_synthetic(data::SyntheticOptions{})
+                                     : data::parse_bars_csv(text, data_path)});
+  }
   try {
     const auto bundles = load_ensemble_bundles(dir, torch::kCPU);
-    const auto fit = fit_decision_rule(bundles, series, first, last);
+    std::vector<RuleFitSegment> segments;
+    std::optional<data::SplitCuts> cuts;
+    if (is_panel) cuts = data::panel_split_cuts(panel, options.warmup, options.split);
+    for (const auto& ps : panel.symbols) {
+      const auto& series = ps.series;
+      const auto ranges =
+          cuts ? data::split_at_cuts(series, options.warmup, *cuts)
+               : data::chronological_split(series.size(), options.warmup, options.split);
+      const auto& bars = series.bars;
+      segments.push_back({is_panel ? select_instrument(bundles, ps.symbol) : bundles, &series,
+                          bars.at(static_cast<size_t>(ranges.validation.begin)).timestamp,
+                          bars.at(static_cast<size_t>(ranges.validation.end - 1)).timestamp});
+    }
+    const auto fit = fit_decision_rule(segments);
     save_decision_rule(fit.rule, BundleDirectory(dir).rule_path());
     return fit.rule.fit;
   } catch (const InputError& e) {

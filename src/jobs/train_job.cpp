@@ -14,6 +14,7 @@
 #include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/data/panel.h"
 #include "foxhunt/dist/communicator.h"
 #include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/device_profile.h"
@@ -279,10 +280,20 @@ TrainSummary summary_of(const TrainJob& job, const std::string& env, const Train
 
 // ---- market data ------------------------------------------------------------------------------
 
+// The market data of a job: one dataset per instrument (one for a single series), each with
+// its own normaliser (fitted on its training split), instrument id and target scale.
 struct Market {
-  std::shared_ptr<const data::MarketDataset> dataset;
-  double target_scale = 1.0;
+  std::vector<std::shared_ptr<const data::MarketDataset>> datasets;
+  std::vector<std::string> symbols;  // a panel's symbols (empty for a single series)
+  std::optional<data::Panel> panel;  // a panel run's bars (for the bundle's fingerprint)
   MarketDataInfo info;
+  bool is_panel() const { return panel.has_value(); }
+  const data::MarketDataset& first() const { return *datasets.front(); }
+  std::vector<const data::MarketDataset*> raw() const {
+    std::vector<const data::MarketDataset*> out;
+    for (const auto& d : datasets) out.push_back(d.get());
+    return out;
+  }
 };
 
 // The series from --data or the embedded synthetic default; forecasting targets are scaled so
@@ -341,18 +352,63 @@ double constant_forecast_loss(const data::TargetVol& vol, const data::Matrix& ra
   return n > 0 ? sum / static_cast<double>(n) : NAN;
 }
 
+// The unit-variance scale of the training-split targets divided by `vol`.
+double target_scale_of(const data::TargetVol& vol, const data::Matrix& raw,
+                       const std::vector<double>& r, const data::SplitRanges& ranges,
+                       const std::string& source) {
+  double sum = 0.0, sq = 0.0;
+  int64_t n = 0;
+  for (int64_t i = std::max<int64_t>(ranges.train.begin, 1); i < ranges.train.end; ++i, ++n) {
+    const double v = r[static_cast<size_t>(i)] / data::target_divisor_at(vol, raw, i - 1);
+    sum += v;
+    sq += v * v;
+  }
+  const double var = n > 1 ? (sq - sum * sum / n) / (n - 1) : 0.0;
+  FOXHUNT_CHECK(var > 0, kComponent, "'", source,
+                "': training returns have zero variance; nothing to forecast");
+  return 1.0 / std::sqrt(var);
+}
+
+// The series of --data (a bars CSV; a CSV with a symbol column is a panel: one dataset per
+// symbol, split at common cut dates) or the embedded synthetic default. Forecasting targets
+// (`scale_targets`) are divided by a target volatility chosen on the training and validation
+// splits (pooled over a panel's instruments) and scaled per instrument so that its training
+// returns have unit variance (pinball losses of ~1e-4 train poorly).
 Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
                    bool scale_targets) {
   const std::string path = data_path(job, resumed);
-  data::BarSeries series =
-      path.empty() ? data::generate_synthetic(data::SyntheticOptions{}) : data::load_bars_csv(path);
+  Market m;
+  std::vector<data::BarSeries> series;
   data::DatasetOptions options;
-  const auto ranges = data::chronological_split(series.size(), options.warmup, options.split);
-  double scale = 1.0;
+  const std::string text = path.empty() ? std::string() : read_file(path);
+  if (!path.empty() && data::has_symbol_column(text)) {
+    m.panel = data::parse_panel_csv(text, path);
+    const auto cuts = data::panel_split_cuts(*m.panel, options.warmup, options.split);
+    options.cuts = cuts;
+    m.info.cuts = cuts;
+    for (const auto& ps : m.panel->symbols) {
+      m.symbols.push_back(ps.symbol);
+      series.push_back(ps.series);
+    }
+  } else {
+    series.push_back(path.empty() ? data::generate_synthetic(data::SyntheticOptions{})
+                                  : data::parse_bars_csv(text, path));
+  }
+  const size_t n = series.size();
+  std::vector<data::SplitRanges> ranges;
+  for (const auto& s : series)
+    ranges.push_back(options.cuts
+                         ? data::split_at_cuts(s, options.warmup, *options.cuts)
+                         : data::chronological_split(s.size(), options.warmup, options.split));
+  std::vector<double> scales(n, 1.0);
   std::optional<std::map<std::string, double>> selection;
   if (scale_targets) {
-    const auto raw = data::compute_observed_features(series);
-    const auto r = data::log_returns(series);
+    std::vector<data::Matrix> raw;
+    std::vector<std::vector<double>> r;
+    for (const auto& s : series) {
+      raw.push_back(data::compute_observed_features(s));
+      r.push_back(data::log_returns(s));
+    }
     if (resumed) {
       // A resumed run keeps the scaling its weights were trained for.
       options.target_vol_feature = resumed->header["trainer"]
@@ -361,13 +417,20 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
                                        .value("target_vol_feature", std::string());
     } else {
       // The volatility the targets are divided by: the candidate whose constant forecast (where
-      // the zero-weight head starts) scores best on the training and validation splits.
+      // the zero-weight head starts) scores best on the training and validation splits, its
+      // loss averaged over the instruments weighted by their bars there.
       const std::vector<double> taus = {0.1, 0.5, 0.9};
       double best = INFINITY;
       selection.emplace();
       for (const auto& name : target_vol_candidates()) {
         const auto vol = data::parse_target_vol(name, "target volatility");
-        const double loss = constant_forecast_loss(vol, raw, r, ranges, taus);
+        double sum = 0.0, weight = 0.0;
+        for (size_t i = 0; i < n; ++i) {
+          const double w = static_cast<double>(ranges[i].validation.end - ranges[i].train.begin);
+          sum += w * constant_forecast_loss(vol, raw[i], r[i], ranges[i], taus);
+          weight += w;
+        }
+        const double loss = sum / weight;
         (*selection)[name.empty() ? "none" : name] = loss;
         if (loss < best) {
           best = loss;
@@ -376,48 +439,60 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
       }
     }
     const auto vol = data::parse_target_vol(options.target_vol_feature, "target volatility");
-    double sum = 0.0, sq = 0.0;
-    int64_t n = 0;
-    for (int64_t i = std::max<int64_t>(ranges.train.begin, 1); i < ranges.train.end; ++i, ++n) {
-      const double v = r[static_cast<size_t>(i)] / data::target_divisor_at(vol, raw, i - 1);
-      sum += v;
-      sq += v * v;
-    }
-    const double var = n > 1 ? (sq - sum * sum / n) / (n - 1) : 0.0;
-    FOXHUNT_CHECK(var > 0, kComponent, "'", series.source,
-                  "': training returns have zero variance; nothing to forecast");
-    scale = 1.0 / std::sqrt(var);
+    for (size_t i = 0; i < n; ++i)
+      scales[i] = target_scale_of(vol, raw[i], r[i], ranges[i], series[i].source);
   }
-  options.target_scale = scale;
-  Market m;
-  m.info.source = series.source;
-  m.info.bars = series.size();
-  m.info.train = {ranges.train.begin, ranges.train.end};
-  m.info.validation = {ranges.validation.begin, ranges.validation.end};
-  m.info.test = {ranges.test.begin, ranges.test.end};
-  m.info.target_scale = scale;
+  m.info.source = m.panel ? m.panel->source : series.front().source;
+  m.info.bars = series.front().size();
+  m.info.train = {ranges[0].train.begin, ranges[0].train.end};
+  m.info.validation = {ranges[0].validation.begin, ranges[0].validation.end};
+  m.info.test = {ranges[0].test.begin, ranges[0].test.end};
+  m.info.target_scale = scales[0];
   m.info.target_vol_feature = options.target_vol_feature;
   m.info.target_vol_selection_loss = std::move(selection);
-  m.dataset = std::make_shared<const data::MarketDataset>(std::move(series), options);
-  m.target_scale = scale;
+  for (size_t i = 0; i < n; ++i) {
+    data::DatasetOptions o = options;
+    o.target_scale = scales[i];
+    o.instrument_id = static_cast<int64_t>(i);
+    if (m.panel)
+      m.info.instruments.push_back(
+          {.symbol = m.symbols[i],
+           .instrument_id = o.instrument_id,
+           .bars = series[i].size(),
+           .train = {ranges[i].train.begin, ranges[i].train.end},
+           .validation = {ranges[i].validation.begin, ranges[i].validation.end},
+           .test = {ranges[i].test.begin, ranges[i].test.end},
+           .target_scale = scales[i]});
+    m.datasets.push_back(std::make_shared<const data::MarketDataset>(std::move(series[i]), o));
+  }
   return m;
 }
 
 // The serving bundle of a model trained on market data: weights, options, spec, the dataset's
 // normaliser and fingerprint, and the training record (`training`: the summary's JSON so far).
 // Written beside the checkpoint.
-std::string write_bundle(models::Model& model, const data::MarketDataset& ds, double target_scale,
-                         const nlohmann::json& training, const std::string& dir) {
+std::string write_bundle(models::Model& model, const Market& market, const nlohmann::json& training,
+                         const std::string& dir) {
+  const auto& ds = market.first();
   Bundle b;
   // Non-owning: the trainer keeps the model; the bundle only reads it while saving.
   b.model = std::shared_ptr<models::Model>(std::shared_ptr<void>(), &model);
   b.normalizer = ds.normalizer();
-  b.target_scale = target_scale;
+  b.target_scale = ds.options().target_scale;
   b.target_vol_feature = ds.options().target_vol_feature;
   b.instrument_id = ds.options().instrument_id;
   b.warmup = ds.options().warmup;
-  b.data = fingerprint(ds.series());
+  b.data = market.is_panel() ? fingerprint(*market.panel) : fingerprint(ds.series());
   b.training = training;
+  if (market.is_panel())
+    for (size_t i = 0; i < market.datasets.size(); ++i) {
+      const auto& d = *market.datasets[i];
+      b.instruments.push_back({.symbol = market.symbols[i],
+                               .instrument_id = d.options().instrument_id,
+                               .normalizer = d.normalizer(),
+                               .target_scale = d.options().target_scale,
+                               .data = fingerprint(d.series())});
+    }
   const auto path = BundleDirectory::bundle_in(dir);
   save_bundle(b, path);
   return path;
@@ -451,7 +526,7 @@ struct RlContext {
   std::function<std::unique_ptr<Env>()> make_eval_env;
   int64_t eval_episodes = 0;
   std::string env_name;
-  std::shared_ptr<const data::MarketDataset> dataset;  // trading env only (then a bundle)
+  const Market* market = nullptr;  // trading env only (then a bundle)
   std::optional<MarketDataInfo> data_info;
   const Container* resumed = nullptr;  // the --resume checkpoint, read once
 };
@@ -501,11 +576,11 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
   if (!out.result.interrupted)
     out.eval = evaluation(*env, trainer.greedy_policy(), ctx.eval_episodes,
                           derive_seed(o.seed(), SeedStream::kFinalEval));
-  if (ctx.dataset && !out.result.interrupted) {
+  if (ctx.market && !out.result.interrupted) {
     auto s = summary_of(job, ctx.env_name, out.result, *out.paths, out.options);
     if (out.eval) s.eval = *out.eval;
     out.bundle_path =
-        write_bundle(trainer.model(), *ctx.dataset, 1.0, rl_bundle_training(s), out.paths->dir);
+        write_bundle(trainer.model(), *ctx.market, rl_bundle_training(s), out.paths->dir);
   }
   out.memory_cap = cap.report();
   return out;
@@ -540,11 +615,12 @@ TrainSummary run_rl(const TrainJob& job, const std::optional<Container>& resumed
     // hidden [128, 64], DQN lr 1e-4.
     market = load_market(job, resumed, false);
     data_info = market->info;
-    factory = trading_env_factory(market->dataset, data::Split::kTrain);
+    // A panel: one policy trading every instrument (episodes drawn across them).
+    factory = trading_env_factory(market->datasets, data::Split::kTrain);
     make_eval_env = [factory] { return factory(kEvalEnvIndex); };
     data::TradingEnvOptions eval_options;
     eval_options.random_start = false;
-    data::TradingEnv probe(*market->dataset, data::Split::kValidation, eval_options);
+    PanelTradingEnv probe(market->datasets, data::Split::kValidation, eval_options);
     eval_episodes = std::min(eval_episodes, probe.sequential_episodes());
     // Periodic evaluation on (up to 10) validation windows keeps the best weights.
     const int64_t periodic = std::min<int64_t>(10, probe.sequential_episodes());
@@ -561,7 +637,7 @@ TrainSummary run_rl(const TrainJob& job, const std::optional<Container>& resumed
                 make_eval_env,
                 eval_episodes,
                 env_name,
-                market ? market->dataset : nullptr,
+                market ? &*market : nullptr,
                 data_info,
                 resumed ? &*resumed : nullptr};
   RlOutcome r;
@@ -600,15 +676,17 @@ TrainSummary run_rl(const TrainJob& job, const std::optional<Container>& resumed
 
 // Pinball loss on the test split of the constant forecast whose quantiles are the empirical
 // quantiles of the training targets: the bar a forecaster has to beat.
-double unconditional_baseline(const data::MarketDataset& ds, const data::WindowSpec& spec,
-                              const std::vector<double>& quantiles, double scale) {
-  (void)scale;  // the targets carry their scaling (fill_target)
+// A panel pools every instrument's (unit-variance scaled) targets.
+double unconditional_baseline(const std::vector<const data::MarketDataset*>& panel,
+                              const data::WindowSpec& spec, const std::vector<double>& quantiles) {
+  // The targets carry their scaling (fill_target).
   std::vector<float> target(static_cast<size_t>(spec.horizon));
   std::vector<double> train;
-  for (int64_t a : ds.anchors(data::Split::kTrain, spec)) {
-    ds.fill_target(a, spec, target.data());
-    train.insert(train.end(), target.begin(), target.end());
-  }
+  for (const auto* ds : panel)
+    for (int64_t a : ds->anchors(data::Split::kTrain, spec)) {
+      ds->fill_target(a, spec, target.data());
+      train.insert(train.end(), target.begin(), target.end());
+    }
   std::sort(train.begin(), train.end());
   std::vector<double> level;
   for (double q : quantiles) {
@@ -619,17 +697,18 @@ double unconditional_baseline(const data::MarketDataset& ds, const data::WindowS
   }
   double sum = 0.0;
   int64_t n = 0;
-  for (int64_t a : ds.anchors(data::Split::kTest, spec)) {
-    ds.fill_target(a, spec, target.data());
-    for (int64_t k = 1; k <= spec.horizon; ++k) {
-      const double y = target[static_cast<size_t>(k - 1)];
-      for (size_t i = 0; i < quantiles.size(); ++i) {
-        const double e = y - level[i];
-        sum += std::max(quantiles[i] * e, (quantiles[i] - 1.0) * e);
-        ++n;
+  for (const auto* ds : panel)
+    for (int64_t a : ds->anchors(data::Split::kTest, spec)) {
+      ds->fill_target(a, spec, target.data());
+      for (int64_t k = 1; k <= spec.horizon; ++k) {
+        const double y = target[static_cast<size_t>(k - 1)];
+        for (size_t i = 0; i < quantiles.size(); ++i) {
+          const double e = y - level[i];
+          sum += std::max(quantiles[i] * e, (quantiles[i] - 1.0) * e);
+          ++n;
+        }
       }
     }
-  }
   return n > 0 ? sum / static_cast<double>(n) : NAN;
 }
 
@@ -653,7 +732,8 @@ nlohmann::json compact_trainer_options(const std::string& model) {
 // the (scaled) training targets per horizon step, weights = 0. Training then starts from the
 // volatility-scaled empirical quantiles and the validation check before the first epoch
 // (ForecastTrainerOptions::validate_initial) keeps them unless an epoch does better.
-void init_quantile_head(models::Model& model, const data::MarketDataset& ds,
+// A panel: the levels of every instrument's targets pooled.
+void init_quantile_head(models::Model& model, const std::vector<const data::MarketDataset*>& panel,
                         const data::WindowSpec& spec) {
   torch::nn::Linear head{nullptr};
   if (auto m = std::dynamic_pointer_cast<models::Mamba2NetImpl>(model.module_ptr()))
@@ -671,11 +751,13 @@ void init_quantile_head(models::Model& model, const data::MarketDataset& ds,
       spec.horizon);
   std::vector<std::vector<double>> per_group(static_cast<size_t>(groups));
   std::vector<float> target(static_cast<size_t>(spec.horizon));
-  for (int64_t a : ds.anchors(data::Split::kTrain, spec)) {
-    ds.fill_target(a, spec, target.data());
-    for (int64_t k = 0; k < spec.horizon; ++k)
-      per_group[static_cast<size_t>(groups == 1 ? 0 : k)].push_back(target[static_cast<size_t>(k)]);
-  }
+  for (const auto* ds : panel)
+    for (int64_t a : ds->anchors(data::Split::kTrain, spec)) {
+      ds->fill_target(a, spec, target.data());
+      for (int64_t k = 0; k < spec.horizon; ++k)
+        per_group[static_cast<size_t>(groups == 1 ? 0 : k)].push_back(
+            target[static_cast<size_t>(k)]);
+    }
   std::vector<float> levels;
   for (auto& v : per_group) {
     std::sort(v.begin(), v.end());
@@ -690,36 +772,78 @@ void init_quantile_head(models::Model& model, const data::MarketDataset& ds,
 
 // The honest test: the next-bar quantiles of every test window, converted back to log returns,
 // against the naive baselines (data/forecast_eval.h) built from the returns before the test
-// split.
-std::optional<data::ForecastEvaluation> next_bar_evaluation(
-    models::Model& model, MarketBatchSource& source, const data::MarketDataset& ds, double scale,
-    const std::vector<double>& taus, uint64_t seed) {
-  const auto anchors = ds.anchors(data::Split::kTest, source.spec());
-  if (anchors.empty() || taus.empty()) return std::nullopt;
-  data::QuantileMatrix q;
-  std::vector<double> y;
+// split. One evaluation per instrument (one for a single series), in the panel's order; null
+// for an instrument without test windows.
+struct NextBar {
+  std::optional<data::ForecastEvaluation> eval;
+  int64_t points = 0;  // test bars scored
+};
+
+std::vector<NextBar> next_bar_evaluations(models::Model& model, MarketBatchSource& source,
+                                          const Market& market, const std::vector<double>& taus,
+                                          uint64_t seed) {
+  const size_t n = market.datasets.size();
+  std::vector<data::QuantileMatrix> q(n);
+  std::vector<std::vector<double>> y(n);
+  std::vector<int64_t> first_anchor(n, -1);
+  std::vector<NextBar> out(n);
+  if (taus.empty()) return out;
   model.module().eval();
   {
     torch::NoGradGuard no_grad;
-    size_t next = 0;
     for (int64_t b = 0; b < source.test_batches(); ++b) {
-      const auto out = model.forward(source.test_batch(b)).at(0).to(torch::kCPU, torch::kDouble);
-      const auto first = out.select(1, 0).contiguous();  // [batch, Q]: the next bar
+      const auto& refs = source.test_refs(b);
+      const auto result = model.forward(source.test_batch(b)).at(0).to(torch::kCPU, torch::kDouble);
+      const auto first = result.select(1, 0).contiguous();  // [batch, Q]: the next bar
       const double* v = first.data_ptr<double>();
-      for (int64_t i = 0; i < first.size(0); ++i, ++next) {
-        const int64_t a = anchors.at(next);
-        const double back = ds.target_divisor(a) / scale;
+      for (int64_t i = 0; i < first.size(0); ++i) {
+        const auto& ref = refs.at(static_cast<size_t>(i));
+        const auto k = static_cast<size_t>(ref.instrument);
+        const auto& ds = *market.datasets[k];
+        if (first_anchor[k] < 0) first_anchor[k] = ref.anchor;
+        const double back = ds.target_divisor(ref.anchor) / ds.options().target_scale;
         std::vector<double> row(taus.size());
-        for (size_t k = 0; k < taus.size(); ++k) row[k] = v[i * first.size(1) + k] * back;
-        q.push_back(std::move(row));
-        y.push_back(ds.log_return(a + 1));
+        for (size_t j = 0; j < taus.size(); ++j) row[j] = v[i * first.size(1) + j] * back;
+        q[k].push_back(std::move(row));
+        y[k].push_back(ds.log_return(ref.anchor + 1));
       }
     }
   }
-  std::vector<double> past;
-  for (int64_t bar = std::max<int64_t>(1, ds.splits().train.begin); bar <= anchors.front(); ++bar)
-    past.push_back(ds.log_return(bar));
-  return data::evaluate_forecast(past, y, q, taus, seed);
+  for (size_t k = 0; k < n; ++k) {
+    if (y[k].empty()) continue;
+    const auto& ds = *market.datasets[k];
+    std::vector<double> past;
+    for (int64_t bar = std::max<int64_t>(1, ds.splits().train.begin); bar <= first_anchor[k]; ++bar)
+      past.push_back(ds.log_return(bar));
+    out[k].eval = data::evaluate_forecast(past, y[k], q[k], taus, seed);
+    out[k].points = static_cast<int64_t>(y[k].size());
+  }
+  return out;
+}
+
+// Pools a panel's per-instrument evaluations (points-weighted, like the panel backtest).
+ForecastTestEvaluation::Pooled pool_next_bar(const std::vector<NextBar>& evals) {
+  ForecastTestEvaluation::Pooled p;
+  double model = 0.0, baseline = 0.0;
+  for (const auto& nb : evals) {
+    if (!nb.eval) continue;
+    const auto& e = *nb.eval;
+    const auto points = static_cast<double>(nb.points);
+    double best = e.model.mean_pinball;
+    for (const auto& [name, scores] : e.baselines)
+      if (name == e.best_baseline) best = scores.mean_pinball;
+    model += points * e.model.mean_pinball;
+    baseline += points * best;
+    p.points += nb.points;
+    p.instruments += 1;
+    p.beating_instruments += e.beats_best_baseline ? 1 : 0;
+  }
+  if (p.points > 0) {
+    p.model_pinball = model / static_cast<double>(p.points);
+    p.baseline_pinball = baseline / static_cast<double>(p.points);
+    p.skill = p.baseline_pinball > 0 ? 1.0 - p.model_pinball / p.baseline_pinball : NAN;
+  }
+  return p;
 }
 
 TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& resumed) {
@@ -742,12 +866,28 @@ TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& r
                 resumed ? resumed->header.value("model", "?") : "", "' model, not '", job.model,
                 "'");
   Market market = load_market(job, resumed, true);
-  // Short series get the compact sizes (unless the user chose options or resumes a run).
-  const int64_t train_bars = market.dataset->splits().train.size();
+  // Short series get the compact sizes (unless the user chose options or resumes a run); a
+  // panel counts the training bars of all its instruments.
+  int64_t train_bars = 0;
+  for (const auto& ds : market.datasets) train_bars += ds->splits().train.size();
   const bool compact = !resumed && job.model_options.empty() && train_bars < kShortSeriesBars;
-  const nlohmann::json model_options = resumed   ? resumed->header["options"]
-                                       : compact ? compact_model_options(job.model)
-                                                 : job.model_options;
+  nlohmann::json model_options = resumed   ? resumed->header["options"]
+                                 : compact ? compact_model_options(job.model)
+                                           : job.model_options;
+  // A model with an instrument input (the TFT's static categorical) gets an id per instrument.
+  const auto& sizing = models::catalog_entry(job.model).instrument_count_option;
+  const auto instruments = static_cast<int64_t>(market.datasets.size());
+  if (!sizing.empty() && !resumed) {
+    if (!model_options.contains(sizing))
+      model_options[sizing] = std::max<int64_t>(
+          instruments,
+          models::make_model(job.model, model_options)->options_json().value(sizing, int64_t{1}));
+    FOXHUNT_CHECK(model_options[sizing].is_number_integer() &&
+                      model_options[sizing].get<int64_t>() >= instruments,
+                  kComponent, "--model-options: ", sizing, " ", model_options[sizing].dump(),
+                  " is fewer than the ", instruments, " instruments of '", market.info.source,
+                  "' (", job.model, " gives each instrument its own id)");
+  }
   nlohmann::json base =
       resumed ? resumed->header["trainer"]["options"] : to_json(ForecastTrainerOptions());
   if (compact) base.update(compact_trainer_options(job.model));
@@ -772,14 +912,15 @@ TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& r
   std::optional<BatchPlanSummary> batch_plan;
   if (batch == 0) {
     // More than one epoch's windows in a batch is pointless: clamp to the training windows.
-    const auto windows =
-        market.dataset->anchors(data::Split::kTrain, window_of(model->spec())).size();
+    size_t windows = 0;
+    for (const auto& ds : market.datasets)
+      windows += ds->anchors(data::Split::kTrain, window_of(model->spec())).size();
     batch = plan_auto_batch(job, job.model, model->options_json(), static_cast<int64_t>(windows),
                             o.seed(), batch_plan, to_json(o));
   }
   cap.enforce();
-  MarketBatchSource source(market.dataset, *model, batch, o.seed(), device);
-  if (!resumed) init_quantile_head(*model, *market.dataset, source.spec());
+  MarketBatchSource source(market.datasets, *model, batch, o.seed(), device);
+  if (!resumed) init_quantile_head(*model, market.raw(), source.spec());
   // --batch is per rank: an epoch is made of global batches of batch x world windows.
   source.set_shard(job.dist.rank(), job.dist.world_size());
   ForecastTrainer trainer(*model, source, o);
@@ -812,12 +953,16 @@ TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& r
     const double test_loss = mean_batch_loss(*model, source.test_batches(),
                                              [&](int64_t i) { return source.test_batch(i); });
     const double baseline =
-        quantiles.empty()
-            ? NAN
-            : unconditional_baseline(*market.dataset, spec, quantiles, market.target_scale);
+        quantiles.empty() ? NAN : unconditional_baseline(market.raw(), spec, quantiles);
     ForecastTestEvaluation e;
-    e.next_bar = next_bar_evaluation(*model, source, *market.dataset, market.target_scale,
-                                     quantiles, o.seed());
+    const auto next_bar = next_bar_evaluations(*model, source, market, quantiles, o.seed());
+    if (market.is_panel()) {
+      for (size_t i = 0; i < next_bar.size(); ++i)
+        if (next_bar[i].eval) e.next_bar_by_instrument[market.symbols[i]] = *next_bar[i].eval;
+      e.next_bar_pooled = pool_next_bar(next_bar);
+    } else {
+      e.next_bar = next_bar.front().eval;
+    }
     e.windows = source.windows(data::Split::kTest);
     e.loss = test_loss;
     e.baseline_loss = baseline;
@@ -829,8 +974,7 @@ TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& r
     // The bundle stores the summary as it stands before the bundle itself.
     nlohmann::json training = to_json(summary);
     training.erase("bundle");
-    summary.bundle =
-        write_bundle(*model, *market.dataset, market.target_scale, training, paths.dir);
+    summary.bundle = write_bundle(*model, market, training, paths.dir);
   }
   return summary;
 }

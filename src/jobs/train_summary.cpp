@@ -34,10 +34,43 @@ nlohmann::json to_json(const MarketDataInfo& d) {
     for (const auto& [name, loss] : *d.target_vol_selection_loss) losses[name] = json_number(loss);
     j["target_vol_selection_loss"] = losses;
   }
+  if (!d.instruments.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& i : d.instruments)
+      list.push_back({{"symbol", i.symbol},
+                      {"instrument_id", i.instrument_id},
+                      {"bars", i.bars},
+                      {"train", i.train},
+                      {"validation", i.validation},
+                      {"test", i.test},
+                      {"target_scale", i.target_scale}});
+    j["instruments"] = list;
+  }
+  if (d.cuts)
+    j["cuts"] = {{"validation_begin", data::format_timestamp(d.cuts->validation_begin)},
+                 {"test_begin", data::format_timestamp(d.cuts->test_begin)}};
   return j;
 }
 
 namespace {
+
+nlohmann::json by_instrument(const ForecastTestEvaluation& e) {
+  if (e.next_bar_by_instrument.empty()) return nullptr;
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [symbol, ev] : e.next_bar_by_instrument) j[symbol] = data::to_json(ev);
+  return j;
+}
+
+nlohmann::json pooled(const ForecastTestEvaluation& e) {
+  if (!e.next_bar_pooled) return nullptr;
+  const auto& p = *e.next_bar_pooled;
+  return {{"instruments", p.instruments},
+          {"points", p.points},
+          {"model_pinball", json_number(p.model_pinball)},
+          {"baseline_pinball", json_number(p.baseline_pinball)},
+          {"skill", json_number(p.skill)},
+          {"beating_instruments", p.beating_instruments}};
+}
 
 nlohmann::json eval_json(const TrainSummary& s) {
   if (const auto* e = s.policy_eval()) return *e;
@@ -51,7 +84,9 @@ nlohmann::json eval_json(const TrainSummary& s) {
           {"best_val_loss", json_number(e->best_val_loss)},
           {"best_epoch", e->best_epoch},
           {"initial_val_loss", json_number(e->initial_val_loss)},
-          {"next_bar", e->next_bar ? data::to_json(*e->next_bar) : nlohmann::json(nullptr)}};
+          {"next_bar", e->next_bar ? data::to_json(*e->next_bar) : nlohmann::json(nullptr)},
+          {"next_bar_by_instrument", by_instrument(*e)},
+          {"next_bar_pooled", pooled(*e)}};
 }
 
 }  // namespace
@@ -188,7 +223,21 @@ std::string format_train_summary(const TrainSummary& s) {
                   finite(e->best_val_loss), static_cast<long long>(e->best_epoch), e->loss,
                   finite(e->baseline_loss), static_cast<long long>(e->windows));
     out += buf;
+    if (const auto& p = e->next_bar_pooled) {
+      std::snprintf(buf, sizeof(buf),
+                    "  next bar over %lld instruments (%lld test bars): skill %+.2f%% vs each "
+                    "one's best naive baseline, pooled; %lld of %lld beat theirs\n",
+                    static_cast<long long>(p->instruments), static_cast<long long>(p->points),
+                    100.0 * p->skill, static_cast<long long>(p->beating_instruments),
+                    static_cast<long long>(p->instruments));
+      out += buf;
+    }
   }
+  if (s.data && !s.data->instruments.empty() && s.data->cuts)
+    out += "  panel: " + std::to_string(s.data->instruments.size()) +
+           " instruments, validation from " +
+           data::format_timestamp(s.data->cuts->validation_begin) + ", test from " +
+           data::format_timestamp(s.data->cuts->test_begin) + " for all\n";
   out += "  checkpoint: " + s.checkpoint + "\n";
   out += "  metrics:    " + s.metrics_file + "\n";
   if (s.interrupted)

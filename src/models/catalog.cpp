@@ -35,7 +35,8 @@ const std::vector<CatalogEntry>& catalog() {
       {"tft", Family::kForecaster, TrainerKind::kForecast,
        "Temporal Fusion Transformer quantile forecaster", &make_tft_model,
        nlohmann::json{{"hidden", 8}, {"heads", 2}, {"dropout", 0.2}},
-       nlohmann::json{{"learning_rate", 3e-4}}, 55 * kMiB, 55 * kMiB, 125 * kMiB},
+       nlohmann::json{{"learning_rate", 3e-4}}, 55 * kMiB, 55 * kMiB, 125 * kMiB, 1.0,
+       "static_categories"},
   };
   return entries;
 }

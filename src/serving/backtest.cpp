@@ -197,6 +197,12 @@ BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log) {
   FOXHUNT_CHECK(!job.data.empty(), kComponent, "--data: expected a bars CSV");
   const auto device = models::to_torch(job.device);
   auto bundles = load_ensemble_bundles(job.bundles, device);
+  if (!job.symbol.empty()) bundles = select_instrument(std::move(bundles), job.symbol);
+  for (const auto& b : bundles)
+    FOXHUNT_CHECK(!b.panel() || !b.symbol.empty(), kComponent, "'", job.data,
+                  "' is one series and the bundles were trained on a panel of ",
+                  b.instruments.size(), " instruments (", b.symbols_text(),
+                  "): name the instrument it is (symbol), or backtest a panel CSV");
   const auto series = data::load_bars_csv(job.data);
   auto run = run_backtest_on(bundles, series, job, log);
   run.data = job.data;

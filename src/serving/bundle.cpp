@@ -2,6 +2,7 @@
 
 #include "foxhunt/data/dataset.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -71,8 +72,74 @@ DataFingerprint fingerprint(const data::BarSeries& series) {
   return f;
 }
 
+DataFingerprint fingerprint(const data::Panel& panel) {
+  DataFingerprint f;
+  f.source = panel.source;
+  f.rows = panel.rows();
+  if (!panel.timestamps.empty()) {
+    f.first_timestamp = panel.timestamps.front();
+    f.last_timestamp = panel.timestamps.back();
+  }
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& ps : panel.symbols) {
+    h = fnv1a(h, ps.symbol.data(), ps.symbol.size() + 1);  // the terminating 0 separates names
+    const auto one = fingerprint(ps.series);
+    h = fnv1a(h, one.hash.data(), one.hash.size());
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  f.hash = hex;
+  return f;
+}
+
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DataFingerprint, source, rows, first_timestamp, last_timestamp,
                                    hash)
+
+Calibration Bundle::calibration() const {
+  return {&normalizer, target_scale, instrument_id};
+}
+
+Calibration Bundle::calibration(const std::string& s) const {
+  if (instruments.empty()) return calibration();
+  for (const auto& i : instruments)
+    if (i.symbol == s) return {&i.normalizer, i.target_scale, i.instrument_id};
+  throw InputError(
+      kComponent,
+      detail::cat("symbol '", s, "': the ", name(), " bundle was trained on a panel of ",
+                  instruments.size(), " instruments (", symbols_text(),
+                  ") and has no normaliser or instrument id for it; serve those "
+                  "symbols, or train on a panel that includes it"));
+}
+
+std::string Bundle::symbols_text() const {
+  std::string out;
+  for (const auto& i : instruments) out += (out.empty() ? "" : ", ") + i.symbol;
+  return out;
+}
+
+Bundle select_instrument(Bundle b, const std::string& symbol) {
+  if (!b.panel()) return b;
+  const auto c = b.calibration(symbol);  // InputError for a symbol it was not trained on
+  for (const auto& i : b.instruments)
+    if (i.symbol == symbol) b.data = i.data;
+  b.normalizer = *c.normalizer;
+  b.target_scale = c.target_scale;
+  b.instrument_id = c.instrument_id;
+  b.symbol = symbol;
+  return b;
+}
+
+std::vector<Bundle> select_instrument(std::vector<Bundle> bundles, const std::string& symbol) {
+  for (auto& b : bundles) b = select_instrument(std::move(b), symbol);
+  return bundles;
+}
+
+void check_instrument_selected(const Bundle& b, const std::string& what) {
+  FOXHUNT_CHECK(!b.panel() || !b.symbol.empty(), kComponent, what, ": the ", b.name(),
+                " bundle was trained on a panel of ", b.instruments.size(), " instruments (",
+                b.symbols_text(),
+                "); serve them with a panel (a CSV with a symbol column) or select one instrument");
+}
 
 nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup) {
   nlohmann::json sets = nlohmann::json::object();
@@ -94,7 +161,7 @@ void save_bundle(const Bundle& b, const std::string& path) {
   nlohmann::json normalizer = b.normalizer;
   nlohmann::json spec_json = spec;
   c.header = {{"kind", "bundle"},
-              {"bundle_version", kBundleVersion},
+              {"bundle_version", b.panel() ? kPanelBundleVersion : kBundleVersion},
               {"foxhunt_version", FOXHUNT_VERSION},
               {"model", b.model->name()},
               {"precision", b.model->precision()},
@@ -107,6 +174,20 @@ void save_bundle(const Bundle& b, const std::string& path) {
               {"instrument_id", b.instrument_id},
               {"data", b.data},
               {"training", b.training}};
+  if (b.panel()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& i : b.instruments) {
+      FOXHUNT_CHECK(!i.symbol.empty() && i.target_scale > 0, kComponent, "'", path,
+                    "': an instrument needs a symbol and a target scale > 0");
+      nlohmann::json n = i.normalizer;
+      list.push_back({{"symbol", i.symbol},
+                      {"instrument_id", i.instrument_id},
+                      {"normalizer", n},
+                      {"target_scale", i.target_scale},
+                      {"data", i.data}});
+    }
+    c.header["instruments"] = list;
+  }
   c.blobs["module"] = models::module_to_bytes(b.model->module());
   write_container(path, c);
 }
@@ -133,8 +214,9 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
       "written by `foxhunt train`), got a '", kind, "' file",
       kind == "trainer" ? " (a trainer checkpoint; its directory also holds bundle.fhb)" : "");
   const int version = h.value("bundle_version", -1);
-  FOXHUNT_CHECK(version == kBundleVersion, kComponent, "'", path, "': bundle version ", version,
-                ", this foxhunt reads version ", kBundleVersion, "; retrain or convert it");
+  FOXHUNT_CHECK(version == kBundleVersion || version == kPanelBundleVersion, kComponent, "'", path,
+                "': bundle version ", version, ", this foxhunt reads versions ", kBundleVersion,
+                " and ", kPanelBundleVersion, "; retrain or convert it");
   Bundle b;
   try {
     // Bundles written before INT8 models have no precision: they are FP32.
@@ -187,6 +269,31 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
     b.instrument_id = h.at("instrument_id").get<int64_t>();
     b.data = h.at("data").get<DataFingerprint>();
     b.training = h.at("training");
+    if (version == kPanelBundleVersion) {
+      const auto& list = h.at("instruments");
+      FOXHUNT_CHECK(list.is_array() && !list.empty(), kComponent, "'", path,
+                    "': a panel bundle (version ", kPanelBundleVersion,
+                    ") needs a non-empty 'instruments' list");
+      const int64_t categories = model->options_json().value("static_categories", int64_t{-1});
+      for (const auto& j : list) {
+        InstrumentCalibration i;
+        i.symbol = j.at("symbol").get<std::string>();
+        i.instrument_id = j.at("instrument_id").get<int64_t>();
+        i.normalizer = j.at("normalizer").get<data::Normalizer>();
+        i.target_scale = j.at("target_scale").get<double>();
+        i.data = j.at("data").get<DataFingerprint>();
+        FOXHUNT_CHECK(!i.symbol.empty() && i.normalizer.cols() == data::kObservedFeatures &&
+                          i.target_scale > 0 && std::isfinite(i.target_scale) &&
+                          i.instrument_id >= 0 && (categories < 0 || i.instrument_id < categories),
+                      kComponent, "'", path, "': instrument '", i.symbol,
+                      "': expected a symbol, a normaliser over ", data::kObservedFeatures,
+                      " columns, a target scale > 0 and an id in [0, ",
+                      categories < 0 ? std::string("inf") : std::to_string(categories), "), got ",
+                      i.normalizer.cols(), " columns, scale ", i.target_scale, ", id ",
+                      i.instrument_id);
+        b.instruments.push_back(std::move(i));
+      }
+    }
     b.model = std::move(model);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(kComponent, "'" + path + "': malformed bundle header (" + e.what() + ")");

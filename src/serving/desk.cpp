@@ -19,10 +19,14 @@ constexpr const char* kComponent = "desk";
 
 // One instrument's state on the desk.
 struct Instrument {
-  Instrument(std::string s, const std::vector<detail::ModelPlan>& plans, uint64_t bytes)
+  // `probe`: the bundles' own calibration (to measure an instrument's bytes); else the symbol's
+  // (checked before: a panel bundle refuses a symbol it was not trained on).
+  Instrument(std::string s, const std::vector<detail::ModelPlan>& plans, uint64_t bytes,
+             bool probe = false)
       : reservation(kInstrumentStateTag, bytes), symbol(std::move(s)) {
     histories.reserve(plans.size());
-    for (const auto& p : plans) histories.emplace_back(p);
+    for (const auto& p : plans)
+      histories.emplace_back(p, probe ? p.bundle->calibration() : p.bundle->calibration(symbol));
   }
   // Declared first (and so released last): over the cap, nothing else is built.
   memory::ExternalReservation reservation;
@@ -101,7 +105,7 @@ Desk::Desk(std::vector<Bundle> bundles, const DecisionRule& rule, const DeskOpti
   d.plans.reserve(d.bundles.size());
   for (const auto& b : d.bundles) d.plans.emplace_back(*b, /*use_cache=*/true);
   d.scratch.resize(d.plans.size());
-  d.instrument_bytes = Instrument("", d.plans, 0).fixed_bytes();
+  d.instrument_bytes = Instrument("", d.plans, 0, /*probe=*/true).fixed_bytes();
   d.pool = std::make_unique<ThreadPool>(static_cast<int>(d.plans.size()));
 }
 
@@ -178,6 +182,8 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
       auto it = d.index.find(sb.symbol);
       try {
         if (it == d.index.end()) {
+          // A panel bundle serves only the symbols it was trained on.
+          for (const auto& p : d.plans) (void)p.bundle->calibration(sb.symbol);
           if (!blank) blank.emplace();
           blank->check(sb.bar);
           fresh.push_back(&sb.symbol);
@@ -245,10 +251,12 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
         // The model's per-bar stage on every fed instrument's new row, in batches.
         for (size_t b = 0; b < fed.size(); b += chunk) {
           std::vector<detail::ModelHistory*> hs;
-          for (size_t k = b; k < std::min(fed.size(), b + chunk); ++k)
+          std::vector<int64_t> ids;
+          for (size_t k = b; k < std::min(fed.size(), b + chunk); ++k) {
             hs.push_back(&inst[fed[k]]->histories[m]);
-          detail::encode_pending(plan, hs,
-                                 std::vector<int64_t>(hs.size(), plan.bundle->instrument_id));
+            ids.push_back(hs.back()->cal.instrument_id);
+          }
+          detail::encode_pending(plan, hs, ids);
         }
       }
       for (size_t i : fed) {
@@ -261,7 +269,7 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
         r.position = inst[i]->position;
         r.unrealized_pnl = upnl[i];
         r.next_timestamps = &next[i];
-        r.static_id = plan.bundle->instrument_id;
+        r.static_id = h.cal.instrument_id;
         rows.push_back(r);
       }
       for (size_t b = 0; b < rows.size(); b += chunk) {

@@ -105,7 +105,8 @@ ModelPlan::ModelPlan(const Bundle& b, bool use_cache)
   }
 }
 
-ModelHistory::ModelHistory(const ModelPlan& plan) {
+ModelHistory::ModelHistory(const ModelPlan& plan, Calibration calibration) : cal(calibration) {
+  FOXHUNT_INTERNAL_ASSERT(cal.normalizer != nullptr, "a history without a normaliser");
   for (const int64_t w : plan.past_width) past.emplace_back(plan.spec.window, w);
   if (plan.cached) pending.resize(static_cast<size_t>(plan.sets.at(0)->width));
   returns.reserve(static_cast<size_t>(plan.absret_window));
@@ -128,7 +129,7 @@ bool push_bar(const ModelPlan& plan, ModelHistory& h, const data::StreamingFeatu
   }
   // Rows before the feature warm-up use truncated windows; training never saw them.
   if (!features.ready()) return false;
-  features.normalized_row(plan.bundle->normalizer, scratch);
+  features.normalized_row(*h.cal.normalizer, scratch);
   std::vector<float> row;
   for (size_t k = 0; k < h.past.size(); ++k) {
     const auto& cols = plan.sets[k]->columns;
@@ -181,7 +182,7 @@ models::Batch build_batch(const ModelPlan& plan, const std::vector<InstrumentRow
         auto t = torch::empty({n, in.features}, torch::kFloat32);
         float* p = t.data_ptr<float>();
         for (const auto& r : rows) {
-          r.features->rl_market_row(plan.bundle->normalizer, market);
+          r.features->rl_market_row(*r.history->cal.normalizer, market);
           FOXHUNT_CHECK(static_cast<int64_t>(market.size()) + 2 == in.features, kComponent,
                         "model '", plan.name, "': the RL state has ", market.size() + 2,
                         " values, the model expects ", in.features);
@@ -248,7 +249,7 @@ torch::Tensor forward_rows(const ModelPlan& plan, models::Batch batch) {
 std::vector<double> forecast_returns(const ModelPlan& plan, const std::vector<float>& raw,
                                      const ModelHistory& h,
                                      const data::StreamingFeatures& features) {
-  double scale = 1.0 / plan.bundle->target_scale;
+  double scale = 1.0 / h.cal.target_scale;
   if (plan.vol_column >= 0)
     scale *= std::max(static_cast<double>(features.row()[static_cast<size_t>(plan.vol_column)]),
                       data::kMinTargetVol);

@@ -58,9 +58,11 @@ struct ModelPlan {
   int64_t ret_column = -1;
 };
 
-// One instrument's history for one model.
+// One instrument's history for one model, with the instrument's calibration (its normaliser,
+// target scale and static id: the bundle's own, or its instrument's for a panel bundle).
 struct ModelHistory {
-  explicit ModelHistory(const ModelPlan& plan);
+  ModelHistory(const ModelPlan& plan, Calibration calibration);
+  Calibration cal;
   std::vector<RowRing> past;   // per past-feature input
   std::vector<float> returns;  // absret: the last returns, oldest first
   std::vector<float> pending;  // cached plans: the newest raw past row, not yet encoded

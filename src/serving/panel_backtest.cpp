@@ -36,7 +36,9 @@ PanelBacktestRun run_panel_backtest(const std::vector<Bundle>& bundles, const da
   out.data = job.data;
   for (const auto& ps : panel.symbols) {
     try {
-      auto run = run_backtest_on(bundles, ps.series, job, log);
+      // A panel bundle serves each symbol with that instrument's calibration (and refuses one it
+      // was not trained on: the symbol is left out with the reason).
+      auto run = run_backtest_on(select_instrument(bundles, ps.symbol), ps.series, job, log);
       run.data = job.data + "[" + ps.symbol + "]";
       out.sigma[ps.symbol] = pre_scoring_sigma(ps.series, run.first_timestamp);
       FOXHUNT_CHECK(out.sigma[ps.symbol] > 0, kComponent, "symbol '", ps.symbol,

@@ -321,7 +321,8 @@ void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
 // ---- served model -------------------------------------------------------------------------------
 
 struct ServedModel::History {
-  explicit History(Bundle b) : bundle(std::move(b)), plan(bundle), history(plan) {}
+  explicit History(Bundle b)
+      : bundle(std::move(b)), plan(bundle), history(plan, bundle.calibration()) {}
   Bundle bundle;
   detail::ModelPlan plan;  // points into `bundle` (History never moves: held by pointer)
   detail::ModelHistory history;
@@ -334,6 +335,7 @@ struct ServedModel::History {
 
 ServedModel::ServedModel(Bundle bundle) {
   FOXHUNT_CHECK(bundle.model != nullptr, kComponent, "served model: the bundle has no model");
+  check_instrument_selected(bundle, "serving one instrument");
   bundle.model->module().eval();
   history_ = std::make_unique<History>(std::move(bundle));
   auto& h = *history_;

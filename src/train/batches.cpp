@@ -65,9 +65,27 @@ void check_market_spec(const std::string& model, const models::IoSpec& spec) {
 
 models::Batch market_batch(const data::MarketDataset& ds, const models::IoSpec& spec,
                            const std::vector<int64_t>& anchors, const torch::Device& device) {
-  FOXHUNT_CHECK(!anchors.empty(), kComponent, "market batch: no anchors");
+  std::vector<data::WindowRef> refs;
+  refs.reserve(anchors.size());
+  for (int64_t a : anchors) refs.push_back({0, a});
+  return market_batch(std::vector<const data::MarketDataset*>{&ds}, spec, refs, device);
+}
+
+models::Batch market_batch(const std::vector<const data::MarketDataset*>& panel,
+                           const models::IoSpec& spec, const std::vector<data::WindowRef>& refs,
+                           const torch::Device& device) {
+  FOXHUNT_CHECK(!refs.empty(), kComponent, "market batch: no anchors");
+  for (const auto& r : refs)
+    FOXHUNT_CHECK(r.instrument >= 0 && r.instrument < static_cast<int64_t>(panel.size()) &&
+                      panel[static_cast<size_t>(r.instrument)] != nullptr,
+                  kComponent, "market batch: instrument ", r.instrument, " outside the panel of ",
+                  panel.size());
+  const auto ds = [&](int64_t i) -> const data::MarketDataset& {
+    return *panel[static_cast<size_t>(refs[static_cast<size_t>(i)].instrument)];
+  };
+  const auto anchor = [&](int64_t i) { return refs[static_cast<size_t>(i)].anchor; };
   const data::WindowSpec w = window_of(spec);
-  const auto b = static_cast<int64_t>(anchors.size());
+  const auto b = static_cast<int64_t>(refs.size());
   models::Batch batch;
   for (const auto& in : spec.inputs) {
     torch::Tensor t;
@@ -76,18 +94,20 @@ models::Batch market_batch(const data::MarketDataset& ds, const models::IoSpec& 
         const auto& fs = data::feature_set(in.feature_set);
         t = torch::empty({b, w.past, fs.width}, torch::kFloat32);
         for (int64_t i = 0; i < b; ++i)
-          ds.fill_past(anchors[i], w, fs.columns, t.data_ptr<float>() + i * w.past * fs.width);
+          ds(i).fill_past(anchor(i), w, fs.columns, t.data_ptr<float>() + i * w.past * fs.width);
         break;
       }
       case models::InputRole::kKnownFuture:
         t = torch::empty({b, w.horizon, data::kKnownFutureFeatures}, torch::kFloat32);
         for (int64_t i = 0; i < b; ++i)
-          ds.fill_future_calendar(anchors[i], w,
-                                  t.data_ptr<float>() + i * w.horizon * data::kKnownFutureFeatures);
+          ds(i).fill_future_calendar(
+              anchor(i), w, t.data_ptr<float>() + i * w.horizon * data::kKnownFutureFeatures);
         break;
-      case models::InputRole::kStaticId:
-        t = torch::full({b}, ds.options().instrument_id, torch::kInt64);
+      case models::InputRole::kStaticId: {
+        t = torch::empty({b}, torch::kInt64);
+        for (int64_t i = 0; i < b; ++i) t.data_ptr<int64_t>()[i] = ds(i).options().instrument_id;
         break;
+      }
       case models::InputRole::kState:
         FOXHUNT_FAIL(kComponent, "input '", in.name, "': a state input has no market window");
     }
@@ -95,7 +115,7 @@ models::Batch market_batch(const data::MarketDataset& ds, const models::IoSpec& 
   }
   auto y = torch::empty({b, w.horizon}, torch::kFloat32);
   for (int64_t i = 0; i < b; ++i)
-    ds.fill_target(anchors[i], w, y.data_ptr<float>() + i * w.horizon);
+    ds(i).fill_target(anchor(i), w, y.data_ptr<float>() + i * w.horizon);
   batch.target = y.to(device);
   return batch;
 }

@@ -31,44 +31,156 @@ EnvFactory trading_env_factory(std::shared_ptr<const data::MarketDataset> datase
   };
 }
 
+PanelTradingEnv::PanelTradingEnv(
+    const std::vector<std::shared_ptr<const data::MarketDataset>>& panel, data::Split split,
+    data::TradingEnvOptions options)
+    : sequential_(!options.random_start), rng_(options.seed) {
+  FOXHUNT_CHECK(!panel.empty(), "train", "trading env: expected at least one instrument");
+  for (const auto& ds : panel) {
+    FOXHUNT_CHECK(ds != nullptr, "train", "trading env: a null dataset");
+    envs_.emplace_back(*ds, split, options);
+    FOXHUNT_CHECK(envs_.back().observation_dim() == envs_.front().observation_dim(), "train",
+                  "trading env: instrument '", ds->series().source, "' observes ",
+                  envs_.back().observation_dim(), " values, the first one ",
+                  envs_.front().observation_dim());
+  }
+}
+
+std::vector<float> PanelTradingEnv::reset(uint64_t seed) {
+  rng_.seed(seed);
+  next_episode_ = 0;
+  // Each instrument's start stream from its own seed. reset(seed) also starts an episode there
+  // (the first window in sequential mode): its first use below takes that one.
+  fresh_.assign(envs_.size(), true);
+  for (size_t i = 0; i < envs_.size(); ++i)
+    envs_[i].reset(derive_seed(seed, static_cast<uint64_t>(i) + 1));
+  return reset();
+}
+
+std::vector<float> PanelTradingEnv::reset() {
+  const auto n = static_cast<int64_t>(envs_.size());
+  if (!sequential_) {
+    current_ = static_cast<int64_t>(rng_.uniform_int(static_cast<uint64_t>(n)));
+  } else {
+    // Episode k: instrument k mod N, its next window (one with fewer windows wraps around).
+    current_ = next_episode_ % n;
+    ++next_episode_;
+  }
+  const auto k = static_cast<size_t>(current_);
+  if (k < fresh_.size() && fresh_[k]) {
+    fresh_[k] = false;
+    return envs_[k].observation();
+  }
+  return envs_[k].reset();
+}
+
+EnvStep PanelTradingEnv::step(int64_t action) {
+  data::StepResult s = envs_[static_cast<size_t>(current_)].step(action);
+  EnvStep r;
+  r.obs = std::move(s.obs);
+  r.reward = s.reward;
+  r.terminated = false;
+  r.truncated = s.done;
+  return r;
+}
+
+std::uint64_t PanelTradingEnv::host_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& e : envs_) n += e.host_bytes();
+  return n;
+}
+
+int64_t PanelTradingEnv::sequential_episodes() const {
+  int64_t n = 0;
+  for (const auto& e : envs_) n += e.sequential_episodes();
+  return n;
+}
+
+EnvFactory trading_env_factory(std::vector<std::shared_ptr<const data::MarketDataset>> panel,
+                               data::Split split, data::TradingEnvOptions options) {
+  FOXHUNT_CHECK(!panel.empty(), "train", "trading env: expected at least one instrument");
+  if (panel.size() == 1) return trading_env_factory(panel.front(), split, options);
+  return [panel, split, options](int64_t index) -> std::unique_ptr<Env> {
+    if (index == kEvalEnvIndex) {
+      data::TradingEnvOptions eval = options;
+      eval.random_start = false;
+      return std::make_unique<PanelTradingEnv>(panel, data::Split::kValidation, eval);
+    }
+    return std::make_unique<PanelTradingEnv>(panel, split, options);
+  };
+}
+
 MarketBatchSource::MarketBatchSource(std::shared_ptr<const data::MarketDataset> dataset,
                                      const models::Model& model, int64_t batch_size, uint64_t seed,
                                      torch::Device device)
+    : MarketBatchSource(std::vector<std::shared_ptr<const data::MarketDataset>>{std::move(dataset)},
+                        model, batch_size, seed, device) {}
+
+MarketBatchSource::MarketBatchSource(std::vector<std::shared_ptr<const data::MarketDataset>> panel,
+                                     const models::Model& model, int64_t batch_size, uint64_t seed,
+                                     torch::Device device)
     : ShardedBatchSource("train"),
-      ds_(std::move(dataset)),
+      panel_(std::move(panel)),
       io_(model.spec()),
       batch_size_(batch_size),
       seed_(seed),
       device_(device) {
   const char* c = "train";
-  FOXHUNT_CHECK(ds_ != nullptr, c, "market batches: expected a dataset");
+  FOXHUNT_CHECK(!panel_.empty(), c, "market batches: expected a dataset");
+  for (const auto& ds : panel_) {
+    FOXHUNT_CHECK(ds != nullptr, c, "market batches: expected a dataset");
+    raw_panel_.push_back(ds.get());
+  }
   FOXHUNT_CHECK(batch_size > 0, c, "expected batch size > 0, got ", batch_size);
   check_market_spec(model.name(), io_);
   spec_ = window_of(io_);
-  train_anchors_ = ds_->anchors(data::Split::kTrain, spec_);
-  validation_ =
-      data::make_batches(ds_->anchors(data::Split::kValidation, spec_), batch_size, false, 0);
-  test_ = data::make_batches(ds_->anchors(data::Split::kTest, spec_), batch_size, false, 0);
-  FOXHUNT_CHECK(!train_anchors_.empty() && !validation_.empty(), c,
+  // Validation and test batches never mix instruments' time orders: instrument by instrument.
+  const auto batches_of = [&](data::Split split) {
+    std::vector<std::vector<data::WindowRef>> out;
+    for (size_t i = 0; i < panel_.size(); ++i)
+      for (const auto& b :
+           data::make_batches(panel_[i]->anchors(split, spec_), batch_size, false, 0)) {
+        std::vector<data::WindowRef> refs;
+        for (int64_t a : b) refs.push_back({static_cast<int64_t>(i), a});
+        out.push_back(std::move(refs));
+      }
+    return out;
+  };
+  for (size_t i = 0; i < panel_.size(); ++i)
+    for (int64_t a : panel_[i]->anchors(data::Split::kTrain, spec_))
+      train_refs_.push_back({static_cast<int64_t>(i), a});
+  validation_ = batches_of(data::Split::kValidation);
+  test_ = batches_of(data::Split::kTest);
+  FOXHUNT_CHECK(!train_refs_.empty() && !validation_.empty(), c,
                 "the data has no training or validation windows of ", spec_.past, "+",
                 spec_.horizon, " bars; use a longer series");
 }
 
 int64_t MarketBatchSource::windows(data::Split split) const {
-  return static_cast<int64_t>(ds_->anchors(split, spec_).size());
+  int64_t n = 0;
+  for (const auto& ds : panel_) n += static_cast<int64_t>(ds->anchors(split, spec_).size());
+  return n;
 }
 
-models::Batch MarketBatchSource::build(const std::vector<int64_t>& anchors) const {
-  return market_batch(*ds_, io_, anchors, device_);
+const std::vector<data::WindowRef>& MarketBatchSource::test_refs(int64_t index) const {
+  FOXHUNT_CHECK(index >= 0 && index < static_cast<int64_t>(test_.size()), "train",
+                "test batch index ", index, " out of range [0, ", test_.size(), ")");
+  return test_[static_cast<size_t>(index)];
+}
+
+models::Batch MarketBatchSource::build(const std::vector<data::WindowRef>& refs) const {
+  return market_batch(raw_panel_, io_, refs, device_);
 }
 
 int64_t MarketBatchSource::train_batches() const {
-  return global_batches(static_cast<int64_t>(train_anchors_.size()), batch_size_);
+  return global_batches(static_cast<int64_t>(train_refs_.size()), batch_size_);
 }
 
 models::Batch MarketBatchSource::train_batch(int64_t epoch, int64_t index) {
   if (epoch != epoch_cached_ || world() != world_cached_) {
-    epoch_batches_ = data::make_batches(train_anchors_, batch_size_ * world(), true,
+    std::vector<int64_t> all(train_refs_.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    epoch_batches_ = data::make_batches(all, batch_size_ * world(), true,
                                         derive_seed(seed_, static_cast<uint64_t>(epoch)));
     epoch_cached_ = epoch;
     world_cached_ = world();
@@ -76,10 +188,15 @@ models::Batch MarketBatchSource::train_batch(int64_t epoch, int64_t index) {
   FOXHUNT_CHECK(index >= 0 && index < static_cast<int64_t>(epoch_batches_.size()), "train",
                 "train batch index ", index, " out of range [0, ", epoch_batches_.size(), ")");
   const auto& global = epoch_batches_[static_cast<size_t>(index)];
-  if (world() == 1) return build(global);
-  const auto [lo, hi] = share(static_cast<int64_t>(global.size()));
+  const auto [lo, hi] = world() == 1
+                            ? std::pair<int64_t, int64_t>{0, static_cast<int64_t>(global.size())}
+                            : share(static_cast<int64_t>(global.size()));
   if (hi == lo) return {};
-  return build(std::vector<int64_t>(global.begin() + lo, global.begin() + hi));
+  std::vector<data::WindowRef> refs;
+  refs.reserve(static_cast<size_t>(hi - lo));
+  for (int64_t k = lo; k < hi; ++k)
+    refs.push_back(train_refs_[static_cast<size_t>(global[static_cast<size_t>(k)])]);
+  return build(refs);
 }
 
 int64_t MarketBatchSource::validation_batches() const {

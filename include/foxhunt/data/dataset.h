@@ -16,11 +16,13 @@
 /// - Bank features are normalised with statistics fitted on the training rows only.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/features.h"
+#include "foxhunt/data/panel.h"
 
 namespace foxhunt::data {
 
@@ -60,6 +62,27 @@ struct SplitRanges {
 /// split would be empty.
 SplitRanges chronological_split(int64_t num_bars, int64_t warmup, const SplitOptions& options = {});
 
+/// Cut dates shared by every instrument of a panel (Unix seconds): an instrument's validation
+/// split starts at its first bar at or after `validation_begin` and its test split at its first
+/// bar at or after `test_begin`. With the same dates for every instrument, no instrument trains
+/// on a date another one is validated or tested on, so nothing leaks across instruments.
+struct SplitCuts {
+  int64_t validation_begin = 0;  ///< first timestamp of the validation splits
+  int64_t test_begin = 0;        ///< first timestamp of the test splits
+};
+
+/// The cut dates of a panel: the split fractions applied to the union of the instruments' usable
+/// timestamps (each symbol's bars from its `warmup`-th on), so that about `options.train` of the
+/// panel's usable dates are training dates. InputError for bad fractions or a panel without a
+/// symbol that has more than `warmup` bars.
+SplitCuts panel_split_cuts(const Panel& panel, int64_t warmup, const SplitOptions& options = {});
+
+/// A series' splits at the cut dates: train = [warmup, first bar >= validation_begin),
+/// validation up to the first bar >= test_begin, test to the end. InputError naming the series,
+/// the split left empty and the dates (a symbol that starts too late or ends too early for the
+/// panel's cut dates).
+SplitRanges split_at_cuts(const BarSeries& series, int64_t warmup, const SplitCuts& cuts);
+
 /// Window geometry: `past` input bars and `horizon` target returns.
 struct WindowSpec {
   int64_t past = 32;    ///< input bars ending at the anchor
@@ -76,6 +99,8 @@ struct DatasetOptions {
   double clip = 10.0;
   /// Static instrument id fed to the TFT.
   int64_t instrument_id = 0;
+  /// Split at these dates (a panel's common cut dates) instead of by `split`'s fractions.
+  std::optional<SplitCuts> cuts = std::nullopt;
   /// Targets are log returns times this (1 = raw log returns).
   double target_scale = 1.0;
   /// When set, targets are divided by a volatility known when the forecast is made, so that a
@@ -202,6 +227,12 @@ class MarketDataset {
   Matrix calendar_;
   Normalizer normalizer_;
   TargetVol target_vol_;
+};
+
+/// One window of a panel: the instrument's index (its dataset among the panel's) and the anchor.
+struct WindowRef {
+  int64_t instrument = 0;  ///< index of the instrument's dataset
+  int64_t anchor = 0;      ///< the window's anchor in that dataset
 };
 
 /// Groups `anchors` into batches of `batch_size` (the last one may be smaller unless

@@ -15,9 +15,21 @@
 #include <variant>
 #include <vector>
 
+#include "foxhunt/data/dataset.h"
 #include "foxhunt/data/forecast_eval.h"
 
 namespace foxhunt::jobs {
+
+/// One instrument of a run on a panel.
+struct InstrumentDataInfo {
+  std::string symbol;                   ///< as in the panel
+  int64_t instrument_id = 0;            ///< the TFT's static id (index in the panel)
+  int64_t bars = 0;                     ///< its bars
+  std::array<int64_t, 2> train{};       ///< [begin, end) of its training split
+  std::array<int64_t, 2> validation{};  ///< [begin, end) of its validation split
+  std::array<int64_t, 2> test{};        ///< [begin, end) of its test split
+  double target_scale = 1.0;            ///< its forecasting targets' scale (1 for RL)
+};
 
 /// The market series a job trained on: in the summary as "data" and in the checkpoint's trainer
 /// extra as "data" (a resumed run reads `source` and `target_vol_feature` back from there).
@@ -32,6 +44,11 @@ struct MarketDataInfo {
   /// Constant-forecast loss of each target-volatility candidate ("none" for ""; NaN = null), when
   /// this run chose one (forecasters, not resumed).
   std::optional<std::map<std::string, double>> target_vol_selection_loss;
+  /// A panel run: every instrument, in the panel's order (empty for one series; the fields above
+  /// then describe the first instrument), and the cut dates they share.
+  std::vector<InstrumentDataInfo> instruments = {};
+  /// The panel's common cut dates (data/dataset.h).
+  std::optional<data::SplitCuts> cuts = std::nullopt;
 };
 
 /// {source, bars, train: [b, e], validation, test, target_scale, target_vol_feature} and
@@ -94,6 +111,19 @@ struct ForecastTestEvaluation {
   /// The next-bar quantiles in log returns against the naive baselines (none without test
   /// windows or quantile levels: null).
   std::optional<data::ForecastEvaluation> next_bar;
+  /// A panel run: next_bar per instrument (next_bar is then null).
+  std::map<std::string, data::ForecastEvaluation> next_bar_by_instrument = {};
+  /// A panel run: the next-bar scores pooled over the instruments (points-weighted mean pinball
+  /// of the model and of each instrument's best naive baseline).
+  struct Pooled {
+    int64_t instruments = 0;          ///< instruments scored
+    int64_t points = 0;               ///< test bars over all of them
+    double model_pinball = NAN;       ///< the model's mean pinball loss
+    double baseline_pinball = NAN;    ///< each instrument's best baseline's, pooled
+    double skill = NAN;               ///< 1 - model / baseline
+    int64_t beating_instruments = 0;  ///< instruments whose model beats their best baseline
+  };
+  std::optional<Pooled> next_bar_pooled = std::nullopt;
 };
 
 /// What one training job did (`foxhunt train MODEL`, written to <out>/summary.json).

@@ -45,6 +45,9 @@ struct CatalogEntry {
   std::uint64_t reference_claim_bytes = 0;
   /// Weight of the model's signal in the default ensemble decision.
   double ensemble_weight = 1.0;
+  /// The model option that sizes its instrument input (the number of instrument ids it embeds),
+  /// "" for a model without one. Training on a panel sets it to at least the instrument count.
+  std::string instrument_count_option = {};
 };
 
 /// Every model, in canonical order (dqn, ppo, mamba2, tft): reports list models in this order.

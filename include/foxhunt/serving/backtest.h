@@ -41,6 +41,9 @@ struct BacktestJob {
   Device device;       ///< "cpu", "cuda", "cuda:N"
   DecisionRule rule;   ///< the ensemble's decision rule
   uint64_t seed = 42;  ///< seed of the random policy and the bootstrap
+  /// One series with bundles trained on a panel: the instrument whose calibration serves it
+  /// (select_instrument); "" otherwise.
+  std::string symbol;
   /// Average the models' explanations (the TFT's variable selection and attention) over the
   /// scored bars (`backtest --report` plots them); one more TFT forward per bar.
   bool explain = false;

@@ -13,15 +13,21 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/features.h"
+#include "foxhunt/data/panel.h"
 #include "foxhunt/models/model.h"
 
 namespace foxhunt::serving {
 
-/// Bundle layout version; files with another version are rejected with a clear error.
+/// Bundle layout version of a model trained on one series; files with a version this build does
+/// not read are rejected with a clear error.
 inline constexpr int kBundleVersion = 1;
+/// Bundle layout version of a model trained on a panel (per-instrument calibrations): a build that
+/// reads only version 1 refuses it instead of serving every symbol with one normaliser.
+inline constexpr int kPanelBundleVersion = 2;
 /// File name of a model's bundle inside its training output directory.
 inline constexpr const char* kBundleFile = "bundle.fhb";
 
@@ -68,6 +74,26 @@ void to_json(nlohmann::json& j, const DataFingerprint& f);
 /// Reads the JSON form; throws nlohmann::json::exception on a missing key.
 void from_json(const nlohmann::json& j, DataFingerprint& f);
 
+/// The fingerprint of a panel: its source, the bars over all symbols, the first and last
+/// timestamps of the union and a hash over every symbol's name and bars.
+DataFingerprint fingerprint(const data::Panel& panel);
+
+/// One instrument of a bundle trained on a panel: what serving needs for it.
+struct InstrumentCalibration {
+  std::string symbol;           ///< as in the training panel
+  int64_t instrument_id = 0;    ///< the TFT's static id (its index in the panel)
+  data::Normalizer normalizer;  ///< bank normaliser fitted on its training split
+  double target_scale = 1.0;    ///< its forecasting targets' scale
+  DataFingerprint data = {};    ///< its bars
+};
+
+/// What serving reads of one instrument's calibration (pointers into a bundle that outlives it).
+struct Calibration {
+  const data::Normalizer* normalizer = nullptr;  ///< the bank normaliser
+  double target_scale = 1.0;                     ///< forecasts / this = scaled returns
+  int64_t instrument_id = 0;                     ///< the TFT's static id
+};
+
 /// Everything serving needs for one model.
 struct Bundle {
   std::shared_ptr<models::Model> model;  ///< built from the stored options, weights loaded
@@ -80,10 +106,36 @@ struct Bundle {
   int64_t warmup = data::kFeatureWarmup;  ///< bars before the features are fully defined
   DataFingerprint data;                   ///< what it was trained on
   nlohmann::json training = nlohmann::json::object();  ///< the training summary
+  /// Trained on a panel: every instrument's calibration, in the panel's (symbol) order. Empty for
+  /// a model trained on one series, which serves any symbol with the fields above.
+  std::vector<InstrumentCalibration> instruments = {};
+  /// The instrument whose calibration the fields above hold (select_instrument); "" for a model
+  /// trained on one series, or a panel bundle none was selected for.
+  std::string symbol;
 
   /// The model's registry name.
   std::string name() const { return model->name(); }
+  /// True when trained on a panel (instruments is not empty).
+  bool panel() const { return !instruments.empty(); }
+  /// The fields above as a calibration.
+  Calibration calibration() const;
+  /// The calibration serving `symbol`: its instrument's for a panel bundle (InputError naming the
+  /// bundle's symbols when it is not one of them: its normaliser and id were never fitted), else
+  /// the fields above (a one-series model serves any symbol).
+  Calibration calibration(const std::string& symbol) const;
+  /// The instruments' symbols, comma-separated ("" for a one-series bundle).
+  std::string symbols_text() const;
 };
+
+/// `b` serving the instrument `symbol` of its panel: normaliser, target scale, instrument id and
+/// data fingerprint become the instrument's and `symbol` is set. A one-series bundle is returned
+/// unchanged. InputError when the panel bundle has no such instrument.
+Bundle select_instrument(Bundle b, const std::string& symbol);
+/// select_instrument on each bundle.
+std::vector<Bundle> select_instrument(std::vector<Bundle> bundles, const std::string& symbol);
+/// Throws InputError when `b` is a panel bundle with no instrument selected (a single-instrument
+/// runtime would not know whose normaliser to use). `what` names the caller.
+void check_instrument_selected(const Bundle& b, const std::string& what);
 
 /// The feature spec stored in a bundle: bank column names, calendar names, warm-up, and for each
 /// feature set the model's inputs read, its columns.

@@ -17,9 +17,13 @@
 /// streams of Mamba-2 and the TFT instead, equal to the forward to 1e-5 (models/streaming.h);
 /// desk_test.cpp checks the desk against it on one instrument.
 ///
-/// Symbols and the TFT's instrument id: a bundle trained on one series (every bundle written
-/// today) serves every symbol with its own instrument id and normaliser; the desk then serves
-/// any symbol, and a symbol first seen mid-stream simply starts warming up on its first bar.
+/// Symbols, normalisers and the TFT's instrument id: a bundle trained on one series serves every
+/// symbol with its own instrument id and normaliser, so the desk serves any symbol. A bundle
+/// trained on a panel (`train --data panel.csv`) holds each instrument's normaliser, target scale
+/// and id (Bundle::instruments): the desk serves each symbol with its own, and refuses a symbol
+/// the bundle was not trained on (InputError naming the symbols it knows; nothing changes),
+/// because there is no normaliser or id fitted for it and guessing one would serve numbers the
+/// model never saw. A symbol first seen mid-stream starts warming up on its first bar.
 ///
 /// Memory: an instrument's state is declared to the ledger under the external tag
 /// "instrument_state" (memory/ledger.h) as it is created, against the enforced cap, so a

@@ -64,4 +64,21 @@ RuleFit fit_decision_rule(const std::vector<Bundle>& bundles, const data::BarSer
                           int64_t first, int64_t last, const DecisionRule& base = {},
                           const RuleFitOptions& options = {});
 
+/// One instrument's part of a fit on a panel: the bundles serving it (select_instrument), its
+/// bars and its validation range [first, last].
+struct RuleFitSegment {
+  std::vector<Bundle> bundles;              ///< the models, calibrated for this instrument
+  const data::BarSeries* series = nullptr;  ///< its bars (outlives the fit)
+  int64_t first = 0;                        ///< first validation timestamp
+  int64_t last = 0;                         ///< last validation timestamp
+};
+
+/// Fits one set of weights on several instruments: each segment is streamed on its own (its
+/// position starts flat) and the objective is the Sharpe of all segments' bar returns pooled
+/// (`bars` counts them all; the timestamps span the segments; periods_per_year is that of the
+/// segment with the most bars). InputError when the segments have fewer than 20 ready bars in
+/// all. One segment: the same as the overload above.
+RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments,
+                          const DecisionRule& base = {}, const RuleFitOptions& options = {});
+
 }  // namespace foxhunt::serving

@@ -43,4 +43,11 @@ models::Batch market_batch(const data::MarketDataset& ds, const models::IoSpec& 
                            const std::vector<int64_t>& anchors,
                            const torch::Device& device = torch::kCPU);
 
+/// market_batch over the windows of several instruments: row i is window `refs[i]` of dataset
+/// `panel[refs[i].instrument]`, normalised with that instrument's normaliser, its static id the
+/// dataset's instrument id and its target scaled by the dataset's scale.
+models::Batch market_batch(const std::vector<const data::MarketDataset*>& panel,
+                           const models::IoSpec& spec, const std::vector<data::WindowRef>& refs,
+                           const torch::Device& device = torch::kCPU);
+
 }  // namespace foxhunt::train

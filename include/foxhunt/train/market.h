@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/random.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/trading_env.h"
 #include "foxhunt/models/model.h"
@@ -47,6 +48,44 @@ class TradingEnvAdapter final : public Env {
 EnvFactory trading_env_factory(std::shared_ptr<const data::MarketDataset> dataset,
                                data::Split split, data::TradingEnvOptions options = {});
 
+/// Trading across the instruments of a panel (one dataset per instrument, one shared policy):
+/// each episode runs on one instrument's split. Training episodes draw the instrument uniformly
+/// from a stream seeded by reset(seed) (every instrument as likely, whatever its history length),
+/// then the start from that instrument's own stream. Sequential mode (evaluation) interleaves
+/// the instruments: episode k is window k / N of instrument k mod N, so a few episodes already
+/// cover every instrument.
+class PanelTradingEnv final : public Env {
+ public:
+  /// One TradingEnv per dataset over `split`, all with `options`. InputError for an empty panel
+  /// or datasets whose observations differ in width.
+  PanelTradingEnv(const std::vector<std::shared_ptr<const data::MarketDataset>>& panel,
+                  data::Split split, data::TradingEnvOptions options);
+  std::string name() const override { return "trading"; }
+  int64_t observation_size() const override { return envs_.front().observation_dim(); }
+  int64_t action_count() const override { return data::TradingEnv::kActions; }
+  std::vector<float> reset(uint64_t seed) override;
+  std::vector<float> reset() override;
+  EnvStep step(int64_t action) override;
+  std::uint64_t host_bytes() const override;
+  /// Sequential windows over all instruments (the sum of theirs).
+  int64_t sequential_episodes() const;
+  /// The instrument of the current episode (index into the panel).
+  int64_t instrument() const { return current_; }
+
+ private:
+  std::vector<data::TradingEnv> envs_;
+  bool sequential_;
+  Rng rng_;
+  int64_t current_ = 0;
+  int64_t next_episode_ = 0;  // sequential mode
+  std::vector<bool> fresh_;   // an instrument's episode started by reset(seed), not yet used
+};
+
+/// trading_env_factory over a panel: PanelTradingEnv on `split`, the evaluation environment on
+/// the validation split in sequential mode. One dataset: the same as trading_env_factory.
+EnvFactory trading_env_factory(std::vector<std::shared_ptr<const data::MarketDataset>> panel,
+                               data::Split split, data::TradingEnvOptions options = {});
+
 /// Batches of a MarketDataset for a forecasting model: the layout follows the model's I/O spec
 /// (train/batches.h); training windows are reshuffled each
 /// epoch by a permutation seeded with (seed, epoch); validation and test keep time order.
@@ -56,6 +95,12 @@ class MarketBatchSource final : public ShardedBatchSource {
   MarketBatchSource(std::shared_ptr<const data::MarketDataset> dataset, const models::Model& model,
                     int64_t batch_size, uint64_t seed,
                     torch::Device device = torch::Device(torch::kCPU));
+  /// Batches over every instrument of a panel (one dataset each, their own normalisers, ids and
+  /// target scales): an epoch shuffles the training windows of all instruments together;
+  /// validation and test windows run instrument by instrument, each in time order.
+  MarketBatchSource(std::vector<std::shared_ptr<const data::MarketDataset>> panel,
+                    const models::Model& model, int64_t batch_size, uint64_t seed,
+                    torch::Device device = torch::Device(torch::kCPU));
   int64_t train_batches() const override;
   models::Batch train_batch(int64_t epoch, int64_t index) override;
   int64_t validation_batches() const override;
@@ -64,24 +109,27 @@ class MarketBatchSource final : public ShardedBatchSource {
   int64_t test_batches() const;
   /// The `index`-th test batch.
   models::Batch test_batch(int64_t index);
-  /// Windows per split.
+  /// Windows per split (over every instrument).
   int64_t windows(data::Split split) const;
+  /// The windows of the `index`-th test batch (instrument and anchor of each row, in order).
+  const std::vector<data::WindowRef>& test_refs(int64_t index) const;
   /// The window geometry in use.
   const data::WindowSpec& spec() const { return spec_; }
 
  private:
-  models::Batch build(const std::vector<int64_t>& anchors) const;
+  models::Batch build(const std::vector<data::WindowRef>& refs) const;
 
-  std::shared_ptr<const data::MarketDataset> ds_;
+  std::vector<std::shared_ptr<const data::MarketDataset>> panel_;
+  std::vector<const data::MarketDataset*> raw_panel_;
   models::IoSpec io_;
   data::WindowSpec spec_;
   int64_t batch_size_;
   uint64_t seed_;
   torch::Device device_;
-  std::vector<int64_t> train_anchors_;
-  std::vector<std::vector<int64_t>> validation_, test_;
-  int64_t epoch_cached_ = -1, world_cached_ = 0;  // what epoch_batches_ was drawn for
-  std::vector<std::vector<int64_t>> epoch_batches_;
+  std::vector<data::WindowRef> train_refs_;
+  std::vector<std::vector<data::WindowRef>> validation_, test_;
+  int64_t epoch_cached_ = -1, world_cached_ = 0;     // what epoch_batches_ was drawn for
+  std::vector<std::vector<int64_t>> epoch_batches_;  // indices into train_refs_
 };
 
 }  // namespace foxhunt::train
