@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -437,6 +438,71 @@ TEST(PanelTraining, TrainAllTrainsOneModelOfEachKindAcrossTheInstruments) {
   double worst = 0.0;
   for (size_t i = 0; i < cli.size(); ++i) worst = std::max(worst, std::abs(cli[i] - served[i]));
   EXPECT_LT(worst, 1e-3);  // the single-series path streams Mamba-2 and the TFT (1e-4 level)
+}
+
+// The real S&P 500 / NASDAQ / WTI panel (its last 1,500 dates, the last 200 held out): `train
+// all` trains across the three instruments, `predict` serves them batched, `backtest` scores each
+// symbol on the held-out dates and an equal-risk portfolio.
+TEST(PanelTraining, TrainAllPredictAndBacktestOnTheRealPanel_SLOW) {
+  auto p = data::load_panel_csv(testing::panel_csv());
+  const int64_t first = p.timestamps[p.timestamps.size() - 1500];
+  const int64_t held_out = p.timestamps[p.timestamps.size() - 200];
+  TempDir dir;
+  const auto write = [&](const std::string& path, int64_t before) {
+    data::Panel q = p;
+    for (auto& s : q.symbols)
+      std::erase_if(s.series.bars, [&](const data::Bar& b) {
+        return b.timestamp < first || b.timestamp >= before;
+      });
+    std::ofstream f(path);
+    f << panel_csv(q);
+  };
+  const auto train_csv = (dir.path() / "train.csv").string();
+  const auto all_csv = (dir.path() / "all.csv").string();
+  write(train_csv, held_out);
+  write(all_csv, INT64_MAX);
+  const auto out = (dir.path() / "ens").string();
+  const auto t = testing::run_cli("train all --data " + train_csv +
+                                  " --steps 1500 --epochs 1 --out " + out + " --json");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const auto summary = nlohmann::json::parse(t.out);
+  EXPECT_TRUE(summary.at("complete").get<bool>());
+  EXPECT_FALSE(summary.at("rule").get<std::string>().empty()) << summary.at("rule_fit").dump();
+  const auto& data = summary.at("models").at("tft").at("data");
+  ASSERT_EQ(data.at("instruments").size(), 3u);
+  EXPECT_EQ(data.at("instruments")[1].at("symbol"), "SP500");
+  EXPECT_TRUE(data.contains("cuts"));
+  EXPECT_EQ(summary.at("models").at("mamba2").at("eval").at("next_bar_pooled").at("instruments"),
+            3);
+  for (const auto& name : models::model_names())
+    EXPECT_EQ(
+        serving::load_bundle(serving::BundleDirectory(out).bundle_path(name)).instruments.size(),
+        3u)
+        << name;
+
+  const auto pr = testing::run_cli("predict --bundles " + out + " --data " + all_csv + " --json");
+  ASSERT_EQ(pr.exit_code, 0) << pr.err;
+  std::map<std::string, int64_t> lines;
+  std::istringstream in(pr.out);
+  for (std::string line; std::getline(in, line);)
+    ++lines[nlohmann::json::parse(line).at("symbol").get<std::string>()];
+  ASSERT_EQ(lines.size(), 3u);
+  for (const auto& s : p.symbols) {
+    const auto n = std::count_if(s.series.bars.begin(), s.series.bars.end(),
+                                 [&](const data::Bar& b) { return b.timestamp >= first; });
+    EXPECT_EQ(lines[s.symbol], n) << s.symbol;
+  }
+
+  const auto bt = testing::run_cli("backtest --bundles " + out + " --data " + all_csv + " --json");
+  ASSERT_EQ(bt.exit_code, 0) << bt.err;
+  const auto b = nlohmann::json::parse(bt.out);
+  EXPECT_EQ(b.at("symbols").size(), 3u) << b.at("skipped").dump();
+  for (const auto& [symbol, run] : b.at("per_symbol").items()) {
+    EXPECT_GE(run.at("scored_bars").get<int64_t>(), 150) << symbol;
+    EXPECT_GE(run.at("first_timestamp").get<int64_t>(), held_out) << symbol;
+  }
+  EXPECT_TRUE(b.at("portfolio").contains("ensemble"));
+  EXPECT_TRUE(b.at("pooled").contains("tft"));
 }
 
 }  // namespace
