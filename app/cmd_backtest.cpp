@@ -23,9 +23,26 @@ struct BacktestArgs {
   jobs::WalkForwardJob walk;  // --walk-forward N: its own flags bind here
   std::string rule;
   std::string report;
+  std::string gate = "forecasters";
   bool json = false;
   bool explain = false;
 };
+
+// The verdict in the JSON, and the exit code: 1 when the gate is on and failed (the report and
+// output are written first: a failed verdict loses nothing).
+nlohmann::json verdict_json(const BacktestArgs& a, const std::vector<std::string>& failures) {
+  return {{"gate", a.gate}, {"ok", failures.empty()}, {"failures", failures}};
+}
+
+int verdict_exit(const BacktestArgs& a, const std::vector<std::string>& failures) {
+  if (a.gate == "none" || failures.empty()) return 0;
+  std::string why;
+  for (const auto& f : failures) why += (why.empty() ? "" : "; ") + f;
+  std::cerr << "foxhunt: backtest verdict FAIL: a forecaster is worse than its best naive "
+               "baseline on the scored bars: "
+            << why << " (--gate none reports without failing)\n";
+  return 1;
+}
 
 // Writes the report when --report asks (`fill` adds its sections), then prints the JSON or the
 // table; the one ending of every backtest form.
@@ -56,12 +73,16 @@ int backtest_walk_forward(const BacktestArgs& a) {
   train::ScopedSigintHandler sigint;  // Ctrl-C: the fold in training checkpoints, the run stops
   const auto run = jobs::run_walk_forward(w, std::cerr);
   const std::string table = run.table();
-  finish(a, run.to_json(), table, "foxhunt backtest (walk-forward)", [&](HtmlReport& page) {
+  const auto failures =
+      run.interrupted ? std::vector<std::string>{} : serving::forecaster_gate_failures(run.run);
+  auto j = run.to_json();
+  j["verdict"] = verdict_json(a, failures);
+  finish(a, j, table, "foxhunt backtest (walk-forward)", [&](HtmlReport& page) {
     page.heading("Refits");
     page.preformatted(table.substr(0, table.find("backtest: ")));
     harness::add_backtest_sections(page, run.run);
   });
-  return run.interrupted ? 130 : 0;
+  return run.interrupted ? 130 : verdict_exit(a, failures);
 }
 
 // A panel: every symbol, then the portfolio (serving/panel_backtest.h).
@@ -70,7 +91,10 @@ int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job) {
   const auto bundles = serving::load_ensemble_bundles(job.bundles, models::to_torch(job.device));
   const auto run = serving::run_panel_backtest(bundles, panel, job, std::cerr);
   const std::string table = run.table();
-  finish(a, run.to_json(), table, "foxhunt backtest (panel)", [&](HtmlReport& page) {
+  const auto failures = serving::forecaster_gate_failures(run);
+  auto j = run.to_json();
+  j["verdict"] = verdict_json(a, failures);
+  finish(a, j, table, "foxhunt backtest (panel)", [&](HtmlReport& page) {
     page.heading("Portfolio");
     page.preformatted(table.substr(0, table.find("\n== ")));
     for (const auto& s : run.symbols) {
@@ -78,7 +102,7 @@ int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job) {
       harness::add_backtest_sections(page, run.runs.at(s));
     }
   });
-  return 0;
+  return verdict_exit(a, failures);
 }
 
 Registrar reg = subcommand<BacktestArgs>(
@@ -108,6 +132,11 @@ Registrar reg = subcommand<BacktestArgs>(
                       "Decision rule JSON (default: DIR/rule.json that train all fits, else the "
                       "built-in rule; see foxhunt predict)");
       add_device_flag(sub, &a->job.device);
+      sub->add_option("--gate", a->gate,
+                      "Verdict that makes the exit code 1: 'forecasters' (each forecaster beats "
+                      "its best naive baseline on the scored bars; pooled on a panel) or 'none'")
+          ->check(CLI::IsMember({"forecasters", "none"}))
+          ->capture_default_str();
       sub->add_option("--seed", a->job.seed, "Seed of the random policy and the bootstrap")
           ->check(non_negative_number())
           ->capture_default_str();
@@ -164,9 +193,12 @@ Registrar reg = subcommand<BacktestArgs>(
           return backtest_panel(*a, job);
         }
         const auto run = serving::run_backtest_job(job, std::cerr);
-        finish(*a, run.to_json(), run.table(), "foxhunt backtest",
+        const auto failures = serving::forecaster_gate_failures(run);
+        auto j = run.to_json();
+        j["verdict"] = verdict_json(*a, failures);
+        finish(*a, j, run.table(), "foxhunt backtest",
                [&](HtmlReport& page) { harness::add_backtest_sections(page, run); });
-        return 0;
+        return verdict_exit(*a, failures);
       };
     });
 

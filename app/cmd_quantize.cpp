@@ -43,6 +43,10 @@ Registrar reg = subcommand<QuantizeArgs>(
                       "QAT steps before the activation observers freeze")
           ->capture_default_str();
       sub->add_option("--batch", j.batch, "Windows per batch")->capture_default_str();
+      sub->add_option("--max-loss-delta-pct", j.max_loss_delta_pct,
+                      "Accuracy bound: exit 1 when the INT8 test loss exceeds the FP32 one by "
+                      "more than this percent (the bundle is written either way)")
+          ->capture_default_str();
       sub->add_option("--data", j.data, "Bars CSV (default: the bundle's training data)");
       sub->add_option("--seed", j.seed, "Seed (QAT batches, dropout)")
           ->check(non_negative_number())
@@ -64,7 +68,11 @@ Registrar reg = subcommand<QuantizeArgs>(
           print_json(jobs::to_json(summary).dump(2));
         else
           std::cout << jobs::format_quantize_summary(summary);
-        return 0;
+        if (summary.within_bound) return 0;
+        std::cerr << "foxhunt: quantize verdict FAIL: INT8 test loss "
+                  << summary.quantization.loss_delta_pct << "% above FP32, bound "
+                  << summary.max_loss_delta_pct << "% (" << summary.out << " was written)\n";
+        return 1;
       };
     });
 

@@ -219,6 +219,35 @@ TEST(BacktestRun, ValidateFailsWhenAForecasterIsWorseThanItsNaiveBaseline) {
   EXPECT_NE(r.summary.find("WORSE than the best naive baseline"), std::string::npos) << r.summary;
   EXPECT_NE(r.summary.find("tft"), std::string::npos) << r.summary;
   EXPECT_LT(r.details.at("forecasters").at("tft").at("skill").get<double>(), 0.0);
+
+  // `foxhunt backtest` has the same verdict: exit 1 naming the forecaster, the output and the
+  // report written first; --gate none reports without failing.
+  const std::string cmd =
+      "backtest --bundles " + dir.path().string() + " --data " + dir.file("all_bars.csv");
+  const auto failed = foxhunt::testing::run_cli(cmd + " --json --report " + dir.file("report"));
+  EXPECT_EQ(failed.exit_code, 1) << failed.err;
+  EXPECT_NE(failed.err.find("verdict FAIL"), std::string::npos) << failed.err;
+  EXPECT_NE(failed.err.find("tft: skill"), std::string::npos) << failed.err;
+  const auto j = nlohmann::json::parse(failed.out);
+  EXPECT_FALSE(j.at("verdict").at("ok").get<bool>());
+  EXPECT_EQ(j.at("verdict").at("gate"), "forecasters");
+  EXPECT_TRUE(std::filesystem::exists(dir.file("report") + "/backtest.json"));
+  const auto reported = foxhunt::testing::run_cli(cmd + " --gate none");
+  EXPECT_EQ(reported.exit_code, 0) << reported.err;
+  EXPECT_EQ(foxhunt::testing::run_cli(cmd + " --gate sometimes").exit_code, 2);
+}
+
+TEST(BacktestRun, GateFailuresNameEachForecasterWorseThanItsBaseline) {
+  BacktestRun run;
+  run.forecasts["tft"].evaluation.beats_best_baseline = false;
+  run.forecasts["tft"].evaluation.skill_vs_best = -0.012;
+  run.forecasts["tft"].evaluation.best_baseline = "rolling_quantiles_w250";
+  run.forecasts["mamba2"].evaluation.beats_best_baseline = true;
+  const auto f = forecaster_gate_failures(run);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0], "tft: skill -1.20% vs rolling_quantiles_w250");
+  run.forecasts["tft"].evaluation.beats_best_baseline = true;
+  EXPECT_TRUE(forecaster_gate_failures(run).empty());
 }
 
 }  // namespace

@@ -43,6 +43,26 @@ std::string fp32_bundle(TempDir& tmp) {
   return path;
 }
 
+// The accuracy bound is the verdict: beyond it `quantize` exits 1 and says so; the bundle is
+// still written (nothing lost), and the JSON carries the verdict.
+TEST(QuantizeJobTest, ExitsOneWhenTheLossDeltaExceedsTheBound) {
+  TempDir tmp;
+  const auto fp = fp32_bundle(tmp);
+  const auto q8 = tmp.file("int8.fhb");
+  // INT8 cannot be 50% better than FP32: a bound of -50% is missed.
+  const auto r = run_cli("quantize tft --bundle " + fp +
+                         " --calib 16 --max-loss-delta-pct -50 --out " + q8 + " --json");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("verdict FAIL"), std::string::npos) << r.err;
+  const auto s = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(s["bound"]["ok"].get<bool>());
+  EXPECT_TRUE(std::filesystem::exists(q8));
+  EXPECT_EQ(run_cli("quantize tft --bundle " + fp + " --calib 16 --max-loss-delta-pct nan --out " +
+                    tmp.file("x.fhb"))
+                .exit_code,
+            2);
+}
+
 TEST(QuantizeJobTest, PtqBundleServesThroughTheSameRuntime) {
   TempDir tmp;
   const auto fp = fp32_bundle(tmp);
@@ -56,6 +76,8 @@ TEST(QuantizeJobTest, PtqBundleServesThroughTheSameRuntime) {
   const double fl = s["fp32_test_loss"].get<double>(), il = s["int8_test_loss"].get<double>();
   EXPECT_GT(fl, 0.0);
   EXPECT_NEAR(s["loss_delta_pct"].get<double>(), 100.0 * (il - fl) / fl, 1e-9);
+  EXPECT_EQ(s["bound"]["max_loss_delta_pct"].get<double>(), 5.0);
+  EXPECT_EQ(s["bound"]["ok"].get<bool>(), s["loss_delta_pct"].get<double>() <= 5.0);
   const auto layout = quant::int8_tft_layout(models::tft_options_from_json(kSmallTft));
   EXPECT_EQ(s["layer_errors"].size(), layout.layers.size());
   EXPECT_EQ(s["precisions"]["int8"]["parameter_bytes"].get<int64_t>(), layout.total_bytes());

@@ -22,7 +22,7 @@ TEST(WalkForwardTest, FoldsTileTheScoredBarsAndResume_SLOW) {
   data::write_bars_csv(csv, series);
   const auto work = tmp.file("wf");
   const std::string cmd = "backtest --data " + csv + " --walk-forward 200 --initial 1000 --work " +
-                          work + " --steps 300 --epochs 1 --json";
+                          work + " --steps 300 --epochs 1 --json --gate none";
   const auto first = run_cli(cmd);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const auto j = nlohmann::json::parse(first.out);
@@ -52,7 +52,7 @@ TEST(WalkForwardTest, FoldsTileTheScoredBarsAndResume_SLOW) {
 
   // The first fold's stretch is exactly a plain backtest of its ensemble over its bars.
   const auto plain = run_cli("backtest --bundles " + work + "/fold-000 --data " + csv + " --to " +
-                             std::to_string(series.bars[1199].timestamp) + " --json");
+                             std::to_string(series.bars[1199].timestamp) + " --json --gate none");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   const auto p = nlohmann::json::parse(plain.out);
   EXPECT_EQ(p["scored_bars"], 200);
@@ -75,7 +75,7 @@ TEST(WalkForwardTest, FoldsTileTheScoredBarsAndResume_SLOW) {
   // Rolling: each fold trains on the last 800 bars only (so fold 1 is trained anew).
   const auto rolling = run_cli("backtest --data " + csv +
                                " --walk-forward 200 --initial 1200 --rolling 800 --work " + work +
-                               " --steps 300 --epochs 1 --json");
+                               " --steps 300 --epochs 1 --json --gate none");
   ASSERT_EQ(rolling.exit_code, 0) << rolling.err;
   const auto r = nlohmann::json::parse(rolling.out);
   ASSERT_EQ(r["refits"].size(), 2u);

@@ -333,12 +333,13 @@ void validate_quantize_step(const ValidateOptions& options, StepResult& result, 
   const double delta = s.quantization.loss_delta_pct;
   const auto& p = s.precisions;
   const double ratio = p["int8"]["ratio_to_fp32"].get<double>();
-  result.ok = std::isfinite(delta) && delta <= 5.0 && ratio <= 0.35;
+  result.ok = s.within_bound && ratio <= 0.35;  // the job's bound: +5% by default
   char buf[256];
   std::snprintf(buf, sizeof(buf),
-                "TFT PTQ: %s int8 vs %s fp32 (%.2fx), test loss %+.2f%% vs fp32 (bound +5%%)",
+                "TFT PTQ: %s int8 vs %s fp32 (%.2fx), test loss %+.2f%% vs fp32 (bound %+.0f%%)",
                 human_bytes(p["int8"]["parameter_bytes"].get<double>()).c_str(),
-                human_bytes(p["fp32"]["parameter_bytes"].get<double>()).c_str(), ratio, delta);
+                human_bytes(p["fp32"]["parameter_bytes"].get<double>()).c_str(), ratio, delta,
+                s.max_loss_delta_pct);
   result.summary = buf;
 }
 
@@ -357,16 +358,11 @@ void validate_backtest_step(const ValidateOptions& options, StepResult& result, 
   std::istringstream table(run->table());
   for (std::string l; std::getline(table, l);) log << "  " << l << "\n";
   result.details = run->to_json();
-  bool forecasters_ok = true;
+  // The same gate as `foxhunt backtest`.
+  const auto failures = forecaster_gate_failures(*run);
+  const bool forecasters_ok = failures.empty();
   std::string worse;
-  for (const auto& [name, f] : run->forecasts) {
-    if (!f.evaluation.beats_best_baseline) {
-      forecasters_ok = false;
-      worse += (worse.empty() ? "" : ", ") + name + " (skill " +
-               std::to_string(100 * f.evaluation.skill_vs_best).substr(0, 5) + "% vs " +
-               f.evaluation.best_baseline + ")";
-    }
-  }
+  for (const auto& f : failures) worse += (worse.empty() ? "" : ", ") + f;
   result.ok = forecasters_ok && !run->forecasts.empty();
   const auto& ens = run->results.at("ensemble");
   const auto& bh = run->results.at("buy_and_hold");

@@ -67,6 +67,7 @@ nlohmann::json to_json(const QuantizeSummary& s) {
   j["qat"] = s.qat ? nlohmann::json(*s.qat) : nlohmann::json(nullptr);
   j["layer_errors"] = s.layer_errors;
   j["seconds"] = s.seconds;
+  j["bound"] = {{"max_loss_delta_pct", s.max_loss_delta_pct}, {"ok", s.within_bound}};
   return j;
 }
 
@@ -77,6 +78,9 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   FOXHUNT_CHECK(!job.out.empty(), kComponent, "--out: expected the INT8 bundle to write");
   FOXHUNT_CHECK(job.out != job.bundle, kComponent, "--out: expected another file than --bundle '",
                 job.bundle, "'");
+  FOXHUNT_CHECK(std::isfinite(job.max_loss_delta_pct), kComponent,
+                "--max-loss-delta-pct: expected a finite bound in percent, got ",
+                job.max_loss_delta_pct);
   FOXHUNT_CHECK(job.calib >= 1, kComponent, "--calib: expected >= 1 windows, got ", job.calib);
   FOXHUNT_CHECK(job.batch >= 1, kComponent, "--batch: expected >= 1, got ", job.batch);
   FOXHUNT_CHECK(job.method != "qat" || job.epochs >= 1, kComponent, "--epochs: expected >= 1, got ",
@@ -153,6 +157,9 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   summary.qat = qat_summary;
   summary.layer_errors = errors;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary.max_loss_delta_pct = job.max_loss_delta_pct;
+  summary.within_bound =
+      std::isfinite(q.loss_delta_pct) && q.loss_delta_pct <= job.max_loss_delta_pct;
   return summary;
 }
 
@@ -166,8 +173,10 @@ std::string format_quantize_summary(const QuantizeSummary& s) {
      << human_bytes(p["int8"]["int8_bytes"].get<double>()) << " int8 + "
      << human_bytes(p["int8"]["fp32_bytes"].get<double>()) << " fp32)\n";
   char line[160];
-  std::snprintf(line, sizeof line, "  test loss    fp32 %.6f  int8 %.6f  delta %+.2f%%\n",
-                q.fp32_test_loss, q.int8_test_loss, q.loss_delta_pct);
+  std::snprintf(line, sizeof line,
+                "  test loss    fp32 %.6f  int8 %.6f  delta %+.2f%% (bound %+.2f%%: %s)\n",
+                q.fp32_test_loss, q.int8_test_loss, q.loss_delta_pct, s.max_loss_delta_pct,
+                s.within_bound ? "ok" : "EXCEEDED");
   os << line;
   double worst = 1e9;
   std::string worst_name;

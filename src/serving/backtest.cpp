@@ -192,6 +192,18 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
   return run;
 }
 
+std::vector<std::string> forecaster_gate_failures(const BacktestRun& run) {
+  std::vector<std::string> out;
+  for (const auto& [name, f] : run.forecasts) {
+    if (f.evaluation.beats_best_baseline) continue;
+    char buf[200];
+    std::snprintf(buf, sizeof(buf), "%s: skill %+.2f%% vs %s", name.c_str(),
+                  100 * f.evaluation.skill_vs_best, f.evaluation.best_baseline.c_str());
+    out.push_back(buf);
+  }
+  return out;
+}
+
 BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log) {
   FOXHUNT_CHECK(!job.bundles.empty(), kComponent, "--bundles: expected a directory");
   FOXHUNT_CHECK(!job.data.empty(), kComponent, "--data: expected a bars CSV");

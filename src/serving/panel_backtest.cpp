@@ -30,6 +30,18 @@ double pre_scoring_sigma(const data::BarSeries& s, int64_t first) {
 
 }  // namespace
 
+std::vector<std::string> forecaster_gate_failures(const PanelBacktestRun& run) {
+  std::vector<std::string> out;
+  for (const auto& [name, pf] : run.pooled) {
+    if (pf.skill >= 0) continue;
+    char buf[200];
+    std::snprintf(buf, sizeof(buf), "%s: pooled skill %+.2f%% vs each symbol's best naive baseline",
+                  name.c_str(), 100 * pf.skill);
+    out.push_back(buf);
+  }
+  return out;
+}
+
 PanelBacktestRun run_panel_backtest(const std::vector<Bundle>& bundles, const data::Panel& panel,
                                     const BacktestJob& job, std::ostream& log) {
   PanelBacktestRun out;

@@ -28,7 +28,10 @@ struct QuantizeJob {
   int64_t batch = 64;            ///< windows per batch (calibration, QAT, evaluation)
   std::string data;              ///< bars CSV ("" = the file or synthetic series of the bundle)
   uint64_t seed = 0;             ///< QAT batches and dropout
-  Device device;                 ///< where calibration and QAT run
+  /// Accuracy bound: the INT8 test loss may exceed the FP32 one by at most this many percent
+  /// (QuantizeSummary::within_bound; `foxhunt quantize` exits 1 beyond it, validate's bound too).
+  double max_loss_delta_pct = 5.0;
+  Device device;                                              ///< where calibration and QAT run
   train::ProgressMode progress = train::ProgressMode::kAuto;  ///< QAT progress on stderr
 };
 
@@ -68,11 +71,15 @@ struct QuantizeSummary {
   /// Per-layer error on one test batch (quant::Int8TftImpl::layer_errors: rows {layer, snr_db,
   /// rel_error}).
   nlohmann::json layer_errors;
-  double seconds = 0;  ///< wall time of the job
+  double seconds = 0;               ///< wall time of the job
+  double max_loss_delta_pct = 5.0;  ///< the job's accuracy bound
+  /// The verdict: loss_delta_pct is finite and <= max_loss_delta_pct (the bundle is written
+  /// either way; a caller decides what a miss means).
+  bool within_bound = false;
 };
 
 /// The --json form: the quantization record's keys, out, precisions, resident_bytes {fp32,
-/// int8}, qat (null for PTQ), layer_errors and seconds.
+/// int8}, qat (null for PTQ), layer_errors, seconds and bound {max_loss_delta_pct, ok}.
 nlohmann::json to_json(const QuantizeSummary& s);
 
 /// Runs the job; returns the summary (bytes per precision, test losses, loss_delta_pct,

@@ -128,4 +128,10 @@ void add_explanation(BacktestRun& run, const std::string& model, const models::E
 /// has no outcome and is dropped). InputError for a run already scored or inconsistent sizes.
 void score_backtest(BacktestRun& run, const BacktestJob& job);
 
+/// The verdict `foxhunt backtest` exits 1 on (and validate's backtest step): every forecaster's
+/// next-bar quantiles beat its best naive baseline on the scored bars (skill >= 0). One line per
+/// forecaster that does not, naming its skill and the baseline ("tft: skill -1.20% vs
+/// rolling_quantiles_w250"); empty when the run passes (a run without forecasters passes).
+std::vector<std::string> forecaster_gate_failures(const BacktestRun& run);
+
 }  // namespace foxhunt::serving

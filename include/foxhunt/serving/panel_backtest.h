@@ -66,6 +66,11 @@ struct PanelBacktestRun {
 };
 
 /// Backtests every symbol of `panel` with `bundles` (see the file comment).
+/// The panel's verdict (`foxhunt backtest` exits 1 on it): every forecaster's pooled skill over
+/// the symbols is >= 0 against each symbol's best naive baseline. One line per forecaster that
+/// falls short; empty when the run passes.
+std::vector<std::string> forecaster_gate_failures(const PanelBacktestRun& run);
+
 PanelBacktestRun run_panel_backtest(const std::vector<Bundle>& bundles, const data::Panel& panel,
                                     const BacktestJob& job, std::ostream& log);
 
