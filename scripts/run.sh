@@ -3,12 +3,56 @@
 #   scripts/run.sh validate   set up, build, run `foxhunt validate` on its embedded defaults
 #   scripts/run.sh test       set up, build, run the whole test suite (unit + slow learning tests)
 #   scripts/run.sh build      set up and build only
+#   scripts/run.sh fuzz [SECONDS] [TARGET...]
+#                             libFuzzer runs (clang, ASan + UBSan) of the fuzz targets in fuzz/,
+#                             SECONDS each (default 60); exit 1 on a crash, its input saved
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-validate}"
 shift || true
 
 scripts/setup.sh
+
+if [ "$what" = fuzz ]; then
+  # A separate clang build: every object instrumented (coverage, ASan, UBSan), LibTorch not.
+  secs="${1:-60}"
+  shift || true
+  FUZZ_DIR="${FOXHUNT_FUZZ_DIR:-build-fuzz}"
+  targets=("$@")
+  if [ ${#targets[@]} -eq 0 ]; then
+    for f in fuzz/*.cpp; do
+      n="$(basename "$f" .cpp)"
+      [ "$n" = replay_main ] || targets+=("$n")
+    done
+  fi
+  if [ ! -f "$FUZZ_DIR/build.ninja" ]; then
+    CC=clang CXX=clang++ cmake -S . -B "$FUZZ_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DFOXHUNT_FUZZ=ON -DFOXHUNT_BUILD_TESTS=OFF -DFOXHUNT_BUILD_BENCH=OFF \
+      -DFOXHUNT_BUILD_PYTHON=OFF >/dev/null
+  fi
+  cmake --build "$FUZZ_DIR" -j "${FOXHUNT_JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}"
+  failed=()
+  for t in "${targets[@]}"; do
+    # New inputs go to the build's corpus; the checked-in seeds are read, never written.
+    mkdir -p "$FUZZ_DIR/corpus/$t" "$FUZZ_DIR/crashes"
+    echo "[fuzz] $t: ${secs} s" >&2
+    if ! "$FUZZ_DIR/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=4096 \
+        -max_len=65536 -print_final_stats=1 -artifact_prefix="$FUZZ_DIR/crashes/$t-" \
+        "$FUZZ_DIR/corpus/$t" "fuzz/corpus/$t" 2>"$FUZZ_DIR/$t.log"; then
+      failed+=("$t")
+      tail -n 40 "$FUZZ_DIR/$t.log" >&2
+    fi
+    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$FUZZ_DIR/$t.log" | tr '\n' ' ' >&2
+    echo >&2
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "[fuzz] FAILED: ${failed[*]} (inputs in $FUZZ_DIR/crashes/: fix, then add each to fuzz/corpus/TARGET/)" >&2
+    exit 1
+  fi
+  echo "[fuzz] ${#targets[@]} targets, ${secs} s each: no crash" >&2
+  exit 0
+fi
+
 # The layering rule first: it takes a second and names the offending #include.
 [ "$what" = test ] && scripts/check-layers.sh
 BUILD_DIR="${FOXHUNT_BUILD_DIR:-build}"
@@ -36,5 +80,5 @@ case "$what" in
     ctest --test-dir "$BUILD_DIR" -L slow -j "$JOBS" --output-on-failure "$@"
     echo "[run] tests: $(( $(date +%s) - start )) s" >&2
     ;;
-  *) echo "usage: scripts/run.sh validate|test|build" >&2; exit 2 ;;
+  *) echo "usage: scripts/run.sh validate|test|build|fuzz [SECONDS] [TARGET...]" >&2; exit 2 ;;
 esac

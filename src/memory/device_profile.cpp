@@ -111,7 +111,10 @@ DeviceProfile profile_from_json(const nlohmann::json& j, const std::string& wher
 }
 
 std::vector<DeviceProfile> load_profiles(const std::string& path) {
-  const std::string text = read_file(path);
+  return parse_profiles(read_file(path), path);
+}
+
+std::vector<DeviceProfile> parse_profiles(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);

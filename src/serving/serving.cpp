@@ -136,9 +136,13 @@ DecisionRule load_decision_rule(const std::string& path) {
                 "': expected a decision rule JSON file; it does not exist");
   FOXHUNT_CHECK(!std::filesystem::is_directory(path), "decision", "'", path,
                 "': expected a decision rule JSON file, got a directory");
+  return parse_decision_rule(read_file(path), path);
+}
+
+DecisionRule parse_decision_rule(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_file(path));
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError("decision", "'" + path + "': not valid JSON (" + e.what() + ")");
   }

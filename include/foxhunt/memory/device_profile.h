@@ -53,6 +53,9 @@ DeviceProfile profile_from_json(const nlohmann::json& j, const std::string& wher
 /// and the entry.
 std::vector<DeviceProfile> load_profiles(const std::string& path);
 
+/// load_profiles on the file's text; `path` names it in errors (the fuzz target's entry).
+std::vector<DeviceProfile> parse_profiles(const std::string& text, const std::string& path);
+
 /// Adds custom profiles (e.g. from load_profiles) to the process-wide catalog. A name already in
 /// the catalog is an InputError.
 void register_profiles(const std::vector<DeviceProfile>& profiles);

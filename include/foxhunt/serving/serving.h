@@ -99,6 +99,8 @@ void to_json(nlohmann::json& j, const DecisionRule& r);
 void from_json(const nlohmann::json& j, DecisionRule& r);
 /// Reads a decision rule from a JSON file.
 DecisionRule load_decision_rule(const std::string& path);
+/// load_decision_rule on a file's text; `path` names it in errors (the fuzz target's entry).
+DecisionRule parse_decision_rule(const std::string& text, const std::string& path);
 /// Writes `rule` atomically as JSON to `path`.
 void save_decision_rule(const DecisionRule& rule, const std::string& path);
 /// The rule of the ensemble in `dir`: the file `override_path` when not empty, else DIR/rule.json
