@@ -6,6 +6,11 @@
 #   scripts/run.sh fuzz [SECONDS] [TARGET...]
 #                             libFuzzer runs (clang, ASan + UBSan) of the fuzz targets in fuzz/,
 #                             SECONDS each (default 60); exit 1 on a crash, its input saved
+#   scripts/run.sh sanitize [CTEST ARGS]
+#                             ASan + UBSan build (build-asan), then the unit suite under it
+#   scripts/run.sh tsan [CTEST ARGS]
+#                             ThreadSanitizer build (build-tsan), then the concurrent serving,
+#                             stress and data-parallel tests under it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-validate}"
@@ -53,6 +58,35 @@ if [ "$what" = fuzz ]; then
   exit 0
 fi
 
+if [ "$what" = sanitize ] || [ "$what" = tsan ]; then
+  # LibTorch is not instrumented; the suppressions (sanitizers/*.supp) are narrow, each with its
+  # reason. Sanitizer-aware bounds: core/sanitizers.h.
+  kind=address; dir="${FOXHUNT_ASAN_DIR:-build-asan}"
+  if [ "$what" = tsan ]; then kind=thread; dir="${FOXHUNT_TSAN_DIR:-build-tsan}"; fi
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOXHUNT_SANITIZE=$kind \
+      -DFOXHUNT_BUILD_BENCH=OFF -DFOXHUNT_BUILD_PYTHON=OFF >/dev/null
+  fi
+  start=$(date +%s)
+  cmake --build "$dir" -j "${FOXHUNT_JOBS:-$(nproc)}"
+  echo "[run] $what build: $(( $(date +%s) - start )) s" >&2
+  supp="$PWD/sanitizers"
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_odr_violation=0:${ASAN_OPTIONS:-}"
+  export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0:${LSAN_OPTIONS:-}"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp:${UBSAN_OPTIONS:-}"
+  export TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
+  start=$(date +%s)
+  if [ "$what" = sanitize ]; then
+    ctest --test-dir "$dir" -L unit -j "${FOXHUNT_JOBS:-$(nproc)}" --output-on-failure "$@"
+  else
+    # The tests that run threads: concurrent serving, the desk, stress, data-parallel training.
+    ctest --test-dir "$dir" -L unit -R 'Desk|Concurrent|Parallel|Stress|Dist|Serving|ThreadPool' \
+      -j 1 --output-on-failure "$@"
+  fi
+  echo "[run] $what tests: $(( $(date +%s) - start )) s" >&2
+  exit 0
+fi
+
 # The layering rule first: it takes a second and names the offending #include.
 [ "$what" = test ] && scripts/check-layers.sh
 BUILD_DIR="${FOXHUNT_BUILD_DIR:-build}"
@@ -80,5 +114,5 @@ case "$what" in
     ctest --test-dir "$BUILD_DIR" -L slow -j "$JOBS" --output-on-failure "$@"
     echo "[run] tests: $(( $(date +%s) - start )) s" >&2
     ;;
-  *) echo "usage: scripts/run.sh validate|test|build|fuzz [SECONDS] [TARGET...]" >&2; exit 2 ;;
+  *) echo "usage: scripts/run.sh validate|test|build|fuzz [SECONDS] [TARGET...]|sanitize|tsan" >&2; exit 2 ;;
 esac

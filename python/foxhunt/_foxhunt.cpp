@@ -32,7 +32,7 @@ std::optional<serving::DecisionRule> rule_of(const std::string& json) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw InputError("decision", std::string("rule: not valid JSON (") + e.what() + ")");
   }
   from_json(j, r);

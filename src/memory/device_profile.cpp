@@ -118,7 +118,7 @@ std::vector<DeviceProfile> parse_profiles(const std::string& text, const std::st
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw InputError("profiles", path + ": not valid JSON: " + e.what());
   }
   FOXHUNT_CHECK(j.is_object() && j.contains("profiles") && j.at("profiles").is_array(), "profiles",

@@ -170,7 +170,7 @@ std::map<std::string, std::uint64_t> load_targets(const std::string& path,
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw InputError("budget", "targets file '" + path + "': invalid JSON: " + e.what());
   }
   return targets_from_json(j, "targets file '" + path + "'", default_targets(device));

@@ -143,7 +143,7 @@ DecisionRule parse_decision_rule(const std::string& text, const std::string& pat
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw InputError("decision", "'" + path + "': not valid JSON (" + e.what() + ")");
   }
   DecisionRule r;

@@ -7,14 +7,22 @@
 
 namespace foxhunt::train {
 
-EnvStep TradingEnvAdapter::step(int64_t action) {
-  data::StepResult s = env_.step(action);
+namespace {
+
+// A trading step as an Env step: the end of an episode's window is a time limit (truncated).
+EnvStep env_step(data::StepResult s) {
   EnvStep r;
   r.obs = std::move(s.obs);
   r.reward = s.reward;
   r.terminated = false;
   r.truncated = s.done;
   return r;
+}
+
+}  // namespace
+
+EnvStep TradingEnvAdapter::step(int64_t action) {
+  return env_step(env_.step(action));
 }
 
 EnvFactory trading_env_factory(std::shared_ptr<const data::MarketDataset> dataset,
@@ -75,13 +83,7 @@ std::vector<float> PanelTradingEnv::reset() {
 }
 
 EnvStep PanelTradingEnv::step(int64_t action) {
-  data::StepResult s = envs_[static_cast<size_t>(current_)].step(action);
-  EnvStep r;
-  r.obs = std::move(s.obs);
-  r.reward = s.reward;
-  r.terminated = false;
-  r.truncated = s.done;
-  return r;
+  return env_step(envs_[static_cast<size_t>(current_)].step(action));
 }
 
 std::uint64_t PanelTradingEnv::host_bytes() const {

@@ -1,0 +1,29 @@
+#pragma once
+/// \file sanitizers.h
+/// Whether this build runs under a sanitizer, for the few checks whose bounds a sanitizer's own
+/// bookkeeping moves (never to skip a check): AddressSanitizer keeps freed blocks in a
+/// quarantine (256 MiB by default) before the process may reuse them, so resident memory grows
+/// by up to that much where the allocator's live bytes do not.
+
+#include <cstdint>
+
+namespace foxhunt {
+
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
+/// Resident bytes a sanitizer may hold beyond the program's own (ASan's default quarantine plus
+/// its shadow pages for it); 0 without one.
+inline constexpr std::uint64_t kSanitizerResidentSlackBytes =
+    kAddressSanitizer ? std::uint64_t{320} * 1024 * 1024 : 0;
+
+}  // namespace foxhunt
