@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/sanitizers.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/panel.h"
 #include "foxhunt/memory/ledger.h"
@@ -257,9 +258,13 @@ TEST_F(DeskTest, InstrumentStateIsDeclaredToTheLedgerAndCapped) {
   EXPECT_EQ(before() - base, desk.state_bytes());
   // The declared bytes are what the heap grew by (the bar's own temporaries are freed), within
   // allocator overhead.
+  // Under ASan malloc is ASan's, which mallinfo2 does not see (it reads 0): the cross-check
+  // needs glibc's allocator; the ledger checks above hold everywhere.
   const double measured = static_cast<double>(heap1 - heap0);
-  EXPECT_GT(measured, 0.9 * static_cast<double>(desk.state_bytes())) << measured;
-  EXPECT_LT(measured, 1.25 * static_cast<double>(desk.state_bytes())) << measured;
+  if (!kAddressSanitizer) {
+    EXPECT_GT(measured, 0.9 * static_cast<double>(desk.state_bytes())) << measured;
+    EXPECT_LT(measured, 1.25 * static_cast<double>(desk.state_bytes())) << measured;
+  }
   std::printf("[desk] state per instrument: %llu B (heap grew %.0f B per instrument)\n",
               static_cast<unsigned long long>(desk.state_bytes() / 200), measured / 200);
 

@@ -401,7 +401,7 @@ TrainResult DqnTrainer::train(const RunConfig& run) {
         ++loss_count_;
       }
     }
-    evaluate_when_due(step_ - 1, o_, *eval_env_, *online_);
+    evaluate_when_due(step_ - 1, o_, eval_env_.get(), *online_);
     if (session.log_due(step_ - 1, step_)) write_log();
     if (session.checkpoint_due(step_ - 1, step_)) checkpoint();
     session.update(step_);

@@ -401,7 +401,7 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
                    {"clip_range", clip},
                    {"lr_used", lr}};
 
-    evaluate_when_due(step_before, o_, *eval_env_, *net_);
+    evaluate_when_due(step_before, o_, eval_env_.get(), *net_);
     if (session.log_due(step_before, step_)) write_log();
     if (session.checkpoint_due(step_before, step_)) checkpoint();
     session.update(step_);

@@ -92,10 +92,11 @@ class RlTrainerBase {
   /// to step(): when a multiple of `o.eval_interval()` was crossed (0: never), `o.eval_episodes()`
   /// greedy episodes on `env` (the first reset seeded with derive_seed(o.seed(), kBestEval)),
   /// keeping `net`'s weights when they are the best so far. `Options`: the trainer's options.
+  /// `env` is null when periodic evaluation is off (no evaluation environment was built).
   template <typename Options>
-  void evaluate_when_due(int64_t before, const Options& o, Env& env, torch::nn::Module& net) {
-    if (RunSession::crossed(o.eval_interval(), before, step_))
-      best_.evaluate(env, greedy_policy(), o.eval_episodes(),
+  void evaluate_when_due(int64_t before, const Options& o, Env* env, torch::nn::Module& net) {
+    if (env != nullptr && RunSession::crossed(o.eval_interval(), before, step_))
+      best_.evaluate(*env, greedy_policy(), o.eval_episodes(),
                      derive_seed(o.seed(), SeedStream::kBestEval), net, step_);
   }
   /// The end of train(): `session`'s result with the counters and `metrics`, to which the
