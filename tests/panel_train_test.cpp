@@ -493,7 +493,8 @@ TEST(PanelTraining, TrainAllPredictAndBacktestOnTheRealPanel_SLOW) {
     EXPECT_EQ(lines[s.symbol], n) << s.symbol;
   }
 
-  const auto bt = testing::run_cli("backtest --bundles " + out + " --data " + all_csv + " --json --gate none");
+  const auto bt =
+      testing::run_cli("backtest --bundles " + out + " --data " + all_csv + " --json --gate none");
   ASSERT_EQ(bt.exit_code, 0) << bt.err;
   const auto b = nlohmann::json::parse(bt.out);
   EXPECT_EQ(b.at("symbols").size(), 3u) << b.at("skipped").dump();
