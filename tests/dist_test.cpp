@@ -358,18 +358,26 @@ TEST(DistCliTest, TwoLocalRanksMatchOneProcessAtTheDoubledBatchAndResume) {
   EXPECT_LT(max_diff, 1e-4 * std::max(1.0, scale)) << "max |w1 - w2| " << max_diff;
   // ... and training moved the weights much further than that (the check is not vacuous).
   EXPECT_NE(s1["eval"]["loss"], nullptr);
-  // Resume needs the same world size: a clear usage error otherwise, then a real resume.
+  // Elastic resume: the 2-rank checkpoint continues in one process at the same per-rank batch
+  // (16), so its next epoch takes twice the steps of a 2-rank one (53 or 54 for 27).
   const auto ckpt = (two / "checkpoint.ckpt").string();
-  auto bad = testing::run_cli("train mamba2 --epochs 2 --progress off --data " + csv +
-                              " --resume " + ckpt);
-  EXPECT_EQ(bad.exit_code, 2) << bad.err;
-  EXPECT_NE(bad.err.find("world size 2"), std::string::npos) << bad.err;
+  auto alone =
+      testing::run_cli_json("train mamba2 --epochs 2 --progress off --json --data " + csv +
+                                " --resume " + ckpt + " --out " + (dir.path() / "alone").string(),
+                            0);
+  EXPECT_EQ(alone["world_size"], 1);
+  EXPECT_EQ(alone["resumed_world_size"], 2);
+  EXPECT_EQ(alone["episodes"], 2);
+  const int64_t more = alone["steps"].get<int64_t>() - s2["steps"].get<int64_t>();
+  EXPECT_GE(more, 2 * s2["steps"].get<int64_t>() - 1);
+  EXPECT_LE(more, 2 * s2["steps"].get<int64_t>());
   auto resumed = testing::run_cli_json(
       "train mamba2 --epochs 2 --progress off --json --nproc 2 --data " + csv + " --resume " + ckpt,
       0);
   EXPECT_EQ(resumed["episodes"], 2);
   EXPECT_EQ(resumed["steps"].get<int64_t>(), 2 * s2["steps"].get<int64_t>());
   EXPECT_TRUE(resumed["weight_checksum"]["identical"].get<bool>());
+  EXPECT_TRUE(resumed["resumed_world_size"].is_null());  // the same world size
 }
 
 TEST(DistCliTest, RlRanksRunTheirOwnEnvironmentsAndStayIdentical) {
@@ -394,6 +402,17 @@ TEST(DistCliTest, RlRanksRunTheirOwnEnvironmentsAndStayIdentical) {
   EXPECT_EQ(s["batch_plan"]["world_size"], 2);
   EXPECT_GT(s["batch_plan"]["comm_bucket_bytes"].get<int64_t>(), 0);
   EXPECT_TRUE(s["batch_plan"]["verified"].get<bool>());
+  // Elastic resume: the 2-rank checkpoint continues in one process (rank 0's streams and
+  // replay buffer, the shared weights) to the new step limit.
+  auto more = testing::run_cli_json(
+      "train dqn --steps 1800 --progress off --json --eval-episodes 1 --resume " +
+          (dir.path() / "dqn" / "checkpoint.ckpt").string() + " --out " +
+          (dir.path() / "dqn-alone").string(),
+      0);
+  EXPECT_EQ(more["world_size"], 1);
+  EXPECT_EQ(more["resumed_world_size"], 2);
+  EXPECT_EQ(more["steps"], 1800);
+  EXPECT_EQ(more["options"]["batch_size"], s["options"]["batch_size"]);  // the rank's batch
   // PPO: every minibatch update is averaged (320 here: 2 rollouts of 160 minibatch updates).
   auto p = testing::run_cli_json(
       "train ppo --steps 4096 --progress off --json --eval-episodes 1 "

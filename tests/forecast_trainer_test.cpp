@@ -58,6 +58,120 @@ TEST_F(ForecastTrainerTest, TensorBatchSourceShufflesPerEpochDeterministically) 
   EXPECT_THROW(TensorBatchSource(train, models::Batch{{x}, x.slice(0, 0, 4)}, 4, 0), InputError);
 }
 
+// Elastic resume at the source: an epoch interrupted at world 2, re-cut at world 3, then at
+// world 1, trains on every sample of the epoch exactly once and in the epoch's own order.
+TEST_F(ForecastTrainerTest, ShardedSourceReCutsAnEpochAtAnotherWorldSize) {
+  const int64_t n = 50;
+  auto x = torch::arange(n, torch::kFloat).view({n, 1});
+  const models::Batch train{{x}, x.squeeze(1)};
+  const models::Batch val{{x.slice(0, 0, 4)}, x.slice(0, 0, 4).squeeze(1)};
+  // Every rank's share of global batches [first, last) of `epoch`, in rank order.
+  auto samples = [&](int64_t world, int64_t offset, int64_t first, int64_t last) {
+    std::vector<float> out;
+    for (int64_t i = first; i < last; ++i)
+      for (int64_t r = 0; r < world; ++r) {
+        TensorBatchSource src(train, val, 4, /*seed=*/7);
+        src.set_shard(r, world);
+        src.start_epoch_at(2, offset);
+        auto b = src.train_batch(2, i);
+        for (int64_t k = 0; k < b.size(); ++k) out.push_back(b.target[k].item<float>());
+      }
+    return out;
+  };
+  TensorBatchSource whole(train, val, 4, 7);
+  std::vector<float> order;  // epoch 2 at world 1 from the start: the epoch's order
+  for (int64_t i = 0; i < whole.train_batches(); ++i) {
+    auto b = whole.train_batch(2, i);
+    for (int64_t k = 0; k < b.size(); ++k) order.push_back(b.target[k].item<float>());
+  }
+  ASSERT_EQ(order.size(), static_cast<size_t>(n));
+  // World 2 (global batches of 8): 3 batches done = 24 samples.
+  TensorBatchSource two(train, val, 4, 7);
+  two.set_shard(0, 2);
+  EXPECT_EQ(two.epoch_batches(2), 7);
+  const int64_t after_two = two.samples_before(2, 3);
+  EXPECT_EQ(after_two, 24);
+  auto seen = samples(2, 0, 0, 3);
+  // World 3 (global batches of 12) from sample 24: 26 left, 3 batches; do 1 of them.
+  TensorBatchSource three(train, val, 4, 7);
+  three.set_shard(0, 3);
+  three.start_epoch_at(2, after_two);
+  EXPECT_EQ(three.epoch_start(2), 24);
+  EXPECT_EQ(three.epoch_start(3), 0);  // the next epoch is whole again
+  EXPECT_EQ(three.epoch_batches(2), 3);
+  EXPECT_EQ(three.epoch_batches(3), 5);
+  EXPECT_EQ(three.train_batches(), 5);
+  const int64_t after_three = three.samples_before(2, 1);
+  EXPECT_EQ(after_three, 36);
+  auto more = samples(3, after_two, 0, 1);
+  seen.insert(seen.end(), more.begin(), more.end());
+  // World 1 (global batches of 4) from sample 36: the last 14 samples in 4 batches.
+  TensorBatchSource one(train, val, 4, 7);
+  one.start_epoch_at(2, after_three);
+  EXPECT_EQ(one.epoch_batches(2), 4);
+  more = samples(1, after_three, 0, 4);
+  seen.insert(seen.end(), more.begin(), more.end());
+  EXPECT_EQ(seen, order);
+  EXPECT_THROW(one.train_batch(2, 4), InputError);
+  EXPECT_THROW(one.start_epoch_at(2, n + 1), InputError);
+  one.start_epoch_at(2, n);  // a checkpoint at the epoch's end: nothing left of it
+  EXPECT_EQ(one.epoch_batches(2), 0);
+}
+
+// Elastic resume in the trainer: a checkpoint taken part-way through an epoch at world 2 resumes
+// at world 1 with the rest of that epoch (not the whole epoch again, not the next one); at the
+// same world size it resumes at its own batch.
+TEST_F(ForecastTrainerTest, ACheckpointResumesAtAnotherWorldSizeWhereItStopped) {
+  foxhunt::testing::TempDir dir;
+  torch::manual_seed(3);
+  const int64_t n = 61, batch = 4;
+  const models::Batch train{{torch::randn({n, 8, 1})}, torch::randn({n, 1})};
+  const models::Batch val{{torch::randn({16, 8, 1})}, torch::randn({16, 1})};
+  const auto options = ForecastTrainerOptions().epochs(2).patience(0).validate_initial(false);
+  const auto ckpt = (dir.path() / "t.ckpt").string();
+  {
+    QuantileMlpModel model(8, 8);
+    TensorBatchSource src(train, val, batch, 1);
+    src.set_shard(0, 2);  // rank 0 of 2, without peers: the position is what is checked
+    ForecastTrainer trainer(model, src, options);
+    RunConfig run = quiet_run();
+    run.checkpoint_path = ckpt;
+    run.stop_at_step = 5;
+    trainer.train(run);
+    ASSERT_EQ(trainer.step(), 5);
+    ASSERT_EQ(trainer.epoch(), 0);
+  }
+  {
+    QuantileMlpModel model(8, 8);
+    TensorBatchSource src(train, val, batch, 1);
+    ForecastTrainer trainer(model, src, options);
+    trainer.load_checkpoint(ckpt);
+    EXPECT_EQ(trainer.resharded_from(), 2);
+    EXPECT_EQ(src.epoch_start(0), 5 * batch * 2);  // 40 samples done: 21 left
+    trainer.train(quiet_run());
+    // 5 steps, then 6 batches for the 21 samples left of epoch 0, then 16 for epoch 1.
+    EXPECT_EQ(trainer.step(), 5 + 6 + 16);
+    EXPECT_EQ(trainer.epoch(), 2);
+  }
+  {
+    QuantileMlpModel model(8, 8);
+    TensorBatchSource src(train, val, batch, 1);
+    src.set_shard(0, 2);
+    ForecastTrainer trainer(model, src, options);
+    trainer.load_checkpoint(ckpt);
+    EXPECT_EQ(trainer.resharded_from(), 0);
+    EXPECT_EQ(src.epoch_start(0), 0);
+    trainer.train(quiet_run());
+    EXPECT_EQ(trainer.step(), 2 * 8);  // 8 global batches of 8 an epoch, as if never stopped
+  }
+  {
+    QuantileMlpModel model(8, 8);
+    TensorBatchSource other(train, val, batch + 1, 1);  // another per-rank batch: refused
+    ForecastTrainer trainer(model, other, options);
+    EXPECT_THROW(trainer.load_checkpoint(ckpt), InputError);
+  }
+}
+
 TEST_F(ForecastTrainerTest, DivergingLossIsACheckFailureNotAnInputError) {
   // Valid input, absurd learning rate: the loss overflows within a few steps. That is a failed
   // run-time check (exit 1), not bad usage (exit 2).

@@ -35,16 +35,16 @@ TEST(TrainSummaryTest, RlKeysAndTypes) {
   auto s = rl_summary();
   s.eval = PolicyEvaluation{.episodes = 5, .mean_return = 20.0, .min_return = 9, .max_return = 31};
   const auto j = to_json(s);
-  const std::set<std::string> want = {"model",       "env",          "steps",
-                                      "total_steps", "episodes",     "completed",
-                                      "interrupted", "seconds",      "checkpoint",
-                                      "metrics",     "metrics_file", "resumed_from",
-                                      "options",     "world_size",   "bundle",
-                                      "eval",        "memory_cap",   "enforced_cap_bytes"};
+  const std::set<std::string> want = {
+      "model",        "env",          "steps",      "total_steps",       "episodes",
+      "completed",    "interrupted",  "seconds",    "checkpoint",        "metrics",
+      "metrics_file", "resumed_from", "options",    "world_size",        "resumed_world_size",
+      "bundle",       "eval",         "memory_cap", "enforced_cap_bytes"};
   EXPECT_EQ(keys(j), want);  // no compact_defaults for RL, no data on CartPole
   EXPECT_TRUE(j["steps"].is_number_integer());
   EXPECT_TRUE(j["seconds"].is_number_float());
   EXPECT_TRUE(j["resumed_from"].is_null());
+  EXPECT_TRUE(j["resumed_world_size"].is_null());
   EXPECT_TRUE(j["bundle"].is_null());
   EXPECT_TRUE(j["memory_cap"].is_null());
   EXPECT_TRUE(j["enforced_cap_bytes"].is_null());

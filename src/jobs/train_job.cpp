@@ -198,7 +198,6 @@ const Container& resumed_checkpoint(const std::optional<Container>& resumed, con
 
 // The data-parallel group of a job (null when it trains alone). Connected after every input was
 // checked, so a bad flag fails at once on each rank instead of after the rendezvous.
-// (A resumed checkpoint's world size was checked when it was read: check_resumed_world.)
 std::shared_ptr<dist::Communicator> connect_ranks(const TrainJob& job,
                                                   const torch::Device& device) {
   if (job.dist.world_size() <= 1) return nullptr;
@@ -214,16 +213,14 @@ void add_distributed(TrainSummary& summary, const TrainResult& r, const TrainJob
         r.metrics["samples_per_s"].get<double>() * static_cast<double>(job.dist.world_size());
 }
 
-// A checkpoint resumes only with the world size it was written with: the epoch's batches (and
-// so the data order) depend on it.
-void check_resumed_world(const Container& resumed, const TrainJob& job) {
+// The world size a trainer checkpoint was written at. A run may resume at another one (elastic
+// resume): the weights and optimizer state are the same on every rank, a forecaster's epoch is
+// re-cut from its first untrained sample (ForecastTrainer::load_checkpoint), and RL ranks other
+// than 0 start their own streams from the checkpoint as they do at the same world size.
+int64_t checkpoint_world(const Container& resumed) {
   const auto& trainer = resumed.header.value("trainer", nlohmann::json::object());
   const auto& extra = trainer.value("extra", nlohmann::json::object());
-  const int64_t w = extra.is_object() ? extra.value("world_size", int64_t{1}) : 1;
-  FOXHUNT_CHECK(w == job.dist.world_size(), kComponent, "--resume: '", job.resume,
-                "' was trained with world size ", w, "; resume it with ",
-                w == 1 ? std::string("one process") : "--nproc " + std::to_string(w),
-                " (got world size ", job.dist.world_size(), ")");
+  return extra.is_object() ? extra.value("world_size", int64_t{1}) : 1;
 }
 
 struct Paths {
@@ -1008,13 +1005,12 @@ TrainSummary run_train_job(const TrainJob& given) {
                   "change (drop --options, --batch and --seed)");
   // The checkpoint is read (and CRC-checked) once; options, data path and state come from it.
   std::optional<Container> resumed;
-  if (!job.resume.empty()) {
-    resumed = read_container(job.resume);
-    check_resumed_world(*resumed, job);
-  }
+  if (!job.resume.empty()) resumed = read_container(job.resume);
   dist::validate(job.dist);
   TrainSummary summary =
       models::is_policy(job.model) ? run_rl(job, resumed) : run_forecast(job, resumed);
+  if (resumed && checkpoint_world(*resumed) != job.dist.world_size())
+    summary.resumed_world_size = checkpoint_world(*resumed);
   if (job.dist.rank() > 0) return summary;
   const auto dir = std::filesystem::path(summary.metrics_file).parent_path();
   write_file_atomic((dir / "summary.json").string(), to_json(summary).dump(2) + "\n");

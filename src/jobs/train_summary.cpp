@@ -107,6 +107,8 @@ nlohmann::json to_json(const TrainSummary& s) {
       {"resumed_from", s.resumed_from ? nlohmann::json(*s.resumed_from) : nlohmann::json(nullptr)},
       {"options", s.options},
       {"world_size", s.world_size},
+      {"resumed_world_size",
+       s.resumed_world_size ? nlohmann::json(*s.resumed_world_size) : nlohmann::json(nullptr)},
       {"bundle", s.bundle ? nlohmann::json(*s.bundle) : nlohmann::json(nullptr)},
       {"eval", eval_json(s)},
       {"memory_cap", s.memory_cap ? nlohmann::json(*s.memory_cap) : nlohmann::json(nullptr)},
@@ -183,6 +185,12 @@ std::string format_train_summary(const TrainSummary& s) {
                 s.forecaster() ? "epochs" : "episodes", train::format_duration(s.seconds).c_str(),
                 s.interrupted ? " (interrupted)" : "");
   out += buf;
+  if (s.resumed_world_size) {
+    std::snprintf(
+        buf, sizeof(buf), "  resumed at world size %lld from a world-size-%lld checkpoint\n",
+        static_cast<long long>(s.world_size), static_cast<long long>(*s.resumed_world_size));
+    out += buf;
+  }
   if (s.distributed.is_object()) {
     const auto& d = s.distributed;
     const auto& w = d.value("last_weight_check", nlohmann::json());

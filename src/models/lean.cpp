@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "simd.h"
 
@@ -108,18 +109,25 @@ void linear_kernel_lanes(const float* x, int64_t rows, int64_t in, const float* 
 // writes both stay within a few cache lines (a plain strided loop cost more than the kernel).
 // The 16 x 16 block at w (row stride ldw) transposed into wt (row stride ldt): four butterfly
 // stages; at distance k, rows j and j + k swap the halves of their columns that differ in bit k.
+// Lane l of the low result takes a's lane l, or b's lane l - K where bit K of l is set; the high
+// result takes a's lane l + K, or b's lane l. Constant indices: __builtin_shufflevector (GCC 12+
+// and clang) compiles each to one permute.
+template <int K, bool Hi, int... L>
+inline __attribute__((always_inline)) v16 butterfly_half(v16 a, v16 b,
+                                                         std::integer_sequence<int, L...>) {
+  constexpr int n = static_cast<int>(kLanes);
+  return __builtin_shufflevector(a, b,
+                                 (Hi ? ((L & K) ? n + L : L + K) : ((L & K) ? n + L - K : L))...);
+}
+
 template <int K>
 inline __attribute__((always_inline)) void butterfly(v16* r) {
-  simd::v16i lo, hi;
-  for (int l = 0; l < kLanes; ++l) {
-    lo[l] = (l & K) ? kLanes + l - K : l;
-    hi[l] = (l & K) ? kLanes + l : l + K;
-  }
+  using Lanes = std::make_integer_sequence<int, static_cast<int>(kLanes)>;
   for (int j = 0; j < kLanes; ++j) {
     if (j & K) continue;
     const v16 a = r[j], b = r[j + K];
-    r[j] = __builtin_shuffle(a, b, lo);
-    r[j + K] = __builtin_shuffle(a, b, hi);
+    r[j] = butterfly_half<K, false>(a, b, Lanes{});
+    r[j + K] = butterfly_half<K, true>(a, b, Lanes{});
   }
 }
 

@@ -35,14 +35,12 @@ void check_split(const models::Batch& b, const char* split) {
 TensorBatchSource::TensorBatchSource(models::Batch train, models::Batch validation,
                                      int64_t batch_size, uint64_t seed, bool shuffle,
                                      torch::Device device)
-    : ShardedBatchSource("forecast_trainer"),
+    : ShardedBatchSource("forecast_trainer", batch_size),
       train_(std::move(train)),
       validation_(std::move(validation)),
-      batch_size_(batch_size),
       seed_(seed),
       shuffle_(shuffle),
       device_(device) {
-  FOXHUNT_CHECK(batch_size > 0, "forecast_trainer", "expected batch_size > 0, got ", batch_size);
   check_split(train_, "train");
   check_split(validation_, "validation");
   FOXHUNT_CHECK(train_.inputs.size() == validation_.inputs.size(), "forecast_trainer", "train has ",
@@ -53,6 +51,11 @@ std::pair<int64_t, int64_t> shard_range(int64_t size, int64_t rank, int64_t worl
   return {rank * size / world, (rank + 1) * size / world};
 }
 
+ShardedBatchSource::ShardedBatchSource(const char* component, int64_t batch_size)
+    : component_(component), batch_size_(batch_size) {
+  FOXHUNT_CHECK(batch_size > 0, component_, "expected batch size > 0, got ", batch_size);
+}
+
 void ShardedBatchSource::set_shard(int64_t rank, int64_t world) {
   FOXHUNT_CHECK(world >= 1 && rank >= 0 && rank < world, component_,
                 "shard: expected 0 <= rank < world, got rank ", rank, " of ", world);
@@ -60,12 +63,37 @@ void ShardedBatchSource::set_shard(int64_t rank, int64_t world) {
   world_ = world;
 }
 
-int64_t TensorBatchSource::train_batches() const {
-  return global_batches(train_.size(), batch_size_);
+int64_t ShardedBatchSource::train_batches() const {
+  const int64_t global = batch_size_ * world_;
+  return (train_samples() + global - 1) / global;
+}
+
+void ShardedBatchSource::start_epoch_at(int64_t epoch, int64_t offset) {
+  FOXHUNT_CHECK(epoch >= 0 && offset >= 0 && offset <= train_samples(), component_,
+                "resume: expected epoch >= 0 and a sample offset in [0, ", train_samples(),
+                "], got epoch ", epoch, ", offset ", offset);
+  start_epoch_ = offset > 0 ? epoch : -1;
+  start_offset_ = offset;
+}
+
+int64_t ShardedBatchSource::epoch_batches(int64_t epoch) const {
+  const int64_t global = batch_size_ * world_;
+  return (train_samples() - epoch_start(epoch) + global - 1) / global;
+}
+
+int64_t ShardedBatchSource::samples_before(int64_t epoch, int64_t index) const {
+  return std::min(train_samples(), epoch_start(epoch) + index * batch_size_ * world_);
+}
+
+std::pair<int64_t, int64_t> ShardedBatchSource::global_batch(int64_t epoch, int64_t index) const {
+  FOXHUNT_CHECK(index >= 0 && index < epoch_batches(epoch), component_, "train batch index ", index,
+                " out of range [0, ", epoch_batches(epoch), ") in epoch ", epoch);
+  const int64_t begin = samples_before(epoch, index);
+  return {begin, std::min(train_samples(), begin + batch_size_ * world_)};
 }
 
 int64_t TensorBatchSource::validation_batches() const {
-  return (validation_.size() + batch_size_ - 1) / batch_size_;
+  return (validation_.size() + batch_size() - 1) / batch_size();
 }
 
 models::Batch TensorBatchSource::slice(const models::Batch& all, const torch::Tensor& idx) const {
@@ -77,8 +105,7 @@ models::Batch TensorBatchSource::slice(const models::Batch& all, const torch::Te
 }
 
 models::Batch TensorBatchSource::train_batch(int64_t epoch, int64_t index) {
-  FOXHUNT_CHECK(index >= 0 && index < train_batches(), "forecast_trainer", "train batch index ",
-                index, " out of range [0, ", train_batches(), ")");
+  const auto [start, end] = global_batch(epoch, index);
   const int64_t n = train_.size();
   if (perm_epoch_ != epoch) {
     if (shuffle_) {
@@ -89,9 +116,7 @@ models::Batch TensorBatchSource::train_batch(int64_t epoch, int64_t index) {
     }
     perm_epoch_ = epoch;
   }
-  const int64_t start = index * batch_size_ * world();
-  const int64_t size = std::min(n, start + batch_size_ * world()) - start;
-  const auto [lo, hi] = share(size);
+  const auto [lo, hi] = share(end - start);
   if (hi == lo) return {};
   return slice(train_, perm_.slice(0, start + lo, start + hi));
 }
@@ -99,8 +124,8 @@ models::Batch TensorBatchSource::train_batch(int64_t epoch, int64_t index) {
 models::Batch TensorBatchSource::validation_batch(int64_t index) {
   FOXHUNT_CHECK(index >= 0 && index < validation_batches(), "forecast_trainer",
                 "validation batch index ", index, " out of range [0, ", validation_batches(), ")");
-  const int64_t start = index * batch_size_;
-  return slice(validation_, torch::arange(start, std::min(validation_.size(), start + batch_size_),
+  const int64_t start = index * batch_size();
+  return slice(validation_, torch::arange(start, std::min(validation_.size(), start + batch_size()),
                                           torch::kLong));
 }
 
@@ -115,7 +140,10 @@ FOXHUNT_OPTIONS_JSON(ForecastTrainerOptions, "forecast_trainer", forecast_traine
 
 ForecastTrainer::ForecastTrainer(models::Model& model, BatchSource& data,
                                  ForecastTrainerOptions options)
-    : model_(model), data_(data), o_(std::move(options)) {
+    : model_(model),
+      data_(data),
+      sharded_(dynamic_cast<ShardedBatchSource*>(&data)),
+      o_(std::move(options)) {
   const char* c = "forecast_trainer";
   FOXHUNT_CHECK(o_.epochs() > 0, c, "expected epochs > 0, got ", o_.epochs());
   FOXHUNT_CHECK(o_.learning_rate() > 0, c, "expected learning_rate > 0, got ", o_.learning_rate());
@@ -226,8 +254,8 @@ double ForecastTrainer::apply_step() {
 }
 
 TrainResult ForecastTrainer::train(const RunConfig& run) {
-  const int64_t per_epoch = data_.train_batches();
-  RunSession session(run, "forecast", model_.name(), o_.epochs() * per_epoch, step_);
+  // The step total is for progress only: a resumed epoch that starts late has fewer batches.
+  RunSession session(run, "forecast", model_.name(), o_.epochs() * data_.train_batches(), step_);
   // A collective costs ~0.7 ms on loopback here: ranks agree on stopping every 16 steps.
   if (dp_) session.set_stop_agreement([this](bool s) { return dp_->agree_stop(s); }, 16);
   const int64_t samples_before = samples_;
@@ -253,6 +281,7 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
   }
   while (!stopped_early_ && epoch_ < o_.epochs()) {
     model_.module().train();
+    const int64_t per_epoch = data_.epoch_batches(epoch_);
     while (batch_ < per_epoch) {
       if (session.should_stop(step_)) break;
       {
@@ -345,6 +374,12 @@ void ForecastTrainer::save_checkpoint(const std::string& path) {
   nlohmann::json t = {
       {"options", to_json(o_)}, {"train_batches", data_.train_batches()}, {"extra", extra_}};
   visit_state(StateWriter(t));
+  // Where the epoch stands at any world size: what an elastic resume re-cuts the epoch from.
+  if (sharded_)
+    t["position"] = {{"world", sharded_->world()},
+                     {"batch_size", sharded_->batch_size()},
+                     {"train_samples", sharded_->train_samples()},
+                     {"epoch_start", sharded_->epoch_start(epoch_)}};
   Container c = trainer_container(model_, "forecast", t);
   c.blobs["optimizer"] = optimizer_to_bytes(*optimizer_);
   c.blobs["torch_rng"] = torch_rng_state();
@@ -367,9 +402,11 @@ void ForecastTrainer::load_checkpoint(const Container& c, const std::string& pat
                 model_.options_json().dump());
   const auto& t = h["trainer"];
   try {
-    FOXHUNT_CHECK(t.at("train_batches").get<int64_t>() == data_.train_batches(), "checkpoint", "'",
-                  path, "': trained with ", t.at("train_batches").get<int64_t>(),
-                  " batches per epoch, the data source gives ", data_.train_batches());
+    const bool positioned = sharded_ != nullptr && t.contains("position");
+    if (!positioned)
+      FOXHUNT_CHECK(t.at("train_batches").get<int64_t>() == data_.train_batches(), "checkpoint",
+                    "'", path, "': trained with ", t.at("train_batches").get<int64_t>(),
+                    " batches per epoch, the data source gives ", data_.train_batches());
     models::module_from_bytes(model_.module(), require_blob(c, "module", path), path);
     optimizer_from_bytes(*optimizer_, require_blob(c, "optimizer", path), path);
     set_torch_rng_state(require_blob(c, "torch_rng", path), path);
@@ -377,9 +414,34 @@ void ForecastTrainer::load_checkpoint(const Container& c, const std::string& pat
     best_weights_ = it == c.blobs.end() ? std::string() : it->second;
     visit_state(StateReader(t));
     extra_ = t.value("extra", nlohmann::json::object());
+    if (positioned) resume_position(t.at("position"), path);
   } catch (const nlohmann::json::exception& e) {
     throw InputError("checkpoint", "'" + path + "': bad trainer state (" + e.what() + ")");
   }
+}
+
+// The checkpoint's place in its epoch, re-cut for this source's world size when it differs.
+void ForecastTrainer::resume_position(const nlohmann::json& p, const std::string& path) {
+  const int64_t world = p.at("world").get<int64_t>(), batch = p.at("batch_size").get<int64_t>();
+  const int64_t samples = p.at("train_samples").get<int64_t>();
+  const int64_t start = p.at("epoch_start").get<int64_t>();
+  FOXHUNT_CHECK(samples == sharded_->train_samples(), "checkpoint", "'", path, "': trained on ",
+                samples, " training samples per epoch, the data source gives ",
+                sharded_->train_samples());
+  FOXHUNT_CHECK(batch == sharded_->batch_size(), "checkpoint", "'", path, "': trained with ", batch,
+                " samples per rank and batch, the data source gives ", sharded_->batch_size());
+  FOXHUNT_CHECK(world >= 1 && start >= 0 && start <= samples && batch_ >= 0, "checkpoint", "'",
+                path, "': bad position (world ", world, ", epoch start ", start, ", batch ", batch_,
+                ")");
+  if (world == sharded_->world()) {
+    sharded_->start_epoch_at(epoch_, start);
+    return;
+  }
+  // Another world size: the samples the old global batches covered are done; the rest of the
+  // epoch's order is cut into this world's global batches.
+  sharded_->start_epoch_at(epoch_, std::min(samples, start + batch_ * batch * world));
+  batch_ = 0;
+  resharded_from_ = world;
 }
 
 }  // namespace foxhunt::train

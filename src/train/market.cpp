@@ -121,10 +121,9 @@ MarketBatchSource::MarketBatchSource(std::shared_ptr<const data::MarketDataset> 
 MarketBatchSource::MarketBatchSource(std::vector<std::shared_ptr<const data::MarketDataset>> panel,
                                      const models::Model& model, int64_t batch_size, uint64_t seed,
                                      torch::Device device)
-    : ShardedBatchSource("train"),
+    : ShardedBatchSource("train", batch_size),
       panel_(std::move(panel)),
       io_(model.spec()),
-      batch_size_(batch_size),
       seed_(seed),
       device_(device) {
   const char* c = "train";
@@ -133,7 +132,6 @@ MarketBatchSource::MarketBatchSource(std::vector<std::shared_ptr<const data::Mar
     FOXHUNT_CHECK(ds != nullptr, c, "market batches: expected a dataset");
     raw_panel_.push_back(ds.get());
   }
-  FOXHUNT_CHECK(batch_size > 0, c, "expected batch size > 0, got ", batch_size);
   check_market_spec(model.name(), io_);
   spec_ = window_of(io_);
   // Validation and test batches never mix instruments' time orders: instrument by instrument.
@@ -174,30 +172,23 @@ models::Batch MarketBatchSource::build(const std::vector<data::WindowRef>& refs)
   return market_batch(raw_panel_, io_, refs, device_);
 }
 
-int64_t MarketBatchSource::train_batches() const {
-  return global_batches(static_cast<int64_t>(train_refs_.size()), batch_size_);
-}
-
 models::Batch MarketBatchSource::train_batch(int64_t epoch, int64_t index) {
-  if (epoch != epoch_cached_ || world() != world_cached_) {
+  const auto [start, end] = global_batch(epoch, index);
+  if (epoch != order_epoch_) {
+    // One batch of every training window: the epoch's order (make_batches shuffles, then cuts).
     std::vector<int64_t> all(train_refs_.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
-    epoch_batches_ = data::make_batches(all, batch_size_ * world(), true,
-                                        derive_seed(seed_, static_cast<uint64_t>(epoch)));
-    epoch_cached_ = epoch;
-    world_cached_ = world();
+    order_ = std::move(data::make_batches(all, static_cast<int64_t>(all.size()), true,
+                                          derive_seed(seed_, static_cast<uint64_t>(epoch)))
+                           .front());
+    order_epoch_ = epoch;
   }
-  FOXHUNT_CHECK(index >= 0 && index < static_cast<int64_t>(epoch_batches_.size()), "train",
-                "train batch index ", index, " out of range [0, ", epoch_batches_.size(), ")");
-  const auto& global = epoch_batches_[static_cast<size_t>(index)];
-  const auto [lo, hi] = world() == 1
-                            ? std::pair<int64_t, int64_t>{0, static_cast<int64_t>(global.size())}
-                            : share(static_cast<int64_t>(global.size()));
+  const auto [lo, hi] = share(end - start);
   if (hi == lo) return {};
   std::vector<data::WindowRef> refs;
   refs.reserve(static_cast<size_t>(hi - lo));
   for (int64_t k = lo; k < hi; ++k)
-    refs.push_back(train_refs_[static_cast<size_t>(global[static_cast<size_t>(k)])]);
+    refs.push_back(train_refs_[static_cast<size_t>(order_[static_cast<size_t>(start + k)])]);
   return build(refs);
 }
 

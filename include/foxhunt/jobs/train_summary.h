@@ -147,6 +147,8 @@ struct TrainSummary {
   std::optional<BatchPlanSummary> batch_plan;  ///< --batch auto's plan
   std::optional<MemoryCapReport> memory_cap;   ///< the cap of a capped run (null: uncapped)
   int64_t world_size = 1;                      ///< data-parallel ranks
+  /// The resumed checkpoint's world size where it differs from world_size (elastic resume).
+  std::optional<int64_t> resumed_world_size;
   /// The trainer's data-parallel report (train/data_parallel.h; null: one process). Its
   /// "last_weight_check" is the summary's "weight_checksum".
   nlohmann::json distributed;
@@ -167,7 +169,8 @@ struct TrainSummary {
 };
 
 /// The summary.json form: model, env, steps, total_steps, episodes, completed, interrupted,
-/// seconds, checkpoint, metrics, metrics_file, resumed_from, options, world_size, bundle, eval,
+/// seconds, checkpoint, metrics, metrics_file, resumed_from, options, world_size,
+/// resumed_world_size (null unless an elastic resume), bundle, eval,
 /// memory_cap, enforced_cap_bytes (the cap's, or null); data, batch_plan (with the cap's
 /// enforced_cap_bytes, enforced_on and run_peak_bytes when capped), distributed with
 /// weight_checksum, samples_per_s_all_ranks when present; compact_defaults for forecasters.

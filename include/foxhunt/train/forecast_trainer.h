@@ -32,6 +32,9 @@ class BatchSource {
   virtual ~BatchSource() = default;
   /// Training batches per epoch.
   virtual int64_t train_batches() const = 0;
+  /// Training batches of `epoch`: train_batches(), unless the epoch was resumed part-way at
+  /// another world size (ShardedBatchSource::start_epoch_at).
+  virtual int64_t epoch_batches(int64_t epoch) const { return train_batches(); }
   /// The `index`-th training batch of `epoch` (inputs and target).
   virtual models::Batch train_batch(int64_t epoch, int64_t index) = 0;
   /// Validation batches.
@@ -45,7 +48,9 @@ class BatchSource {
 std::pair<int64_t, int64_t> shard_range(int64_t size, int64_t rank, int64_t world);
 
 /// A BatchSource whose training batches can be sharded for data parallelism (set_shard); it
-/// starts as rank 0 of 1 (no sharding).
+/// starts as rank 0 of 1 (no sharding). An epoch's training samples are one order (a
+/// permutation seeded with (seed, epoch), the same at every world size) cut into global batches
+/// of batch_size x world samples; that is what lets a run resume at another world size.
 class ShardedBatchSource : public BatchSource {
  public:
   /// Data-parallel sharding: the epoch's batches become global batches of batch_size x world
@@ -58,22 +63,37 @@ class ShardedBatchSource : public BatchSource {
   int64_t rank() const { return rank_; }
   /// The number of ranks sharing the training batches.
   int64_t world() const { return world_; }
+  /// Samples per rank in a training batch.
+  int64_t batch_size() const { return batch_size_; }
+  /// Training samples per epoch (over every rank).
+  virtual int64_t train_samples() const = 0;
+  /// Global training batches per epoch.
+  int64_t train_batches() const final;
+  /// Elastic resume: `epoch`'s global batches cut its order from sample `offset` on (the
+  /// samples before it were trained on before the world size changed); other epochs are
+  /// unchanged. One epoch at a time: a later call replaces the earlier one.
+  void start_epoch_at(int64_t epoch, int64_t offset);
+  /// Where `epoch`'s first global batch starts in its order (0 unless start_epoch_at).
+  int64_t epoch_start(int64_t epoch) const { return epoch == start_epoch_ ? start_offset_ : 0; }
+  /// Global training batches of `epoch` (fewer than train_batches() when it starts late).
+  int64_t epoch_batches(int64_t epoch) const final;
+  /// Samples of `epoch`'s order before its global batch `index`: how far a checkpoint taken
+  /// there got, at any world size.
+  int64_t samples_before(int64_t epoch, int64_t index) const;
 
  protected:
-  /// `component` names the source in errors.
-  explicit ShardedBatchSource(const char* component) : component_(component) {}
-  /// Global training batches per epoch over `samples` samples at `batch_size` per rank (the
-  /// last may be smaller).
-  int64_t global_batches(int64_t samples, int64_t batch_size) const {
-    const int64_t global = batch_size * world_;
-    return (samples + global - 1) / global;
-  }
+  /// `component` names the source in errors; `batch_size` is per rank (> 0).
+  ShardedBatchSource(const char* component, int64_t batch_size);
+  /// The samples [begin, end) of `epoch`'s order in its global batch `index` (checked).
+  std::pair<int64_t, int64_t> global_batch(int64_t epoch, int64_t index) const;
   /// This rank's share [begin, end) of a global batch of `size` samples (shard_range).
   std::pair<int64_t, int64_t> share(int64_t size) const { return shard_range(size, rank_, world_); }
 
  private:
   const char* component_;
+  int64_t batch_size_;
   int64_t rank_ = 0, world_ = 1;
+  int64_t start_epoch_ = -1, start_offset_ = 0;
 };
 
 /// A BatchSource over in-memory tensors: every input tensor and the target are indexed along
@@ -85,7 +105,7 @@ class TensorBatchSource final : public ShardedBatchSource {
   TensorBatchSource(models::Batch train, models::Batch validation, int64_t batch_size,
                     uint64_t seed, bool shuffle = true,
                     torch::Device device = torch::Device(torch::kCPU));
-  int64_t train_batches() const override;
+  int64_t train_samples() const override { return train_.size(); }
   models::Batch train_batch(int64_t epoch, int64_t index) override;
   int64_t validation_batches() const override;
   models::Batch validation_batch(int64_t index) override;
@@ -97,7 +117,6 @@ class TensorBatchSource final : public ShardedBatchSource {
  private:
   models::Batch slice(const models::Batch& all, const torch::Tensor& idx) const;
   models::Batch train_, validation_;
-  int64_t batch_size_;
   uint64_t seed_;
   bool shuffle_;
   torch::Device device_;
@@ -166,7 +185,11 @@ class ForecastTrainer {
 
   /// Writes a checkpoint (atomically); it is also a model checkpoint of the current weights.
   void save_checkpoint(const std::string& path);
-  /// Restores a checkpoint of the same model (name and options) and continues exactly.
+  /// Restores a checkpoint of the same model (name and options) and continues exactly. With a
+  /// ShardedBatchSource sharded (set_shard) at another world size than the checkpoint's, the
+  /// interrupted epoch continues from the first sample the checkpoint had not trained on, cut
+  /// into this world's global batches: every sample of the epoch is still trained on once
+  /// (elastic resume; the weights and optimizer state are the same on every rank).
   void load_checkpoint(const std::string& path);
   /// The same from a trainer checkpoint already read (e.g. by a job that also needs its
   /// options); `source` names it in errors.
@@ -202,15 +225,20 @@ class ForecastTrainer {
   const std::vector<double>& validation_history() const { return val_history_; }
   /// True once early stopping ended training.
   bool stopped_early() const { return stopped_early_; }
+  /// The checkpoint's world size when load_checkpoint re-cut an epoch for another one (elastic
+  /// resume), else 0.
+  int64_t resharded_from() const { return resharded_from_; }
 
  private:
   /// Calls f(key, field) for every resumable field (train/state_io.h).
   template <typename F>
   void visit_state(F&& f);
+  void resume_position(const nlohmann::json& position, const std::string& path);
   nlohmann::json metrics_line(double elapsed, double rate) const;
 
   models::Model& model_;
   BatchSource& data_;
+  ShardedBatchSource* sharded_ = nullptr;  // data_, when it can be sharded
   ForecastTrainerOptions o_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   int64_t step_ = 0, epoch_ = 0, batch_ = 0;
@@ -223,6 +251,7 @@ class ForecastTrainer {
   double initial_val_ = NAN;
   int64_t best_epoch_ = -1, bad_epochs_ = 0;
   bool stopped_early_ = false;
+  int64_t resharded_from_ = 0;
   std::string best_weights_;
   std::vector<double> val_history_;
   nlohmann::json extra_ = nlohmann::json::object();

@@ -101,7 +101,7 @@ class MarketBatchSource final : public ShardedBatchSource {
   MarketBatchSource(std::vector<std::shared_ptr<const data::MarketDataset>> panel,
                     const models::Model& model, int64_t batch_size, uint64_t seed,
                     torch::Device device = torch::Device(torch::kCPU));
-  int64_t train_batches() const override;
+  int64_t train_samples() const override { return static_cast<int64_t>(train_refs_.size()); }
   models::Batch train_batch(int64_t epoch, int64_t index) override;
   int64_t validation_batches() const override;
   models::Batch validation_batch(int64_t index) override;
@@ -123,13 +123,12 @@ class MarketBatchSource final : public ShardedBatchSource {
   std::vector<const data::MarketDataset*> raw_panel_;
   models::IoSpec io_;
   data::WindowSpec spec_;
-  int64_t batch_size_;
   uint64_t seed_;
   torch::Device device_;
   std::vector<data::WindowRef> train_refs_;
   std::vector<std::vector<data::WindowRef>> validation_, test_;
-  int64_t epoch_cached_ = -1, world_cached_ = 0;     // what epoch_batches_ was drawn for
-  std::vector<std::vector<int64_t>> epoch_batches_;  // indices into train_refs_
+  int64_t order_epoch_ = -1;    // the epoch order_ was drawn for
+  std::vector<int64_t> order_;  // that epoch's order: indices into train_refs_
 };
 
 }  // namespace foxhunt::train
