@@ -46,6 +46,16 @@ nlohmann::json summary_json(const data::BarSummary& s, const std::string& file) 
 int run_generate(const DataArgs& a) {
   const auto series = data::generate_synthetic(a.synth);
   data::write_bars_csv(a.out, series);
+  if (a.json) {
+    print_json(nlohmann::json{{"out", a.out},
+                              {"bars", static_cast<int64_t>(series.size())},
+                              {"seed", a.synth.seed},
+                              {"first_timestamp", series.bars.front().timestamp},
+                              {"last_timestamp", series.bars.back().timestamp},
+                              {"bar_seconds", a.synth.bar_seconds}}
+                   .dump(2));
+    return 0;
+  }
   std::cerr << "data generate: wrote " << series.size() << " bars (seed " << a.synth.seed << ") to "
             << a.out << "\n";
   return 0;
@@ -136,6 +146,7 @@ Registrar reg = subcommand<DataArgs>(
           ->check(CLI::Range(int64_t{1}, int64_t{86400 * 7}))
           ->capture_default_str();
       gen->add_option("--out", args->out, "Output CSV path")->required();
+      gen->add_flag("--json", args->json, "Print what was written as JSON only");
 
       auto* ins = sub->add_subcommand(
           "inspect",

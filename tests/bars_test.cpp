@@ -688,6 +688,15 @@ TEST_F(BarsTest, CliBadArgumentsExit2AndHelpWorks) {
   EXPECT_EQ(hi.exit_code, 0);
   EXPECT_NE(hi.out.find("--json"), std::string::npos);
   EXPECT_EQ(run_cli("data --help").exit_code, 0);
+  // --json: what was written, as JSON only on stdout.
+  auto g = run_cli("data generate --bars 12 --seed 4 --bar-seconds 60 --json --out " +
+                   dir.file("g.csv"));
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  const auto j = nlohmann::json::parse(g.out);
+  EXPECT_EQ(j["bars"], 12);
+  EXPECT_EQ(j["out"], dir.file("g.csv"));
+  EXPECT_EQ(j["last_timestamp"].get<int64_t>() - j["first_timestamp"].get<int64_t>(), 11 * 60);
+  EXPECT_EQ(parse_bars_csv(read_file(dir.file("g.csv")), "g.csv").size(), 12);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "foxhunt/core/container.h"
 #include "test_util.h"
@@ -36,12 +38,43 @@ TEST(CliTest, UnknownSubcommandExits2) {
   EXPECT_EQ(run_cli("").exit_code, 2);
 }
 
+// The subcommands a help text lists under "Subcommands:" (the first word of each entry).
+std::vector<std::string> listed_subcommands(const std::string& help) {
+  std::vector<std::string> out;
+  std::istringstream in(help);
+  std::string line;
+  bool listing = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("Subcommands:", 0) == 0) {
+      listing = true;
+    } else if (listing && line.rfind("  ", 0) == 0 && line.size() > 2 && line[2] != ' ') {
+      out.push_back(line.substr(2, line.find(' ', 2) - 2));
+    } else if (listing && !line.empty() && line[0] != ' ') {
+      listing = false;
+    }
+  }
+  return out;
+}
+
+// Every command the CLI lists (and every command of a group such as `data`) answers --help with
+// exit 0 and offers --json: the list comes from the CLI itself, so a new command is covered.
 TEST(CliTest, EverySubcommandHasHelp) {
-  for (const char* sub : {"info", "models", "validate", "devices", "data inspect", "plan", "budget",
-                          "train", "predict", "export x", "import x"}) {
-    auto r = run_cli(std::string(sub) + " --help");
-    EXPECT_EQ(r.exit_code, 0) << sub;
-    EXPECT_NE(r.out.find("--json"), std::string::npos) << sub << ": " << r.out;
+  const auto top = listed_subcommands(run_cli("--help").out);
+  ASSERT_GE(top.size(), 15u) << "the top-level help lists too few subcommands";
+  std::vector<std::string> leaves;
+  for (const auto& sub : top) {
+    auto r = run_cli(sub + " --help");
+    EXPECT_EQ(r.exit_code, 0) << sub << ": " << r.err;
+    const auto nested = listed_subcommands(r.out);
+    if (nested.empty()) leaves.push_back(sub);
+    for (const auto& n : nested) leaves.push_back(sub + " " + n);
+  }
+  for (const char* expected : {"stress", "backtest", "quantize", "bench-memory", "data generate"})
+    EXPECT_NE(std::find(leaves.begin(), leaves.end(), expected), leaves.end()) << expected;
+  for (const auto& leaf : leaves) {
+    auto r = run_cli(leaf + " --help");
+    EXPECT_EQ(r.exit_code, 0) << leaf << ": " << r.err;
+    EXPECT_NE(r.out.find("--json"), std::string::npos) << leaf << ": " << r.out;
   }
 }
 

@@ -306,6 +306,27 @@ TEST(OptionsJsonTest, WrongTypesAreSaidInWords) {
   EXPECT_EQ(i, 4);
   json_get(j, "c", "absent", i);  // missing keys keep the value
   EXPECT_EQ(i, 4);
+  // Out of the field's range, and numbers inside arrays: refused before get<T>(), whose
+  // conversion would be undefined behaviour (found by fuzz/options_json.cpp under UBSan).
+  const nlohmann::json big = {{"v", {3, 4.6e80}}, {"w", {3, 2.5}}, {"f", 1e300},
+                              {"u", -1},          {"n", 70000},    {"ok", {1, 2}}};
+  std::vector<int64_t> v = {7};
+  EXPECT_EQ(message([&] { json_get(big, "c", "v", v); }),
+            "[c] option 'v': expected an array of an integer, got array [3,4.6e+80]");
+  EXPECT_EQ(message([&] { json_get(big, "c", "w", v); }),
+            "[c] option 'w': expected an array of an integer, got array [3,2.5]");
+  EXPECT_EQ(v, std::vector<int64_t>{7});
+  float f = 0;
+  EXPECT_EQ(message([&] { json_get(big, "c", "f", f); }),
+            "[c] option 'f': expected a number within the range of float, got number 1e+300");
+  uint64_t u = 0;
+  EXPECT_EQ(message([&] { json_get(big, "c", "u", u); }),
+            "[c] option 'u': expected an integer in [0, 18446744073709551615], got number -1");
+  int16_t small = 0;
+  EXPECT_EQ(message([&] { json_get(big, "c", "n", small); }),
+            "[c] option 'n': expected an integer in [-32768, 32767], got number 70000");
+  json_get(big, "c", "ok", v);
+  EXPECT_EQ(v, (std::vector<int64_t>{1, 2}));
   // Through a model's options: the same words.
   EXPECT_NE(message([] {
               make_model("tft", {{"hidden", 1.5}});
