@@ -10,7 +10,10 @@
 // between instruction sets, which cannot matter for inlined code.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Per-CPU clones picked by an ifunc resolver at load time. Not under ThreadSanitizer: the
+// dynamic loader runs the resolvers before TSan's runtime is up, and GCC instruments them
+// (every foxhunt binary crashed at start).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define FOXHUNT_KERNEL_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else

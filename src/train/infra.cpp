@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -168,24 +169,28 @@ void RollingMean::from_json(const nlohmann::json& j) {
 // ---- stop flag and SIGINT ---------------------------------------------------------------------
 
 namespace {
-volatile std::sig_atomic_t g_stop = 0;
+// Set by the SIGINT handler, read and cleared by trainers on any thread (data-parallel ranks
+// in one process train on threads): a lock-free atomic is both async-signal-safe and
+// race-free, which volatile sig_atomic_t is not across threads (found by ThreadSanitizer).
+std::atomic<int> g_stop{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void foxhunt_sigint_handler(int) {
-  if (g_stop) {
+  if (g_stop.load() != 0) {
     // Second Ctrl-C: give up on the clean stop and die the default way.
     std::signal(SIGINT, SIG_DFL);
     std::raise(SIGINT);
     return;
   }
-  g_stop = 1;
+  g_stop.store(1);
 }
 }  // namespace
 
 bool stop_requested() {
-  return g_stop != 0;
+  return g_stop.load() != 0;
 }
 void clear_stop() {
-  g_stop = 0;
+  g_stop.store(0);
 }
 
 struct ScopedSigintHandler::Saved {

@@ -21,6 +21,22 @@ inline constexpr bool kAddressSanitizer = false;
 inline constexpr bool kAddressSanitizer = false;
 #endif
 
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+
+/// True when a sanitizer's allocator replaces glibc's malloc (ASan, TSan): glibc's mallinfo2()
+/// then sees none of the program's heap, so a cross-check against it has nothing to compare.
+inline constexpr bool kSanitizerAllocator = kAddressSanitizer || kThreadSanitizer;
+
 /// Resident bytes a sanitizer may hold beyond the program's own (ASan's default quarantine plus
 /// its shadow pages for it); 0 without one.
 inline constexpr std::uint64_t kSanitizerResidentSlackBytes =
