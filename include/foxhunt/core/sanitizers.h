@@ -9,26 +9,22 @@
 
 namespace foxhunt {
 
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kAddressSanitizer = true;
+#if defined(__has_feature)
+#define FOXHUNT_DETAIL_HAS_FEATURE(x) __has_feature(x)  // clang
 #else
-inline constexpr bool kAddressSanitizer = false;
+#define FOXHUNT_DETAIL_HAS_FEATURE(x) 0  // GCC says it with __SANITIZE_*__ instead
 #endif
+
+/// True in an AddressSanitizer build.
+#if defined(__SANITIZE_ADDRESS__) || FOXHUNT_DETAIL_HAS_FEATURE(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
 #else
 inline constexpr bool kAddressSanitizer = false;
 #endif
 
-#if defined(__SANITIZE_THREAD__)
+/// True in a ThreadSanitizer build.
+#if defined(__SANITIZE_THREAD__) || FOXHUNT_DETAIL_HAS_FEATURE(thread_sanitizer)
 inline constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kThreadSanitizer = true;
-#else
-inline constexpr bool kThreadSanitizer = false;
-#endif
 #else
 inline constexpr bool kThreadSanitizer = false;
 #endif
