@@ -72,29 +72,27 @@ class Failure(Exception):
     """A program failed (exit 1)."""
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="compare_python.py",
-        description="Time foxhunt's C++ forward (models_bench) against the same networks with the "
-                    "same weights in PyTorch eager, and check that the outputs match.",
-        epilog="Exit codes: 0 ok (a slower foxhunt is reported, not failed), 1 an output check or "
-               "a program failed, 2 bad usage, 77 skipped (--check-only with FOXHUNT_NO_PYTHON=1).")
+def add_common_args(p, default_out):
+    """The options compare_python.py and compare_onnxruntime.py share."""
     p.add_argument("--build", default="build", metavar="DIR",
                    help="build directory holding models_bench (default: build)")
     p.add_argument("--threads", default="1", metavar="N",
-                   help="intra-op threads on both sides (FOXHUNT_THREADS / torch.set_num_threads;"
-                        " default 1)")
+                   help="intra-op threads on both sides (FOXHUNT_THREADS and the other side's "
+                        "intra-op setting; default 1)")
     p.add_argument("--min-time", default="0.5", metavar="S",
                    help="seconds of timed calls per model and batch on each side (default 0.5)")
     p.add_argument("--out", default=None, metavar="FILE",
-                   help="JSON report (default compare-python.json; with --check-only none unless "
+                   help=f"JSON report (default {default_out}; with --check-only none unless "
                         "given)")
     p.add_argument("--models", default=None, metavar="LIST",
                    help="comma-separated subset of the models (default: all that models_bench "
                         "exports)")
     p.add_argument("--check-only", action="store_true",
                    help="export and compare the outputs only, no timing (fast; what CI runs)")
-    a = p.parse_args(argv)
+
+
+def check_common_args(a, p, default_out):
+    """Validates and converts the shared options in place (p.error exits 2)."""
     try:
         a.threads = int(a.threads)
         if a.threads < 1:
@@ -117,11 +115,22 @@ def parse_args(argv):
     if not os.path.isdir(a.build):
         p.error(f"--build: no directory '{a.build}'")
     if a.out is None and not a.check_only:
-        a.out = "compare-python.json"
+        a.out = default_out
     if a.out is not None and not os.path.isdir(os.path.dirname(os.path.abspath(a.out))):
         p.error(f"--out: no directory for '{a.out}'")
     a.parser = p
     return a
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="compare_python.py",
+        description="Time foxhunt's C++ forward (models_bench) against the same networks with the "
+                    "same weights in PyTorch eager, and check that the outputs match.",
+        epilog="Exit codes: 0 ok (a slower foxhunt is reported, not failed), 1 an output check or "
+               "a program failed, 2 bad usage, 77 skipped (--check-only with FOXHUNT_NO_PYTHON=1).")
+    add_common_args(p, "compare-python.json")
+    return check_common_args(p.parse_args(argv), p, "compare-python.json")
 
 
 def cpu_model() -> str:
@@ -274,7 +283,7 @@ def print_table(rows, timed):
 
 def write_json_atomic(path, obj):
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".compare-python.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=2)
@@ -288,8 +297,10 @@ def write_json_atomic(path, obj):
         raise
 
 
-def main(argv) -> int:
-    a = parse_args(argv)
+def prepare(a):
+    """The start both comparisons share: the skip, models_bench, torch, and the exported models.
+    Returns an exit code, or (torch, binary, binary_stamp, models, loaded, started) with
+    loaded[m] = (options, eager module, examples)."""
     if a.check_only and os.environ.get("FOXHUNT_NO_PYTHON") == "1":
         log("skipped: FOXHUNT_NO_PYTHON=1")
         return SKIP_CODE
@@ -311,7 +322,6 @@ def main(argv) -> int:
     binary_stamp = file_stamp(binary)
 
     with tempfile.TemporaryDirectory(prefix="foxhunt-export-") as tmp:
-        t0 = time.perf_counter()
         run_program([binary, "--export", tmp], what="models_bench --export")
         exported = [n for n in torch_models.MODEL_NAMES
                     if os.path.exists(os.path.join(tmp, f"{n}.safetensors"))]
@@ -329,7 +339,16 @@ def main(argv) -> int:
             if sorted(examples) != list(BATCHES):
                 raise Failure(f"{m}: example batches {sorted(examples)}, expected {list(BATCHES)}")
             loaded[m] = (options, module, examples)
-    export_s = time.perf_counter() - t0
+    return torch, binary, binary_stamp, models, loaded, started
+
+
+def main(argv) -> int:
+    a = parse_args(argv)
+    t0 = time.perf_counter()
+    setup = prepare(a)
+    if isinstance(setup, int):
+        return setup
+    torch, binary, binary_stamp, models, loaded, started = setup
 
     checks = {}
     for m in models:

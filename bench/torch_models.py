@@ -156,8 +156,13 @@ def segsum(a: torch.Tensor) -> torch.Tensor:
 
 
 def _heads_from_groups(t: torch.Tensor, H: int) -> torch.Tensor:
+    """repeat_interleave(H // G, dim=-2) written as expand + reshape (the same copy): the legacy
+    ONNX exporter mis-exports repeat_interleave here (the causal mask of segsum came out wrong)."""
     G = t.size(-2)
-    return t if G == H else t.repeat_interleave(H // G, dim=-2)
+    if G == H:
+        return t
+    lead, n = t.shape[:-2], t.size(-1)
+    return t.unsqueeze(-2).expand(*lead, G, H // G, n).reshape(*lead, H, n)
 
 
 def ssd_chunked(X, A, B, C, chunk_size: int, initial_state=None):

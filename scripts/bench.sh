@@ -10,7 +10,8 @@
 #             either way unless a program failed)
 # Then, if .venv/bin/python exists, bench/compare_python.py times the models whose forward/<model>/
 # benchmarks the filter selects against the same networks in PyTorch eager (same --min-time,
-# FOXHUNT_THREADS threads, default 1); its JSON goes under "compare_python" in the output.
+# FOXHUNT_THREADS threads, default 1); its JSON goes under "compare_python" in the output. So does
+# bench/compare_onnxruntime.py (the same networks in ONNX Runtime), under "compare_onnxruntime".
 # The build directory is FOXHUNT_BUILD_DIR (default build); build it first (scripts/run.sh build).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,16 +60,18 @@ PY=.venv/bin/python
 if [ -x "$PY" ] && [ -x "$BUILD/models_bench" ]; then
   models=$("$BUILD/models_bench" --benchmark_list_tests=true --benchmark_filter="$FILTER" 2>/dev/null \
     | sed -n 's|^forward/\([^/]*\)/.*|\1|p' | sort -u | paste -sd, -)
-  if [ -n "$models" ]; then
-    echo "[bench] compare_python ($models)" >&2
-    if ! "$PY" bench/compare_python.py --build "$BUILD" --threads "${FOXHUNT_THREADS:-1}" \
-        --min-time "$MIN_TIME" --models "$models" --out "$WORK/compare_python.json" \
-        >&2 2>"$WORK/compare_python.log"; then
-      echo "bench: compare_python failed:" >&2
-      tail -5 "$WORK/compare_python.log" >&2
+  # ... and the same networks in ONNX Runtime (bench/compare_onnxruntime.py).
+  for cmp in compare_python compare_onnxruntime; do
+    [ -n "$models" ] || break
+    echo "[bench] $cmp ($models)" >&2
+    if ! "$PY" "bench/$cmp.py" --build "$BUILD" --threads "${FOXHUNT_THREADS:-1}" \
+        --min-time "$MIN_TIME" --models "$models" --out "$WORK/$cmp.json" \
+        >&2 2>"$WORK/$cmp.log"; then
+      echo "bench: $cmp failed:" >&2
+      tail -5 "$WORK/$cmp.log" >&2
       failed=1
     fi
-  fi
+  done
 elif [ ! -x "$PY" ]; then
   echo "bench: $PY is missing: no PyTorch-eager comparison (scripts/setup.sh)" >&2
 fi
@@ -90,10 +93,11 @@ for p in programs:
         entry = {k: b[k] for k in ("real_time", "cpu_time", "time_unit", "iterations") if k in b}
         entry.update({k: v for k, v in b.items() if k.endswith("per_second") or k in ("p50_us", "p99_us")})
         result["benchmarks"][f"{p}/{b['name']}"] = entry
-try:  # written even when an output check failed ("ok": false)
-    result["compare_python"] = json.load(open(os.path.join(work, "compare_python.json")))
-except (OSError, ValueError):
-    pass
+for cmp in ("compare_python", "compare_onnxruntime"):
+    try:  # written even when an output check failed ("ok": false)
+        result[cmp] = json.load(open(os.path.join(work, cmp + ".json")))
+    except (OSError, ValueError):
+        pass
 d = os.path.dirname(os.path.abspath(out))
 fd, tmp = tempfile.mkstemp(dir=d)
 with os.fdopen(fd, "w") as f:
@@ -119,11 +123,13 @@ if compare:
     for name in sorted(set(old) - set(result["benchmarks"])):
         print(f"{name:60s} (gone)")
     print(f"[bench] {flagged} benchmarks changed by more than 10%", file=sys.stderr)
-    old_cp = (json.load(open(compare)).get("compare_python") or {}).get("results", {})
-    new_cp = (result.get("compare_python") or {}).get("results", {})
-    if old_cp and new_cp:
+    for cmp, peer in (("compare_python", "eager"), ("compare_onnxruntime", "ORT")):
+        old_cp = (json.load(open(compare)).get(cmp) or {}).get("results", {})
+        new_cp = (result.get(cmp) or {}).get("results", {})
+        if not (old_cp and new_cp):
+            continue
         flagged = 0
-        print(f"{'foxhunt/eager ratio':60s} {'old':>12s} {'new':>12s} {'change':>8s}")
+        print(f"{'foxhunt/' + peer + ' ratio':60s} {'old':>12s} {'new':>12s} {'change':>8s}")
         for name, new in sorted(new_cp.items()):
             o = old_cp.get(name, {})
             if "ratio" not in new or "ratio" not in o:
@@ -131,8 +137,8 @@ if compare:
             change = (new["ratio"] - o["ratio"]) / o["ratio"] if o["ratio"] > 0 else 0.0
             mark = "  SLOWER" if change > 0.10 else "  faster" if change < -0.10 else ""
             flagged += bool(mark)
-            print(f"{'compare_python/' + name:60s} {o['ratio']:>11.3f}x {new['ratio']:>11.3f}x "
+            print(f"{cmp + '/' + name:60s} {o['ratio']:>11.3f}x {new['ratio']:>11.3f}x "
                   f"{100*change:>+7.1f}%{mark}")
-        print(f"[bench] {flagged} foxhunt/eager ratios changed by more than 10%", file=sys.stderr)
+        print(f"[bench] {flagged} foxhunt/{peer} ratios changed by more than 10%", file=sys.stderr)
 PYEOF
 exit $failed

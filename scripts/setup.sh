@@ -6,7 +6,7 @@
 #   pip: the pinned PyPI torch wheel (LibTorch headers, libraries and CMake config; CUDA build)
 #   pip: nanobind (the Python module's bindings)
 #   venv: .venv in the repo root for the Python cross-checks (tests/python), with safetensors,
-#         pytest and scikit-build-core
+#         pytest and scikit-build-core; onnxruntime and onnx (bench/compare_onnxruntime.py)
 #   data: the S&P 500 daily closes for the forecast-quality tests (~/.cache/foxhunt, see below)
 # Everything lands in system locations (dpkg, the system python3's site-packages), so a fresh clone
 # on the same machine finds it again without downloading anything.
@@ -68,13 +68,20 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv --system-site-packages "$VENV"
 fi
 # scikit-build-core: `pip install --no-build-isolation .` of the Python module from this venv.
-if "$VENV/bin/python" -c "import safetensors, pytest, scikit_build_core" 2>/dev/null; then
-  log "venv: safetensors, pytest, scikit-build-core present"
+# onnxruntime + onnx: the engine a user would serve these networks with instead, and the package
+# torch.onnx's exporter needs (bench/compare_onnxruntime.py and its ctest output check).
+ORT_PIN=1.31.1 ONNX_PIN=1.23.2
+if "$VENV/bin/python" - "$ORT_PIN" "$ONNX_PIN" <<'PYEOF' 2>/dev/null; then
+import sys, safetensors, pytest, scikit_build_core, onnx, onnxruntime
+sys.exit(onnxruntime.__version__ != sys.argv[1] or onnx.__version__ != sys.argv[2])
+PYEOF
+  log "venv: safetensors, pytest, scikit-build-core, onnxruntime, onnx present"
 else
-  log "venv: installing safetensors, pytest, scikit-build-core"
-  "$VENV/bin/python" -m pip install --quiet safetensors "pytest==8.3.4" "scikit-build-core==0.11.6"
-  "$VENV/bin/python" -c "import safetensors, pytest, scikit_build_core" ||
-    { log "safetensors/pytest/scikit-build-core did not install"; exit 1; }
+  log "venv: installing safetensors, pytest, scikit-build-core, onnxruntime, onnx"
+  "$VENV/bin/python" -m pip install --quiet safetensors "pytest==8.3.4" "scikit-build-core==0.11.6" \
+    "onnxruntime==${ORT_PIN}" "onnx==${ONNX_PIN}"
+  "$VENV/bin/python" -c "import safetensors, pytest, scikit_build_core, onnx, onnxruntime" ||
+    { log "safetensors/pytest/scikit-build-core/onnxruntime/onnx did not install"; exit 1; }
 fi
 
 # Real daily data from the package data of the pinned `arch` wheel on PyPI (only the wheel's data
