@@ -1,0 +1,51 @@
+#pragma once
+// The market data of a training job (internal to the jobs area): the bars it loads, the target
+// scaling it chooses, and the serving bundle written from them.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "foxhunt/core/container.h"
+#include "foxhunt/data/dataset.h"
+#include "foxhunt/data/panel.h"
+#include "foxhunt/jobs/train_job.h"
+#include "foxhunt/jobs/train_summary.h"
+#include "foxhunt/models/model.h"
+
+namespace foxhunt::jobs::market_data {
+
+// The market data of a job: one dataset per instrument (one for a single series), each with
+// its own normaliser (fitted on its training split), instrument id and target scale.
+struct Market {
+  std::vector<std::shared_ptr<const data::MarketDataset>> datasets;
+  std::vector<std::string> symbols;  // a panel's symbols (empty for a single series)
+  std::optional<data::Panel> panel;  // a panel run's bars (for the bundle's fingerprint)
+  MarketDataInfo info;
+  bool is_panel() const { return panel.has_value(); }
+  const data::MarketDataset& first() const { return *datasets.front(); }
+  std::vector<const data::MarketDataset*> raw() const {
+    std::vector<const data::MarketDataset*> out;
+    for (const auto& d : datasets) out.push_back(d.get());
+    return out;
+  }
+};
+
+// The series of --data (a bars CSV; a CSV with a symbol column is a panel: one dataset per
+// symbol, split at common cut dates) or the embedded synthetic default. Forecasting targets
+// (`scale_targets`) are divided by a target volatility chosen on the training and validation
+// splits (pooled over a panel's instruments) and scaled per instrument so that its training
+// returns have unit variance (pinball losses of ~1e-4 train poorly).
+Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
+                   bool scale_targets);
+
+// The serving bundle of a model trained on market data: weights, options, spec, the dataset's
+// normaliser and fingerprint, and the training record (`training`: the summary's JSON so far).
+// Written beside the checkpoint.
+std::string write_bundle(models::Model& model, const Market& market, const nlohmann::json& training,
+                         const std::string& dir);
+
+}  // namespace foxhunt::jobs::market_data
