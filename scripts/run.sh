@@ -73,8 +73,8 @@ if [ "$what" = sanitize ] || [ "$what" = tsan ]; then
       -DFOXHUNT_BUILD_BENCH=OFF -DFOXHUNT_BUILD_PYTHON=OFF >/dev/null
   fi
   start=$(date +%s)
-  # The test binary, the CLI it runs and the fuzz-corpus replays (not the examples).
-  cmake --build "$dir" -j "${FOXHUNT_JOBS:-$(nproc)}" --target foxhunt_tests foxhunt_cli \
+  # The test binary, the CLI it runs, the library example and the fuzz-corpus replays.
+  cmake --build "$dir" -j "${FOXHUNT_JOBS:-$(nproc)}" --target foxhunt_tests foxhunt_cli library_example \
     $(for f in fuzz/*.cpp; do n="$(basename "$f" .cpp)"; [ "$n" = replay_main ] || echo "fuzz_replay_$n"; done)
   echo "[run] $what build: $(( $(date +%s) - start )) s" >&2
   supp="$PWD/sanitizers"

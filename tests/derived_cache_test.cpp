@@ -131,5 +131,44 @@ TEST(DerivedCacheTest, TheVsnFoldingFollowsTheWeights) {
   EXPECT_GT(max_abs_diff(after, check()), 1e-4);
 }
 
+// LibTorch's C++ SGD writes the weights without bumping their versions; a cache over
+// with_gradients() still sees the step, because the backward before it changed the gradients.
+TEST(DerivedCacheTest, ALibTorchSgdStepIsSeenThroughTheGradients) {
+  torch::manual_seed(4);
+  torch::nn::Linear lin(6, 4);
+  torch::optim::SGD opt(lin->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  const auto step = [&] {
+    opt.zero_grad();
+    lin->forward(torch::randn({5, 6})).pow(2).sum().backward();
+    const auto version = lin->weight._version();
+    opt.step();
+    return version;
+  };
+  step();  // the gradients exist from here on (zero_grad then clears them to none)
+  const TensorFingerprint fp(with_gradients(module_state(*lin)));
+  ASSERT_TRUE(fp.valid());
+  EXPECT_TRUE(fp.matches(with_gradients(module_state(*lin))));
+  const auto version = step();
+  // What this test is about: the weights' own fingerprint misses the step ...
+  EXPECT_EQ(lin->weight._version(), version);
+  // ... the one with the gradients does not.
+  EXPECT_FALSE(fp.matches(with_gradients(module_state(*lin))));
+
+  // The TFT's folded selection layers, kept under a LibTorch SGD loop: the outputs of the
+  // current weights after each step.
+  VariableSelectionNetwork vsn(VariableSelectionNetworkOptions(12, 4, 16).context(16));
+  vsn->eval();
+  torch::optim::SGD sgd(vsn->parameters(), torch::optim::SGDOptions(0.5));
+  const auto x = torch::randn({2, 7, 12}), c = torch::randn({2, 16});
+  for (int i = 0; i < 2; ++i) {
+    sgd.zero_grad();
+    vsn->forward(x, c).output.pow(2).sum().backward();
+    sgd.step();
+    torch::NoGradGuard ng;
+    const auto cached = vsn->forward(x, c).output;
+    EXPECT_LT(max_abs_diff(cached, vsn->forward(x, c, vsn->fold()).output), 1e-6) << "step " << i;
+  }
+}
+
 }  // namespace
 }  // namespace foxhunt::models

@@ -1,6 +1,8 @@
 // Footprint: exact fixed tags (parameters, buffers, gradients, optimizer state) against the closed
 // forms of ARCHITECTURE.md ("Memory accounting") for every model and optimizer, measured
 // activations, inference footprint.
+#include <array>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -20,6 +22,15 @@ struct ClosedForm {
   std::uint64_t trainable = 0;
   std::uint64_t buffers = 0;
 };
+
+// [out, in] of every matrix parameter (the Linear weights) of `name`'s default model.
+std::vector<std::array<int64_t, 2>> fp_model_weights(const std::string& name) {
+  auto m = models::make_model(name, nlohmann::json::object());
+  std::vector<std::array<int64_t, 2>> out;
+  for (const auto& p : m->module().parameters())
+    if (p.dim() == 2) out.push_back({p.size(0), p.size(1)});
+  return out;
+}
 
 ClosedForm closed_form(const std::string& name) {
   auto m = models::make_model(name);
@@ -160,7 +171,17 @@ TEST_F(FootprintTest, InferenceFootprintIsParametersPlusPeakActivations) {
     EXPECT_GE(fp.runs[1].activation_bytes, fp.runs[1].input_bytes);
     EXPECT_EQ(fp.runs[1].input_bytes, 32 * fp.runs[0].input_bytes);
     for (const auto& r : fp.runs)
-      EXPECT_EQ(r.total_bytes, c.parameters + c.buffers + r.activation_bytes);
+      EXPECT_EQ(r.total_bytes, c.parameters + c.buffers + fp.derived_bytes + r.activation_bytes);
+    // What serving keeps beyond the weights: the MLPs' transposed weights, each layer's
+    // [in, out rounded up to 16 lanes] in float32 (lean.h); the TFT's folded selection layers.
+    if (name == "dqn" || name == "ppo") {
+      std::uint64_t transposed = 0;
+      for (const auto& p : fp_model_weights(name))
+        transposed += static_cast<std::uint64_t>(p[1] * ((p[0] + 15) / 16 * 16)) * sizeof(float);
+      EXPECT_EQ(fp.derived_bytes, transposed);
+    } else if (name == "tft") {
+      EXPECT_GT(fp.derived_bytes, 0u);
+    }
     EXPECT_EQ(fp.peak_total_bytes(), fp.runs[1].total_bytes);
     // Inference keeps no graph: far less than the training step at the same batch.
     plan::TrainConfig cfg;

@@ -156,9 +156,11 @@ TEST(LeanTest, DqnTakesTheLeanPathOnlyWithoutGradAndFollowsWeightUpdates) {
   torch::manual_seed(5);
   fm::DqnNet net(fm::DqnOptions().state_dim(12).hidden({32, 16}).actions(3));
   auto x = torch::randn({6, 12});
-  auto reference = [&] {
+  // 16 rows: every layer in the output-lane form; under InferenceMode over cached transposes.
+  auto x16 = torch::randn({16, 12});
+  auto reference = [&](const torch::Tensor& in) {
     torch::NoGradGuard ng;
-    return net->q->forward(x);  // the LibTorch layers
+    return net->q->forward(in);  // the LibTorch layers
   };
   // Grad mode: the autograd path (the output has a grad_fn), in train and eval mode.
   auto train_out = net->forward(x);
@@ -169,6 +171,8 @@ TEST(LeanTest, DqnTakesTheLeanPathOnlyWithoutGradAndFollowsWeightUpdates) {
     auto acting = net->forward(x);
     EXPECT_FALSE(acting.requires_grad());
     EXPECT_LT(max_rel_diff(acting, train_out.detach()), 1e-5);
+    net->forward(x16);
+    EXPECT_FALSE(net->q->lane_weights.holds());  // a trainer's forwards keep no derived copy
   }
   net->eval();
   EXPECT_TRUE(net->forward(x).requires_grad());
@@ -176,12 +180,22 @@ TEST(LeanTest, DqnTakesTheLeanPathOnlyWithoutGradAndFollowsWeightUpdates) {
     torch::NoGradGuard ng;
     auto lean = net->forward(x);
     EXPECT_FALSE(lean.requires_grad());
-    EXPECT_LT(max_rel_diff(lean, reference()), 1e-5);
+    EXPECT_LT(max_rel_diff(lean, reference(x)), 1e-5);
+    auto lean16 = net->forward(x16);
+    EXPECT_LT(max_rel_diff(lean16, reference(x16)), 1e-5);
+    {
+      c10::InferenceMode im;  // serving: the transposed weights are made once and kept
+      EXPECT_TRUE(torch::equal(net->forward(x16), lean16));
+      EXPECT_TRUE(net->q->lane_weights.holds());
+    }
     // An in-place update (what an optimizer step does) is seen by the next call.
     for (auto& p : net->parameters()) p.add_(0.25);
     auto after = net->forward(x);
     EXPECT_GT((after - lean).abs().max().item<double>(), 1e-3);
-    EXPECT_LT(max_rel_diff(after, reference()), 1e-5);
+    EXPECT_LT(max_rel_diff(after, reference(x)), 1e-5);
+    EXPECT_LT(max_rel_diff(net->forward(x16), reference(x16)), 1e-5);
+    c10::InferenceMode im;
+    EXPECT_LT(max_rel_diff(net->forward(x16), reference(x16)), 1e-5);
   }
   // An optimizer step through autograd, then inference mode: still the live weights.
   net->train();
@@ -191,16 +205,20 @@ TEST(LeanTest, DqnTakesTheLeanPathOnlyWithoutGradAndFollowsWeightUpdates) {
   net->eval();
   {
     c10::InferenceMode im;
-    EXPECT_LT(max_rel_diff(net->forward(x), reference()), 1e-5);
+    EXPECT_LT(max_rel_diff(net->forward(x), reference(x)), 1e-5);
+    EXPECT_LT(max_rel_diff(net->forward(x16), reference(x16)), 1e-5);
   }
   // A clone has its own weights; changing the original does not reach it.
   auto copy = std::dynamic_pointer_cast<fm::DqnNetImpl>(net->clone());
   ASSERT_TRUE(copy);
   torch::NoGradGuard ng;
   auto before = copy->forward(x);
+  auto before16 = copy->forward(x16);
   for (auto& p : net->parameters()) p.mul_(-1.0);
   EXPECT_TRUE(torch::equal(copy->forward(x), before));
-  EXPECT_LT(max_rel_diff(net->forward(x), reference()), 1e-5);
+  EXPECT_TRUE(torch::equal(copy->forward(x16), before16));
+  EXPECT_LT(max_rel_diff(net->forward(x), reference(x)), 1e-5);
+  EXPECT_LT(max_rel_diff(net->forward(x16), reference(x16)), 1e-5);
   // Bad input is still rejected with the count of bad values.
   auto bad = x.clone();
   bad[2][3] = std::numeric_limits<float>::infinity();

@@ -53,4 +53,12 @@ std::vector<torch::Tensor> module_state(const torch::nn::Module& m) {
   return state;
 }
 
+std::vector<torch::Tensor> with_gradients(std::vector<torch::Tensor> tensors) {
+  const size_t n = tensors.size();
+  tensors.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i)
+    tensors.push_back(tensors[i].defined() ? tensors[i].grad() : torch::Tensor());
+  return tensors;
+}
+
 }  // namespace foxhunt::models

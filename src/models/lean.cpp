@@ -59,14 +59,30 @@ void linear_kernel(const float* x, int64_t rows, int64_t in, const float* w, con
   for (; r < rows; ++r) dot_rows<1>(x + r * in, in, w, b, out, y + r * out);
 }
 
+// What follows a layer's product in its epilogue: nothing (the last layer) or the activation.
+enum class Epilogue { kNone, kReLU, kTanh };
+
+FOXHUNT_INLINE v16 epilogue(v16 v, Epilogue e) {
+  if (e == Epilogue::kReLU) return simd::select(v > 0.0f, v, simd::splat(0.0f));
+  if (e == Epilogue::kTanh) return simd::tanh(v);
+  return v;
+}
+
+FOXHUNT_INLINE float epilogue(float v, Epilogue e) {
+  if (e == Epilogue::kReLU) return v > 0.0f ? v : 0.0f;
+  if (e == Epilogue::kTanh) return std::tanh(v);
+  return v;
+}
+
 // The same y = x W^T + b with output lanes: wt [in, outp] is W transposed and zero-padded to
-// outp = whole lanes, so each step is a broadcast input times 16 contiguous weights, 4 rows x
-// 4 lane groups of accumulators, no horizontal sums. Better than the dot form when the transpose
+// outp = whole lanes, so each step is a broadcast input times 16 contiguous weights, 6 (or 4, 1)
+// rows x 4 lane groups of accumulators, no horizontal sums; bias and activation are applied in
+// registers. Better than the dot form when the transpose
 // is amortised over many rows, and when `in` is shorter than a lane (CartPole's 4 inputs).
 template <int RB, int NV>
 inline __attribute__((always_inline)) void axpy_block(const float* x, int64_t in, const float* wt,
                                                       int64_t outp, const float* b, int64_t o0,
-                                                      int64_t out, float* y) {
+                                                      int64_t out, Epilogue e, float* y) {
   v16 acc[RB][NV];
   for (int r = 0; r < RB; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = v16{};
@@ -78,31 +94,40 @@ inline __attribute__((always_inline)) void axpy_block(const float* x, int64_t in
       for (int v = 0; v < NV; ++v) acc[r][v] += xr * wv[v];
     }
   }
-  for (int r = 0; r < RB; ++r)
-    for (int v = 0; v < NV; ++v) {
-      const int64_t o = o0 + v * kLanes;
+  for (int v = 0; v < NV; ++v) {
+    const int64_t o = o0 + v * kLanes;
+    const int64_t valid = std::min<int64_t>(kLanes, out - o);
+    if (valid == kLanes) {
+      const v16 bv = b ? simd::load(b + o) : v16{};
+      for (int r = 0; r < RB; ++r) simd::store(y + r * out + o, epilogue(acc[r][v] + bv, e));
+      continue;
+    }
+    for (int r = 0; r < RB; ++r) {
       float lane[kLanes];
       simd::store(lane, acc[r][v]);
-      const int64_t valid = std::min<int64_t>(kLanes, out - o);
-      for (int64_t l = 0; l < valid; ++l) y[r * out + o + l] = b ? lane[l] + b[o + l] : lane[l];
+      for (int64_t l = 0; l < valid; ++l)
+        y[r * out + o + l] = epilogue(b ? lane[l] + b[o + l] : lane[l], e);
     }
+  }
 }
 
 template <int RB>
 inline __attribute__((always_inline)) void axpy_rows(const float* x, int64_t in, const float* wt,
                                                      int64_t outp, const float* b, int64_t out,
-                                                     float* y) {
+                                                     Epilogue e, float* y) {
   int64_t o = 0;
-  for (; o + 4 * kLanes <= outp; o += 4 * kLanes) axpy_block<RB, 4>(x, in, wt, outp, b, o, out, y);
-  for (; o < outp; o += kLanes) axpy_block<RB, 1>(x, in, wt, outp, b, o, out, y);
+  for (; o + 4 * kLanes <= outp; o += 4 * kLanes)
+    axpy_block<RB, 4>(x, in, wt, outp, b, o, out, e, y);
+  for (; o < outp; o += kLanes) axpy_block<RB, 1>(x, in, wt, outp, b, o, out, e, y);
 }
 
 FOXHUNT_KERNEL_CLONES
 void linear_kernel_lanes(const float* x, int64_t rows, int64_t in, const float* wt, int64_t outp,
-                         const float* b, int64_t out, float* y) {
+                         const float* b, int64_t out, Epilogue e, float* y) {
   int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) axpy_rows<4>(x + r * in, in, wt, outp, b, out, y + r * out);
-  for (; r < rows; ++r) axpy_rows<1>(x + r * in, in, wt, outp, b, out, y + r * out);
+  for (; r + 6 <= rows; r += 6) axpy_rows<6>(x + r * in, in, wt, outp, b, out, e, y + r * out);
+  for (; r + 4 <= rows; r += 4) axpy_rows<4>(x + r * in, in, wt, outp, b, out, e, y + r * out);
+  for (; r < rows; ++r) axpy_rows<1>(x + r * in, in, wt, outp, b, out, e, y + r * out);
 }
 
 // wt [in, outp] = W^T for W [out, in], columns out..outp zero; in 16 x 16 tiles so that reads and
@@ -212,20 +237,44 @@ bool cpu_float_contiguous(const torch::Tensor& t) {
          t.scalar_type() == torch::kFloat && t.is_contiguous();
 }
 
+int64_t lane_padded(int64_t out) {
+  return (out + kLanes - 1) / kLanes * kLanes;
+}
+
+bool lanes_apply(int64_t rows, int64_t in) {
+  // Output lanes over the transposed weights (measured: CartPole DQN's batch-64 TD-target
+  // forwards, [4 -> 256 -> 256 -> 2]; the default DQN's batch 64, [256 -> 128 -> 64 -> 3]).
+  return rows >= kLaneRows || in < kLanes;
+}
+
+// W [out, in] transposed and zero-padded: wt [in, lane_padded(out)].
+torch::Tensor transposed_padded(const torch::Tensor& w) {
+  const int64_t out = w.size(0), in = w.size(1), outp = lane_padded(out);
+  auto wt = torch::empty({in, outp}, torch::kFloat);
+  transpose_padded(w.const_data_ptr<float>(), out, in, outp, wt.mutable_data_ptr<float>());
+  return wt;
+}
+
 // One layer y = act(x W^T + b) on `rows` rows, W [out, in] (no activation when `act` is false).
-void layer_rows(const float* w, const float* b, int64_t in, int64_t out, Activation activation,
-                bool act, const float* x, int64_t rows, float* y) {
-  if (rows >= kLaneRows || in < kLanes) {
-    // Output lanes over the transposed weights (measured: CartPole DQN's batch-64 TD-target
-    // forwards, [4 -> 256 -> 256 -> 2]).
-    const int64_t outp = (out + kLanes - 1) / kLanes * kLanes;
-    auto wt_t = torch::empty({in * outp}, torch::kFloat);
-    float* wt = wt_t.mutable_data_ptr<float>();
-    transpose_padded(w, out, in, outp, wt);
-    linear_kernel_lanes(x, rows, in, wt, outp, b, out, y);
-  } else {
-    linear_kernel(x, rows, in, w, b, out, y);
+// `wt`: W transposed and lane-padded when the caller holds it (the inference cache), else null
+// (the lane form then transposes into a scratch tensor of its own).
+void layer_rows(const float* w, const float* wt, const float* b, int64_t in, int64_t out,
+                Activation activation, bool act, const float* x, int64_t rows, float* y) {
+  if (lanes_apply(rows, in)) {
+    const int64_t outp = lane_padded(out);
+    torch::Tensor own;
+    if (!wt) {
+      own = torch::empty({in * outp}, torch::kFloat);
+      transpose_padded(w, out, in, outp, own.mutable_data_ptr<float>());
+      wt = own.const_data_ptr<float>();
+    }
+    const Epilogue e = !act                              ? Epilogue::kNone
+                       : activation == Activation::kReLU ? Epilogue::kReLU
+                                                         : Epilogue::kTanh;
+    linear_kernel_lanes(x, rows, in, wt, outp, b, out, e, y);
+    return;
   }
+  linear_kernel(x, rows, in, w, b, out, y);
   if (act) {
     if (activation == Activation::kReLU)
       relu_inplace(y, rows * out);
@@ -234,8 +283,12 @@ void layer_rows(const float* w, const float* b, int64_t in, int64_t out, Activat
   }
 }
 
-// The MLP on `rows` rows: layer by layer through two ping-pong buffers in `scratch`.
-void mlp_rows(const MlpImpl& mlp, const float* x, int64_t rows, float* y) {
+using LaneWeights = std::vector<torch::Tensor>;
+
+// The MLP on `rows` rows: layer by layer through two ping-pong buffers in `scratch`. `lanes`:
+// each layer's transposed weights, or null.
+void mlp_rows(const MlpImpl& mlp, const LaneWeights* lanes, const float* x, int64_t rows,
+              float* y) {
   int64_t widest = 0;
   for (const auto& l : mlp.layers) widest = std::max(widest, l->weight.size(0));
   const int64_t half = rows * widest;
@@ -249,6 +302,7 @@ void mlp_rows(const MlpImpl& mlp, const float* x, int64_t rows, float* y) {
     float* dst = last ? y : bufs[k % 2];
     const auto& l = *mlp.layers[k];
     layer_rows(l.weight.const_data_ptr<float>(),
+               lanes ? (*lanes)[k].const_data_ptr<float>() : nullptr,
                l.bias.defined() ? l.bias.const_data_ptr<float>() : nullptr, l.weight.size(1),
                l.weight.size(0), mlp.options.activation(), !last, cur, rows, dst);
     cur = dst;
@@ -370,8 +424,8 @@ struct MlpFunction : public torch::autograd::Function<MlpFunction> {
       const auto& b = params[2 * k + 1];
       const int64_t out = w.size(0), in = w.size(1);
       auto y = torch::empty({rows, out}, torch::kFloat);
-      layer_rows(w.const_data_ptr<float>(), b.const_data_ptr<float>(), in, out, act, k + 1 < n,
-                 cur.const_data_ptr<float>(), rows, y.mutable_data_ptr<float>());
+      layer_rows(w.const_data_ptr<float>(), nullptr, b.const_data_ptr<float>(), in, out, act,
+                 k + 1 < n, cur.const_data_ptr<float>(), rows, y.mutable_data_ptr<float>());
       if (k + 1 < n) saved.push_back(y);
       cur = y;
     }
@@ -421,12 +475,27 @@ bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* 
       return false;
   if (batch <= 0) return true;
   const int64_t in = mlp.options.in(), out = mlp.options.out();
+  // Serving (c10::InferenceMode) keeps the transposed weights per weight version: at batch 64 the
+  // transpose was an eighth of the DQN's forward. A trainer's no-grad forwards (acting, TD
+  // targets) transpose per call instead, so training holds no derived copy of its weights.
+  std::shared_ptr<const LaneWeights> lanes;
+  bool any_lanes = false;
+  for (const auto& l : mlp.layers) any_lanes |= lanes_apply(batch, l->weight.size(1));
+  if (any_lanes && c10::InferenceMode::is_enabled()) {
+    std::vector<torch::Tensor> weights;
+    for (const auto& l : mlp.layers) weights.push_back(l->weight);
+    lanes = mlp.lane_weights.get(with_gradients(weights), [&] {
+      LaneWeights t;
+      for (const auto& w : weights) t.push_back(transposed_padded(w));
+      return t;
+    });
+  }
   if (batch < 2 * kRowsPerTask || at::get_num_threads() == 1 || at::in_parallel_region()) {
-    mlp_rows(mlp, x, batch, y);
+    mlp_rows(mlp, lanes.get(), x, batch, y);
     return true;
   }
   at::parallel_for(0, batch, kRowsPerTask, [&](int64_t begin, int64_t end) {
-    mlp_rows(mlp, x + begin * in, end - begin, y + begin * out);
+    mlp_rows(mlp, lanes.get(), x + begin * in, end - begin, y + begin * out);
   });
   return true;
 }

@@ -108,6 +108,7 @@ nlohmann::json TrainingFootprint::to_json() const {
           {"buffer_bytes", buffer_bytes},
           {"step", step},
           {"construction_live_bytes", construction_live_bytes},
+          {"derived_bytes", derived_bytes},
           {"trainer_state_bytes", trainer_state_bytes},
           {"expected_trainer_state_bytes", expected_trainer_state_bytes},
           {"host_bytes", host_bytes},
@@ -318,6 +319,7 @@ nlohmann::json InferenceFootprint::to_json() const {
           {"parameter_bytes", parameter_bytes},
           {"buffer_bytes", buffer_bytes},
           {"construction_live_bytes", construction_live_bytes},
+          {"derived_bytes", derived_bytes},
           {"runs", runs_json},
           {"peak_total_bytes", peak_total_bytes()}};
 }
@@ -377,6 +379,18 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
     models::Batch warm = m->example_batch(1, fp.seq_len, tdev, seed);
     warm.target = torch::Tensor();
     (void)m->forward(warm);
+  } else {
+    // What the model derives from its weights and keeps for serving (made by the first forward
+    // that needs it): a fixed cost of the served model, not an activation of one batch.
+    const std::uint64_t live0 = device_live_bytes(dev);
+    {
+      MemoryScope p(tag_scope(model, Tag::kParameters));
+      models::Batch warm = m->example_batch(*std::max_element(batches.begin(), batches.end()),
+                                            fp.seq_len, tdev, seed);
+      warm.target = torch::Tensor();
+      (void)m->forward(warm);
+    }
+    fp.derived_bytes = detail::beyond(device_live_bytes(dev), live0);
   }
   for (auto batch : batches) {
     InferenceRun run;
@@ -391,7 +405,8 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
       auto outs = m->forward(b);
       run.activation_bytes = detail::beyond(device_peak_bytes(dev), before);
     }
-    run.total_bytes = fp.parameter_bytes + fp.buffer_bytes + run.activation_bytes;
+    run.total_bytes =
+        fp.parameter_bytes + fp.buffer_bytes + fp.derived_bytes + run.activation_bytes;
     fp.runs.push_back(run);
   }
   return fp;

@@ -54,6 +54,14 @@ class TensorFingerprint {
 /// The tensors a module's derived values depend on: its parameters and buffers, recursively.
 std::vector<torch::Tensor> module_state(const torch::nn::Module& m);
 
+/// `tensors`, then each one's gradient (an undefined entry where it has none): the sources of a
+/// cache over trainable weights. LibTorch's C++ SGD writes the weights without bumping their
+/// version counters (measured on 2.15: Adam, AdamW, RMSprop and Adagrad bump them), but the
+/// backward before a step changes the gradients (a new tensor, or an accumulation that bumps its
+/// version), so such a step is seen too. The blind spot left: a second SGD step on the same
+/// gradients with no backward between (call mark_written on the weights then).
+std::vector<torch::Tensor> with_gradients(std::vector<torch::Tensor> tensors);
+
 /// A value of type T computed from `sources` and reused while they keep their fingerprint.
 /// Only used with gradients off (a derived value computed under autograd must stay in the
 /// graph): with GradMode on, or a source without a version counter, `get` computes afresh and

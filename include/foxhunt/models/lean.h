@@ -7,10 +7,11 @@
 ///
 /// The models take this path on their own when it applies (`lean_path_applies`: CPU, float32,
 /// contiguous input, gradient mode off) and LibTorch autograd otherwise, so every forward that
-/// records gradients is unchanged. Nothing is cached: these kernels read the weights as they are
-/// (transposing nothing), so there is nothing to keep fresh; where a derived form does pay
-/// (folded or packed weights), models/derived_cache.h keys it on the tensors' version counters,
-/// which LibTorch's in-place optimizer updates bump and raw-pointer writers mark.
+/// records gradients is unchanged. One derived form is kept, for serving only: under
+/// c10::InferenceMode the output-lane form (8 rows or more) reads the weights transposed from
+/// `MlpImpl::lane_weights`, a models/derived_cache.h cache keyed on the weights' version counters
+/// and gradients (`with_gradients`), so an optimizer step is seen by the next call. Elsewhere
+/// (a trainer's no-grad forwards) it transposes into per-call scratch and keeps nothing.
 
 #include <torch/torch.h>
 
@@ -29,13 +30,13 @@ bool all_finite(const float* p, int64_t n);
 bool tensor_all_finite(const torch::Tensor& t);
 
 /// The forward of `mlp` on `x` [batch, in] (row-major float32) into `y` [batch, out]: each layer
-/// y = x W^T + b register-blocked over 4 rows x 4 outputs (each weight row read once per 4 input
-/// rows), reading the module's live weights (nothing is cached, so an optimizer step or a
-/// weight copy is seen by the next call). Returns false, writing nothing, when a weight or bias is
-/// not a contiguous CPU float32 tensor (the caller then takes the LibTorch path). Thread-safe:
-/// the activations between layers live in one scratch tensor per call (LibTorch's CPU
-/// allocator, so the memory ledger counts it); batches of 128 rows or more are split across the
-/// intra-op threads.
+/// y = act(x W^T + b), below 8 rows register-blocked over 4 rows x 4 outputs (each weight row
+/// read once per 4 input rows), from 8 rows on over 6 rows x 64 output lanes of the transposed
+/// weights (cached under InferenceMode, see above), bias and activation applied in registers.
+/// Returns false, writing nothing, when a weight or bias is not a contiguous CPU float32 tensor
+/// (the caller then takes the LibTorch path). Thread-safe: the activations between layers live in
+/// one scratch tensor per call (LibTorch's CPU allocator, so the memory ledger counts it); batches
+/// of 128 rows or more are split across the intra-op threads.
 bool lean_mlp_forward(const MlpImpl& mlp, const float* x, int64_t batch, float* y);
 
 /// True when `fused_mlp_forward` applies: gradient mode on, `x` a non-empty contiguous CPU

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "foxhunt/models/derived_cache.h"
+
 namespace foxhunt::models {
 
 /// Hidden-layer activation of an MLP.
@@ -42,6 +44,10 @@ class MlpImpl : public torch::nn::Cloneable<MlpImpl> {
 
   MlpOptions options;
   std::vector<torch::nn::Linear> layers;
+  /// Each layer's weight transposed and zero-padded to whole vector lanes for the lean kernels'
+  /// output-lane form (lean.h), made by the first forward of 8 rows or more under
+  /// c10::InferenceMode (serving) and kept until a weight or its gradient changes.
+  mutable DerivedCache<std::vector<torch::Tensor>> lane_weights;
 };
 TORCH_MODULE(Mlp);
 

@@ -136,6 +136,9 @@ struct TrainingFootprint {
   std::uint64_t buffer_bytes = 0;               ///< numel x element size of all buffers
   std::string step;  ///< the step measured, in words (TrainerStep::describe, or "synthetic ...")
   std::uint64_t construction_live_bytes = 0;  ///< measured: live bytes of M/parameters
+  /// Measured (CPU): bytes a warm-up forward at the largest batch left live, the derived
+  /// weights kept for serving (models/derived_cache.h), counted under M/parameters. 0 on CUDA.
+  std::uint64_t derived_bytes = 0;
   /// Of construction_live_bytes, what the trainer holds besides the model (DQN: the target
   /// network): construction_live_bytes - parameter_bytes - buffer_bytes.
   std::uint64_t trainer_state_bytes = 0;
@@ -215,11 +218,13 @@ class TrainingProbe {
 struct InferenceRun {
   std::int64_t batch = 0;              ///< batch size
   std::uint64_t input_bytes = 0;       ///< bytes of the input tensors
-  std::uint64_t activation_bytes = 0;  ///< peak beyond parameters+buffers: inputs + forward
-  std::uint64_t total_bytes = 0;       ///< parameters + buffers + activation_bytes
+  std::uint64_t activation_bytes = 0;  ///< peak beyond the model's held bytes: inputs + forward
+  std::uint64_t total_bytes = 0;       ///< parameters + buffers + derived + activation_bytes
 };
 
-/// Inference footprint (eval mode, c10::InferenceMode): parameters + buffers + peak activations.
+/// Inference footprint (eval mode, c10::InferenceMode): parameters + buffers + what the model
+/// derives from them and keeps for serving (the MLPs' transposed weights, the TFT's folded
+/// selection layers) + peak activations.
 struct InferenceFootprint {
   std::string model;                          ///< registry name
   Device device;                              ///< the device measured (resolved: "cpu" or "cuda:N")
@@ -227,7 +232,10 @@ struct InferenceFootprint {
   std::uint64_t parameter_bytes = 0;          ///< numel x element size of all parameters
   std::uint64_t buffer_bytes = 0;             ///< numel x element size of all buffers
   std::uint64_t construction_live_bytes = 0;  ///< measured: live bytes of M/parameters
-  std::vector<InferenceRun> runs;             ///< one per batch size asked for, in order
+  /// Measured (CPU): bytes a warm-up forward at the largest batch left live, the derived
+  /// weights kept for serving (models/derived_cache.h), counted under M/parameters. 0 on CUDA.
+  std::uint64_t derived_bytes = 0;
+  std::vector<InferenceRun> runs;  ///< one per batch size asked for, in order
   /// The largest total over the runs.
   std::uint64_t peak_total_bytes() const;
   /// JSON with every field.
@@ -235,13 +243,13 @@ struct InferenceFootprint {
 };
 
 /// Builds `model` in eval mode and runs one forward pass under c10::InferenceMode at each batch
-/// size of `batches` (e.g. {1, 64}). `seq_len` 0 = the model's default window.
-/// `precision` "int8" measures the INT8 TFT (quant/tft_int8.h) in its exact layout (the bytes
-/// do not depend on the values, so no calibration is needed); other models have only "fp32".
-/// `device` "cpu" measures with the ledger (tags M/parameters, M/activations); "cuda[:N]" builds
-/// on the CPU, moves the model to the card and measures allocated bytes there (construction =
-/// allocated growth of the move, activations = the allocator's peak beyond it). The INT8 TFT
-/// runs on the CPU only (InputError on CUDA).
+/// size of `batches` (e.g. {1, 64}), after a warm-up forward at the largest (derived_bytes).
+/// `seq_len` 0 = the model's default window. `precision` "int8" measures the INT8 TFT
+/// (quant/tft_int8.h) in its exact layout (the bytes do not depend on the values, so no calibration
+/// is needed); other models have only "fp32". `device` "cpu" measures with the ledger (tags
+/// M/parameters, M/activations); "cuda[:N]" builds on the CPU, moves the model to the card and
+/// measures allocated bytes there (construction = allocated growth of the move, activations = the
+/// allocator's peak beyond it). The INT8 TFT runs on the CPU only (InputError on CUDA).
 InferenceFootprint measure_inference_footprint(const std::string& model,
                                                const std::vector<std::int64_t>& batches,
                                                std::int64_t seq_len = 0, std::uint64_t seed = 42,
