@@ -40,9 +40,7 @@ The JSON (--out, default compare-onnxruntime.json) is written atomically.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -171,24 +169,6 @@ def build_sessions(ort, torch, torch_models, models, loaded, tmp, a):
     return sessions
 
 
-def print_table(rows, timed):
-    if timed:
-        head = (f"{'model':8s} {'batch':>5s} {'foxhunt us':>11s} {'ORT us':>11s} {'ratio':>8s} "
-                f"{'ORT floor':>10s} {'max diff':>9s}  verdict")
-    else:
-        head = f"{'model':8s} {'batch':>5s} {'max diff':>9s} {'max rel':>9s}  check"
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        if timed:
-            v = cp.verdict(r["ratio"]) + ("" if r["check_ok"] else "  (outputs MISMATCH)")
-            print(f"{r['model']:8s} {r['batch']:>5d} {r['foxhunt_us']:>11.2f} {r['ort_us']:>11.2f} "
-                  f"{r['ratio']:>7.3f}x {r['ort_floor_us']:>10.2f} {r['max_abs_diff']:>9.1e}  {v}")
-        else:
-            print(f"{r['model']:8s} {r['batch']:>5d} {r['max_abs_diff']:>9.1e} "
-                  f"{r['max_rel_diff']:>9.1e}  {'ok' if r['check_ok'] else 'MISMATCH'}")
-
-
 def main(argv) -> int:
     a = parse_args(argv)
     t0 = time.perf_counter()
@@ -249,49 +229,14 @@ def main(argv) -> int:
           f"opset {a.opset}, {cp.cpu_model()}"
           + ("" if a.check_only else f", min-time {a.min_time:g} s per side and case, median of "
              f"{cp.REPEATS} block means"))
-    print_table(rows, not a.check_only)
-    bad = [f"{r['model']}/{r['batch']}" for r in rows if not r["check_ok"]]
-    worst = max(r["max_rel_diff"] for r in rows)
-    print(f"outputs: {'MISMATCH in ' + ', '.join(bad) if bad else 'all match'} "
-          f"(worst max |ort - cpp| / max(1, |cpp|) = {worst:.1e}, tolerance {cp.TOLERANCE:g}); "
-          f"export + check {check_s:.2f} s")
-    if not a.check_only:
-        slower = [f"{r['model']}/{r['batch']}" for r in rows if r["ratio"] > 1.0]
-        print(f"foxhunt slower than ONNX Runtime: {', '.join(slower) if slower else 'none'}")
-
-    if a.out is not None:
-        report = {
-            "schema": 1,
-            "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "threads": a.threads,
-            "min_time_s": None if a.check_only else a.min_time,
-            "check_only": a.check_only,
-            "method": None if a.check_only else
-                      f"median of {cp.REPEATS} block means per call (us); C++: Google Benchmark "
-                      f"repetitions of min_time/{cp.REPEATS} s, real_time; ORT: "
-                      f"run_with_iobinding on inputs and outputs bound once, blocks of "
-                      f"calls_per_block calls after warm-up, gc off; ort_floor: the same on a "
-                      f"one-Identity-node graph",
-            "tolerance": cp.TOLERANCE,
-            "onnxruntime_version": ort.__version__,
-            "opset": a.opset,
-            "torch_version": torch.__version__,
-            "python_version": platform.python_version(),
-            "cpu_model": cp.cpu_model(),
-            "num_cpus": os.cpu_count(),
-            "build": os.path.abspath(a.build),
-            "models_bench": {"path": os.path.abspath(binary), "mtime": binary_stamp[0],
-                             "size": binary_stamp[1], "changed_during_run": rebuilt},
-            "cpp_context": cpp_context,
-            "duration_s": round(time.time() - started, 3),
-            "ok": not bad,
-            "results": {f"{r['model']}/{r['batch']}": {k: v for k, v in r.items()
-                                                      if k not in ("model", "batch")}
-                        for r in rows},
-            "options": {m: loaded[m][0] for m in models},
-        }
-        cp.write_json_atomic(a.out, report)
-        log(f"-> {a.out}")
+    cp.print_table(rows, not a.check_only, "ORT", ("ORT floor", "ort_floor_us"))
+    method = (f"median of {cp.REPEATS} block means per call (us); C++: Google Benchmark "
+              f"repetitions of min_time/{cp.REPEATS} s, real_time; ORT: run_with_iobinding on "
+              f"inputs and outputs bound once, blocks of calls_per_block calls after warm-up, gc "
+              f"off; ort_floor: the same on a one-Identity-node graph")
+    bad = cp.finish(a, rows, "ort", "ONNX Runtime", check_s, torch, binary, binary_stamp, rebuilt,
+                    cpp_context, started, loaded, models, method,
+                    {"onnxruntime_version": ort.__version__, "opset": a.opset})
     return 1 if bad else 0
 
 

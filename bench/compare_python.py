@@ -262,10 +262,14 @@ def verdict(ratio):
     return "<= 1.0x" if ratio <= 1.0 else "SLOWER"
 
 
-def print_table(rows, timed):
+def print_table(rows, timed, peer="eager", extra=None):
+    """The per-case table; `peer` names the other side's column (its row key is
+    `<peer lowercased>_us`), `extra` = (heading, row key) adds one more microsecond column."""
+    key = peer.lower() + "_us"
     if timed:
-        head = (f"{'model':8s} {'batch':>5s} {'foxhunt us':>11s} {'eager us':>11s} "
-                f"{'ratio':>8s} {'max diff':>9s}  verdict")
+        head = (f"{'model':8s} {'batch':>5s} {'foxhunt us':>11s} {peer + ' us':>11s} "
+                f"{'ratio':>8s}" + (f" {extra[0]:>10s}" if extra else "") +
+                f" {'max diff':>9s}  verdict")
     else:
         head = f"{'model':8s} {'batch':>5s} {'max diff':>9s} {'max rel':>9s}  check"
     print(head)
@@ -275,7 +279,9 @@ def print_table(rows, timed):
         if timed:
             v = verdict(r["ratio"]) + ("" if r["check_ok"] else "  (outputs MISMATCH)")
             print(f"{r['model']:8s} {r['batch']:>5d} {r['foxhunt_us']:>11.2f} "
-                  f"{r['eager_us']:>11.2f} {r['ratio']:>7.3f}x {r['max_abs_diff']:>9.1e}  {v}")
+                  f"{r[key]:>11.2f} {r['ratio']:>7.3f}x" +
+                  (f" {r[extra[1]]:>10.2f}" if extra else "") +
+                  f" {r['max_abs_diff']:>9.1e}  {v}")
         else:
             print(f"{r['model']:8s} {r['batch']:>5d} {r['max_abs_diff']:>9.1e} "
                   f"{r['max_rel_diff']:>9.1e}  {check}")
@@ -342,6 +348,49 @@ def prepare(a):
     return torch, binary, binary_stamp, models, loaded, started
 
 
+def finish(a, rows, side, peer, check_s, torch, binary, binary_stamp, rebuilt, cpp_context,
+           started, loaded, models, method, extra):
+    """The closing lines both comparisons print (outputs verdict, the slower cases) and their
+    JSON report (common fields, then `extra`). Returns the rows whose outputs did not match."""
+    bad = [f"{r['model']}/{r['batch']}" for r in rows if not r["check_ok"]]
+    worst = max(r["max_rel_diff"] for r in rows)
+    print(f"outputs: {'MISMATCH in ' + ', '.join(bad) if bad else 'all match'} "
+          f"(worst max |{side} - cpp| / max(1, |cpp|) = {worst:.1e}, tolerance {TOLERANCE:g}); "
+          f"export + check {check_s:.2f} s")
+    if not a.check_only:
+        slower = [f"{r['model']}/{r['batch']}" for r in rows if r["ratio"] > 1.0]
+        print(f"foxhunt slower than {peer}: {', '.join(slower) if slower else 'none'}")
+    if a.out is None:
+        return bad
+    report = {
+        "schema": 1,
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "threads": a.threads,
+        "min_time_s": None if a.check_only else a.min_time,
+        "check_only": a.check_only,
+        "method": None if a.check_only else method,
+        "tolerance": TOLERANCE,
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "cpu_model": cpu_model(),
+        "num_cpus": os.cpu_count(),
+        "build": os.path.abspath(a.build),
+        "models_bench": {"path": os.path.abspath(binary), "mtime": binary_stamp[0],
+                         "size": binary_stamp[1], "changed_during_run": rebuilt},
+        "cpp_context": cpp_context,
+        "duration_s": round(time.time() - started, 3),
+        "ok": not bad,
+        "results": {f"{r['model']}/{r['batch']}": {k: v for k, v in r.items()
+                                                  if k not in ("model", "batch")}
+                    for r in rows},
+        "options": {m: loaded[m][0] for m in models},
+    }
+    report.update(extra)
+    write_json_atomic(a.out, report)
+    print(f"[{os.path.splitext(os.path.basename(sys.argv[0]))[0]}] -> {a.out}", file=sys.stderr)
+    return bad
+
+
 def main(argv) -> int:
     a = parse_args(argv)
     t0 = time.perf_counter()
@@ -393,45 +442,11 @@ def main(argv) -> int:
           + ("" if a.check_only else f", min-time {a.min_time:g} s per side and case, "
              f"median of {REPEATS} block means"))
     print_table(rows, not a.check_only)
-    bad = [f"{r['model']}/{r['batch']}" for r in rows if not r["check_ok"]]
-    worst = max(r["max_rel_diff"] for r in rows)
-    print(f"outputs: {'MISMATCH in ' + ', '.join(bad) if bad else 'all match'} "
-          f"(worst max |py - cpp| / max(1, |cpp|) = {worst:.1e}, tolerance {TOLERANCE:g}); "
-          f"export + check {check_s:.2f} s")
-    if not a.check_only:
-        slower = [f"{r['model']}/{r['batch']}" for r in rows if r["ratio"] > 1.0]
-        print(f"foxhunt slower than eager: {', '.join(slower) if slower else 'none'}")
-
-    if a.out is not None:
-        report = {
-            "schema": 1,
-            "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "threads": a.threads,
-            "min_time_s": None if a.check_only else a.min_time,
-            "check_only": a.check_only,
-            "method": None if a.check_only else
-                      f"median of {REPEATS} block means per call (us); C++: Google Benchmark "
-                      f"repetitions of min_time/{REPEATS} s, real_time; Python: blocks of "
-                      f"calls_per_block calls after warm-up, gc off",
-            "tolerance": TOLERANCE,
-            "torch_version": torch.__version__,
-            "python_version": platform.python_version(),
-            "cpu_model": cpu_model(),
-            "num_cpus": os.cpu_count(),
-            "build": os.path.abspath(a.build),
-            "models_bench": {"path": os.path.abspath(binary), "mtime": binary_stamp[0],
-                             "size": binary_stamp[1],
-                             "changed_during_run": rebuilt},
-            "cpp_context": cpp_context,
-            "duration_s": round(time.time() - started, 3),
-            "ok": not bad,
-            "results": {f"{r['model']}/{r['batch']}": {k: v for k, v in r.items()
-                                                      if k not in ("model", "batch")}
-                        for r in rows},
-            "options": {m: loaded[m][0] for m in models},
-        }
-        write_json_atomic(a.out, report)
-        log(f"-> {a.out}")
+    method = (f"median of {REPEATS} block means per call (us); C++: Google Benchmark "
+              f"repetitions of min_time/{REPEATS} s, real_time; Python: blocks of "
+              f"calls_per_block calls after warm-up, gc off")
+    bad = finish(a, rows, "py", "eager", check_s, torch, binary, binary_stamp, rebuilt, cpp_context,
+                 started, loaded, models, method, {})
     return 1 if bad else 0
 
 
