@@ -443,6 +443,10 @@ TEST_F(ServingTest, ConcurrentEnsembleEqualsSerialBitForBit) {
   }
   // TFT (window 60) is ready from bar 256 + 60 on.
   EXPECT_EQ(ready, 380 - (256 + 60 - 1));
+  // The costliest model per bar, the TFT, is handed to the threads first (longest task first);
+  // before any bar the bundles' own order stands, where it is last.
+  EXPECT_EQ(parallel.dispatch_order().front(), "tft");
+  EXPECT_EQ(Ensemble(fresh_bundles(ds)).dispatch_order().back(), "tft");
 }
 
 TEST_F(ServingTest, StreamedForecastsEqualTheFullWindowForward) {

@@ -237,6 +237,9 @@ class Ensemble {
   bool try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why);
   /// Runs the models one by one (false) or concurrently (true, the default).
   void set_parallel(bool parallel) { parallel_ = parallel; }
+  /// The models in the order the next bar hands them to the threads: by their time on the
+  /// previous bar, longest first (the given order before the first bar).
+  std::vector<std::string> dispatch_order() const;
   /// Adds each model's explanation to its signal (`predict --explain`; one more forward of the
   /// TFT with its selection weights and attention per bar). Off by default.
   void set_explain(bool on) { explain_ = on; }
@@ -260,6 +263,8 @@ class Ensemble {
   data::StreamingFeatures features_;
   std::unique_ptr<ThreadPool> pool_;
   bool parallel_ = true;
+  std::vector<double> cost_us_;  // each model's time on the previous bar (task order)
+  std::vector<size_t> task_order() const;
   bool memory_scopes_ = false;
   bool explain_ = false;
   double position_ = 0.0;
