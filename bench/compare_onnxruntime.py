@@ -39,7 +39,6 @@ The JSON (--out, default compare-onnxruntime.json) is written atomically.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -61,13 +60,7 @@ def log(msg: str) -> None:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="compare_onnxruntime.py",
-        description="Time foxhunt's C++ forward (models_bench) against ONNX Runtime running the "
-                    "same networks with the same weights, and check that the outputs match.",
-        epilog="Exit codes: 0 ok (a slower foxhunt is reported, not failed), 1 an output check or "
-               "a program failed, 2 bad usage, 77 skipped (--check-only with FOXHUNT_NO_PYTHON=1).")
-    cp.add_common_args(p, DEFAULT_OUT)
+    p = cp.new_parser("compare_onnxruntime.py", "ONNX Runtime (exported to ONNX)", DEFAULT_OUT)
     p.add_argument("--opset", default="17", metavar="N",
                    help="ONNX opset of the export (default 17)")
     a = p.parse_args(argv)

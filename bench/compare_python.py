@@ -122,14 +122,21 @@ def check_common_args(a, p, default_out):
     return a
 
 
-def parse_args(argv):
+def new_parser(prog, peer, default_out):
+    """The argument parser of a comparison against `peer` ("PyTorch eager", ...), common options
+    added."""
     p = argparse.ArgumentParser(
-        prog="compare_python.py",
-        description="Time foxhunt's C++ forward (models_bench) against the same networks with the "
-                    "same weights in PyTorch eager, and check that the outputs match.",
+        prog=prog,
+        description=f"Time foxhunt's C++ forward (models_bench) against the same networks with the "
+                    f"same weights in {peer}, and check that the outputs match.",
         epilog="Exit codes: 0 ok (a slower foxhunt is reported, not failed), 1 an output check or "
                "a program failed, 2 bad usage, 77 skipped (--check-only with FOXHUNT_NO_PYTHON=1).")
-    add_common_args(p, "compare-python.json")
+    add_common_args(p, default_out)
+    return p
+
+
+def parse_args(argv):
+    p = new_parser("compare_python.py", "PyTorch eager", "compare-python.json")
     return check_common_args(p.parse_args(argv), p, "compare-python.json")
 
 
