@@ -77,8 +77,8 @@ FOXHUNT_INLINE float epilogue(float v, Epilogue e) {
 // The same y = x W^T + b with output lanes: wt [in, outp] is W transposed and zero-padded to
 // outp = whole lanes, so each step is a broadcast input times 16 contiguous weights, 6 (or 4, 1)
 // rows x 4 lane groups of accumulators, no horizontal sums; bias and activation are applied in
-// registers. Better than the dot form when the transpose
-// is amortised over many rows, and when `in` is shorter than a lane (CartPole's 4 inputs).
+// registers. Better than the dot form when the transpose is amortised over many rows (or cached,
+// lean_mlp_forward), and when `in` is shorter than a lane (CartPole's 4 inputs).
 template <int RB, int NV>
 inline __attribute__((always_inline)) void axpy_block(const float* x, int64_t in, const float* wt,
                                                       int64_t outp, const float* b, int64_t o0,
