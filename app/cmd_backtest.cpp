@@ -19,6 +19,10 @@ namespace {
 
 // The flags bind the library's BacktestJob directly: each default is declared once, there.
 struct BacktestArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "Backtest the ensemble and each model alone on bars after the training data, with costs, "
+      "against buy-and-hold, flat and random; forecasts scored against naive baselines";
   serving::BacktestJob job;
   jobs::WalkForwardJob walk;  // --walk-forward N: its own flags bind here
   std::string rule;
@@ -106,10 +110,7 @@ int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job) {
 }
 
 Registrar reg = subcommand<BacktestArgs>(
-    "backtest", 55,
-    "Backtest the ensemble and each model alone on bars after the training data, with costs, "
-    "against buy-and-hold, flat and random; forecasts scored against naive baselines",
-    [](CLI::App* sub, std::shared_ptr<BacktestArgs> a) -> Runner {
+    "backtest", 55, [](CLI::App* sub, std::shared_ptr<BacktestArgs> a) -> Runner {
       sub->add_option("--bundles", a->job.bundles,
                       "Directory with dqn/, ppo/, mamba2/, tft/ bundles (foxhunt train all --out); "
                       "required unless --walk-forward");
@@ -137,9 +138,7 @@ Registrar reg = subcommand<BacktestArgs>(
                       "its best naive baseline on the scored bars; pooled on a panel) or 'none'")
           ->check(CLI::IsMember({"forecasters", "none"}))
           ->capture_default_str();
-      sub->add_option("--seed", a->job.seed, "Seed of the random policy and the bootstrap")
-          ->check(non_negative_number())
-          ->capture_default_str();
+      add_seed_flag(sub, &a->job.seed, "Seed of the random policy and the bootstrap");
       sub->add_option("--report", a->report,
                       "Write DIR/report.html (plots), DIR/report.md and DIR/backtest.json");
       sub->add_flag("--json", a->json, "Print every metric as JSON only");

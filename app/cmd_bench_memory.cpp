@@ -12,15 +12,16 @@ namespace foxhunt::cli {
 namespace {
 
 struct BenchMemoryArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "INT8 vs FP32 TFT memory: five ledger checks on 3-D inputs, and QAT training bytes per tag";
   jobs::Int8MemoryOptions options;
   std::string model_options = "{}";
   bool json = false, no_qat = false;
 };
 
 Registrar reg = subcommand<BenchMemoryArgs>(
-    "bench-memory", 58,
-    "INT8 vs FP32 TFT memory: five ledger checks on 3-D inputs, and QAT training bytes per tag",
-    [](CLI::App* sub, std::shared_ptr<BenchMemoryArgs> a) -> Runner {
+    "bench-memory", 58, [](CLI::App* sub, std::shared_ptr<BenchMemoryArgs> a) -> Runner {
       auto& o = a->options;
       sub->add_option("--inferences", o.inferences, "INT8 inferences of the leak check")
           ->capture_default_str();
@@ -29,9 +30,7 @@ Registrar reg = subcommand<BenchMemoryArgs>(
                       "Check 2: cap on the INT8 model's resident bytes")
           ->capture_default_str();
       sub->add_option("--model-options", a->model_options, "TFT options JSON (default: full size)");
-      sub->add_option("--seed", o.seed, "Weights and inputs")
-          ->check(non_negative_number())
-          ->capture_default_str();
+      add_seed_flag(sub, &o.seed, "Weights and inputs");
       sub->add_flag("--no-qat", a->no_qat, "Skip the QAT training-bytes report");
       sub->add_flag("--json", a->json, "Print JSON only");
       return [a]() {

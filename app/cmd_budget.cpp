@@ -16,6 +16,10 @@ namespace {
 
 // The flags bind the library's BudgetOptions directly: each default is declared once, there.
 struct BudgetArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "Memory budget validation: every model's measured footprint against its target, the device "
+      "budget and the required headroom";
   plan::BudgetOptions o;
   bool no_views = false;
   BudgetFlags budget;
@@ -28,10 +32,7 @@ struct BudgetArgs {
 };
 
 Registrar reg = subcommand<BudgetArgs>(
-    "budget", 45,
-    "Memory budget validation: every model's measured footprint against its target, the device "
-    "budget and the required headroom",
-    [](CLI::App* sub, std::shared_ptr<BudgetArgs> a) -> Runner {
+    "budget", 45, [](CLI::App* sub, std::shared_ptr<BudgetArgs> a) -> Runner {
       a->budget.add(sub, memory::kReferenceProfile);
       sub->add_option("--headroom-mib", a->headroom_mib, "Free memory required after all models")
           ->capture_default_str();
@@ -40,9 +41,7 @@ Registrar reg = subcommand<BudgetArgs>(
       sub->add_option("--serving-batch", a->o.serving_batch,
                       "Serving batch measured beside batch 1")
           ->capture_default_str();
-      sub->add_option("--seed", a->o.seed, "Seed of the models and the synthetic batches")
-          ->check(non_negative_number())
-          ->capture_default_str();
+      add_seed_flag(sub, &a->o.seed, "Seed of the models and the synthetic batches");
       sub->add_option("--training-batch", a->o.training_batch,
                       "Training batch of the training and mixed views")
           ->check(positive_number())

@@ -7,6 +7,7 @@
 
 #include "command.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/panel.h"
@@ -15,6 +16,8 @@ namespace foxhunt::cli {
 namespace {
 
 struct DataArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp = "Market data: generate synthetic bars, inspect a CSV";
   data::SyntheticOptions synth;
   std::string out;
   std::string input;
@@ -22,25 +25,18 @@ struct DataArgs {
 };
 
 nlohmann::json summary_json(const data::BarSummary& s, const std::string& file) {
-  return {{"file", file},
-          {"rows", s.rows},
-          {"first_timestamp", s.first_timestamp},
-          {"last_timestamp", s.last_timestamp},
-          {"span_seconds", s.last_timestamp - s.first_timestamp},
-          {"median_bar_seconds", s.median_bar_seconds},
-          {"close_only", s.close_only},
-          {"first_close", s.first_close},
-          {"last_close", s.last_close},
-          {"min_close", s.min_close},
-          {"max_close", s.max_close},
-          {"total_volume", s.total_volume},
-          {"returns",
-           {{"total_log_return", s.total_log_return},
-            {"mean", s.mean_log_return},
-            {"std", s.std_log_return},
-            {"min", s.min_log_return},
-            {"max", s.max_log_return},
-            {"abs_autocorr_lag1", s.abs_return_autocorr}}}};
+  nlohmann::json j = {{"file", file},
+                      {"span_seconds", s.last_timestamp - s.first_timestamp},
+                      {"returns",
+                       {{"total_log_return", s.total_log_return},
+                        {"mean", s.mean_log_return},
+                        {"std", s.std_log_return},
+                        {"min", s.min_log_return},
+                        {"max", s.max_log_return},
+                        {"abs_autocorr_lag1", s.abs_return_autocorr}}}};
+  FOXHUNT_JSON_FIELDS(j, s, rows, first_timestamp, last_timestamp, median_bar_seconds, close_only,
+                      first_close, last_close, min_close, max_close, total_volume);
+  return j;
 }
 
 int run_generate(const DataArgs& a) {
@@ -125,9 +121,8 @@ int run_inspect(const DataArgs& a) {
   return 0;
 }
 
-Registrar reg = subcommand<DataArgs>(
-    "data", 30, "Market data: generate synthetic bars, inspect a CSV",
-    [](CLI::App* sub, std::shared_ptr<DataArgs> args) -> Runner {
+Registrar reg =
+    subcommand<DataArgs>("data", 30, [](CLI::App* sub, std::shared_ptr<DataArgs> args) -> Runner {
       sub->require_subcommand(1);
 
       auto* gen = sub->add_subcommand("generate",
@@ -136,9 +131,7 @@ Registrar reg = subcommand<DataArgs>(
       gen->add_option("--bars", args->synth.bars, "Number of bars")
           ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
           ->capture_default_str();
-      gen->add_option("--seed", args->synth.seed, "Seed")
-          ->check(non_negative_number())
-          ->capture_default_str();
+      add_seed_flag(gen, &args->synth.seed, "Seed");
       gen->add_option("--start", args->synth.start_timestamp, "Timestamp of the first bar (Unix s)")
           ->check(non_negative_number())
           ->capture_default_str();

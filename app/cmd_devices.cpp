@@ -9,13 +9,15 @@ namespace foxhunt::cli {
 namespace {
 
 struct DevicesArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "Device profile catalog: total, context reserve and usable memory per card";
   bool json = false;
   std::string profiles;
 };
 
 Registrar reg = subcommand<DevicesArgs>(
-    "devices", 15, "Device profile catalog: total, context reserve and usable memory per card",
-    [](CLI::App* sub, std::shared_ptr<DevicesArgs> args) -> Runner {
+    "devices", 15, [](CLI::App* sub, std::shared_ptr<DevicesArgs> args) -> Runner {
       sub->add_flag("--json", args->json, "Print JSON only");
       sub->add_option("--profiles", args->profiles,
                       "JSON file with custom profiles to add: {\"profiles\": [{\"name\", "

@@ -11,6 +11,9 @@ namespace foxhunt::cli {
 namespace {
 
 struct ExportArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "Write a bundle's weights as a safetensors file (options and I/O spec in its metadata)";
   std::string bundle;
   std::string format = "safetensors";
   std::string out;
@@ -18,6 +21,10 @@ struct ExportArgs {
 };
 
 struct ImportArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "Read safetensors weights back into a bundle: everything else (options, normaliser, "
+      "feature spec) comes from --into";
   std::string weights;
   std::string into;
   std::string out;
@@ -25,9 +32,7 @@ struct ImportArgs {
 };
 
 Registrar export_reg = subcommand<ExportArgs>(
-    "export", 55,
-    "Write a bundle's weights as a safetensors file (options and I/O spec in its metadata)",
-    [](CLI::App* sub, std::shared_ptr<ExportArgs> a) -> Runner {
+    "export", 55, [](CLI::App* sub, std::shared_ptr<ExportArgs> a) -> Runner {
       sub->add_option("bundle", a->bundle,
                       "Bundle file (DIR/<model>/bundle.fhb) or its model directory (DIR/<model>)")
           ->required();
@@ -65,10 +70,7 @@ Registrar export_reg = subcommand<ExportArgs>(
     });
 
 Registrar import_reg = subcommand<ImportArgs>(
-    "import", 56,
-    "Read safetensors weights back into a bundle: everything else (options, normaliser, "
-    "feature spec) comes from --into",
-    [](CLI::App* sub, std::shared_ptr<ImportArgs> a) -> Runner {
+    "import", 56, [](CLI::App* sub, std::shared_ptr<ImportArgs> a) -> Runner {
       sub->add_option("weights", a->weights, "safetensors file (e.g. written by foxhunt export)")
           ->required();
       sub->add_option("--into", a->into, "Bundle whose model the weights belong to")->required();

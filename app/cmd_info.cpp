@@ -8,13 +8,14 @@ namespace foxhunt::cli {
 namespace {
 
 struct InfoArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "Build, LibTorch version, devices, threads, BLAS, quantized engines, memory accounting";
   bool json = false;
 };
 
-Registrar reg = subcommand<InfoArgs>(
-    "info", 10,
-    "Build, LibTorch version, devices, threads, BLAS, quantized engines, memory accounting",
-    [](CLI::App* sub, std::shared_ptr<InfoArgs> args) -> Runner {
+Registrar reg =
+    subcommand<InfoArgs>("info", 10, [](CLI::App* sub, std::shared_ptr<InfoArgs> args) -> Runner {
       sub->add_flag("--json", args->json, "Print JSON only");
       return [args]() {
         auto j = system_info();

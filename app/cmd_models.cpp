@@ -10,12 +10,13 @@ namespace foxhunt::cli {
 namespace {
 
 struct ModelsArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp = "The four models: parameters and bytes per precision";
   bool json = false;
 };
 
 Registrar reg = subcommand<ModelsArgs>(
-    "models", 20, "The four models: parameters and bytes per precision",
-    [](CLI::App* sub, std::shared_ptr<ModelsArgs> args) -> Runner {
+    "models", 20, [](CLI::App* sub, std::shared_ptr<ModelsArgs> args) -> Runner {
       sub->add_flag("--json", args->json, "Print JSON only");
       return [args]() {
         auto summaries = models::describe_models();

@@ -10,6 +10,10 @@ namespace {
 
 // The flags bind the library's PlanOptions directly: each default is declared once, there.
 struct PlanArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "Largest training batch that fits a memory budget: probe steps, a linear fit, then a real "
+      "training step verified under the enforced cap";
   plan::PlanOptions o;
   BudgetFlags budget;
   std::string optimizer = plan::to_string(plan::TrainConfig{}.optimizer);
@@ -19,11 +23,8 @@ struct PlanArgs {
   bool json = false;
 };
 
-Registrar reg = subcommand<PlanArgs>(
-    "plan", 40,
-    "Largest training batch that fits a memory budget: probe steps, a linear fit, then a real "
-    "training step verified under the enforced cap",
-    [](CLI::App* sub, std::shared_ptr<PlanArgs> a) -> Runner {
+Registrar reg =
+    subcommand<PlanArgs>("plan", 40, [](CLI::App* sub, std::shared_ptr<PlanArgs> a) -> Runner {
       sub->add_option("model", a->o.model, "Model name (see `foxhunt models`)")->required();
       a->budget.add(sub, memory::kReferenceProfile);
       sub->add_option("--step", a->step,
@@ -50,9 +51,7 @@ Registrar reg = subcommand<PlanArgs>(
           ->capture_default_str();
       sub->add_option("--max-batch", a->o.max_batch, "Largest batch allowed (clamp)")
           ->capture_default_str();
-      sub->add_option("--seed", a->o.train.seed, "Seed of the model and the synthetic batches")
-          ->check(non_negative_number())
-          ->capture_default_str();
+      add_seed_flag(sub, &a->o.train.seed, "Seed of the model and the synthetic batches");
       sub->add_flag(
           "--no-verify", a->no_verify,
           "Skip the verification step under the cap (the plan is then a prediction only)");

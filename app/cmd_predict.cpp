@@ -42,6 +42,10 @@ class PrefixedBuf : public std::streambuf {
 };
 
 struct PredictArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "Stream bars through the four-model ensemble: each model's signal and one target position "
+      "in [-1, 1] per bar";
   std::string shard;
   std::string bundles;
   std::string data;
@@ -96,10 +100,7 @@ int predict_panel(const PredictArgs& a, const std::string& text, const std::stri
 }
 
 Registrar reg = subcommand<PredictArgs>(
-    "predict", 50,
-    "Stream bars through the four-model ensemble: each model's signal and one target position "
-    "in [-1, 1] per bar",
-    [](CLI::App* sub, std::shared_ptr<PredictArgs> a) -> Runner {
+    "predict", 50, [](CLI::App* sub, std::shared_ptr<PredictArgs> a) -> Runner {
       sub->add_option("--bundles", a->bundles,
                       "Directory with dqn/, ppo/, mamba2/, tft/ bundles (foxhunt train all --out)")
           ->required();

@@ -11,6 +11,9 @@ namespace foxhunt::cli {
 namespace {
 
 struct QuantizeArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "Quantize a TFT bundle to INT8 (PTQ calibration or QAT fine-tuning); prints both test losses";
   std::string model;
   jobs::QuantizeJob job;
   bool ptq = false, qat = false, json = false;
@@ -18,9 +21,7 @@ struct QuantizeArgs {
 };
 
 Registrar reg = subcommand<QuantizeArgs>(
-    "quantize", 57,
-    "Quantize a TFT bundle to INT8 (PTQ calibration or QAT fine-tuning); prints both test losses",
-    [](CLI::App* sub, std::shared_ptr<QuantizeArgs> a) -> Runner {
+    "quantize", 57, [](CLI::App* sub, std::shared_ptr<QuantizeArgs> a) -> Runner {
       auto& j = a->job;
       sub->add_option("model", a->model, "The model to quantize (tft)")
           ->required()
@@ -48,9 +49,7 @@ Registrar reg = subcommand<QuantizeArgs>(
                       "more than this percent (the bundle is written either way)")
           ->capture_default_str();
       sub->add_option("--data", j.data, "Bars CSV (default: the bundle's training data)");
-      sub->add_option("--seed", j.seed, "Seed (QAT batches, dropout)")
-          ->check(non_negative_number())
-          ->capture_default_str();
+      add_seed_flag(sub, &j.seed, "Seed (QAT batches, dropout)");
       add_device_flag(sub, &j.device);
       sub->add_option("--progress", a->progress, "auto, bar, lines or off (QAT, on stderr)")
           ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));

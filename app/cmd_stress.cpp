@@ -15,6 +15,10 @@ namespace {
 
 // The flags bind the library's StressOptions directly: each default is declared once, there.
 struct StressArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "Stress the serving runtime: concurrent four-model inference, sequential training, "
+      "load/unload cycles, a leak soak and Poisson server load, with exact memory verdicts";
   harness::StressOptions o;
   std::string scenario = "all";
   std::string models;
@@ -25,10 +29,7 @@ struct StressArgs {
 };
 
 Registrar reg = subcommand<StressArgs>(
-    "stress", 65,
-    "Stress the serving runtime: concurrent four-model inference, sequential training, "
-    "load/unload cycles, a leak soak and Poisson server load, with exact memory verdicts",
-    [](CLI::App* sub, std::shared_ptr<StressArgs> a) -> Runner {
+    "stress", 65, [](CLI::App* sub, std::shared_ptr<StressArgs> a) -> Runner {
       sub->add_option("--scenario", a->scenario,
                       "all, or a comma-separated list of concurrent, train, switch, soak, server")
           ->capture_default_str();
@@ -67,9 +68,7 @@ Registrar reg = subcommand<StressArgs>(
       sub->add_option("--leak-threshold", a->o.leak_threshold_bytes_per_1k,
                       "Leak threshold on the memory slope, bytes per 1,000 inferences")
           ->capture_default_str();
-      sub->add_option("--seed", a->o.seed, "Seed of the bars and the fresh models")
-          ->check(non_negative_number())
-          ->capture_default_str();
+      add_seed_flag(sub, &a->o.seed, "Seed of the bars and the fresh models");
       sub->add_option("--report", a->report,
                       "Write DIR/report.html (plots), DIR/report.md and DIR/stress.json");
       sub->add_flag("--json", a->json, "Print the JSON report only (progress goes to stderr)");

@@ -13,6 +13,9 @@ namespace foxhunt::cli {
 namespace {
 
 struct TrainArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "Train one model (or all four) and write a checkpoint and a serving bundle";
   jobs::TrainJob job;
   std::string options_json;
   std::string model_options_json;
@@ -27,9 +30,22 @@ struct TrainArgs {
   BudgetFlags budget;
 };
 
-// The command line of one rank under --nproc: this one without --nproc and --master (the
-// launcher appends --world-size, --rank and --master).
-std::vector<std::string> rank_args() {
+// What to run next, in this CLI's flags: resume an interrupted model, serve the bundles.
+std::string next_steps(const jobs::TrainSummary& s) {
+  return s.interrupted
+             ? "resume with: foxhunt train " + s.model + " --resume " + s.checkpoint + "\n"
+             : "";
+}
+
+std::string next_steps(const jobs::TrainAllSummary& s) {
+  std::string out;
+  for (const auto& [name, m] : s.models) out += next_steps(m);
+  return out + "serve them with: foxhunt predict --bundles " + s.out + " --data F.csv\n";
+}
+
+// The command line of rank `rank` under --nproc: this one without --nproc and --master, then
+// --world-size, --rank and --master.
+std::vector<std::string> rank_args(int64_t rank, int64_t world_size, const std::string& master) {
   const auto& all = program_args();
   std::vector<std::string> out;
   for (size_t i = 1; i < all.size(); ++i) {
@@ -41,6 +57,10 @@ std::vector<std::string> rank_args() {
     if (a.rfind("--nproc=", 0) == 0 || a.rfind("--master=", 0) == 0) continue;
     out.push_back(a);
   }
+  for (const auto& s :
+       {std::string("--world-size"), std::to_string(world_size), std::string("--rank"),
+        std::to_string(rank), std::string("--master"), master})
+    out.push_back(s);
   return out;
 }
 
@@ -51,8 +71,7 @@ std::string self_executable() {
 }
 
 Registrar reg = subcommand<TrainArgs>(
-    "train", 40, "Train one model (or all four) and write a checkpoint and a serving bundle",
-    [](CLI::App* sub, std::shared_ptr<TrainArgs> args) -> Runner {
+    "train", 40, [](CLI::App* sub, std::shared_ptr<TrainArgs> args) -> Runner {
       std::vector<std::string> accepted = jobs::trainable_models();
       accepted.push_back("all");
       sub->add_option("model", args->job.model,
@@ -152,8 +171,8 @@ Registrar reg = subcommand<TrainArgs>(
         FOXHUNT_CHECK(job.model != "all" || (args->nproc == 1 && d.world_size() == 1), "train",
                       "train all: data-parallel runs train one model; use train MODEL --nproc N");
         if (args->nproc > 1) {
-          const auto r = dist::launch_local(self_executable(), rank_args(), args->nproc,
-                                            args->master, d.timeout_s() + 10.0);
+          const auto r = dist::launch_local(self_executable(), rank_args, args->nproc, args->master,
+                                            d.timeout_s() + 10.0);
           for (const auto& e : r.ranks)
             if (e.exit_code != 0)
               std::cerr << "foxhunt: train --nproc: rank " << e.rank << " exited with "
@@ -186,7 +205,7 @@ Registrar reg = subcommand<TrainArgs>(
             if (args->json)
               print_json(jobs::to_json(summary).dump(2));
             else
-              std::cout << jobs::format_train_summary(summary);
+              std::cout << jobs::format_train_summary(summary) << next_steps(summary);
           }
           // 128 + SIGINT, the shell convention for a run ended by Ctrl-C (the checkpoint is
           // written).

@@ -7,17 +7,17 @@ namespace foxhunt::cli {
 namespace {
 
 struct ValidateArgs {
+  /// The command's line in `foxhunt --help`.
+  static constexpr const char* kHelp =
+      "The main job: every check of the product on the embedded defaults";
   harness::ValidateOptions options;
   bool json = false;
 };
 
 Registrar reg = subcommand<ValidateArgs>(
-    "validate", 100, "The main job: every check of the product on the embedded defaults",
-    [](CLI::App* sub, std::shared_ptr<ValidateArgs> args) -> Runner {
+    "validate", 100, [](CLI::App* sub, std::shared_ptr<ValidateArgs> args) -> Runner {
       add_device_flag(sub, &args->options.device);
-      sub->add_option("--seed", args->options.seed, "Seed for every random draw")
-          ->check(non_negative_number())
-          ->capture_default_str();
+      add_seed_flag(sub, &args->options.seed, "Seed for every random draw");
       sub->add_option(
           "--skip", args->options.skip,
           "Step names to skip (models, train, quantize, plan, budget, stress, backtest)");

@@ -58,13 +58,14 @@ struct Registrar {
   }
 };
 
-/// Registers subcommand `name` (position `order` in --help) whose flags bind a fresh `Args`:
-/// `setup(sub, args)` adds the flags to the subcommand and returns its runner.
+/// Registers subcommand `name` (position `order` in --help, described by `Args::kHelp`) whose
+/// flags bind a fresh `Args`: `setup(sub, args)` adds the flags to the subcommand and returns its
+/// runner.
 template <typename Args>
-Registrar subcommand(std::string name, int order, std::string help,
+Registrar subcommand(std::string name, int order,
                      std::function<Runner(CLI::App*, std::shared_ptr<Args>)> setup) {
-  return Registrar(name, order, [name, help, setup](CLI::App& app) -> Runner {
-    return setup(app.add_subcommand(name, help), std::make_shared<Args>());
+  return Registrar(name, order, [name, setup](CLI::App& app) -> Runner {
+    return setup(app.add_subcommand(name, Args::kHelp), std::make_shared<Args>());
   });
 }
 
@@ -93,6 +94,15 @@ struct BudgetFlags {
 /// or "cuda:N" (anything else is a usage error, exit 2). `help` describes what the device does
 /// for this command ("" = the generic line); the default shown is `*target`'s.
 CLI::Option* add_device_flag(CLI::App* sub, Device* target, const std::string& help = "");
+
+/// Adds --seed to `sub`, bound to `*target` (a number >= 0, its default shown); `help` says what
+/// it seeds.
+template <typename T>
+CLI::Option* add_seed_flag(CLI::App* sub, T* target, const std::string& help) {
+  return sub->add_option("--seed", *target, help)
+      ->check(non_negative_number())
+      ->capture_default_str();
+}
 
 /// The JSON object given to flag `flag` of `component` (--options '{"lr": 1e-3}'); InputError
 /// "[component] FLAG: not valid JSON (...)" or "...: expected a JSON object, got TYPE".

@@ -125,6 +125,8 @@ case "$what" in
     # spinning on two cores slow each other down many times over.
     ctest --test-dir "$BUILD_DIR" -L unit -j "$JOBS" --output-on-failure "$@"
     ctest --test-dir "$BUILD_DIR" -L slow -j "$JOBS" --output-on-failure "$@"
+    # `pip install .` of the Python module (reusing this build) and its tests, installed.
+    scripts/test-pip.sh "$BUILD_DIR"
     echo "[run] tests: $(( $(date +%s) - start )) s" >&2
     ;;
   *) echo "usage: scripts/run.sh validate|test|build|fuzz [SECONDS] [TARGET...]|sanitize|tsan" >&2; exit 2 ;;

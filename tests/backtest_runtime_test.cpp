@@ -147,7 +147,7 @@ TEST(BacktestRun, RefusesBarsInsideTheTrainingRange) {
             }).find("after the training data"),
             std::string::npos);
   job.cost_bps = -1;
-  EXPECT_NE(input_error([&] { run_backtest_on(bundles, s, job, log); }).find("--cost-bps"),
+  EXPECT_NE(input_error([&] { run_backtest_on(bundles, s, job, log); }).find("cost_bps"),
             std::string::npos);
 }
 

@@ -26,6 +26,7 @@
 #include "foxhunt/serving/panel_backtest.h"
 #include "foxhunt/serving/serving.h"
 #include "foxhunt/serving/universe.h"
+#include "serving_test_util.h"
 #include "test_util.h"
 
 namespace foxhunt::serving {
@@ -51,15 +52,8 @@ const data::Panel& real_panel() {
 // Untrained bundles (seeded) with the normaliser of the S&P 500's bars.
 std::vector<Bundle> seeded_bundles() {
   static const data::MarketDataset ds(data::load_bars_csv(foxhunt::testing::sp500_csv()));
-  std::vector<Bundle> out;
-  for (const auto& name : models::model_names()) {
-    torch::manual_seed(91);
-    Bundle b;
-    b.model = models::make_model(name);
-    b.normalizer = ds.normalizer();
-    b.target_scale = 250.0;
-    out.push_back(std::move(b));
-  }
+  auto out = foxhunt::testing::untrained_bundles(ds, 91);
+  for (auto& b : out) b.data = {};  // no training range: a backtest scores every bar
   return out;
 }
 

@@ -77,7 +77,7 @@ TEST(DeviceMemoryTest, ParsesDevicesAndRejectsOthers) {
         ADD_FAILURE() << d.str() << " converted without a GPU";
       } catch (const InputError& e) {
         const std::string m = e.what();
-        EXPECT_NE(m.find("--device " + d.str() + ": expected a usable CUDA device, found none"),
+        EXPECT_NE(m.find("device " + d.str() + ": expected a usable CUDA device, found none"),
                   std::string::npos)
             << m;
         EXPECT_EQ(m.find('\n'), std::string::npos) << m;

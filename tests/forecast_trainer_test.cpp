@@ -17,15 +17,8 @@
 namespace foxhunt::train {
 namespace {
 
-// A run without progress output (a designated initializer would leave RunConfig's string and
-// function members to -Wmissing-field-initializers).
-RunConfig quiet_run() {
-  RunConfig c;
-  c.progress = ProgressMode::kOff;
-  return c;
-}
-
 using foxhunt::testing::QuantileMlpModel;
+using foxhunt::testing::quiet_run;
 
 class ForecastTrainerTest : public foxhunt::testing::SeededTest {};
 

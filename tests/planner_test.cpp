@@ -160,7 +160,7 @@ TEST_F(PlannerTest, MaxBatchClampIsReported) {
   EXPECT_EQ(r.chosen_batch, 100);
   EXPECT_EQ(r.limited_by, "max-batch clamp");
   EXPECT_GT(r.budget_batch, 100);
-  EXPECT_NE(r.report().find("--max-batch 100 stops it"), std::string::npos) << r.report();
+  EXPECT_NE(r.report().find("max_batch 100 stops it"), std::string::npos) << r.report();
   o.pow2 = true;
   const auto p = plan::plan_batch(o);
   EXPECT_EQ(p.chosen_batch, 64);
@@ -261,7 +261,7 @@ TEST(PlannerCliTest, DefaultProfileSaysTheClampStopsDqn) {
   EXPECT_NE(r.out.find("rtx3050ti-4gb"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("chosen batch: 65536 (limited by max-batch clamp"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("--max-batch 65536 stops it"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("max_batch 65536 stops it"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("verified (real steps, cap)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("seq-len ignored"), std::string::npos) << r.out;
 }

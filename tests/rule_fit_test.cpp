@@ -10,6 +10,7 @@
 #include "foxhunt/data/backtest.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/catalog.h"
+#include "serving_test_util.h"
 #include "test_util.h"
 
 namespace foxhunt::serving {
@@ -24,18 +25,7 @@ data::BarSeries sp500(size_t n) {
 
 // Untrained, seeded bundles with the series' normaliser: deterministic, different signals.
 std::vector<Bundle> seeded_bundles(const data::BarSeries& series) {
-  const data::MarketDataset ds(series);
-  std::vector<Bundle> out;
-  for (const auto& name : models::model_names()) {
-    torch::manual_seed(31);
-    Bundle b;
-    b.model = models::make_model(name);
-    b.normalizer = ds.normalizer();
-    b.target_scale = 250.0;
-    b.data = fingerprint(series);
-    out.push_back(std::move(b));
-  }
-  return out;
+  return foxhunt::testing::untrained_bundles(data::MarketDataset(series), 31);
 }
 
 class RuleFitTest : public foxhunt::testing::SeededTest {};

@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
@@ -20,6 +23,7 @@
 #include "foxhunt/serving/bar_stream.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
+#include "serving_test_util.h"
 #include "test_util.h"
 
 namespace foxhunt::serving {
@@ -36,19 +40,7 @@ data::BarSeries bars(int64_t n, uint64_t seed = 5) {
 // Bundles of freshly initialised models with the normaliser of `ds` (what `train` writes,
 // without the training).
 std::vector<Bundle> fresh_bundles(const data::MarketDataset& ds) {
-  std::vector<Bundle> out;
-  for (const auto& name : models::model_names()) {
-    torch::manual_seed(77);
-    Bundle b;
-    b.model = models::make_model(name);
-    b.normalizer = ds.normalizer();
-    b.target_scale = 250.0;
-    b.instrument_id = 0;
-    b.data = fingerprint(ds.series());
-    b.training = {{"model", name}, {"note", "untrained"}};
-    out.push_back(std::move(b));
-  }
-  return out;
+  return foxhunt::testing::untrained_bundles(ds, 77);
 }
 
 void save_all(const std::vector<Bundle>& bundles, const std::filesystem::path& dir) {
@@ -58,13 +50,25 @@ void save_all(const std::vector<Bundle>& bundles, const std::filesystem::path& d
   }
 }
 
+// `train all`'s directory without the training: fresh bundles with the normaliser of `n`
+// synthetic bars, saved under tmp/b. Returns that directory.
+std::string saved_fresh_bundles(const TempDir& tmp, int64_t n) {
+  save_all(fresh_bundles(data::MarketDataset(bars(n))), tmp.path() / "b");
+  return (tmp.path() / "b").string();
+}
+
+// `series` written to tmp/live.csv, the file predict streams; returns its path.
+std::string live_csv(const TempDir& tmp, const data::BarSeries& series) {
+  const std::string csv = tmp.file("live.csv");
+  data::write_bars_csv(csv, series);
+  return csv;
+}
+
 class ServingTest : public foxhunt::testing::SeededTest {};
 
 TEST_F(ServingTest, ABundleIsNamedByItsFileOrItsModelDirectory) {
   TempDir tmp;
-  const data::MarketDataset ds(bars(900));
-  save_all(fresh_bundles(ds), tmp.path() / "b");
-  const auto dir = (tmp.path() / "b").string();
+  const auto dir = saved_fresh_bundles(tmp, 900);
   const Bundle by_file = load_bundle(dir + "/tft/" + kBundleFile, torch::kCPU, "tft");
   const Bundle by_dir = load_bundle(dir + "/tft", torch::kCPU, "tft");
   EXPECT_EQ(by_dir.model->options_json(), by_file.model->options_json());
@@ -449,6 +453,55 @@ TEST_F(ServingTest, ConcurrentEnsembleEqualsSerialBitForBit) {
   EXPECT_EQ(Ensemble(fresh_bundles(ds)).dispatch_order().back(), "tft");
 }
 
+TEST(ThreadPoolTest, TheCallerTakesTheFirstTaskAndWorkersTheRest) {
+  // One worker beside the caller: task 0 (the Ensemble's costliest) runs on the calling thread,
+  // at once; every task runs exactly once, and concurrently when it can.
+  ThreadPool pool(1);
+  const auto caller = std::this_thread::get_id();
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::thread::id> ran_on(4);
+    std::vector<int> runs(4, 0);
+    std::atomic<bool> second_started{false};
+    bool overlapped = false;
+    std::vector<std::function<void()>> tasks;
+    for (size_t i = 0; i < 4; ++i)
+      tasks.emplace_back([&, i] {
+        ran_on[i] = std::this_thread::get_id();
+        ++runs[i];
+        if (i == 0) {
+          // Task 1 starts while task 0 runs (bounded wait: a pool that ran them one after the
+          // other fails here instead of hanging).
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+          while (!second_started && std::chrono::steady_clock::now() < until)
+            std::this_thread::yield();
+          overlapped = second_started;
+        }
+        if (i == 1) second_started = true;
+      });
+    pool.run(tasks);
+    EXPECT_TRUE(overlapped) << round;
+    EXPECT_EQ(runs, std::vector<int>(4, 1));
+    EXPECT_EQ(ran_on[0], caller) << round;
+    EXPECT_NE(ran_on[1], caller) << round;  // the caller was busy with task 0
+  }
+  // A task's exception reaches the caller; the pool stays usable.
+  std::vector<std::function<void()>> failing = {[] {}, [] { throw InputError("t", "boom"); }};
+  EXPECT_THROW(pool.run(failing), InputError);
+  int n = 0;
+  pool.run({[&] { ++n; }, [&] { ++n; }});
+  EXPECT_EQ(n, 2);
+  // No worker: the caller runs everything, in order.
+  ThreadPool alone(0);
+  std::vector<int> order;
+  alone.run({[&] { order.push_back(0); }, [&] { order.push_back(1); }});
+  EXPECT_EQ(order, (std::vector<int>{0, 1}));
+  EXPECT_THROW(ThreadPool(-1), InputError);
+  // One worker per core beyond the caller's, at most one per task beyond the caller's.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(ThreadPool::workers_for(4), std::min(4, cores) - 1);
+  EXPECT_EQ(ThreadPool::workers_for(1), 0);
+}
+
 TEST_F(ServingTest, StreamedForecastsEqualTheFullWindowForward) {
   // The Mamba-2 and TFT streams inside the runtime against the models' own full-window forward
   // on the same normalised rows and calendar.
@@ -560,14 +613,12 @@ TEST_F(ServingTest, RejectedBarLeavesTheStateUnchanged) {
 
 TEST_F(ServingTest, PredictJsonLinesParse) {
   TempDir tmp;
-  const data::MarketDataset ds(bars(700));
-  save_all(fresh_bundles(ds), tmp.path() / "b");
+  const std::string dir = saved_fresh_bundles(tmp, 700);
   const auto series = bars(340, 17);
-  const std::string csv = tmp.file("live.csv");
-  data::write_bars_csv(csv, series);
+  const std::string csv = live_csv(tmp, series);
   const int64_t from = series.bars[320].timestamp;
-  auto r = run_cli("predict --bundles " + (tmp.path() / "b").string() + " --data " + csv +
-                   " --json --from " + std::to_string(from));
+  auto r = run_cli("predict --bundles " + dir + " --data " + csv + " --json --from " +
+                   std::to_string(from));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream lines(r.out);
   std::string line;
@@ -591,11 +642,10 @@ TEST_F(ServingTest, PredictJsonLinesParse) {
     std::ofstream out(csv, std::ios::app);
     out << series.bars.back().timestamp << ",1,1,1,1,1\n";  // time does not advance
   }
-  auto bad =
-      run_cli("predict --bundles " + (tmp.path() / "b").string() + " --data " + csv + " --json");
+  auto bad = run_cli("predict --bundles " + dir + " --data " + csv + " --json");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find(":342"), std::string::npos) << bad.err;
-  auto skip = run_cli("predict --bundles " + (tmp.path() / "b").string() + " --data " + csv +
+  auto skip = run_cli("predict --bundles " + dir + " --data " + csv +
                       " --json --skip-bad-bars --from " + std::to_string(from));
   EXPECT_EQ(skip.exit_code, 0) << skip.err;
   EXPECT_NE(skip.err.find("skipped"), std::string::npos) << skip.err;
@@ -603,16 +653,14 @@ TEST_F(ServingTest, PredictJsonLinesParse) {
 
 TEST_F(ServingTest, StreamBarsSkipsOrStopsAtABadBarAndReportsFromATime) {
   TempDir tmp;
-  const data::MarketDataset ds(bars(700));
-  save_all(fresh_bundles(ds), tmp.path() / "b");
   const auto series = bars(60, 5);
-  const std::string csv = tmp.file("live.csv");
-  data::write_bars_csv(csv, series);
+  const std::string csv = live_csv(tmp, series);
+  const std::string dir = saved_fresh_bundles(tmp, 700);
   std::string text = read_file(csv);
   // Line 62: a malformed row; line 63: a bar whose time does not advance.
   text += "oops\n" + std::to_string(series.bars.back().timestamp) + ",1,1,1,1,1\n";
   const auto run = [&](BarStreamOptions o, std::vector<std::string>* skips) {
-    auto e = Ensemble::load((tmp.path() / "b").string());
+    auto e = Ensemble::load(dir);
     std::istringstream in(text);
     std::vector<int64_t> times;
     const auto stats = stream_bars(
@@ -650,7 +698,7 @@ TEST_F(ServingTest, StreamBarsSkipsOrStopsAtABadBarAndReportsFromATime) {
   EXPECT_NE(skips[1].find("live.csv:63: skipped"), std::string::npos) << skips[1];
   EXPECT_EQ(stats.latency_us.count, 60u);
   // No bar at all is an input error.
-  auto e = Ensemble::load((tmp.path() / "b").string());
+  auto e = Ensemble::load(dir);
   std::istringstream empty("timestamp,open,high,low,close,volume\n");
   EXPECT_THROW(stream_bars(e, empty, o, nullptr), InputError);
 }

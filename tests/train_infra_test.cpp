@@ -49,11 +49,7 @@ nlohmann::json without_timing(nlohmann::json j) {
   return j;
 }
 
-RunConfig quiet_run() {
-  RunConfig run;
-  run.progress = ProgressMode::kOff;
-  return run;
-}
+using foxhunt::testing::quiet_run;
 
 // A quiet run that checkpoints to `path` and stops at step `stop_at_step`.
 RunConfig checkpointed_run(const std::string& path, int64_t stop_at_step) {

@@ -124,7 +124,7 @@ TEST(TrainSummaryTest, TrainAll) {
   EXPECT_EQ(j["models"]["dqn"], to_json(all.models["dqn"]));
   EXPECT_EQ(j["bundles"], nlohmann::json({"out/ensemble/dqn/bundle.fhb"}));
   EXPECT_FALSE(j["complete"].get<bool>());
-  EXPECT_NE(format_train_summary(all).find("bundles (1): serve them"), std::string::npos);
+  EXPECT_NE(format_train_summary(all).find("bundles (1) in out/ensemble\n"), std::string::npos);
   // The fitted rule's line and weights; a failed fit says the built-in rule applies.
   all.rule = "out/ensemble/rule.json";
   all.rule_fit = {{"bars", 186},

@@ -19,6 +19,14 @@
 
 namespace foxhunt::testing {
 
+/// A run without progress output (a designated initializer would leave RunConfig's string and
+/// function members to -Wmissing-field-initializers).
+inline train::RunConfig quiet_run() {
+  train::RunConfig c;
+  c.progress = train::ProgressMode::kOff;
+  return c;
+}
+
 /// One intra-op thread for the scope (restored afterwards): bit-exact comparisons must not depend
 /// on how a reduction was split across threads, and tiny networks only pay for the
 /// synchronisation of a second thread.

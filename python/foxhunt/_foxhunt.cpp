@@ -148,6 +148,15 @@ std::string train_json(const std::string& model, const std::string& data, const 
   return jobs::to_json(jobs::run_train_job(job)).dump();
 }
 
+// A class served from a bundle directory: Cls(bundles, device="cpu", rule="").
+template <class T>
+nb::class_<T> bundles_class(nb::module_& m, const char* name) {
+  nb::class_<T> c(m, name);
+  c.def(nb::init<const std::string&, const std::string&, const std::string&>(), nb::arg("bundles"),
+        nb::arg("device") = "cpu", nb::arg("rule") = "");
+  return c;
+}
+
 }  // namespace
 
 NB_MODULE(_foxhunt, m) {
@@ -165,15 +174,11 @@ NB_MODULE(_foxhunt, m) {
     }
   });
   m.def("version", [] { return std::string(FOXHUNT_VERSION); });
-  nb::class_<PyEnsemble>(m, "Ensemble")
-      .def(nb::init<const std::string&, const std::string&, const std::string&>(),
-           nb::arg("bundles"), nb::arg("device") = "cpu", nb::arg("rule") = "")
+  bundles_class<PyEnsemble>(m, "Ensemble")
       .def("run", &PyEnsemble::run, nb::call_guard<nb::gil_scoped_release>())
       .def("models", &PyEnsemble::models)
       .def("position", &PyEnsemble::position);
-  nb::class_<PyDesk>(m, "Desk")
-      .def(nb::init<const std::string&, const std::string&, const std::string&>(),
-           nb::arg("bundles"), nb::arg("device") = "cpu", nb::arg("rule") = "")
+  bundles_class<PyDesk>(m, "Desk")
       .def("on_timestamp", &PyDesk::on_timestamp, nb::call_guard<nb::gil_scoped_release>())
       .def("instruments", &PyDesk::instruments)
       .def("state_bytes", &PyDesk::state_bytes);

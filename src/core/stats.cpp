@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 #include "foxhunt/core/random.h"
 
 namespace foxhunt {
@@ -285,16 +286,11 @@ LeakVerdict leak_verdict(const std::vector<double>& inferences,
 }
 
 nlohmann::json to_json(const LeakVerdict& v) {
-  return {{"measured", v.measured},
-          {"samples", v.samples},
-          {"exact_ok", v.exact_ok},
-          {"residual_bytes", v.residual_bytes},
-          {"slope_bytes_per_1k", v.slope_bytes_per_1k},
-          {"r2", v.r2},
-          {"threshold_bytes_per_1k", v.threshold},
-          {"trend_ok", v.trend_ok},
-          {"leak_detected", v.leak_detected},
-          {"verdict", v.verdict}};
+  nlohmann::json j;
+  FOXHUNT_JSON_FIELDS(j, v, measured, samples, exact_ok, residual_bytes, slope_bytes_per_1k, r2,
+                      trend_ok, leak_detected, verdict);
+  j["threshold_bytes_per_1k"] = v.threshold;
+  return j;
 }
 
 }  // namespace foxhunt

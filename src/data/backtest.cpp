@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 #include "foxhunt/core/random.h"
 #include "foxhunt/core/stats.h"
 
@@ -307,32 +308,15 @@ std::vector<double> volatility_target_positions(const std::vector<double>& past_
 }
 
 nlohmann::json to_json(const BacktestResult& r, bool include_series) {
-  nlohmann::json j = {
-      {"total_return", r.total_return},
-      {"annualized_return", r.annualized_return},
-      {"volatility", r.volatility},
-      {"sharpe", r.sharpe},
-      {"sharpe_lo", r.sharpe_lo},
-      {"sharpe_hi", r.sharpe_hi},
-      {"mean_return_per_bar", r.mean_return_per_bar},
-      {"sharpe_per_bar", r.sharpe_per_bar},
-      {"short_window", r.short_window},
-      {"prob_beats_buy_and_hold",
-       r.prob_beats_reference ? nlohmann::json(*r.prob_beats_reference) : nlohmann::json(nullptr)},
-      {"break_even_cost_bps",
-       r.break_even_cost_bps ? nlohmann::json(*r.break_even_cost_bps) : nlohmann::json(nullptr)},
-      {"beats_buy_and_hold_at_any_cost", r.beats_reference_at_any_cost},
-      {"sortino", r.sortino},
-      {"max_drawdown", r.max_drawdown},
-      {"max_drawdown_duration_bars", r.max_drawdown_duration_bars},
-      {"turnover", r.turnover},
-      {"turnover_per_year", r.turnover_per_year},
-      {"hit_rate", r.hit_rate},
-      {"exposure", r.exposure},
-      {"total_cost", r.total_cost},
-      {"bars", r.bars},
-      {"cost_bps", r.cost_bps},
-      {"periods_per_year", r.periods_per_year}};
+  nlohmann::json j;
+  FOXHUNT_JSON_FIELDS(j, r, total_return, annualized_return, volatility, sharpe, sharpe_lo,
+                      sharpe_hi, mean_return_per_bar, sharpe_per_bar, short_window, sortino,
+                      max_drawdown, max_drawdown_duration_bars, turnover, turnover_per_year,
+                      hit_rate, exposure, total_cost, bars, cost_bps, periods_per_year);
+  // The reference of a single-series backtest is buy and hold.
+  j["prob_beats_buy_and_hold"] = json_or_null(r.prob_beats_reference);
+  j["break_even_cost_bps"] = json_or_null(r.break_even_cost_bps);
+  j["beats_buy_and_hold_at_any_cost"] = r.beats_reference_at_any_cost;
   if (include_series) {
     j["returns"] = r.returns;
     j["equity"] = r.equity;

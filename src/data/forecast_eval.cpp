@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 #include "foxhunt/core/random.h"
 
 namespace foxhunt::data {
@@ -203,13 +204,9 @@ QuantileScores score_quantiles(const std::vector<double>& y, const QuantileMatri
 }
 
 nlohmann::json to_json(const QuantileScores& s) {
-  return {{"taus", s.taus},
-          {"pinball", s.pinball},
-          {"mean_pinball", s.mean_pinball},
-          {"q_risk", s.q_risk},
-          {"coverage", s.coverage},
-          {"nominal_coverage", s.nominal_coverage},
-          {"n", s.n}};
+  nlohmann::json j;
+  FOXHUNT_JSON_FIELDS(j, s, taus, pinball, mean_pinball, q_risk, coverage, nominal_coverage, n);
+  return j;
 }
 
 std::vector<double> pointwise_pinball(const std::vector<double>& y, const QuantileMatrix& q,
@@ -396,19 +393,17 @@ nlohmann::json to_json(const ForecastEvaluation& ev) {
   nlohmann::json central = nlohmann::json::array();
   for (const auto& [nominal, observed] : ev.central_coverage)
     central.push_back(nlohmann::json{{"nominal", nominal}, {"observed", observed}});
-  return {{"model", to_json(ev.model)},
-          {"baselines", baselines},
-          {"skills", skills},
-          {"best_baseline", ev.best_baseline},
-          {"skill", ev.skill_vs_best},
-          {"skill_lo", ev.skill_vs_best_lo},
-          {"skill_hi", ev.skill_vs_best_hi},
-          {"beats_best_baseline", ev.beats_best_baseline},
-          {"significantly_beats_best", ev.significantly_beats_best},
-          {"coverage_p10_p90",
-           ev.coverage_p10_p90 ? nlohmann::json(*ev.coverage_p10_p90) : nlohmann::json(nullptr)},
-          {"calibration", calibration},
-          {"central_coverage", central}};
+  nlohmann::json j = {{"model", to_json(ev.model)},
+                      {"baselines", baselines},
+                      {"skills", skills},
+                      {"calibration", calibration},
+                      {"central_coverage", central},
+                      {"skill", ev.skill_vs_best},
+                      {"skill_lo", ev.skill_vs_best_lo},
+                      {"skill_hi", ev.skill_vs_best_hi}};
+  FOXHUNT_JSON_FIELDS(j, ev, best_baseline, beats_best_baseline, significantly_beats_best);
+  j["coverage_p10_p90"] = json_or_null(ev.coverage_p10_p90);
+  return j;
 }
 
 }  // namespace foxhunt::data

@@ -63,15 +63,14 @@ std::pair<std::string, int> parse_host_port(const std::string& text, const std::
 }
 
 void validate(const DistOptions& o) {
-  FOXHUNT_CHECK(o.world_size() >= 1, kComponent, "--world-size: expected >= 1, got ",
-                o.world_size());
+  FOXHUNT_CHECK(o.world_size() >= 1, kComponent, "world_size: expected >= 1, got ", o.world_size());
   FOXHUNT_CHECK(o.rank() >= 0 && o.rank() < o.world_size(), kComponent,
-                "--rank: expected a rank in [0, ", o.world_size(), "), got ", o.rank());
-  parse_host_port(o.master(), "--master");
+                "rank: expected a rank in [0, ", o.world_size(), "), got ", o.rank());
+  parse_host_port(o.master(), "master");
   FOXHUNT_CHECK(o.backend() == "auto" || o.backend() == "gloo" || o.backend() == "nccl", kComponent,
-                "--backend: expected auto, gloo or nccl, got '", o.backend(), "'");
+                "backend: expected auto, gloo or nccl, got '", o.backend(), "'");
   FOXHUNT_CHECK(o.timeout_s() > 0 && std::isfinite(o.timeout_s()), kComponent,
-                "--timeout: expected a positive number of seconds, got ", o.timeout_s());
+                "timeout_s: expected a positive number of seconds, got ", o.timeout_s());
   FOXHUNT_CHECK(o.bucket_mib() > 0 && std::isfinite(o.bucket_mib()), kComponent,
                 "bucket_mib: expected > 0, got ", o.bucket_mib());
   FOXHUNT_CHECK(o.check_interval() >= 0, kComponent, "check_interval: expected >= 0, got ",
@@ -122,7 +121,7 @@ void Communicator::guarded(const char* what, const std::function<void()>& f) {
     throw CommunicationError(
         kComponent,
         foxhunt::detail::cat("rank ", o_.rank(), " of ", o_.world_size(), ": ", what,
-                             " failed (a peer exited, or did not answer within --timeout ",
+                             " failed (a peer exited, or did not answer within timeout_s ",
                              o_.timeout_s(), " s): ", first_line(e.what())));
   }
 }
@@ -132,8 +131,8 @@ std::shared_ptr<Communicator> Communicator::connect(const DistOptions& o,
   validate(o);
   const std::string backend = resolve_backend(o.backend(), device);
   FOXHUNT_CHECK(backend != "nccl" || device.is_cuda(), kComponent,
-                "--backend nccl needs --device cuda; on the CPU use gloo");
-  const auto [host, port] = parse_host_port(o.master(), "--master");
+                "backend nccl needs a CUDA device; on the CPU use gloo");
+  const auto [host, port] = parse_host_port(o.master(), "master");
   auto impl = std::make_unique<Impl>();
   impl->device = device;
   const int rank = static_cast<int>(o.rank()), size = static_cast<int>(o.world_size());
@@ -149,7 +148,7 @@ std::shared_ptr<Communicator> Communicator::connect(const DistOptions& o,
     throw CommunicationError(
         kComponent,
         foxhunt::detail::cat("rank ", rank, " of ", size, ": rendezvous at ", o.master(),
-                             " did not complete within --timeout ", o.timeout_s(), " s (",
+                             " did not complete within timeout_s ", o.timeout_s(), " s (",
                              rank == 0 ? "not every rank connected" : "rank 0 not reachable",
                              "): ", first_line(e.what())));
   }

@@ -35,19 +35,16 @@ int free_local_port() {
   return port;
 }
 
-LaunchResult launch_local(const std::string& exe, const std::vector<std::string>& args,
-                          int64_t nproc, std::string master, double grace_s) {
-  FOXHUNT_CHECK(nproc >= 1, "dist", "--nproc: expected >= 1, got ", nproc);
+LaunchResult launch_local(const std::string& exe, const RankArgs& args_of, int64_t nproc,
+                          std::string master, double grace_s) {
+  FOXHUNT_CHECK(nproc >= 1, "dist", "processes: expected >= 1, got ", nproc);
   if (master.empty()) master = "127.0.0.1:" + std::to_string(free_local_port());
   LaunchResult result;
   result.master = master;
   std::vector<pid_t> pids;
   for (int64_t r = 0; r < nproc; ++r) {
     std::vector<std::string> argv_s = {exe};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    for (const auto& s : {std::string("--world-size"), std::to_string(nproc), std::string("--rank"),
-                          std::to_string(r), std::string("--master"), master})
-      argv_s.push_back(s);
+    for (auto& a : args_of(r, nproc, master)) argv_s.push_back(std::move(a));
     std::vector<char*> argv;
     for (auto& s : argv_s) argv.push_back(s.data());
     argv.push_back(nullptr);

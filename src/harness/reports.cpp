@@ -263,7 +263,7 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
 std::string write_report(const HtmlReport& page, const std::string& dir, const nlohmann::json& json,
                          const std::string& json_name) {
   namespace fs = std::filesystem;
-  FOXHUNT_CHECK(!dir.empty(), "report", "--report: expected a directory, got ''");
+  FOXHUNT_CHECK(!dir.empty(), "report", "report: expected a directory, got ''");
   fs::create_directories(dir);
   write_file_atomic((fs::path(dir) / json_name).string(), json.dump(2) + "\n");
   const auto html = (fs::path(dir) / "report.html").string();

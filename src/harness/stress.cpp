@@ -60,33 +60,20 @@ void run_concurrent(Context& c, ScenarioResult& r) {
     par.on_bar(bar);
     ser.on_bar(bar);
   }
-  const auto baseline = static_cast<int64_t>(live_now());
-  sample_memory(r, 0, names);
-  const int64_t every = std::max<int64_t>(1, c.o.iterations / 200);
-  int64_t mismatches = 0;
-  std::string first_mismatch;
-  double par_us = 0, ser_us = 0;
-  ThroughputWindows tw{every, static_cast<int64_t>(names.size())};
-  for (int64_t i = 0; i < c.o.iterations; ++i) {
+  const auto t = run_paired(c, r, names, static_cast<int64_t>(names.size()), "bar", [&](int64_t) {
     const auto bar = feed.next();
     const auto a = par.on_bar(bar);
     const auto b = ser.on_bar(bar);
-    par_us += a.latency_us;
-    ser_us += b.latency_us;
-    r.latencies_us.push_back(a.latency_us);
     bool same = a.decision == b.decision && a.signals.size() == b.signals.size();
     for (size_t k = 0; same && k < a.signals.size(); ++k)
       same = a.signals[k].raw == b.signals[k].raw && a.signals[k].signal == b.signals[k].signal;
-    if (!same && mismatches++ == 0) first_mismatch = "bar " + std::to_string(i);
-    tw.tick(r);
-    if ((i + 1) % every == 0) sample_memory(r, static_cast<double>(i + 1), names);
-  }
-  const auto final_bytes = static_cast<int64_t>(live_now());
+    return PairedStep{a.latency_us, b.latency_us, same};
+  });
+  const int64_t mismatches = t.mismatches;
   const double inferences = static_cast<double>(c.o.iterations * names.size());
-  const double throughput = par_us > 0 ? inferences / (par_us * 1e-6) : 0.0;
-  const double serial_throughput = ser_us > 0 ? inferences / (ser_us * 1e-6) : 0.0;
-  const auto [lat, v] =
-      finish_concurrent(c, r, names, resident, baseline, final_bytes, par_us, ser_us, mismatches);
+  const double throughput = t.par_us > 0 ? inferences / (t.par_us * 1e-6) : 0.0;
+  const double serial_throughput = t.ser_us > 0 ? inferences / (t.ser_us * 1e-6) : 0.0;
+  const auto [lat, v] = finish_concurrent(c, r, names, resident, t);
   r.details["throughput_per_s"] = throughput;
   r.details["serial_throughput_per_s"] = serial_throughput;
   r.details["mismatched_bars"] = mismatches;
@@ -97,7 +84,7 @@ void run_concurrent(Context& c, ScenarioResult& r) {
                 static_cast<long long>(c.o.iterations), names.size(), throughput, serial_throughput,
                 lat.p50, lat.p99, mismatches == 0 ? "==" : "!=", v.verdict.c_str());
   r.summary = buf;
-  if (mismatches) r.summary += " (first mismatch at " + first_mismatch + ")";
+  if (mismatches) r.summary += " (first mismatch at " + t.first_mismatch + ")";
 }
 
 void run_soak(Context& c, ScenarioResult& r) {
@@ -398,12 +385,12 @@ std::vector<std::string> parse_scenarios(const std::string& spec) {
   for (std::string s; std::getline(ss, s, ',');) {
     const auto& known = stress_scenarios();
     FOXHUNT_CHECK(std::find(known.begin(), known.end(), s) != known.end(), kComponent,
-                  "--scenario: expected all or a comma-separated list of concurrent, train, "
+                  "scenario: expected all or a comma-separated list of concurrent, train, "
                   "switch, soak, server; got '",
                   s, "'");
     out.push_back(s);
   }
-  FOXHUNT_CHECK(!out.empty(), kComponent, "--scenario: expected at least one scenario, got '", spec,
+  FOXHUNT_CHECK(!out.empty(), kComponent, "scenario: expected at least one scenario, got '", spec,
                 "'");
   return out;
 }
@@ -457,14 +444,14 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
   for (const auto& s : scenarios) scenario_fn(s);  // unknown names fail before any work
   FOXHUNT_CHECK(o.instruments >= 1, kComponent, "instruments: expected >= 1, got ", o.instruments);
   FOXHUNT_CHECK(o.rate > 0 && std::isfinite(o.rate), kComponent,
-                "--rate: expected arrivals per second > 0, got ", o.rate);
-  FOXHUNT_CHECK(o.duration_s > 0, kComponent, "--duration: expected seconds > 0, got ",
+                "rate: expected arrivals per second > 0, got ", o.rate);
+  FOXHUNT_CHECK(o.duration_s > 0, kComponent, "duration_s: expected seconds > 0, got ",
                 o.duration_s);
-  FOXHUNT_CHECK(o.iterations > 0 && o.soak > 0 && o.switch_cycles > 1 && o.sample_every > 0,
-                kComponent,
-                "expected positive --iterations, --soak and sample interval and --cycles >= 2 (the "
-                "first warms the device libraries), got ",
-                o.iterations, ", ", o.soak, ", ", o.switch_cycles, ", ", o.sample_every);
+  FOXHUNT_CHECK(
+      o.iterations > 0 && o.soak > 0 && o.switch_cycles > 1 && o.sample_every > 0, kComponent,
+      "expected positive iterations, soak and sample interval and switch_cycles >= 2 (the "
+      "first warms the device libraries), got ",
+      o.iterations, ", ", o.soak, ", ", o.switch_cycles, ", ", o.sample_every);
   const torch::Device device = models::to_torch(o.device);
   FOXHUNT_CHECK(!device.is_cuda() || memory::cuda_memory_available(), kComponent, "device ",
                 o.device, ": no CUDA device is available (", memory::cuda_stats_backend(), ")");
@@ -483,9 +470,8 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
   } else {
     src.dir = o.bundles;
     for (const auto& n : src.names)
-      FOXHUNT_CHECK(fs::exists(src.path(n)), kComponent, "--bundles ", o.bundles, ": '",
-                    src.path(n), "' does not exist (foxhunt train all --out ", o.bundles,
-                    " writes it)");
+      FOXHUNT_CHECK(fs::exists(src.path(n)), kComponent, "bundles ", o.bundles, ": '", src.path(n),
+                    "' does not exist (a train all run into ", o.bundles, " writes it)");
   }
 
   StressReport report;

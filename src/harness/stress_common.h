@@ -87,7 +87,7 @@ inline std::vector<std::string> served_models(const StressOptions& o) {
   const auto all = models::model_names();
   if (o.models.empty()) return all;
   for (const auto& m : o.models)
-    FOXHUNT_CHECK(models::in_catalog(m), kComponent, "--models: expected some of ",
+    FOXHUNT_CHECK(models::in_catalog(m), kComponent, "models: expected some of ",
                   models::joined_model_names(), ", got '", m, "'");
   return o.models;
 }
@@ -97,7 +97,7 @@ inline void make_default_bundles(const StressOptions& o, BundleSource& src) {
   src.dir = src.temp->path();
   for (auto& b : default_bundles(o.seed)) {
     if (std::find(src.names.begin(), src.names.end(), b.name()) == src.names.end()) continue;
-    b.training = {{"note", "untrained default model (foxhunt stress without --bundles)"}};
+    b.training = {{"note", "untrained default model (no bundles given)"}};
     fs::create_directories(BundleDirectory(src.dir).model_dir(b.name()));
     save_bundle(b, src.path(b.name()));
   }
@@ -211,13 +211,58 @@ inline void set_leak(ScenarioResult& r, const LeakVerdict& v) {
   r.details["slope_bytes_per_1k"] = v.slope_bytes_per_1k;
 }
 
-// What both concurrent scenarios (one instrument, a desk) report beside their rates: the leak
-// verdict, the serial comparison, latencies, resident and baseline bytes, the device figures and
-// the verdict (r.ok). Returns the latency summary and the leak verdict for the summary line.
+// One measured step of a concurrent scenario: the concurrent and the serial server on the same
+// input, their latencies, and whether their outputs were bit-identical.
+struct PairedStep {
+  double par_us = 0;
+  double ser_us = 0;
+  bool same = true;
+};
+
+// What a concurrent scenario's measured loop adds up.
+struct PairedTally {
+  int64_t baseline = 0;     // live bytes before the loop
+  int64_t final_bytes = 0;  // live bytes after it
+  double par_us = 0;        // summed latencies, concurrent
+  double ser_us = 0;        // summed latencies, serial
+  int64_t mismatches = 0;
+  std::string first_mismatch;  // "<unit> <index>" of the first, "" if none
+};
+
+// The measured loop of both concurrent scenarios (one instrument, a desk): options.iterations
+// calls of `step(i)` (a PairedStep), the concurrent latencies recorded, memory sampled about 200
+// times, throughput windows of `per_step` inferences per step. `unit` names a step in the
+// mismatch report ("bar", "timestamp").
+template <class Step>
+PairedTally run_paired(const Context& c, ScenarioResult& r, const std::vector<std::string>& names,
+                       int64_t per_step, const char* unit, Step&& step) {
+  PairedTally t;
+  t.baseline = static_cast<int64_t>(live_now());
+  sample_memory(r, 0, names);
+  const int64_t every = std::max<int64_t>(1, c.o.iterations / 200);
+  ThroughputWindows tw{every, per_step};
+  for (int64_t i = 0; i < c.o.iterations; ++i) {
+    const PairedStep s = step(i);
+    t.par_us += s.par_us;
+    t.ser_us += s.ser_us;
+    r.latencies_us.push_back(s.par_us);
+    if (!s.same && t.mismatches++ == 0)
+      t.first_mismatch = std::string(unit) + " " + std::to_string(i);
+    tw.tick(r);
+    if ((i + 1) % every == 0) sample_memory(r, static_cast<double>(i + 1), names);
+  }
+  t.final_bytes = static_cast<int64_t>(live_now());
+  return t;
+}
+
+// What both concurrent scenarios report beside their rates: the leak verdict, the serial
+// comparison, latencies, resident and baseline bytes, the device figures and the verdict (r.ok).
+// Returns the latency summary and the leak verdict for the summary line.
 inline std::pair<LatencySummary, LeakVerdict> finish_concurrent(
     const Context& c, ScenarioResult& r, const std::vector<std::string>& names,
-    const nlohmann::json& resident, int64_t baseline, int64_t final_bytes, double par_us,
-    double ser_us, int64_t mismatches) {
+    const nlohmann::json& resident, const PairedTally& t) {
+  const int64_t baseline = t.baseline, final_bytes = t.final_bytes, mismatches = t.mismatches;
+  const double par_us = t.par_us, ser_us = t.ser_us;
   const auto v = leak_verdict(r.memory_x, r.live_bytes, baseline, final_bytes,
                               c.o.leak_threshold_bytes_per_1k);
   set_leak(r, v);

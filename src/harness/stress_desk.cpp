@@ -114,25 +114,16 @@ void run_desk_concurrent(Context& c, ScenarioResult& r) {
     par.on_timestamp(feed.timestamp(), bars);
     ser.on_timestamp(feed.timestamp(), bars);
   }
-  const auto baseline = static_cast<int64_t>(live_now());
-  sample_memory(r, 0, names);
-  const int64_t every = std::max<int64_t>(1, c.o.iterations / 200);
-  int64_t mismatches = 0;
-  std::string first_mismatch;
-  double par_us = 0, ser_us = 0;
-  ThroughputWindows tw{every, static_cast<int64_t>(names.size()) * n};
-  for (int64_t i = 0; i < c.o.iterations; ++i) {
-    const auto bars = feed.next();
-    const auto a = par.on_timestamp(feed.timestamp(), bars);
-    const auto b = ser.on_timestamp(feed.timestamp(), bars);
-    par_us += a.front().decision.latency_us;
-    ser_us += b.front().decision.latency_us;
-    r.latencies_us.push_back(a.front().decision.latency_us);
-    if (!same_outputs(a, b) && mismatches++ == 0) first_mismatch = "timestamp " + std::to_string(i);
-    tw.tick(r);
-    if ((i + 1) % every == 0) sample_memory(r, static_cast<double>(i + 1), names);
-  }
-  const auto final_bytes = static_cast<int64_t>(live_now());
+  const auto t =
+      run_paired(c, r, names, static_cast<int64_t>(names.size()) * n, "timestamp", [&](int64_t) {
+        const auto bars = feed.next();
+        const auto a = par.on_timestamp(feed.timestamp(), bars);
+        const auto b = ser.on_timestamp(feed.timestamp(), bars);
+        return PairedStep{a.front().decision.latency_us, b.front().decision.latency_us,
+                          same_outputs(a, b)};
+      });
+  const int64_t mismatches = t.mismatches;
+  const double par_us = t.par_us, ser_us = t.ser_us;
   // One instrument through the single-series Ensemble (its O(window) streams), same models, same
   // number of bars: the bar rate the desk's batching is measured against.
   double one_us = 0;
@@ -144,8 +135,7 @@ void run_desk_concurrent(Context& c, ScenarioResult& r) {
   const double rate = par_us > 0 ? steps * static_cast<double>(n) / (par_us * 1e-6) : 0.0;
   const double serial_rate = ser_us > 0 ? steps * static_cast<double>(n) / (ser_us * 1e-6) : 0.0;
   const double one_rate = one_us > 0 ? steps / (one_us * 1e-6) : 0.0;
-  const auto [lat, v] =
-      finish_concurrent(c, r, names, resident, baseline, final_bytes, par_us, ser_us, mismatches);
+  const auto [lat, v] = finish_concurrent(c, r, names, resident, t);
   r.details["instruments"] = n;
   r.details["instrument_bars_per_s"] = rate;
   r.details["serial_instrument_bars_per_s"] = serial_rate;
@@ -168,7 +158,7 @@ void run_desk_concurrent(Context& c, ScenarioResult& r) {
       human_bytes(static_cast<double>(par.state_bytes() / static_cast<uint64_t>(n))).c_str(),
       v.verdict.c_str());
   r.summary = buf;
-  if (mismatches) r.summary += " (first mismatch at " + first_mismatch + ")";
+  if (mismatches) r.summary += " (first mismatch at " + t.first_mismatch + ")";
 }
 
 }  // namespace foxhunt::harness::stress_detail

@@ -15,6 +15,7 @@
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/fields.h"
 #include "foxhunt/core/strings.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"
@@ -59,10 +60,23 @@ nlohmann::json ValidateReport::to_json() const {
   return j;
 }
 
+void to_json(nlohmann::json& j, const ModelCheck& c) {
+  j = nlohmann::json::object();
+  FOXHUNT_JSON_FIELDS(j, c, name, parameters, parameter_bytes, buffer_bytes, seq_len, ok);
+  for (const auto& f : c.forwards)
+    FOXHUNT_JSON_FIELDS(j["batch_" + std::to_string(f.batch)], f, ok, shapes_ok, finite, outputs);
+}
+
+void to_json(nlohmann::json& j, const TrainCheck& c) {
+  j = nlohmann::json::object();
+  FOXHUNT_JSON_FIELDS(j, c, model, ok, completed, checkpoint_ok, seconds, eval, memory_cap,
+                      summary);
+}
+
 void validate_models_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
   const torch::Device device = models::to_torch(options.device);
   c10::InferenceMode guard;
-  nlohmann::json rows = nlohmann::json::array();
+  std::vector<ModelCheck> rows;
   bool all_ok = true;
   char line[256];
   std::snprintf(line, sizeof(line), "  %-8s %12s %14s %8s %s\n", "model", "parameters",
@@ -72,11 +86,12 @@ void validate_models_step(const ValidateOptions& options, StepResult& result, st
     auto m = models::make_model(name);
     m->to(device);
     m->module().eval();
-    nlohmann::json row = {{"name", name},
-                          {"parameters", m->parameter_count()},
-                          {"parameter_bytes", m->parameter_bytes()},
-                          {"buffer_bytes", m->buffer_bytes()},
-                          {"seq_len", m->default_seq_len()}};
+    ModelCheck row;
+    row.name = name;
+    row.parameters = m->parameter_count();
+    row.parameter_bytes = m->parameter_bytes();
+    row.buffer_bytes = m->buffer_bytes();
+    row.seq_len = m->default_seq_len();
     std::string checks;
     bool ok = true;
     for (int64_t b : options.batches) {
@@ -93,12 +108,11 @@ void validate_models_step(const ValidateOptions& options, StepResult& result, st
       ok = ok && step_ok;
       std::string out_shapes;
       for (const auto& o : outs) out_shapes += models::shape_str(o.sizes().vec()) + " ";
-      row["batch_" + std::to_string(b)] = {
-          {"ok", step_ok}, {"shapes_ok", shapes_ok}, {"finite", finite}, {"outputs", out_shapes}};
+      row.forwards.push_back({b, shapes_ok, finite, step_ok, out_shapes});
       // Appended piecewise: GCC 12 warns falsely (-Wstringop-overflow) on `"b" + to_string(b)`.
       checks.append("b").append(std::to_string(b)).append(step_ok ? ":ok " : ":FAIL ");
     }
-    row["ok"] = ok;
+    row.ok = ok;
     all_ok = all_ok && ok;
     std::snprintf(line, sizeof(line), "  %-8s %12lld %14s %8lld %s\n", name.c_str(),
                   static_cast<long long>(m->parameter_count()),
@@ -204,7 +218,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
   log << "  threads: " << threads << " intra-op\n";
 
   bool all_ok = true;
-  nlohmann::json rows = nlohmann::json::array();
+  std::vector<TrainCheck> rows;
   char line[256];
   for (const auto& model : jobs::trainable_models()) {
     jobs::TrainJob job;
@@ -275,14 +289,8 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
     log << line << verdict << (checkpoint_ok ? "" : " [checkpoint unreadable]") << "\n";
     log.flush();
     const nlohmann::json json = jobs::to_json(summary);  // the run's eval and cap, as reported
-    rows.push_back({{"model", model},
-                    {"ok", ok},
-                    {"completed", completed},
-                    {"checkpoint_ok", checkpoint_ok},
-                    {"seconds", seconds},
-                    {"eval", json.at("eval")},
-                    {"memory_cap", json.at("memory_cap")},
-                    {"summary", verdict}});
+    rows.push_back({model, completed, checkpoint_ok, ok, seconds, json.at("eval"),
+                    json.at("memory_cap"), verdict});
   }
   // The ensemble's weights, fitted on the validation split as train all does (DIR/rule.json).
   if (BundleDirectory(root.string()).complete()) {
@@ -441,8 +449,8 @@ ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {
   std::vector<std::string> known;
   for (const auto& [name, step] : validate_steps()) known.push_back(name);
   for (const auto& s : given.skip)
-    FOXHUNT_CHECK(std::find(known.begin(), known.end(), s) != known.end(), "validate", "--skip '",
-                  s, "': expected a step name: ", join(known, ", "));
+    FOXHUNT_CHECK(std::find(known.begin(), known.end(), s) != known.end(), "validate", "skip '", s,
+                  "': expected a step name: ", join(known, ", "));
   const ScopedDirectory work(given.out_dir, "foxhunt-validate");
   options.out_dir = work.path();
   ValidateReport report;

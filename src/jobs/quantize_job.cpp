@@ -35,7 +35,7 @@ std::shared_ptr<const data::MarketDataset> bundle_dataset(const Bundle& b, const
   FOXHUNT_CHECK(f.hash == b.data.hash && f.rows == b.data.rows, kComponent, "'",
                 synthetic ? std::string("synthetic") : path, "': expected the ", b.data.rows,
                 " bars the bundle was trained on (hash ", b.data.hash, "), got ", f.rows,
-                " bars (hash ", f.hash, "); pass the training CSV with --data");
+                " bars (hash ", f.hash, "); pass the training CSV with data");
   data::DatasetOptions o;
   o.target_scale = b.target_scale;
   o.target_vol_feature = b.target_vol_feature;
@@ -74,16 +74,16 @@ nlohmann::json to_json(const QuantizeSummary& s) {
 QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   FOXHUNT_CHECK(job.method == "ptq" || job.method == "qat", kComponent,
                 "method: expected ptq or qat, got '", job.method, "'");
-  FOXHUNT_CHECK(!job.bundle.empty(), kComponent, "--bundle: expected an FP32 TFT bundle");
-  FOXHUNT_CHECK(!job.out.empty(), kComponent, "--out: expected the INT8 bundle to write");
-  FOXHUNT_CHECK(job.out != job.bundle, kComponent, "--out: expected another file than --bundle '",
+  FOXHUNT_CHECK(!job.bundle.empty(), kComponent, "bundle: expected an FP32 TFT bundle");
+  FOXHUNT_CHECK(!job.out.empty(), kComponent, "out: expected the INT8 bundle to write");
+  FOXHUNT_CHECK(job.out != job.bundle, kComponent, "out: expected another file than bundle '",
                 job.bundle, "'");
   FOXHUNT_CHECK(std::isfinite(job.max_loss_delta_pct), kComponent,
-                "--max-loss-delta-pct: expected a finite bound in percent, got ",
+                "max_loss_delta_pct: expected a finite bound in percent, got ",
                 job.max_loss_delta_pct);
-  FOXHUNT_CHECK(job.calib >= 1, kComponent, "--calib: expected >= 1 windows, got ", job.calib);
-  FOXHUNT_CHECK(job.batch >= 1, kComponent, "--batch: expected >= 1, got ", job.batch);
-  FOXHUNT_CHECK(job.method != "qat" || job.epochs >= 1, kComponent, "--epochs: expected >= 1, got ",
+  FOXHUNT_CHECK(job.calib >= 1, kComponent, "calib: expected >= 1 windows, got ", job.calib);
+  FOXHUNT_CHECK(job.batch >= 1, kComponent, "batch: expected >= 1, got ", job.batch);
+  FOXHUNT_CHECK(job.method != "qat" || job.epochs >= 1, kComponent, "epochs: expected >= 1, got ",
                 job.epochs);
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = models::to_torch(job.device);

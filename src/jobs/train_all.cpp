@@ -63,14 +63,13 @@ nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data
 
 TrainAllSummary run_train_all(const TrainJob& base) {
   FOXHUNT_CHECK(base.resume.empty(), kComponent,
-                "train all: --resume applies to one model; resume each with foxhunt train MODEL");
+                "train all: resume applies to one model; resume each model's own run");
   FOXHUNT_CHECK(base.dist.world_size() == 1, kComponent,
-                "train all: data-parallel runs train one model; use foxhunt train MODEL --nproc N");
+                "train all: data-parallel runs train one model; run one per model");
   FOXHUNT_CHECK(base.env.empty() || base.env == "trading", kComponent,
-                "train all: the RL models train on the trading env of --data, got --env ",
-                base.env);
+                "train all: the RL models train on the trading env of data, got env ", base.env);
   FOXHUNT_CHECK(base.options.empty() && base.model_options.empty(), kComponent,
-                "train all: --options/--model-options differ per model; use foxhunt train MODEL");
+                "train all: options and model_options differ per model; train each model alone");
   TrainAllSummary all;
   all.out = base.out_dir.empty() ? "out/ensemble" : base.out_dir;
   // A rule fitted for earlier bundles must not outlive them.

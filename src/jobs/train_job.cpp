@@ -1,5 +1,6 @@
 #include "foxhunt/jobs/train_job.h"
 
+#include "foxhunt/core/fields.h"
 #include "foxhunt/data/forecast_eval.h"
 
 #include <algorithm>
@@ -73,7 +74,7 @@ int64_t parse_batch(const std::string& batch) {
     used = 0;
   }
   FOXHUNT_CHECK(used == batch.size() && n > 0, kComponent,
-                "--batch: expected a positive integer or 'auto', got '", batch, "'");
+                "batch: expected a positive integer or 'auto', got '", batch, "'");
   return n;
 }
 
@@ -114,20 +115,10 @@ int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
   po.budget = budget;
   const auto r = plan::plan_batch(po);
   BatchPlanSummary& p = plan_out.emplace();
-  p.chosen_batch = r.chosen_batch;
-  p.budget_bytes = r.budget_bytes;
-  p.budget_source = r.budget_source;
-  p.max_batch = r.max_batch;
-  p.limited_by = r.limited_by;
-  p.verified = r.verified;
-  p.predicted_peak_bytes = r.predicted_peak_bytes;
-  p.verified_peak_bytes = r.verified_peak_bytes;
+  FOXHUNT_COPY_FIELDS(p, r, chosen_batch, budget_bytes, budget_source, max_batch, limited_by,
+                      verified, predicted_peak_bytes, verified_peak_bytes, seconds);
+  FOXHUNT_COPY_FIELDS(p, r.fixed, comm_bucket_bytes, external_bytes, trainer_state_bytes, step);
   p.world_size = po.train.world_size;  // the batch is per rank
-  p.comm_bucket_bytes = r.fixed.comm_bucket_bytes;
-  p.external_bytes = r.fixed.external_bytes;
-  p.trainer_state_bytes = r.fixed.trainer_state_bytes;
-  p.step = r.fixed.step;
-  p.seconds = r.seconds;
   return r.chosen_batch;
 }
 
@@ -183,7 +174,7 @@ class RunCap {
 // RL trainer options: the checkpoint's (on resume) or the defaults, then --options, then flags
 // (--batch auto is planned later, once the network is known).
 nlohmann::json rl_options(nlohmann::json base, const TrainJob& job) {
-  base.update(checked_overrides(job.options, "--options"));
+  base.update(checked_overrides(job.options, "options"));
   if (job.steps > 0) base["total_steps"] = job.steps;
   if (!job.batch.empty() && job.batch != "auto") base["batch_size"] = parse_batch(job.batch);
   if (job.seed) base["seed"] = *job.seed;
@@ -194,7 +185,7 @@ nlohmann::json rl_options(nlohmann::json base, const TrainJob& job) {
 // The --resume checkpoint (read once per job) checked as a trainer checkpoint of `algo`.
 const Container& resumed_checkpoint(const std::optional<Container>& resumed, const TrainJob& job,
                                     const char* algo) {
-  FOXHUNT_INTERNAL_ASSERT(resumed.has_value(), "no --resume checkpoint");
+  FOXHUNT_INTERNAL_ASSERT(resumed.has_value(), "no resume checkpoint");
   check_trainer_container(*resumed, job.resume, algo);
   FOXHUNT_CHECK(resumed->header["trainer"].contains("options"), "checkpoint", "'", job.resume,
                 "': trainer options missing");
@@ -245,7 +236,7 @@ Paths output_paths(const TrainJob& job) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   FOXHUNT_CHECK(!ec && std::filesystem::is_directory(dir), kComponent,
-                "--out: cannot create directory '", dir, "': ", ec.message());
+                "out_dir: cannot create directory '", dir, "': ", ec.message());
   const auto p = std::filesystem::path(dir);
   return {dir, (p / "checkpoint.ckpt").string(), (p / "metrics.jsonl").string(),
           (p / "summary.json").string()};
@@ -266,14 +257,8 @@ TrainSummary summary_of(const TrainJob& job, const std::string& env, const Train
   TrainSummary s;
   s.model = job.model;
   s.env = env;
-  s.steps = r.steps;
-  s.total_steps = r.total_steps;
-  s.episodes = r.episodes;
-  s.completed = r.completed;
-  s.interrupted = r.interrupted;
-  s.seconds = r.seconds;
+  FOXHUNT_COPY_FIELDS(s, r, steps, total_steps, episodes, completed, interrupted, seconds, metrics);
   s.checkpoint = r.checkpoint_path;
-  s.metrics = r.metrics;
   s.metrics_file = paths.metrics;
   if (!job.resume.empty()) s.resumed_from = job.resume;
   s.options = options;
@@ -370,15 +355,15 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
 
 TrainSummary run_rl(const TrainJob& job, const std::optional<Container>& resumed) {
   const std::string env_name = job.env.empty() ? "cartpole" : job.env;
-  FOXHUNT_CHECK(job.epochs == 0, kComponent, "--epochs applies to ", forecaster_names(), "; ",
-                job.model, " trains for --steps");
+  FOXHUNT_CHECK(job.epochs == 0, kComponent, "epochs applies to ", forecaster_names(), "; ",
+                job.model, " trains for steps");
   FOXHUNT_CHECK(env_name == "cartpole" || env_name == "trading", kComponent,
-                "--env: expected cartpole or trading, got '", env_name, "'");
+                "env: expected cartpole or trading, got '", env_name, "'");
   FOXHUNT_CHECK(job.data.empty() || env_name == "trading", kComponent,
-                "--data applies to --env trading and to ", forecaster_names());
-  FOXHUNT_CHECK(job.model_options.empty(), kComponent, "--model-options applies to ",
-                forecaster_names(), "; use --options for ", job.model);
-  FOXHUNT_CHECK(job.eval_episodes >= 0, kComponent, "--eval-episodes: expected >= 0, got ",
+                "data applies to env 'trading' and to ", forecaster_names());
+  FOXHUNT_CHECK(job.model_options.empty(), kComponent, "model_options applies to ",
+                forecaster_names(), "; use options for ", job.model);
+  FOXHUNT_CHECK(job.eval_episodes >= 0, kComponent, "eval_episodes: expected >= 0, got ",
                 job.eval_episodes);
 
   EnvFactory factory;
@@ -629,22 +614,22 @@ ForecastTestEvaluation::Pooled pool_next_bar(const std::vector<NextBar>& evals) 
 }
 
 TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& resumed) {
-  FOXHUNT_CHECK(job.steps == 0, kComponent, "--steps applies to ", policy_names(), "; ", job.model,
-                " trains for --epochs");
-  FOXHUNT_CHECK(job.env.empty(), kComponent, "--env applies to ", policy_names(), "; ", job.model,
-                " trains on market data (--data)");
+  FOXHUNT_CHECK(job.steps == 0, kComponent, "steps applies to ", policy_names(), "; ", job.model,
+                " trains for epochs");
+  FOXHUNT_CHECK(job.env.empty(), kComponent, "env applies to ", policy_names(), "; ", job.model,
+                " trains on market data (data: a bars CSV)");
   const auto names = models::model_names();
   FOXHUNT_CHECK(std::find(names.begin(), names.end(), job.model) != names.end(), kComponent,
                 "model '", job.model, "' is not part of this build");
-  checked_overrides(job.options, "--options");
-  checked_overrides(job.model_options, "--model-options");
+  checked_overrides(job.options, "options");
+  checked_overrides(job.model_options, "model_options");
   if (!job.resume.empty())
     FOXHUNT_CHECK(job.model_options.empty(), kComponent,
-                  "--resume continues with the checkpoint's model; drop --model-options");
+                  "resume continues with the checkpoint's model; drop model_options");
 
   if (resumed) resumed_checkpoint(resumed, job, "forecast");
   FOXHUNT_CHECK(!resumed || resumed->header.value("model", "") == job.model, kComponent,
-                "--resume: '", job.resume, "' holds a '",
+                "resume: '", job.resume, "' holds a '",
                 resumed ? resumed->header.value("model", "?") : "", "' model, not '", job.model,
                 "'");
   Market market = load_market(job, resumed, true);
@@ -666,7 +651,7 @@ TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& r
           models::make_model(job.model, model_options)->options_json().value(sizing, int64_t{1}));
     FOXHUNT_CHECK(model_options[sizing].is_number_integer() &&
                       model_options[sizing].get<int64_t>() >= instruments,
-                  kComponent, "--model-options: ", sizing, " ", model_options[sizing].dump(),
+                  kComponent, "model_options: ", sizing, " ", model_options[sizing].dump(),
                   " is fewer than the ", instruments, " instruments of '", market.info.source,
                   "' (", job.model, " gives each instrument its own id)");
   }
@@ -771,23 +756,23 @@ TrainSummary run_train_job(const TrainJob& given) {
   // A training output directory names its checkpoint as well as DIR/checkpoint.ckpt does.
   if (!job.resume.empty() && std::filesystem::is_directory(job.resume)) {
     const auto ckpt = (std::filesystem::path(job.resume) / "checkpoint.ckpt").string();
-    FOXHUNT_CHECK(std::filesystem::exists(ckpt), kComponent, "--resume ", job.resume,
-                  ": expected a trainer checkpoint or a training output directory holding "
-                  "checkpoint.ckpt (foxhunt train --out DIR writes it); this directory has none");
+    FOXHUNT_CHECK(
+        std::filesystem::exists(ckpt), kComponent, "resume ", job.resume,
+        ": expected a trainer checkpoint or a training output directory holding "
+        "checkpoint.ckpt (a training run writes it into its out_dir); this directory has none");
     job.resume = ckpt;
   }
   if (job.dist.world_size() > 1 && job.device == Device::cuda() && torch::cuda::device_count() > 1)
     job.device = Device::cuda(static_cast<int>(job.dist.rank() % torch::cuda::device_count()));
   FOXHUNT_CHECK(models::in_catalog(job.model), kComponent, "unknown model '", job.model,
                 "'; expected one of: ", models::joined_model_names());
-  FOXHUNT_CHECK(job.steps >= 0 && job.epochs >= 0, kComponent,
-                "--steps and --epochs must be positive");
+  FOXHUNT_CHECK(job.steps >= 0 && job.epochs >= 0, kComponent, "steps and epochs must be positive");
   FOXHUNT_CHECK(job.steps == 0 || job.epochs == 0, kComponent,
-                "give either --steps or --epochs, not both");
+                "give either steps or epochs, not both");
   if (!job.resume.empty())
     FOXHUNT_CHECK(job.options.empty() && job.batch.empty() && !job.seed, kComponent,
-                  "--resume continues with the checkpoint's options; only --steps/--epochs may "
-                  "change (drop --options, --batch and --seed)");
+                  "resume continues with the checkpoint's options; only steps/epochs may "
+                  "change (drop options, batch and seed)");
   // The checkpoint is read (and CRC-checked) once; options, data path and state come from it.
   std::optional<Container> resumed;
   if (!job.resume.empty()) resumed = read_container(job.resume);

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "foxhunt/core/fields.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/train/infra.h"
 
@@ -22,13 +23,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PolicyEvaluation, episodes, mean_return, min_
 using train::json_number;
 
 nlohmann::json to_json(const MarketDataInfo& d) {
-  nlohmann::json j = {{"source", d.source},
-                      {"bars", d.bars},
-                      {"train", d.train},
-                      {"validation", d.validation},
-                      {"test", d.test},
-                      {"target_scale", d.target_scale},
-                      {"target_vol_feature", d.target_vol_feature}};
+  nlohmann::json j;
+  FOXHUNT_JSON_FIELDS(j, d, source, bars, train, validation, test, target_scale,
+                      target_vol_feature);
   if (d.target_vol_selection_loss) {
     nlohmann::json losses = nlohmann::json::object();
     for (const auto& [name, loss] : *d.target_vol_selection_loss) losses[name] = json_number(loss);
@@ -36,14 +33,11 @@ nlohmann::json to_json(const MarketDataInfo& d) {
   }
   if (!d.instruments.empty()) {
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& i : d.instruments)
-      list.push_back({{"symbol", i.symbol},
-                      {"instrument_id", i.instrument_id},
-                      {"bars", i.bars},
-                      {"train", i.train},
-                      {"validation", i.validation},
-                      {"test", i.test},
-                      {"target_scale", i.target_scale}});
+    for (const auto& i : d.instruments) {
+      nlohmann::json& row = list.emplace_back();
+      FOXHUNT_JSON_FIELDS(row, i, symbol, instrument_id, bars, train, validation, test,
+                          target_scale);
+    }
     j["instruments"] = list;
   }
   if (d.cuts)
@@ -92,32 +86,18 @@ nlohmann::json eval_json(const TrainSummary& s) {
 }  // namespace
 
 nlohmann::json to_json(const TrainSummary& s) {
-  nlohmann::json j = {
-      {"model", s.model},
-      {"env", s.env},
-      {"steps", s.steps},
-      {"total_steps", s.total_steps},
-      {"episodes", s.episodes},
-      {"completed", s.completed},
-      {"interrupted", s.interrupted},
-      {"seconds", s.seconds},
-      {"checkpoint", s.checkpoint},
-      {"metrics", s.metrics},
-      {"metrics_file", s.metrics_file},
-      {"resumed_from", s.resumed_from ? nlohmann::json(*s.resumed_from) : nlohmann::json(nullptr)},
-      {"options", s.options},
-      {"world_size", s.world_size},
-      {"resumed_world_size",
-       s.resumed_world_size ? nlohmann::json(*s.resumed_world_size) : nlohmann::json(nullptr)},
-      {"bundle", s.bundle ? nlohmann::json(*s.bundle) : nlohmann::json(nullptr)},
-      {"eval", eval_json(s)},
-      {"memory_cap", s.memory_cap ? nlohmann::json(*s.memory_cap) : nlohmann::json(nullptr)},
-      {"enforced_cap_bytes",
-       s.memory_cap ? nlohmann::json(s.memory_cap->enforced_cap_bytes) : nlohmann::json(nullptr)}};
+  nlohmann::json j;
+  FOXHUNT_JSON_FIELDS(j, s, model, env, steps, total_steps, episodes, completed, interrupted,
+                      seconds, checkpoint, metrics, metrics_file, options, world_size);
+  j["resumed_from"] = json_or_null(s.resumed_from);
+  j["resumed_world_size"] = json_or_null(s.resumed_world_size);
+  j["bundle"] = json_or_null(s.bundle);
+  j["eval"] = eval_json(s);
+  j["memory_cap"] = json_or_null(s.memory_cap);
+  j["enforced_cap_bytes"] =
+      s.memory_cap ? nlohmann::json(s.memory_cap->enforced_cap_bytes) : nlohmann::json(nullptr);
   if (s.data) j["data"] = to_json(*s.data);
-  if (s.forecaster())
-    j["compact_defaults"] =
-        s.compact_defaults ? nlohmann::json(*s.compact_defaults) : nlohmann::json(nullptr);
+  if (s.forecaster()) j["compact_defaults"] = json_or_null(s.compact_defaults);
   if (s.batch_plan) {
     nlohmann::json plan = *s.batch_plan;
     // A capped run's plan also carries the cap and the run's peak.
@@ -139,10 +119,9 @@ nlohmann::json to_json(const TrainSummary& s) {
 nlohmann::json to_json(const TrainAllSummary& s) {
   nlohmann::json models = nlohmann::json::object();
   for (const auto& [name, summary] : s.models) models[name] = to_json(summary);
-  return {{"out", s.out},           {"models", models},
-          {"bundles", s.bundles},   {"interrupted", s.interrupted},
-          {"complete", s.complete}, {"rule", s.rule},
-          {"rule_fit", s.rule_fit}};
+  nlohmann::json j = {{"models", models}};
+  FOXHUNT_JSON_FIELDS(j, s, out, bundles, interrupted, complete, rule, rule_fit);
+  return j;
 }
 
 std::string format_train_summary(const TrainAllSummary& s) {
@@ -168,10 +147,7 @@ std::string format_train_summary(const TrainAllSummary& s) {
     out += "decision rule: not fitted (" + s.rule_fit["error"].get<std::string>() +
            "); the built-in rule applies\n";
   }
-  out += "bundles (" + std::to_string(s.bundles.size()) +
-         "): serve them with foxhunt predict "
-         "--bundles " +
-         s.out + " --data F.csv\n";
+  out += "bundles (" + std::to_string(s.bundles.size()) + ") in " + s.out + "\n";
   return out;
 }
 
@@ -248,8 +224,7 @@ std::string format_train_summary(const TrainSummary& s) {
            data::format_timestamp(s.data->cuts->test_begin) + " for all\n";
   out += "  checkpoint: " + s.checkpoint + "\n";
   out += "  metrics:    " + s.metrics_file + "\n";
-  if (s.interrupted)
-    out += "  resume with: foxhunt train " + s.model + " --resume " + s.checkpoint + "\n";
+  if (s.interrupted) out += "  interrupted: the checkpoint holds the run so far\n";
   return out;
 }
 

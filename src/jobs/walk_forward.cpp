@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/jobs/train_job.h"
@@ -33,13 +34,10 @@ data::BarSeries slice(const data::BarSeries& s, int64_t begin, int64_t end) {
 // What makes a fold's training reusable: the same bars and the same settings.
 nlohmann::json fold_record(const WalkForwardJob& job, const data::BarSeries& train) {
   const auto f = serving::fingerprint(train);
-  return {{"rows", f.rows},
-          {"first_timestamp", f.first_timestamp},
-          {"last_timestamp", f.last_timestamp},
-          {"hash", f.hash},
-          {"steps", job.steps},
-          {"epochs", job.epochs},
-          {"seed", job.seed}};
+  nlohmann::json j;
+  FOXHUNT_JSON_FIELDS(j, f, rows, first_timestamp, last_timestamp, hash);
+  FOXHUNT_JSON_FIELDS(j, job, steps, epochs, seed);
+  return j;
 }
 
 bool reusable(const std::string& dir, const nlohmann::json& record) {
@@ -59,18 +57,18 @@ std::string day(int64_t t) {
 }  // namespace
 
 WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
-  FOXHUNT_CHECK(!job.data.empty(), kComponent, "--data: expected a bars CSV");
-  FOXHUNT_CHECK(job.every >= 20, kComponent,
-                "--walk-forward: expected at least 20 bars per fold, got ", job.every);
+  FOXHUNT_CHECK(!job.data.empty(), kComponent, "data: expected a bars CSV");
+  FOXHUNT_CHECK(job.every >= 20, kComponent, "every (bars per fold): expected at least 20, got ",
+                job.every);
   FOXHUNT_CHECK(job.rolling >= 0 && job.initial >= 0, kComponent,
-                "--rolling/--initial: expected >= 0, got ", job.rolling, " and ", job.initial);
-  FOXHUNT_CHECK(job.cost_bps >= 0, kComponent, "--cost-bps: expected >= 0, got ", job.cost_bps);
+                "rolling/initial: expected >= 0, got ", job.rolling, " and ", job.initial);
+  FOXHUNT_CHECK(job.cost_bps >= 0, kComponent, "cost_bps: expected >= 0, got ", job.cost_bps);
   const auto series = data::load_bars_csv(job.data);
   const auto n = static_cast<int64_t>(series.size());
   const int64_t initial = job.initial > 0 ? job.initial : n * 6 / 10;
-  FOXHUNT_CHECK(initial < n, kComponent, "--initial ", initial, ": expected fewer bars than the ",
-                n, " in '", job.data, "' (the rest is scored)");
-  FOXHUNT_CHECK(job.rolling == 0 || job.rolling <= initial, kComponent, "--rolling ", job.rolling,
+  FOXHUNT_CHECK(initial < n, kComponent, "initial ", initial, ": expected fewer bars than the ", n,
+                " in '", job.data, "' (the rest is scored)");
+  FOXHUNT_CHECK(job.rolling == 0 || job.rolling <= initial, kComponent, "rolling ", job.rolling,
                 ": expected at most the first training window (", initial, " bars)");
   const int64_t folds = (n - initial + job.every - 1) / job.every;
   const std::string work = job.work_dir.empty() ? "out/walk-forward" : job.work_dir;
@@ -132,10 +130,7 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
       TrainJob tj;
       tj.model = "all";
       tj.data = csv;
-      tj.steps = job.steps;
-      tj.epochs = job.epochs;
-      tj.seed = job.seed;
-      tj.device = job.device;
+      FOXHUNT_COPY_FIELDS(tj, job, steps, epochs, seed, device);
       tj.out_dir = r.dir;
       tj.progress = job.progress ? train::ProgressMode::kAuto : train::ProgressMode::kOff;
       const auto started = std::chrono::steady_clock::now();
@@ -209,22 +204,12 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
 nlohmann::json WalkForwardRun::to_json() const {
   nlohmann::json j = run.to_json();
   nlohmann::json refit_rows = nlohmann::json::array();
-  for (const auto& r : refits)
-    refit_rows.push_back({{"fold", r.fold},
-                          {"train_begin", r.train_begin},
-                          {"train_end", r.train_end},
-                          {"train_first_timestamp", r.train_first_timestamp},
-                          {"train_last_timestamp", r.train_last_timestamp},
-                          {"score_begin", r.score_begin},
-                          {"score_end", r.score_end},
-                          {"first_timestamp", r.first_timestamp},
-                          {"last_timestamp", r.last_timestamp},
-                          {"seconds", r.seconds},
-                          {"reused", r.reused},
-                          {"dir", r.dir},
-                          {"training", r.training},
-                          {"rule_fit", r.rule_fit},
-                          {"sharpe", r.sharpe}});
+  for (const auto& r : refits) {
+    nlohmann::json& row = refit_rows.emplace_back();
+    FOXHUNT_JSON_FIELDS(row, r, fold, train_begin, train_end, train_first_timestamp,
+                        train_last_timestamp, score_begin, score_end, first_timestamp,
+                        last_timestamp, seconds, reused, dir, training, rule_fit, sharpe);
+  }
   j["walk_forward"] = {{"every", every},
                        {"rolling", rolling},
                        {"window", rolling > 0 ? "rolling" : "expanding"},

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "foxhunt/core/fields.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/memory/cuda_memory.h"
 
@@ -272,20 +273,17 @@ nlohmann::json Profiler::to_json(bool include_samples) const {
   const auto now = take_snapshot();
   const auto d = diff(base, now);
   auto snap = [](const MemorySnapshot& s) {
-    nlohmann::json j = {{"live_bytes", s.ledger.live_bytes},   {"peak_bytes", s.ledger.peak_bytes},
-                        {"alloc_count", s.ledger.alloc_count}, {"free_count", s.ledger.free_count},
-                        {"external_bytes", s.external_bytes},  {"rss_bytes", s.rss_bytes}};
-    j["device_allocated_bytes"] =
-        s.device_allocated_bytes ? nlohmann::json(*s.device_allocated_bytes) : nlohmann::json();
+    nlohmann::json j;
+    FOXHUNT_JSON_FIELDS(j, s.ledger, live_bytes, peak_bytes, alloc_count, free_count);
+    FOXHUNT_JSON_FIELDS(j, s, external_bytes, rss_bytes);
+    j["device_allocated_bytes"] = json_or_null(s.device_allocated_bytes);
     return j;
   };
   nlohmann::json scopes = nlohmann::json::array();
-  for (const auto& s : now.scopes)
-    scopes.push_back({{"name", s.name},
-                      {"live_bytes", s.live_bytes},
-                      {"peak_bytes", s.peak_bytes},
-                      {"alloc_count", s.alloc_count},
-                      {"free_count", s.free_count}});
+  for (const auto& s : now.scopes) {
+    nlohmann::json& row = scopes.emplace_back();
+    FOXHUNT_JSON_FIELDS(row, s, name, live_bytes, peak_bytes, alloc_count, free_count);
+  }
   nlohmann::json external = nlohmann::json::array();
   for (const auto& e : now.external)
     external.push_back({{"tag", e.tag}, {"bytes", e.bytes}, {"label", kExternalLabel}});
@@ -307,12 +305,11 @@ nlohmann::json Profiler::to_json(bool include_samples) const {
   j["device"] = dev ? summary_json(*dev) : nlohmann::json();
   if (include_samples) {
     nlohmann::json arr = nlohmann::json::array();
-    for (const auto& s : samples())
-      arr.push_back(
-          {{"t", s.t},
-           {"live_bytes", s.live_bytes},
-           {"rss_bytes", s.rss_bytes},
-           {"device_bytes", s.device_bytes ? nlohmann::json(*s.device_bytes) : nlohmann::json()}});
+    for (const auto& s : samples()) {
+      nlohmann::json& row = arr.emplace_back();
+      FOXHUNT_JSON_FIELDS(row, s, t, live_bytes, rss_bytes);
+      row["device_bytes"] = json_or_null(s.device_bytes);
+    }
     j["samples"] = arr;
   }
   return j;

@@ -201,12 +201,12 @@ torch::Device to_torch(const Device& d) {
       const auto stop = why.find(". ");
       if (stop != std::string::npos) why = why.substr(0, stop);
     }
-    throw InputError("device", "--device " + d.str() +
+    throw InputError("device", "device " + d.str() +
                                    ": expected a usable CUDA device, found none (" + why +
-                                   "); use --device cpu");
+                                   "); use device cpu");
   }
   const auto count = static_cast<int>(torch::cuda::device_count());
-  FOXHUNT_CHECK(d.index() < count, "device", "--device ", d.str(),
+  FOXHUNT_CHECK(d.index() < count, "device", "device ", d.str(),
                 ": expected a CUDA device index below ", count, " (the devices visible here)");
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(d.index()));
 }

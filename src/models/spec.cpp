@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 
 namespace foxhunt::models {
 
@@ -52,18 +53,15 @@ IoSpec forecaster_spec(std::vector<InputSpec> inputs, int64_t window, int64_t ho
 }
 
 void to_json(nlohmann::json& j, const InputSpec& s) {
-  j = {{"name", s.name},
-       {"role", role_name(s.role)},
-       {"feature_set", s.feature_set},
-       {"steps", s.steps},
-       {"features", s.features},
+  j = {{"role", role_name(s.role)},
        {"dtype", s.integer ? "int64" : "float32"},
        {"shape", s.shape(-1)}};
+  FOXHUNT_JSON_FIELDS(j, s, name, feature_set, steps, features);
 }
 
 void to_json(nlohmann::json& j, const IoSpec& s) {
-  j = {{"inputs", s.inputs},   {"outputs", s.outputs},     {"window", s.window},
-       {"horizon", s.horizon}, {"quantiles", s.quantiles}, {"actions", s.actions}};
+  j = nlohmann::json::object();
+  FOXHUNT_JSON_FIELDS(j, s, inputs, outputs, window, horizon, quantiles, actions);
 }
 
 }  // namespace foxhunt::models

@@ -14,6 +14,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/fields.h"
 #include "foxhunt/core/strings.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_memory.h"
@@ -152,11 +153,11 @@ std::map<std::string, std::string> parse_precisions(const std::string& text) {
   for (std::string pair; std::getline(ss, pair, ',');) {
     const auto eq = pair.find('=');
     FOXHUNT_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < pair.size(), "budget",
-                  "--precision: expected MODEL=PRECISION (e.g. tft=int8), got '", pair, "'");
+                  "precision: expected MODEL=PRECISION (e.g. tft=int8), got '", pair, "'");
     const std::string model = pair.substr(0, eq), precision = pair.substr(eq + 1);
-    FOXHUNT_CHECK(is_model(model), "budget", "--precision '", pair, "': unknown model '", model,
+    FOXHUNT_CHECK(is_model(model), "budget", "precision '", pair, "': unknown model '", model,
                   "'; expected one of: ", known_models());
-    FOXHUNT_CHECK(quant::has_precision(model, precision), "budget", "--precision '", pair,
+    FOXHUNT_CHECK(quant::has_precision(model, precision), "budget", "precision '", pair,
                   "': ", model, " has ", join(quant::precisions(model), " and "), ", got '",
                   precision, "'");
     out[model] = precision;
@@ -179,67 +180,43 @@ std::map<std::string, std::uint64_t> load_targets(const std::string& path,
 nlohmann::json BudgetReport::to_json() const {
   nlohmann::json rows_json = nlohmann::json::array();
   for (const auto& r : rows) {
-    nlohmann::json fp = r.footprint.to_json();
-    rows_json.push_back({{"model", r.model},
-                         {"precision", r.precision},
-                         {"memory_bytes", r.memory_bytes},
-                         {"target_bytes", r.target_bytes},
-                         {"pct_of_budget", r.pct_of_budget},
-                         {"pct_of_target", r.pct_of_target},
-                         {"within_target", r.within_target},
-                         {"within_budget", r.within_budget},
-                         {"ok", r.ok},
-                         {"status", r.status},
-                         {"claimed_bytes", r.claimed_bytes},
-                         {"claimed_over_measured", r.claimed_over_measured},
-                         {"training_peak_bytes", r.training_peak_bytes},
-                         {"footprint", fp}});
+    nlohmann::json& row = rows_json.emplace_back();
+    row["footprint"] = r.footprint.to_json();
+    FOXHUNT_JSON_FIELDS(row, r, model, precision, memory_bytes, target_bytes, pct_of_budget,
+                        pct_of_target, within_target, within_budget, ok, status, claimed_bytes,
+                        claimed_over_measured, training_peak_bytes);
   }
   nlohmann::json views_json = nlohmann::json::array();
-  for (const auto& v : views)
-    views_json.push_back({{"name", v.name},
-                          {"description", v.description},
-                          {"bytes", v.bytes},
-                          {"headroom_bytes", v.headroom_bytes},
-                          {"ok", v.ok}});
+  for (const auto& v : views) {
+    nlohmann::json& row = views_json.emplace_back();
+    FOXHUNT_JSON_FIELDS(row, v, name, description, bytes, headroom_bytes, ok);
+  }
   std::uint64_t claimed_total = 0;
   for (const auto& [m, b] : reference_claims()) claimed_total += b;
-  return {{"budget_source", budget_source},
-          {"device", device},
-          {"enforced_cap_bytes", enforced_cap_bytes},
-          {"device_overheads",
-           {{"measured", overheads.measured},
-            {"workspace_bytes", overheads.workspace_bytes},
-            {"context_bytes", overheads.context_bytes},
-            {"context_measured", overheads.context_measured},
-            {"profile_reserve_bytes", profile_reserve_bytes},
-            {"note", overheads.note}}},
-          {"views", views_json},
-          {"serving_concurrent_bytes", serving_concurrent_bytes},
-          {"reference_claims",
-           {{"total_bytes", claimed_total},
-            {"headroom_bytes", 3656 * kMiB},
-            {"measured_total_bytes", total_bytes},
-            {"claimed_over_measured",
-             total_bytes ? static_cast<double>(claimed_total) / static_cast<double>(total_bytes)
-                         : 0.0}}},
-          {"budget_bytes", budget_bytes},
-          {"headroom_required_bytes", headroom_required_bytes},
-          {"serving_batch", serving_batch},
-          {"precision",
-           [&] {
-             nlohmann::json p = nlohmann::json::object();
-             for (const auto& r : rows) p[r.model] = r.precision;
-             return p;
-           }()},
-          {"models", rows_json},
-          {"total_bytes", total_bytes},
-          {"total_pct_of_budget", total_pct_of_budget},
-          {"headroom_bytes", headroom_bytes},
-          {"total_within_budget", total_within_budget},
-          {"headroom_ok", headroom_ok},
-          {"ok", ok},
-          {"seconds", seconds}};
+  nlohmann::json j = {{"device_overheads",
+                       {{"measured", overheads.measured},
+                        {"workspace_bytes", overheads.workspace_bytes},
+                        {"context_bytes", overheads.context_bytes},
+                        {"context_measured", overheads.context_measured},
+                        {"profile_reserve_bytes", profile_reserve_bytes},
+                        {"note", overheads.note}}},
+                      {"views", views_json},
+                      {"reference_claims",
+                       {{"total_bytes", claimed_total},
+                        {"headroom_bytes", 3656 * kMiB},
+                        {"measured_total_bytes", total_bytes},
+                        {"claimed_over_measured", total_bytes ? static_cast<double>(claimed_total) /
+                                                                    static_cast<double>(total_bytes)
+                                                              : 0.0}}},
+                      {"models", rows_json}};
+  nlohmann::json precision = nlohmann::json::object();
+  for (const auto& r : rows) precision[r.model] = r.precision;
+  j["precision"] = precision;
+  FOXHUNT_JSON_FIELDS(j, *this, budget_source, device, enforced_cap_bytes, serving_concurrent_bytes,
+                      budget_bytes, headroom_required_bytes, serving_batch, total_bytes,
+                      total_pct_of_budget, headroom_bytes, total_within_budget, headroom_ok, ok,
+                      seconds);
+  return j;
 }
 
 std::string BudgetReport::table() const {
@@ -322,7 +299,7 @@ BudgetReport measure_budget(const BudgetOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   const MemoryDevice dev = o.device.resolved();
   for (const auto& [m, p] : o.precision)
-    FOXHUNT_CHECK(!dev.is_cuda() || p == "fp32", "budget", "--precision ", m, "=", p, " on ",
+    FOXHUNT_CHECK(!dev.is_cuda() || p == "fp32", "budget", "precision ", m, "=", p, " on ",
                   dev.str(), ": the INT8 TFT runs on the CPU only; expected fp32 on CUDA");
   FOXHUNT_CHECK(!dev.is_cuda() || cuda_memory_available(), "budget", "device ", o.device,
                 ": no CUDA device is available (", cuda_stats_backend(), ")");

@@ -1,5 +1,6 @@
 #include "foxhunt/plan/footprint.h"
 
+#include "foxhunt/core/fields.h"
 #include "foxhunt/quant/precision.h"
 
 #include <torch/torch.h>
@@ -64,17 +65,12 @@ std::uint64_t optimizer_state_bytes(OptimizerKind kind, std::uint64_t trainable_
 }
 
 nlohmann::json to_json(const TrainConfig& c) {
-  return {{"step", to_string(c.step)},
-          {"trainer_options", c.trainer_options},
-          {"custom_env", static_cast<bool>(c.env)},
-          {"device", c.device},
-          {"optimizer", to_string(c.optimizer)},
-          {"seq_len", c.seq_len},
-          {"batch", c.batch},
-          {"lr", c.lr},
-          {"seed", c.seed},
-          {"world_size", c.world_size},
-          {"bucket_mib", c.bucket_mib}};
+  nlohmann::json j = {{"step", to_string(c.step)},
+                      {"custom_env", static_cast<bool>(c.env)},
+                      {"optimizer", to_string(c.optimizer)}};
+  FOXHUNT_JSON_FIELDS(j, c, trainer_options, device, seq_len, batch, lr, seed, world_size,
+                      bucket_mib);
+  return j;
 }
 
 // ---- TrainingFootprint -----------------------------------------------------------------------
@@ -100,34 +96,16 @@ std::vector<TagBytes> TrainingFootprint::tags() const {
 nlohmann::json TrainingFootprint::to_json() const {
   nlohmann::json tag_json = nlohmann::json::object();
   for (const auto& t : tags()) tag_json[t.tag] = t.bytes;
-  return {{"model", model},
-          {"config", plan::to_json(config)},
-          {"seq_len", seq_len},
-          {"parameter_bytes", parameter_bytes},
-          {"trainable_parameter_bytes", trainable_parameter_bytes},
-          {"buffer_bytes", buffer_bytes},
-          {"step", step},
-          {"construction_live_bytes", construction_live_bytes},
-          {"derived_bytes", derived_bytes},
-          {"trainer_state_bytes", trainer_state_bytes},
-          {"expected_trainer_state_bytes", expected_trainer_state_bytes},
-          {"host_bytes", host_bytes},
-          {"external_bytes", external_bytes},
-          {"device", device},
-          {"gradient_bytes", gradient_bytes},
-          {"expected_gradient_bytes", expected_gradient_bytes},
-          {"optimizer_bytes", optimizer_bytes},
-          {"expected_optimizer_bytes", expected_optimizer_bytes},
-          {"comm_bucket_bytes", comm_bucket_bytes},
-          {"expected_comm_bucket_bytes", expected_comm_bucket_bytes},
-          {"fixed_bytes", fixed_bytes},
-          {"activation_bytes", activation_bytes},
-          {"step_bytes", step_bytes},
-          {"peak_bytes", peak_bytes},
-          {"input_bytes", input_bytes},
-          {"leaked_bytes", leaked_bytes},
-          {"matches_closed_form", matches_closed_form()},
-          {"tags", tag_json}};
+  nlohmann::json j = {{"config", plan::to_json(config)},
+                      {"matches_closed_form", matches_closed_form()},
+                      {"tags", tag_json}};
+  FOXHUNT_JSON_FIELDS(
+      j, *this, model, seq_len, parameter_bytes, trainable_parameter_bytes, buffer_bytes, step,
+      construction_live_bytes, derived_bytes, trainer_state_bytes, expected_trainer_state_bytes,
+      host_bytes, external_bytes, device, gradient_bytes, expected_gradient_bytes, optimizer_bytes,
+      expected_optimizer_bytes, comm_bucket_bytes, expected_comm_bucket_bytes, fixed_bytes,
+      activation_bytes, step_bytes, peak_bytes, input_bytes, leaked_bytes);
+  return j;
 }
 
 // ---- TrainingProbe ---------------------------------------------------------------------------
@@ -308,20 +286,14 @@ std::uint64_t InferenceFootprint::peak_total_bytes() const {
 
 nlohmann::json InferenceFootprint::to_json() const {
   nlohmann::json runs_json = nlohmann::json::array();
-  for (const auto& r : runs)
-    runs_json.push_back({{"batch", r.batch},
-                         {"input_bytes", r.input_bytes},
-                         {"activation_bytes", r.activation_bytes},
-                         {"total_bytes", r.total_bytes}});
-  return {{"model", model},
-          {"device", device},
-          {"seq_len", seq_len},
-          {"parameter_bytes", parameter_bytes},
-          {"buffer_bytes", buffer_bytes},
-          {"construction_live_bytes", construction_live_bytes},
-          {"derived_bytes", derived_bytes},
-          {"runs", runs_json},
-          {"peak_total_bytes", peak_total_bytes()}};
+  for (const auto& r : runs) {
+    nlohmann::json& row = runs_json.emplace_back();
+    FOXHUNT_JSON_FIELDS(row, r, batch, input_bytes, activation_bytes, total_bytes);
+  }
+  nlohmann::json j = {{"runs", runs_json}, {"peak_total_bytes", peak_total_bytes()}};
+  FOXHUNT_JSON_FIELDS(j, *this, model, device, seq_len, parameter_bytes, buffer_bytes,
+                      construction_live_bytes, derived_bytes);
+  return j;
 }
 
 std::unique_ptr<models::Model> make_model_at(const std::string& name, const std::string& precision,

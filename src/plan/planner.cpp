@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "foxhunt/core/fields.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/ledger.h"
@@ -177,50 +178,34 @@ double PlanResult::reference_error_pct() const {
 
 nlohmann::json PlanResult::to_json() const {
   nlohmann::json probes_json = nlohmann::json::array();
-  for (const auto& p : probes)
-    probes_json.push_back({{"batch", p.batch},
-                           {"activation_bytes", p.activation_bytes},
-                           {"step_bytes", p.step_bytes},
-                           {"peak_bytes", p.peak_bytes}});
+  for (const auto& p : probes) {
+    nlohmann::json& row = probes_json.emplace_back();
+    FOXHUNT_JSON_FIELDS(row, p, batch, activation_bytes, step_bytes, peak_bytes);
+  }
   nlohmann::json attempts_json = nlohmann::json::array();
-  for (const auto& a : attempts)
-    attempts_json.push_back(
-        {{"batch", a.batch}, {"ok", a.ok}, {"peak_bytes", a.peak_bytes}, {"error", a.error}});
-  return {
-      {"model", model},
+  for (const auto& a : attempts) {
+    nlohmann::json& row = attempts_json.emplace_back();
+    FOXHUNT_JSON_FIELDS(row, a, batch, ok, peak_bytes, error);
+  }
+  nlohmann::json j = {
       {"step", to_string(train.step)},
       {"step_description", fixed.step},
       {"device", fixed.device},
       {"optimizer", to_string(train.optimizer)},
-      {"seq_len", seq_len},
-      {"has_time_axis", has_time_axis},
-      {"budget_bytes", budget_bytes},
-      {"budget_source", budget_source},
-      {"margin", margin},
-      {"pow2", pow2},
-      {"min_batch", min_batch},
-      {"max_batch", max_batch},
       {"fixed", fixed.to_json()},
-      {"construction_peak_bytes", construction_peak_bytes},
       {"probes", probes_json},
       {"fit",
        {{"a_bytes", fit_a}, {"c_bytes_per_sample", fit_c}, {"min_probe_batch", fit_min_batch}}},
       {"step_fit", {{"a_bytes", step_fit_a}, {"c_bytes_per_sample", step_fit_c}}},
-      {"input_elements_per_sample", input_elements_per_sample},
-      {"budget_batch", budget_batch},
-      {"chosen_batch", chosen_batch},
-      {"limited_by", limited_by},
-      {"verified", verified},
       {"attempts", attempts_json},
-      {"reference_peak_bytes", reference_peak_bytes},
-      {"predicted_peak_bytes", predicted_peak_bytes},
-      {"verified_peak_bytes", verified_peak_bytes},
       {"reference_error_pct", reference_error_pct()},
-      {"predicted_error_pct", predicted_error_pct()},
-      {"seconds", seconds},
-      {"probe_seconds", probe_seconds},
-      {"verify_seconds", verify_seconds},
-  };
+      {"predicted_error_pct", predicted_error_pct()}};
+  FOXHUNT_JSON_FIELDS(j, *this, model, seq_len, has_time_axis, budget_bytes, budget_source, margin,
+                      pow2, min_batch, max_batch, construction_peak_bytes,
+                      input_elements_per_sample, budget_batch, chosen_batch, limited_by, verified,
+                      reference_peak_bytes, predicted_peak_bytes, verified_peak_bytes, seconds,
+                      probe_seconds, verify_seconds);
+  return j;
 }
 
 std::string PlanResult::report() const {
@@ -268,7 +253,7 @@ std::string PlanResult::report() const {
                 static_cast<long long>(chosen_batch), limited_by.c_str());
   os << line;
   if (limited_by == "max-batch clamp")
-    os << ": the budget alone would allow " << budget_batch << "; --max-batch " << max_batch
+    os << ": the budget alone would allow " << budget_batch << "; max_batch " << max_batch
        << " stops it";
   else if (limited_by == "power-of-two rounding")
     os << " from " << std::min(budget_batch, max_batch);

@@ -113,7 +113,7 @@ inline std::unique_ptr<train::TrainerStep> make_step(const std::string& name,
   FOXHUNT_CHECK(config.optimizer == OptimizerKind::kAdam, "planner", "optimizer ",
                 to_string(config.optimizer),
                 ": the trainer step uses the trainers' optimizer (adam); measure another "
-                "optimizer with the synthetic step (--step synthetic)");
+                "optimizer with the synthetic step (step synthetic)");
   train::TrainerStepSpec spec;
   spec.model = name;
   spec.model_options = model_options.is_null() ? nlohmann::json::object() : model_options;

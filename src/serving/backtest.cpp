@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
+#include "foxhunt/core/strings.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/serving/bundle.h"
 
@@ -48,7 +50,7 @@ BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarS
                             const BacktestJob& job, std::ostream& log) {
   FOXHUNT_CHECK(!bundles.empty(), kComponent, "expected at least one bundle");
   FOXHUNT_CHECK(job.cost_bps >= 0 && std::isfinite(job.cost_bps), kComponent,
-                "--cost-bps: expected a cost >= 0 basis points, got ", job.cost_bps);
+                "cost_bps: expected a cost >= 0 basis points, got ", job.cost_bps);
   const auto& bars = series.bars;
   BacktestRun run;
   run.data = job.data;
@@ -59,10 +61,10 @@ BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarS
       job.from.empty() ? std::numeric_limits<int64_t>::min() : data::parse_timestamp(job.from);
   const int64_t to =
       job.to.empty() ? std::numeric_limits<int64_t>::max() : data::parse_timestamp(job.to);
-  FOXHUNT_CHECK(job.from.empty() || from > run.training_end, kComponent, "--from ", job.from,
+  FOXHUNT_CHECK(job.from.empty() || from > run.training_end, kComponent, "from ", job.from,
                 ": inside the training data, which ends at ", run.training_end,
                 " (Unix s; the bundles' data fingerprint); a backtest scores held-out bars only");
-  FOXHUNT_CHECK(from <= to, kComponent, "--from ", job.from, " is after --to ", job.to);
+  FOXHUNT_CHECK(from <= to, kComponent, "from ", job.from, " is after to ", job.to);
 
   // One ensemble of the four and one ensemble per model alone: the RL state carries the
   // position each strategy holds, so "a model alone" is its own run, not a reweighting.
@@ -205,8 +207,8 @@ std::vector<std::string> forecaster_gate_failures(const BacktestRun& run) {
 }
 
 BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log) {
-  FOXHUNT_CHECK(!job.bundles.empty(), kComponent, "--bundles: expected a directory");
-  FOXHUNT_CHECK(!job.data.empty(), kComponent, "--data: expected a bars CSV");
+  FOXHUNT_CHECK(!job.bundles.empty(), kComponent, "bundles: expected a directory");
+  FOXHUNT_CHECK(!job.data.empty(), kComponent, "data: expected a bars CSV");
   const auto device = models::to_torch(job.device);
   auto bundles = load_ensemble_bundles(job.bundles, device);
   if (!job.symbol.empty()) bundles = select_instrument(std::move(bundles), job.symbol);
@@ -222,30 +224,21 @@ BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log) {
 }
 
 nlohmann::json BacktestRun::to_json() const {
-  nlohmann::json j;
-  j["data"] = data;
-  j["bars_in_file"] = bars_in_file;
-  j["training_end"] = training_end;
-  j["skipped_training_bars"] = skipped_training_bars;
-  j["warmup_bars"] = warmup_bars;
-  j["scored_bars"] = closes.size();
-  j["first_timestamp"] = first_timestamp;
-  j["last_timestamp"] = last_timestamp;
-  j["periods_per_year"] = periods_per_year;
-  j["short_window"] = short_window;
+  nlohmann::json j = {{"scored_bars", closes.size()}};
+  FOXHUNT_JSON_FIELDS(j, *this, data, bars_in_file, training_end, skipped_training_bars,
+                      warmup_bars, first_timestamp, last_timestamp, periods_per_year, short_window,
+                      rule, idle);
   if (short_window)
     j["note"] = "fewer than a year of bars scored (" + std::to_string(closes.size() - 1) +
                 " bar returns, " + std::to_string(static_cast<int64_t>(periods_per_year)) +
                 " per year): annualised figures extrapolate; see mean_return_per_bar and "
                 "sharpe_per_bar";
-  j["rule"] = rule;
   j["strategies"] = nlohmann::json::object();
   for (const auto& name : order) {
     auto s = data::to_json(results.at(name));
     if (max_abs_signal.count(name)) s["max_abs_signal"] = max_abs_signal.at(name);
     j["strategies"][name] = s;
   }
-  j["idle"] = idle;
   if (!explanation_sums.empty()) {
     j["explain"] = nlohmann::json::object();
     for (const auto& [m, n] : explained_bars) {
@@ -270,55 +263,43 @@ nlohmann::json BacktestRun::to_json() const {
 
 std::string BacktestRun::table() const {
   std::ostringstream os;
-  char line[320];
-  std::snprintf(line, sizeof(line),
-                "backtest: %zu scored bars (%lld warm-up, %lld inside the training range "
-                "skipped), %.0f bars/year\n",
-                closes.size(), static_cast<long long>(warmup_bars),
-                static_cast<long long>(skipped_training_bars), periods_per_year);
-  os << line;
+  os << strprintf(
+      "backtest: %zu scored bars (%lld warm-up, %lld inside the training range "
+      "skipped), %.0f bars/year\n",
+      closes.size(), static_cast<long long>(warmup_bars),
+      static_cast<long long>(skipped_training_bars), periods_per_year);
   if (short_window) {
-    std::snprintf(line, sizeof(line),
-                  "note: fewer than a year of bars scored (%zu of %.0f per year): annualised "
-                  "figures extrapolate; per-bar figures beside them\n",
-                  closes.size() - 1, periods_per_year);
-    os << line;
+    os << strprintf(
+        "note: fewer than a year of bars scored (%zu of %.0f per year): annualised "
+        "figures extrapolate; per-bar figures beside them\n",
+        closes.size() - 1, periods_per_year);
   }
-  std::snprintf(line, sizeof(line), "%-13s %9s %9s %8s %17s %8s %7s %8s %7s %8s %8s %9s\n",
-                "strategy", "return", "ann.ret", "vol", "sharpe [95% CI]", "sh/bar", "max dd",
-                "dd bars", "turn/y", "exposure", "P>B&H", "b/e bps");
-  os << line;
+  os << strprintf("%-13s %9s %9s %8s %17s %8s %7s %8s %7s %8s %8s %9s\n", "strategy", "return",
+                  "ann.ret", "vol", "sharpe [95% CI]", "sh/bar", "max dd", "dd bars", "turn/y",
+                  "exposure", "P>B&H", "b/e bps");
   for (const auto& name : order) {
     const auto& r = results.at(name);
-    char ci[48], beats[16], be[24];
-    std::snprintf(ci, sizeof(ci), "%5.2f [%5.2f,%5.2f]", r.sharpe, r.sharpe_lo, r.sharpe_hi);
-    if (r.prob_beats_reference)
-      std::snprintf(beats, sizeof(beats), "%.2f", *r.prob_beats_reference);
-    else
-      std::snprintf(beats, sizeof(beats), "-");
-    if (r.break_even_cost_bps)
-      std::snprintf(be, sizeof(be), "%.1f", *r.break_even_cost_bps);
-    else
-      std::snprintf(be, sizeof(be), "%s", r.beats_reference_at_any_cost ? "any" : "-");
-    std::snprintf(
-        line, sizeof(line),
+    const std::string ci = strprintf("%5.2f [%5.2f,%5.2f]", r.sharpe, r.sharpe_lo, r.sharpe_hi);
+    const std::string beats =
+        r.prob_beats_reference ? strprintf("%.2f", *r.prob_beats_reference) : "-";
+    const std::string be = r.break_even_cost_bps ? strprintf("%.1f", *r.break_even_cost_bps)
+                           : r.beats_reference_at_any_cost ? "any"
+                                                           : "-";
+    os << strprintf(
         "%-13s %+8.2f%% %+8.2f%% %7.2f%% %17s %8.4f %6.2f%% %8lld %7.1f %7.1f%% %8s %9s\n",
-        name.c_str(), 100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility, ci,
-        r.sharpe_per_bar, 100 * r.max_drawdown,
+        name.c_str(), 100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility,
+        ci.c_str(), r.sharpe_per_bar, 100 * r.max_drawdown,
         static_cast<long long>(r.max_drawdown_duration_bars), r.turnover_per_year, 100 * r.exposure,
-        beats, be);
-    os << line;
+        beats.c_str(), be.c_str());
   }
   for (const auto& [name, why] : idle) os << name << ": idle, " << why << "\n";
   for (const auto& [name, f] : forecasts) {
     const auto& e = f.evaluation;
-    std::snprintf(line, sizeof(line),
-                  "%-8s pinball %.3g vs best naive %s: skill %+.1f%% [%+.1f%%, %+.1f%%], P10-P90 "
-                  "coverage %.1f%%\n",
-                  name.c_str(), e.model.mean_pinball, e.best_baseline.c_str(),
-                  100 * e.skill_vs_best, 100 * e.skill_vs_best_lo, 100 * e.skill_vs_best_hi,
-                  100 * e.coverage_p10_p90.value_or(NAN));
-    os << line;
+    os << strprintf(
+        "%-8s pinball %.3g vs best naive %s: skill %+.1f%% [%+.1f%%, %+.1f%%], P10-P90 "
+        "coverage %.1f%%\n",
+        name.c_str(), e.model.mean_pinball, e.best_baseline.c_str(), 100 * e.skill_vs_best,
+        100 * e.skill_vs_best_lo, 100 * e.skill_vs_best_hi, 100 * e.coverage_p10_p90.value_or(NAN));
   }
   return os.str();
 }

@@ -200,8 +200,7 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
     path = BundleDirectory::bundle_in(path_in);
     FOXHUNT_CHECK(std::filesystem::exists(path), kComponent, "'", path_in,
                   "': expected a bundle file or a model directory holding ", kBundleFile,
-                  " (foxhunt train --out DIR writes DIR/", kBundleFile,
-                  "); this directory has none",
+                  " (a training run writes its out_dir/", kBundleFile, "); this directory has none",
                   BundleDirectory(path_in).complete()
                       ? " (it is an ensemble directory: name one model, e.g. " + path_in + "/tft)"
                       : std::string());

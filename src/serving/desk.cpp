@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -74,6 +75,9 @@ struct Desk::Impl {
   DecisionRule rule;
   DeskOptions options;
   std::unique_ptr<ThreadPool> pool;
+  // Each model's time on the previous timestamp: the costliest is dispatched first (on the
+  // calling thread; ThreadPool::run), the others share the workers meanwhile.
+  std::vector<double> cost_us;
   std::vector<std::unique_ptr<Instrument>> instruments;
   std::unordered_map<std::string, size_t> index;
   std::vector<std::vector<float>> scratch;  // per model: a normalised bank row
@@ -106,7 +110,8 @@ Desk::Desk(std::vector<Bundle> bundles, const DecisionRule& rule, const DeskOpti
   for (const auto& b : d.bundles) d.plans.emplace_back(*b, /*use_cache=*/true);
   d.scratch.resize(d.plans.size());
   d.instrument_bytes = Instrument("", d.plans, 0, /*probe=*/true).fixed_bytes();
-  d.pool = std::make_unique<ThreadPool>(static_cast<int>(d.plans.size()));
+  d.pool = std::make_unique<ThreadPool>(ThreadPool::workers_for(d.plans.size()));
+  d.cost_us.assign(d.plans.size(), 0.0);
 }
 
 Desk::~Desk() = default;
@@ -229,8 +234,12 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
   }
 
   // 4. One batch per model (chunks of max_batch), the models concurrently.
+  std::vector<size_t> order(d.plans.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&d](size_t a, size_t b) { return d.cost_us[a] > d.cost_us[b]; });
   std::vector<std::function<void()>> tasks;
-  for (size_t m = 0; m < d.plans.size(); ++m)
+  for (size_t m : order)
     tasks.emplace_back([&, m] {
       const auto tm = std::chrono::steady_clock::now();
       std::optional<memory::MemoryScope> scope;
@@ -286,6 +295,7 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
         }
       }
       const double us = detail::micros_since(tm);
+      d.cost_us[m] = us;
       for (size_t i : ready) out[i].decision.signals[m].latency_us = us;
     });
   if (d.options.parallel && tasks.size() > 1) {

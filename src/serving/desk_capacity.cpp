@@ -5,9 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
-#include <sstream>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
+#include "foxhunt/core/strings.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/catalog.h"
@@ -61,52 +62,35 @@ DeskRun run_desk(const std::vector<Bundle>& bundles, int64_t n, uint64_t weights
 }  // namespace
 
 void to_json(nlohmann::json& j, const DeskRun& r) {
-  j = {{"instruments", r.instruments}, {"bytes", r.bytes},
-       {"state_bytes", r.state_bytes}, {"forward_peak_bytes", r.forward_peak_bytes},
-       {"refused", r.refused},         {"seconds", r.seconds}};
+  FOXHUNT_JSON_FIELDS(j, r, instruments, bytes, state_bytes, forward_peak_bytes, refused, seconds);
 }
 
 nlohmann::json DeskCapacity::to_json() const {
-  return {{"budget_source", budget_source},
-          {"budget_bytes", budget_bytes},
-          {"headroom_required_bytes", headroom_required_bytes},
-          {"models", models},
-          {"weights_bytes", weights_bytes},
-          {"asked", asked},
-          {"probe", probe},
-          {"state_bytes_per_instrument", state_bytes_per_instrument},
-          {"bytes_per_instrument", bytes_per_instrument},
-          {"max_instruments", max_instruments},
-          {"verified", verified},
-          {"verify_attempts", verify_attempts},
-          {"asked_fits", asked_fits},
-          {"ok", ok},
-          {"seconds", seconds}};
+  nlohmann::json j;
+  FOXHUNT_JSON_FIELDS(j, *this, budget_source, budget_bytes, headroom_required_bytes, models,
+                      weights_bytes, asked, probe, state_bytes_per_instrument, bytes_per_instrument,
+                      max_instruments, verified, verify_attempts, asked_fits, ok, seconds);
+  return j;
 }
 
 std::string DeskCapacity::table() const {
-  std::ostringstream os;
-  char buf[512];
-  std::snprintf(buf, sizeof(buf),
-                "desk of %lld instruments: %s (weights %s, state %s = %s per instrument, "
-                "forwards peak %s): %s the budget %s (%s) with %s headroom\n",
-                static_cast<long long>(asked.instruments),
-                human_bytes(static_cast<double>(asked.bytes)).c_str(),
-                human_bytes(static_cast<double>(weights_bytes)).c_str(),
-                human_bytes(static_cast<double>(asked.state_bytes)).c_str(),
-                human_bytes(static_cast<double>(state_bytes_per_instrument)).c_str(),
-                human_bytes(static_cast<double>(asked.forward_peak_bytes)).c_str(),
-                asked_fits ? "fits" : "DOES NOT FIT", human_bytes(double(budget_bytes)).c_str(),
-                budget_source.c_str(), human_bytes(double(headroom_required_bytes)).c_str());
-  os << buf;
-  std::snprintf(buf, sizeof(buf),
-                "max_instruments: %lld (%s per instrument measured; verified under the cap: %s in "
-                "%lld attempt%s)\n",
-                static_cast<long long>(max_instruments), human_bytes(bytes_per_instrument).c_str(),
-                human_bytes(static_cast<double>(verified.bytes)).c_str(),
-                static_cast<long long>(verify_attempts), verify_attempts == 1 ? "" : "s");
-  os << buf;
-  return os.str();
+  return strprintf(
+             "desk of %lld instruments: %s (weights %s, state %s = %s per instrument, "
+             "forwards peak %s): %s the budget %s (%s) with %s headroom\n",
+             static_cast<long long>(asked.instruments),
+             human_bytes(static_cast<double>(asked.bytes)).c_str(),
+             human_bytes(static_cast<double>(weights_bytes)).c_str(),
+             human_bytes(static_cast<double>(asked.state_bytes)).c_str(),
+             human_bytes(static_cast<double>(state_bytes_per_instrument)).c_str(),
+             human_bytes(static_cast<double>(asked.forward_peak_bytes)).c_str(),
+             asked_fits ? "fits" : "DOES NOT FIT", human_bytes(double(budget_bytes)).c_str(),
+             budget_source.c_str(), human_bytes(double(headroom_required_bytes)).c_str()) +
+         strprintf(
+             "max_instruments: %lld (%s per instrument measured; verified under the cap: %s in "
+             "%lld attempt%s)\n",
+             static_cast<long long>(max_instruments), human_bytes(bytes_per_instrument).c_str(),
+             human_bytes(static_cast<double>(verified.bytes)).c_str(),
+             static_cast<long long>(verify_attempts), verify_attempts == 1 ? "" : "s");
 }
 
 DeskCapacity measure_desk_capacity(const std::vector<Bundle>& bundles,

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 
 namespace foxhunt::serving {
 
@@ -143,13 +144,8 @@ PanelBacktestRun run_panel_backtest(const std::vector<Bundle>& bundles, const da
 }
 
 nlohmann::json PanelBacktestRun::to_json() const {
-  nlohmann::json j;
-  j["data"] = data;
-  j["symbols"] = symbols;
-  j["skipped"] = skipped;
-  j["weights"] = weights;
-  j["sigma"] = sigma;
-  j["portfolio_bars"] = timestamps.size() + 1;
+  nlohmann::json j = {{"portfolio_bars", timestamps.size() + 1}};
+  FOXHUNT_JSON_FIELDS(j, *this, data, symbols, skipped, weights, sigma);
   j["portfolio_rule"] =
       "equal risk: w = (1/sigma) / sum(1/sigma), sigma = stdev of log returns "
       "before the first scored bar";
@@ -157,12 +153,8 @@ nlohmann::json PanelBacktestRun::to_json() const {
   for (const auto& name : order) j["portfolio"][name] = data::to_json(portfolio.at(name));
   j["pooled"] = nlohmann::json::object();
   for (const auto& [m, p] : pooled)
-    j["pooled"][m] = {{"symbols", p.symbols},
-                      {"points", p.points},
-                      {"model_pinball", p.model_pinball},
-                      {"baseline_pinball", p.baseline_pinball},
-                      {"skill", p.skill},
-                      {"coverage_p10_p90", p.coverage_p10_p90}};
+    FOXHUNT_JSON_FIELDS(j["pooled"][m], p, symbols, points, model_pinball, baseline_pinball, skill,
+                        coverage_p10_p90);
   j["per_symbol"] = nlohmann::json::object();
   for (const auto& s : symbols) j["per_symbol"][s] = runs.at(s).to_json();
   return j;

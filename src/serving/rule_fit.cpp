@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 #include "foxhunt/data/backtest.h"
 
 namespace foxhunt::serving {
@@ -65,28 +66,18 @@ Score score(const DecisionRule& rule, const std::vector<Recorded>& segments, dou
 }  // namespace
 
 nlohmann::json to_json(const RuleFit& f, const RuleFitOptions& options) {
-  return {
-      {"bars", f.bars},
-      {"first_timestamp", f.first_timestamp},
-      {"last_timestamp", f.last_timestamp},
-      {"periods_per_year", f.periods_per_year},
+  nlohmann::json j = {
       {"objective",
        "annualised Sharpe after costs of the ensemble's decision on the validation bars"},
       {"method", "grid over the weight simplex, then w = (1 - shrinkage) w* + shrinkage w_equal"},
-      {"shrinkage", options.shrinkage},
-      {"grid_step", options.grid_step},
-      {"cost_bps", options.cost_bps},
-      {"best_weights", f.best_weights},
-      {"weights", f.weights},
-      {"sharpe_best", f.sharpe_best},
-      {"sharpe_equal", f.sharpe_equal},
-      {"sharpe_fitted", f.sharpe_fitted},
-      {"sharpe_alone", f.sharpe_alone},
-      {"exposure_alone", f.exposure_alone},
-      {"candidates", f.candidates},
       {"note",
        "in-sample figures (the validation bars chose the weights); the RL policies saw the "
        "equal-weight ensemble's position"}};
+  FOXHUNT_JSON_FIELDS(j, options, shrinkage, grid_step, cost_bps);
+  FOXHUNT_JSON_FIELDS(j, f, bars, first_timestamp, last_timestamp, periods_per_year, best_weights,
+                      weights, sharpe_best, sharpe_equal, sharpe_fitted, sharpe_alone,
+                      exposure_alone, candidates);
+  return j;
 }
 
 RuleFit fit_decision_rule(const std::vector<Bundle>& bundles, const data::BarSeries& series,

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/strings.h"
 #include "foxhunt/data/dataset.h"
@@ -44,16 +45,10 @@ const char* forecast_rule_name(ForecastRule r) {
 }  // namespace
 
 void to_json(nlohmann::json& j, const DecisionRule& r) {
-  j = {{"weights", r.weights},
-       {"forecast_rule", forecast_rule_name(r.forecast_rule)},
-       {"target_volatility", r.target_volatility},
-       {"full_edge", r.full_edge},
-       {"cost_bps", r.cost_bps},
-       {"periods_per_year", r.periods_per_year},
-       {"forecast_gain", r.forecast_gain},
-       {"policy_temperature", r.policy_temperature},
-       {"dead_band", r.dead_band},
-       {"max_position", r.max_position}};
+  j = nlohmann::json::object();
+  FOXHUNT_JSON_FIELDS(j, r, weights, target_volatility, full_edge, cost_bps, periods_per_year,
+                      forecast_gain, policy_temperature, dead_band, max_position);
+  j["forecast_rule"] = forecast_rule_name(r.forecast_rule);
   if (!r.fit.empty()) j["fit"] = r.fit;
 }
 
@@ -295,7 +290,7 @@ struct ThreadPool::State {
 };
 
 ThreadPool::ThreadPool(int threads) : state_(std::make_unique<State>()) {
-  FOXHUNT_CHECK(threads >= 1, kComponent, "thread pool: expected >= 1 thread, got ", threads);
+  FOXHUNT_CHECK(threads >= 0, kComponent, "thread pool: expected >= 0 threads, got ", threads);
   state_->intra_op_threads = at::get_num_threads();
   for (int i = 0; i < threads; ++i)
     state_->workers.emplace_back([s = state_.get()] { s->worker(); });
@@ -310,6 +305,11 @@ ThreadPool::~ThreadPool() {
   for (auto& t : state_->workers) t.join();
 }
 
+int ThreadPool::workers_for(size_t models) {
+  const auto cores = static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()));
+  return static_cast<int>(std::min(models, cores) - 1);
+}
+
 void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
   if (tasks.empty()) return;
   std::unique_lock<std::mutex> lock(state_->mu);
@@ -317,7 +317,22 @@ void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
   state_->next = 0;
   state_->finished = 0;
   state_->error = nullptr;
-  state_->work_cv.notify_all();
+  if (tasks.size() > 1) state_->work_cv.notify_all();
+  // The caller works too: it takes task 0 (the costliest, Ensemble::task_order) at once, while
+  // the workers wake up, then whatever is left.
+  while (state_->next < tasks.size()) {
+    const size_t i = state_->next++;
+    lock.unlock();
+    std::exception_ptr e;
+    try {
+      tasks[i]();
+    } catch (...) {
+      e = std::current_exception();
+    }
+    lock.lock();
+    if (e && !state_->error) state_->error = e;
+    ++state_->finished;
+  }
   state_->done_cv.wait(lock, [&] { return state_->finished == tasks.size(); });
   state_->tasks = nullptr;
   if (state_->error) std::rethrow_exception(state_->error);
@@ -486,13 +501,13 @@ std::vector<Bundle> load_ensemble_bundles(const std::string& dir, const torch::D
     const auto path = BundleDirectory(dir).bundle_path(name);
     try {
       FOXHUNT_CHECK(std::filesystem::exists(path), "bundle", "'", path,
-                    "' does not exist (foxhunt train all --out ", dir, " writes it)");
+                    "' does not exist (a train all run into ", dir, " writes it)");
       bundles.push_back(load_bundle(path, device, name));
     } catch (const InputError& e) {
       problems += std::string(problems.empty() ? "" : "; ") + e.what();
     }
   }
-  FOXHUNT_CHECK(problems.empty(), kComponent, "--bundles ", dir, ": expected the bundles ",
+  FOXHUNT_CHECK(problems.empty(), kComponent, "bundles ", dir, ": expected the bundles ",
                 models::joined_model_names(), ": ", problems);
   return bundles;
 }
@@ -510,8 +525,10 @@ Ensemble::Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule)
     horizon_ = std::max(horizon_, b.model->spec().horizon);
     models_.emplace_back(std::move(b));
   }
-  // One worker per model (measured on 2 cores: one per core instead was 10-20% slower).
-  pool_ = std::make_unique<ThreadPool>(static_cast<int>(models_.size()));
+  // The caller and one worker per further core (on 2 cores: the TFT on the caller, the three
+  // small models on the worker). One worker per model, the caller idle, was slower: four threads
+  // on two cores, and a wake-up before the costliest model could start.
+  pool_ = std::make_unique<ThreadPool>(ThreadPool::workers_for(models_.size()));
   cost_us_.assign(models_.size(), 0.0);
 }
 

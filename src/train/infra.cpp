@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 
 namespace foxhunt::train {
 
@@ -21,15 +22,11 @@ nlohmann::json json_number(double v) {
 }
 
 nlohmann::json to_json(const TrainResult& r) {
-  return {{"algo", r.algo},
-          {"steps", r.steps},
-          {"total_steps", r.total_steps},
-          {"episodes", r.episodes},
-          {"completed", r.completed},
-          {"interrupted", r.interrupted},
-          {"seconds", r.seconds},
-          {"checkpoint", r.checkpoint_path},
-          {"metrics", r.metrics}};
+  nlohmann::json j;
+  FOXHUNT_JSON_FIELDS(j, r, algo, steps, total_steps, episodes, completed, interrupted, seconds,
+                      metrics);
+  j["checkpoint"] = r.checkpoint_path;
+  return j;
 }
 
 // ---- MetricsLog -------------------------------------------------------------------------------

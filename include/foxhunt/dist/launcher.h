@@ -1,12 +1,14 @@
 #pragma once
 /// \file launcher.h
-/// Local multi-process launch (`foxhunt train MODEL --nproc N`): runs N copies of a command on
-/// this machine, rank r with `--world-size N --rank r --master 127.0.0.1:PORT` appended, and
-/// waits for all of them, the way torchrun does for one node. A rank that fails gives the others
-/// `grace_s` seconds to notice (their collectives fail at once when a peer's socket closes)
-/// before they are killed, so the launcher never hangs. Torch-free (POSIX fork/exec).
+/// Local multi-process launch (the CLI's `train MODEL --nproc N`): runs N copies of a command on
+/// this machine, each with the command line the caller makes for its rank, world size and
+/// meeting point (127.0.0.1:PORT), and waits for all of them, the way torchrun does for one node. A
+/// rank that fails gives the others `grace_s` seconds to notice (their collectives fail at once
+/// when a peer's socket closes) before they are killed, so the launcher never hangs. Torch-free
+/// (POSIX fork/exec).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,10 +31,16 @@ struct LaunchResult {
 /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0 and released).
 int free_local_port();
 
-/// Runs `exe` with `args` plus the rank flags for ranks 0..nproc-1 (`master` = "" picks
-/// 127.0.0.1 with a free port) and waits for all. Throws foxhunt::InputError for nproc < 1 and
-/// foxhunt::Error when a process cannot be started.
-LaunchResult launch_local(const std::string& exe, const std::vector<std::string>& args,
-                          int64_t nproc, std::string master, double grace_s);
+/// The arguments (after the program name) of rank `rank` of `world_size`, meeting at `master`
+/// (HOST:PORT): the caller's own command line for one rank.
+using RankArgs = std::function<std::vector<std::string>(int64_t rank, int64_t world_size,
+                                                        const std::string& master)>;
+
+/// Runs `exe` with `args_of(rank, nproc, master)` for ranks 0..nproc-1 (`master` = "" picks
+/// 127.0.0.1 with a free port) and waits for all; `grace_s` seconds after a rank fails, the others
+/// are killed. Throws foxhunt::InputError for nproc < 1 and foxhunt::Error when a process cannot
+/// be started.
+LaunchResult launch_local(const std::string& exe, const RankArgs& args_of, int64_t nproc,
+                          std::string master, double grace_s);
 
 }  // namespace foxhunt::dist

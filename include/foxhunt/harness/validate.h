@@ -61,6 +61,45 @@ struct ValidateOptions {
   int64_t stress_cycles = 10;
 };
 
+/// The "models" step's forward check of one model at one batch size.
+struct ForwardCheck {
+  int64_t batch = 0;
+  bool shapes_ok = false;  ///< every output has the shape the model's output_shapes() promises
+  bool finite = false;     ///< no NaN or Inf in any output
+  bool ok = false;         ///< shapes_ok and finite
+  std::string outputs;     ///< the output shapes, e.g. "[64, 3] "
+};
+
+/// The "models" step's row of one model: its sizes and its forward checks.
+struct ModelCheck {
+  std::string name;                    ///< catalog name
+  int64_t parameters = 0;              ///< parameter count
+  int64_t parameter_bytes = 0;         ///< bytes of the parameters (FP32)
+  int64_t buffer_bytes = 0;            ///< bytes of the buffers
+  int64_t seq_len = 0;                 ///< default window (1 for a model without a time axis)
+  std::vector<ForwardCheck> forwards;  ///< one per ValidateOptions::batches
+  bool ok = false;                     ///< every forward check passed
+};
+
+/// {name, parameters, parameter_bytes, buffer_bytes, seq_len, batch_<B>: {ok, shapes_ok, finite,
+/// outputs} per batch B, ok}.
+void to_json(nlohmann::json& j, const ModelCheck& c);
+
+/// The "train" step's row of one model's short training run.
+struct TrainCheck {
+  std::string model;
+  bool completed = false;      ///< the run reached its configured length (or stopped early)
+  bool checkpoint_ok = false;  ///< its checkpoint parses and names the model
+  bool ok = false;  ///< completed, checkpoint_ok, finite metrics, forecasters beat naive baselines
+  double seconds = 0.0;
+  nlohmann::json eval;        ///< the run's evaluation, as its summary's JSON reports it
+  nlohmann::json memory_cap;  ///< the cap it trained under, as its summary's JSON reports it
+  std::string summary;        ///< the one-line verdict printed for it
+};
+
+/// {model, ok, completed, checkpoint_ok, seconds, eval, memory_cap, summary}.
+void to_json(nlohmann::json& j, const TrainCheck& c);
+
 /// The result of one validation step.
 struct StepResult {
   std::string name;

@@ -73,7 +73,7 @@ inline constexpr const char* kReferenceProfile = "rtx3050ti-4gb";
 /// A memory budget and where it came from: the one budget value of every options struct.
 struct Budget {
   std::uint64_t bytes = 0;          ///< the budget
-  std::string source = "custom";    ///< "<profile> usable", or who gave the bytes ("--budget-mib")
+  std::string source = "custom";    ///< "<profile> usable", or who gave the bytes
   std::uint64_t reserve_bytes = 0;  ///< the profile's context reserve (0: not from a profile)
 
   /// The usable bytes of profile `name` (find_profile: InputError listing the known names).

@@ -129,7 +129,7 @@ struct BudgetRow {
 
 /// The whole validation.
 struct BudgetReport {
-  std::string budget_source;             ///< profile name or "--budget-mib"
+  std::string budget_source;             ///< the profile, or who gave the bytes
   Device device;                         ///< the device measured (resolved: "cpu" or "cuda:N")
   std::uint64_t enforced_cap_bytes = 0;  ///< CUDA: the allocator cap (0 on the CPU)
   /// The profile's assumed context reserve (0 with --budget-mib), beside the measured context.

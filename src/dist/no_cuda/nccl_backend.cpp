@@ -7,7 +7,7 @@ namespace foxhunt::dist::detail {
 
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>&, int,
                                                     int, std::chrono::milliseconds) {
-  throw InputError("dist", "--backend nccl: this build of foxhunt has no CUDA (use gloo)");
+  throw InputError("dist", "backend nccl: this build of foxhunt has no CUDA (use gloo)");
 }
 
 }  // namespace foxhunt::dist::detail

@@ -1,0 +1,34 @@
+#pragma once
+// Helpers shared by the serving tests (ensemble, desk, rule fit): untrained bundles.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "foxhunt/data/dataset.h"
+#include "foxhunt/models/catalog.h"
+#include "foxhunt/serving/bundle.h"
+
+namespace foxhunt::testing {
+
+/// Bundles of freshly initialised catalog models (LibTorch's RNG seeded with `seed` before each)
+/// with the normaliser and fingerprint of `ds`: what `train all` writes, without the training.
+/// Deterministic, and the four models give different signals.
+inline std::vector<serving::Bundle> untrained_bundles(const data::MarketDataset& ds,
+                                                      uint64_t seed) {
+  std::vector<serving::Bundle> out;
+  for (const auto& name : models::model_names()) {
+    torch::manual_seed(seed);
+    serving::Bundle b;
+    b.model = models::make_model(name);
+    b.normalizer = ds.normalizer();
+    b.target_scale = 250.0;
+    b.instrument_id = 0;
+    b.data = serving::fingerprint(ds.series());
+    b.training = {{"model", name}, {"note", "untrained"}};
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+}  // namespace foxhunt::testing
