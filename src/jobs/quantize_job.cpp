@@ -181,9 +181,9 @@ std::string format_quantize_summary(const QuantizeSummary& s) {
   double worst = 1e9;
   std::string worst_name;
   for (const auto& r : s.layer_errors) {
-    if (r["snr_db"].get<double>() < worst) {
-      worst = r["snr_db"].get<double>();
-      worst_name = r["layer"].get<std::string>();
+    if (r.snr_db < worst) {
+      worst = r.snr_db;
+      worst_name = r.layer;
     }
   }
   std::snprintf(line, sizeof line, "  layers       %zu int8, lowest SNR %.1f dB (%s)\n",

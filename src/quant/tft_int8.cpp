@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 
 namespace foxhunt::quant {
 
@@ -710,9 +711,15 @@ std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(models::TftNetImpl& net,
   return q;
 }
 
-nlohmann::json Int8TftImpl::layer_errors(models::TftNetImpl& net, const torch::Tensor& past,
-                                         const torch::Tensor& future,
-                                         const torch::Tensor& static_id) {
+void to_json(nlohmann::json& j, const LayerError& e) {
+  j = nlohmann::json::object();
+  FOXHUNT_JSON_FIELDS(j, e, layer, snr_db, rel_error);
+}
+
+std::vector<LayerError> Int8TftImpl::layer_errors(models::TftNetImpl& net,
+                                                  const torch::Tensor& past,
+                                                  const torch::Tensor& future,
+                                                  const torch::Tensor& static_id) {
   models::validate_tft_inputs(net.options, past, future, static_id, models::module_device(net));
   torch::NoGradGuard no_grad;
   net.eval();
@@ -735,13 +742,11 @@ nlohmann::json Int8TftImpl::layer_errors(models::TftNetImpl& net, const torch::T
   };
   const auto dtype = net.output->weight.scalar_type();
   tft_quant_forward(ops, net.options, past.to(dtype), future.to(dtype), static_id, false);
-  auto rows = nlohmann::json::array();
+  std::vector<LayerError> rows;
   for (const auto& l : layout.layers) {
     const auto& s = sums.at(l.name);
     const double snr = s.noise > 0 ? 10.0 * std::log10(s.signal / s.noise) : 999.0;
-    rows.push_back({{"layer", l.name},
-                    {"snr_db", snr},
-                    {"rel_error", s.signal > 0 ? std::sqrt(s.noise / s.signal) : 0.0}});
+    rows.push_back({l.name, snr, s.signal > 0 ? std::sqrt(s.noise / s.signal) : 0.0});
   }
   return rows;
 }

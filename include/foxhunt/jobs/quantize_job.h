@@ -9,8 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "foxhunt/core/device.h"
+#include "foxhunt/quant/tft_int8.h"
 #include "foxhunt/train/infra.h"
 
 namespace foxhunt::jobs {
@@ -68,9 +70,8 @@ struct QuantizeSummary {
   int64_t fp32_resident_bytes = 0;   ///< parameters + buffers of the FP32 model
   int64_t int8_resident_bytes = 0;   ///< of the INT8 model
   std::optional<QatFineTuning> qat;  ///< the fine-tuning ("qat" runs; null otherwise)
-  /// Per-layer error on one test batch (quant::Int8TftImpl::layer_errors: rows {layer, snr_db,
-  /// rel_error}).
-  nlohmann::json layer_errors;
+  /// Per-layer error on one test batch (quant::Int8TftImpl::layer_errors).
+  std::vector<quant::LayerError> layer_errors;
   double seconds = 0;               ///< wall time of the job
   double max_loss_delta_pct = 5.0;  ///< the job's accuracy bound
   /// The verdict: loss_delta_pct is finite and <= max_loss_delta_pct (the bundle is written

@@ -123,7 +123,7 @@ class LimitGuard {
   std::uint64_t previous() const { return previous_; }
 
  private:
-  std::uint64_t previous_;
+  std::uint64_t previous_ = 0;
 };
 
 // ---- refusals and the typed error ------------------------------------------------------------

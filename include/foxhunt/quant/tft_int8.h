@@ -97,6 +97,16 @@ Int8TftLayout int8_tft_layout(const models::TftOptions& o);
 /// "int8_bytes", "fp32_bytes", "float_layout_bytes"}}.
 nlohmann::json tft_precision_bytes(const models::TftOptions& o);
 
+/// One int8 layer's error on a batch against its FP32 layer on the same input.
+struct LayerError {
+  std::string layer;       ///< the layout's layer name
+  double snr_db = 0.0;     ///< 10 log10(signal / noise); 999 when the outputs are equal
+  double rel_error = 0.0;  ///< sqrt(noise / signal); 0 for a zero signal
+};
+
+/// {layer, snr_db, rel_error}.
+void to_json(nlohmann::json& j, const LayerError& e);
+
 /// The operations `tft_quant_forward` needs: each affine layer by name, and the fp32 tensors.
 class TftQuantOps {
  public:
@@ -209,9 +219,9 @@ class Int8TftImpl : public torch::nn::Module {
   static std::shared_ptr<Int8TftImpl> convert(models::TftNetImpl& net, const InputScales& scales);
 
   /// Per-layer error of the int8 layers on one batch: each layer's input recorded from the FP32
-  /// network, then the layer in fp32 and in int8 on it. JSON rows {layer, snr_db, rel_error}.
-  nlohmann::json layer_errors(models::TftNetImpl& net, const torch::Tensor& past,
-                              const torch::Tensor& future, const torch::Tensor& static_id);
+  /// network, then the layer in fp32 and in int8 on it. One row per layer, in layout order.
+  std::vector<LayerError> layer_errors(models::TftNetImpl& net, const torch::Tensor& past,
+                                       const torch::Tensor& future, const torch::Tensor& static_id);
 
   models::TftOptions options;  ///< the FP32 network's options
   Int8TftLayout layout;        ///< what the buffers hold
