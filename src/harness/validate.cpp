@@ -14,8 +14,8 @@
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
-#include "foxhunt/core/file_io.h"
 #include "foxhunt/core/fields.h"
+#include "foxhunt/core/file_io.h"
 #include "foxhunt/core/strings.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"

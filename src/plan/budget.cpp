@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "foxhunt/core/error.h"
-#include "foxhunt/core/file_io.h"
 #include "foxhunt/core/fields.h"
+#include "foxhunt/core/file_io.h"
 #include "foxhunt/core/strings.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_memory.h"
