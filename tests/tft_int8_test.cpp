@@ -7,6 +7,7 @@
 
 #include "../src/quant/int8_gemm.h"
 #include "foxhunt/models/checkpoint.h"
+#include "foxhunt/models/fused_kernels.h"
 #include "foxhunt/models/tft.h"
 #include "foxhunt/quant/tft_int8.h"
 #include "test_util.h"
@@ -155,6 +156,43 @@ TEST(TftInt8Test, SmallRowKernelEqualsTheVectorPath) {
   const auto expect =
       torch::mm(qx.to(torch::kDouble), l.codes.to(torch::kDouble)) * l.scale.to(torch::kDouble);
   EXPECT_LT((all.to(torch::kDouble) - expect).abs().max().item<double>(), 1e-4);
+}
+
+// The fused CPU kernels (the VSNs' per-variable GRNs, the LSTM recurrence) against the
+// layer-by-layer path they replace (FusedCpuKernels off), at the default widths (embedding 8,
+// hidden 32: the compiled-in kernel) and at others, for one window and for many. Both sum the
+// same integer code products exactly and differ only by float rounding (fused multiply-adds,
+// the kernels' exp), which the next layer's quantization absorbs unless a value sits on a
+// code's rounding edge: the outputs were bit-identical here (2026-12-05). A one-code step is
+// ~1e-2 of a layer's output, so the bound allows a few such steps and nothing more.
+TEST(TftInt8Test, FusedKernelsEqualTheLayerByLayerPath) {
+  for (const auto& o : {small_options(), small_options().real_embedding(8).hidden(32).heads(4)}) {
+    torch::manual_seed(3);
+    models::TftNet net(o);
+    net->eval();
+    {
+      // Biases start at zero and LayerNorm gains at one: perturb every parameter so that a
+      // kernel that drops a bias or a gain shows.
+      torch::NoGradGuard no_grad;
+      for (auto& p : net->parameters()) p.add_(torch::randn_like(p) * 0.1);
+    }
+    auto q = Int8Tft(Int8TftImpl::convert(*net, calibrate(net, 2)));
+    for (int64_t batch : {1, 9}) {
+      auto b = models::tft_example_batch(o, batch, 0, torch::kCPU, 21);
+      torch::Tensor fused, reference;
+      {
+        models::FusedCpuKernels on(true);
+        fused = q->forward(b.inputs[0], b.inputs[1], b.inputs[2]);
+      }
+      {
+        models::FusedCpuKernels off(false);
+        reference = q->forward(b.inputs[0], b.inputs[1], b.inputs[2]);
+      }
+      ASSERT_EQ(fused.sizes(), reference.sizes());
+      const double err = rel_rms(reference, fused);
+      EXPECT_LT(err, 1e-3) << "hidden " << o.hidden() << ", batch " << batch;
+    }
+  }
 }
 
 TEST(TftInt8Test, QatFakeQuantIsWhatTheConvertedModelComputes) {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <utility>
 
-#include "simd.h"
+#include "foxhunt/core/simd.h"
 
 namespace foxhunt::models {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "simd.h"
+#include "foxhunt/core/simd.h"
 
 namespace foxhunt::models::kernels {
 

@@ -9,7 +9,7 @@
 #include <optional>
 #include <utility>
 
-#include "simd.h"
+#include "foxhunt/core/simd.h"
 
 namespace foxhunt::models::kernels {
 
@@ -19,19 +19,6 @@ using simd::kLanes;
 using simd::v16;
 using simd::v16i;
 using simd::v16u;
-
-// 1 / sqrt(x) for x > 0: the classic exponent-halving first guess, then three Newton steps
-// (relative error 1.7e-3 -> 4.7e-6 -> 3e-11, i.e. float rounding).
-FOXHUNT_INLINE v16 rsqrt(v16 x) {
-  v16i i;
-  std::memcpy(&i, &x, sizeof i);
-  i = 0x5f3759df - (i >> 1);
-  v16 y;
-  std::memcpy(&y, &i, sizeof y);
-  const v16 half = x * 0.5f;
-  for (int k = 0; k < 3; ++k) y = y * (1.5f - half * y * y);
-  return y;
-}
 
 // Dropout of eta1: per lane, the keep factor (0 or 1 / (1 - p)) of unit j of variable v for the
 // 16 positions n0.. (VsnDropout: a hash of the coordinates, recomputed by the backward pass).
@@ -111,7 +98,7 @@ FOXHUNT_INLINE void grn_lanes(const VariableWeights& w, int64_t hi, int64_t h, f
     g.yhat[c] = d;
     var += d * d;
   }
-  g.rstd = rsqrt(var * (1.0f / static_cast<float>(h)) + eps);
+  g.rstd = simd::rsqrt(var * (1.0f / static_cast<float>(h)) + eps);
   for (int64_t c = 0; c < h; ++c) g.yhat[c] *= g.rstd;
 }
 
@@ -165,7 +152,7 @@ FOXHUNT_INLINE void vsn_variables_body(const VsnGrnWeights& p, const DropoutMask
         const v16 d = y[c] - mean;
         (c % 2 == 0 ? var0 : var1) += d * d;
       }
-      const v16 rstd = rsqrt((var0 + var1) * inv_h + p.norm_eps);
+      const v16 rstd = simd::rsqrt((var0 + var1) * inv_h + p.norm_eps);
       for (int64_t c = 0; c < h; ++c) {
         float* dst = acc + c * np + n0;
         simd::store(dst, simd::load(dst) + ws * ((y[c] - mean) * rstd * w.nw[c] + w.nb[c]));

@@ -1,5 +1,6 @@
 #include "foxhunt/quant/tft_int8.h"
 
+#include "int8_fused.h"
 #include "int8_gemm.h"
 #include "tft_int8_kernels.h"
 
@@ -10,6 +11,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
+#include "foxhunt/models/fused_kernels.h"
 
 namespace foxhunt::quant {
 
@@ -160,6 +162,10 @@ struct Forward {
                  .reshape({b, t, v});
     }
     const auto weights = torch::softmax(grn_projected(s, fc2_a, skip, c, v), -1).view({n, v});
+    if (!training) {
+      if (auto y = ops.weighted_variable_grns(p, x2, weights); y.defined())
+        return y.view({b, t, h});
+    }
     // Blocks of positions keep the [V, block, 2H] intermediates small: 2^15 floats (128 KiB),
     // at least 8 positions. The fp32 model's fused VSN kernel holds no such intermediate, and
     // with the 2^18 budget of the unfused path the int8 model's serving peak exceeded the fp32
@@ -346,8 +352,45 @@ class Int8Ops final : public TftQuantOps {
                                                                      const torch::Tensor& gx,
                                                                      torch::Tensor h,
                                                                      torch::Tensor c) override {
-    if (!gx.device().is_cpu()) return TftQuantOps::lstm_layer(hh, gx, h, c);
+    if (!gx.device().is_cpu() || !models::fused_cpu_kernels() ||
+        gx.size(2) / 4 > kMaxExactFloatInner)
+      return TftQuantOps::lstm_layer(hh, gx, h, c);
     return detail::int8_lstm_cpu(net_.layer(hh), gx, h, c);
+  }
+
+  torch::Tensor weighted_variable_grns(const std::string& vsn, const torch::Tensor& x,
+                                       const torch::Tensor& weights) override {
+    const auto& fc1 = net_.layer(vsn + ".fc1");
+    const auto& glu = net_.layer(vsn + ".glu");
+    const int64_t hi = fc1.codes.size(1), h = glu.codes.size(2) / 2;
+    if (!models::fused_cpu_kernels() || !x.device().is_cpu() || x.scalar_type() != torch::kFloat ||
+        weights.scalar_type() != torch::kFloat || hi > detail::kMaxInt8VsnInner ||
+        h > detail::kMaxInt8VsnHidden)
+      return {};
+    const auto xc = x.contiguous(), wc = weights.contiguous();
+    detail::VsnInt8Weights p;
+    p.variables = fc1.codes.size(0);
+    p.inner = hi;
+    p.hidden = h;
+    const auto f = [&](const char* name) { return net_.tensor(vsn + name).data_ptr<float>(); };
+    p.fc2_slope = f(".fc2_slope");
+    p.fc2_offset = f(".fc2_offset");
+    p.skip_slope = f(".skip_slope");
+    p.skip_offset = f(".skip_offset");
+    p.norm_weight = f(".norm_weight");
+    p.norm_bias = f(".norm_bias");
+    p.fc1_codes = fc1.codes.data_ptr<int8_t>();
+    p.fc1_input_scale = fc1.input_scale.data_ptr<float>();
+    p.fc1_scale = fc1.scale.data_ptr<float>();
+    p.fc1_bias = fc1.bias.data_ptr<float>();
+    p.glu_codes = glu.codes.data_ptr<int8_t>();
+    p.glu_input_scale = glu.input_scale.data_ptr<float>();
+    p.glu_scale = glu.scale.data_ptr<float>();
+    p.glu_bias = glu.bias.data_ptr<float>();
+    auto out = torch::empty({xc.size(0), h}, torch::kFloat);
+    detail::vsn_weighted_grns_int8(p, xc.data_ptr<float>(), wc.data_ptr<float>(), xc.size(0),
+                                   out.data_ptr<float>());
+    return out;
   }
 
   torch::Tensor layer(const std::string& name, const torch::Tensor& x) override {

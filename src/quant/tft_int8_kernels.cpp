@@ -2,6 +2,7 @@
 // one layer, and the LSTM recurrence.
 #include "tft_int8_kernels.h"
 
+#include "int8_fused.h"
 #include "int8_gemm.h"
 
 #include <algorithm>
@@ -17,10 +18,6 @@ namespace foxhunt::quant {
 namespace detail {
 
 namespace {
-
-float sigmoid(float x) {
-  return 1.0f / (1.0f + std::exp(-x));
-}
 
 // GCC keeps the clamps as branches (and the loops scalar) unless it may ignore FP traps; the
 // loops below are pure arithmetic, so let it vectorize them.
@@ -65,18 +62,6 @@ FOXHUNT_VECTORIZE void dequantize_rows_in_place(int32_t* acc, const float* __res
   }
 }
 
-FOXHUNT_VECTORIZE void add_dequantized(const int32_t* __restrict acc, const float* __restrict scale,
-                                       const float* __restrict gx, float* __restrict y, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) y[j] = gx[j] + static_cast<float>(acc[j]) * scale[j];
-}
-
-// c = f * c + i * g over one row (i, f: sigmoids; g: tanh of the cell input).
-FOXHUNT_VECTORIZE void lstm_cell(const float* __restrict i, const float* __restrict f,
-                                 const float* __restrict g, float* __restrict c, int64_t g4) {
-  const int64_t h = g4 / 4;
-  for (int64_t j = 0; j < h; ++j) c[j] = f[j] * c[j] + i[j] * g[j];
-}
-
 // Few rows on the CPU: quantize, multiply and dequantize in one scalar pass (ATen's per-op
 // dispatch dominates there: seven ops for a [1, 32] x [32, 128] product). The rounding is the
 // same as the vectorized path's (x / s to nearest even, then clamp), so both give equal codes.
@@ -109,9 +94,8 @@ torch::Tensor small_rows_forward(const Int8TftImpl::Layer& l, const torch::Tenso
 
 }  // namespace
 
-// The int8 LSTM recurrence on the CPU: per step one quantization pass over h, the int8
-// product (at::_int_mm, or scalar for a few rows) and one fused pass for the gates and the
-// state; ATen's op-per-gate loop dispatches ~17 ops per step instead.
+// The int8 LSTM recurrence on the CPU: the fused kernel (int8_fused.h) over the layer's codes;
+// ATen's op-per-gate loop dispatches ~17 ops per step instead.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> int8_lstm_cpu(const Int8TftImpl::Layer& l,
                                                                       const torch::Tensor& gx_in,
                                                                       const torch::Tensor& h0,
@@ -119,86 +103,16 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> int8_lstm_cpu(const Int8
   const auto gx = gx_in.to(torch::kFloat).contiguous();
   const int64_t b = gx.size(0), t = gx.size(1), g4 = gx.size(2), h = g4 / 4;
   FOXHUNT_INTERNAL_ASSERT(l.codes.size(0) == h && l.codes.size(1) == g4, "lstm codes shape");
+  FOXHUNT_INTERNAL_ASSERT(h <= kMaxExactFloatInner, "lstm width beyond exact fp32 sums");
   auto out = torch::empty({b, t, h}, torch::kFloat);
-  auto hq = torch::empty({b, h}, torch::kChar);
   auto c = c0.to(torch::kFloat).contiguous().clone();
   auto hlast = h0.to(torch::kFloat).contiguous().clone();
-  const float sx = l.input_scale.data_ptr<float>()[0];
-  const float* scale = l.scale.data_ptr<float>();
-  const int8_t* w = l.codes.data_ptr<int8_t>();
-  float* cp = c.data_ptr<float>();
-  float* hp = hlast.data_ptr<float>();
-  int8_t* q = hq.data_ptr<int8_t>();
-  std::vector<int32_t> small(static_cast<size_t>(b * g4));
-  torch::Tensor acc_t;
-  torch::Tensor gates, act, cell_in, tanh_c;
-  if (b > 4) {
-    gates = torch::empty({b, g4}, torch::kFloat);
-    act = torch::empty({b, g4}, torch::kFloat);
-    cell_in = torch::empty({b, h}, torch::kFloat);
-    tanh_c = torch::empty({b, h}, torch::kFloat);
-  }
-  for (int64_t s = 0; s < t; ++s) {
-    codes_of(hp, q, b * h, sx);
-    const int32_t* acc = nullptr;
-    if (b <= 4) {
-      std::fill(small.begin(), small.end(), 0);
-      for (int64_t r = 0; r < b; ++r) {
-        int32_t* ar = small.data() + r * g4;
-        for (int64_t k = 0; k < h; ++k) {
-          const int32_t qk = q[r * h + k];
-          if (qk == 0) continue;
-          const int8_t* wk = w + k * g4;
-          for (int64_t j = 0; j < g4; ++j) ar[j] += qk * wk[j];
-        }
-      }
-      acc = small.data();
-    } else {
-      acc_t = at::_int_mm(hq, l.codes);
-      acc = acc_t.data_ptr<int32_t>();
-    }
-    const float* gs = gx.data_ptr<float>() + s * g4;
-    float* os = out.data_ptr<float>() + s * h;
-    if (b > 4) {
-      // Many rows: the gates' transcendentals through ATen's vectorized kernels.
-      float* pre = gates.data_ptr<float>();
-      for (int64_t r = 0; r < b; ++r)
-        add_dequantized(acc + r * g4, scale, gs + r * t * g4, pre + r * g4, g4);
-      at::sigmoid_out(act, gates);
-      at::tanh_out(cell_in, gates.narrow(1, 2 * h, h));
-      const float* a = act.data_ptr<float>();
-      const float* gt = cell_in.data_ptr<float>();
-      for (int64_t r = 0; r < b; ++r) {
-        const float* ar = a + r * g4;
-        lstm_cell(ar, ar + h, gt + r * h, cp + r * h, g4);
-      }
-      at::tanh_out(tanh_c, c);
-      const float* tc = tanh_c.data_ptr<float>();
-      for (int64_t r = 0; r < b; ++r) {
-        const float* og = a + r * g4 + 3 * h;
-        float* hr = hp + r * h;
-        float* orow = os + r * t * h;
-        for (int64_t j = 0; j < h; ++j) orow[j] = hr[j] = og[j] * tc[r * h + j];
-      }
-      continue;
-    }
-    for (int64_t r = 0; r < b; ++r) {
-      const float* gr = gs + r * t * g4;
-      const int32_t* ar = acc + r * g4;
-      float* cr = cp + r * h;
-      float* hr = hp + r * h;
-      float* orow = os + r * t * h;
-      for (int64_t j = 0; j < h; ++j) {
-        const float gi = gr[j] + static_cast<float>(ar[j]) * scale[j];
-        const float gf = gr[h + j] + static_cast<float>(ar[h + j]) * scale[h + j];
-        const float gg = gr[2 * h + j] + static_cast<float>(ar[2 * h + j]) * scale[2 * h + j];
-        const float go = gr[3 * h + j] + static_cast<float>(ar[3 * h + j]) * scale[3 * h + j];
-        cr[j] = sigmoid(gf) * cr[j] + sigmoid(gi) * std::tanh(gg);
-        hr[j] = sigmoid(go) * std::tanh(cr[j]);
-        orow[j] = hr[j];
-      }
-    }
-  }
+  // Through LibTorch's allocator, so the memory ledger counts it.
+  auto scratch = torch::empty({int8_lstm_scratch_floats(h)}, torch::kFloat);
+  const auto codes = l.codes.contiguous();
+  int8_lstm_recurrence(gx.data_ptr<float>(), codes.data_ptr<int8_t>(), l.scale.data_ptr<float>(),
+                       1.0f / l.input_scale.data_ptr<float>()[0], b, t, h, hlast.data_ptr<float>(),
+                       c.data_ptr<float>(), out.data_ptr<float>(), scratch.data_ptr<float>());
   return {out, hlast, c};
 }
 

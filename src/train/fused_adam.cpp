@@ -7,7 +7,7 @@
 #include "foxhunt/models/fused_kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-// Vectorised for three x86-64 levels (not under TSan: src/models/simd.h says why; the file is
+// Vectorised for three x86-64 levels (not under TSan: foxhunt/core/simd.h says why; the file is
 // compiled with -fno-math-errno: see CMakeLists.txt).
 #define FOXHUNT_ADAM_KERNEL \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

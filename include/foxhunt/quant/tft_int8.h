@@ -28,6 +28,10 @@
 /// inner width is min(real_embedding, hidden) = 8 by default, multiply the same integer codes on
 /// the fp32 matmul unit: products of codes are integers and their sums stay below 2^24 for
 /// inner widths <= 1040 (checked), so the result is exactly the int32 accumulation.
+/// At inference on the CPU (fp32 inputs, models::fused_cpu_kernels() on) two fused kernels run
+/// instead of layer-by-layer ops, with the same integer sums: each VSN's per-variable GRNs,
+/// quantization, selection weighting and all, in one pass over 16 positions at a time (the
+/// FP32 model's VSN kernel on codes), and each LSTM layer's recurrence.
 ///
 /// PTQ, QAT and the converted model share one functional forward (`tft_quant_forward`) over an
 /// `TftQuantOps`, so the float pass that calibrates, the fake-quantized pass that trains and the
@@ -122,6 +126,14 @@ class TftQuantOps {
   /// the final (h, c). The default runs `layer(hh, h)` and the gates step by step.
   virtual std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> lstm_layer(
       const std::string& hh, const torch::Tensor& gx, torch::Tensor h, torch::Tensor c);
+  /// VSN `vsn`'s per-variable GRNs weighted by the selection `weights`, at inference: sum over v
+  /// of weights[n, v] * GRN_v(x[n, v]) for x and weights [N, V], as [N, H]. An undefined tensor
+  /// (the default) runs them layer by layer instead.
+  virtual torch::Tensor weighted_variable_grns(const std::string& vsn, const torch::Tensor& x,
+                                               const torch::Tensor& weights) {
+    (void)vsn, (void)x, (void)weights;
+    return {};
+  }
 };
 
 /// The TFT forward (models/tft.h) written once over `ops`: [batch, horizon, Q]. `training`
