@@ -109,7 +109,7 @@ int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job) {
   return verdict_exit(a, failures);
 }
 
-Registrar reg = subcommand<BacktestArgs>(
+Registrar registered_backtest = subcommand<BacktestArgs>(
     "backtest", 55, [](CLI::App* sub, std::shared_ptr<BacktestArgs> a) -> Runner {
       sub->add_option("--bundles", a->job.bundles,
                       "Directory with dqn/, ppo/, mamba2/, tft/ bundles (foxhunt train all --out); "

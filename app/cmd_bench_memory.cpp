@@ -20,7 +20,7 @@ struct BenchMemoryArgs {
   bool json = false, no_qat = false;
 };
 
-Registrar reg = subcommand<BenchMemoryArgs>(
+Registrar registered_bench_memory = subcommand<BenchMemoryArgs>(
     "bench-memory", 58, [](CLI::App* sub, std::shared_ptr<BenchMemoryArgs> a) -> Runner {
       auto& o = a->options;
       sub->add_option("--inferences", o.inferences, "INT8 inferences of the leak check")

@@ -31,7 +31,7 @@ struct BudgetArgs {
   bool json = false;
 };
 
-Registrar reg = subcommand<BudgetArgs>(
+Registrar registered_budget = subcommand<BudgetArgs>(
     "budget", 45, [](CLI::App* sub, std::shared_ptr<BudgetArgs> a) -> Runner {
       a->budget.add(sub, memory::kReferenceProfile);
       sub->add_option("--headroom-mib", a->headroom_mib, "Free memory required after all models")

@@ -121,7 +121,7 @@ int run_inspect(const DataArgs& a) {
   return 0;
 }
 
-Registrar reg =
+Registrar registered_data =
     subcommand<DataArgs>("data", 30, [](CLI::App* sub, std::shared_ptr<DataArgs> args) -> Runner {
       sub->require_subcommand(1);
 

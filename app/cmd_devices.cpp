@@ -16,7 +16,7 @@ struct DevicesArgs {
   std::string profiles;
 };
 
-Registrar reg = subcommand<DevicesArgs>(
+Registrar registered_devices = subcommand<DevicesArgs>(
     "devices", 15, [](CLI::App* sub, std::shared_ptr<DevicesArgs> args) -> Runner {
       sub->add_flag("--json", args->json, "Print JSON only");
       sub->add_option("--profiles", args->profiles,

@@ -14,7 +14,7 @@ struct InfoArgs {
   bool json = false;
 };
 
-Registrar reg =
+Registrar registered_info =
     subcommand<InfoArgs>("info", 10, [](CLI::App* sub, std::shared_ptr<InfoArgs> args) -> Runner {
       sub->add_flag("--json", args->json, "Print JSON only");
       return [args]() {

@@ -15,7 +15,7 @@ struct ModelsArgs {
   bool json = false;
 };
 
-Registrar reg = subcommand<ModelsArgs>(
+Registrar registered_models = subcommand<ModelsArgs>(
     "models", 20, [](CLI::App* sub, std::shared_ptr<ModelsArgs> args) -> Runner {
       sub->add_flag("--json", args->json, "Print JSON only");
       return [args]() {

@@ -23,7 +23,7 @@ struct PlanArgs {
   bool json = false;
 };
 
-Registrar reg =
+Registrar registered_plan =
     subcommand<PlanArgs>("plan", 40, [](CLI::App* sub, std::shared_ptr<PlanArgs> a) -> Runner {
       sub->add_option("model", a->o.model, "Model name (see `foxhunt models`)")->required();
       a->budget.add(sub, memory::kReferenceProfile);

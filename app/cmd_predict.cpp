@@ -99,7 +99,7 @@ int predict_panel(const PredictArgs& a, const std::string& text, const std::stri
   return 0;
 }
 
-Registrar reg = subcommand<PredictArgs>(
+Registrar registered_predict = subcommand<PredictArgs>(
     "predict", 50, [](CLI::App* sub, std::shared_ptr<PredictArgs> a) -> Runner {
       sub->add_option("--bundles", a->bundles,
                       "Directory with dqn/, ppo/, mamba2/, tft/ bundles (foxhunt train all --out)")

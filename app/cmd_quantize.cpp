@@ -20,7 +20,7 @@ struct QuantizeArgs {
   std::string progress = "auto";
 };
 
-Registrar reg = subcommand<QuantizeArgs>(
+Registrar registered_quantize = subcommand<QuantizeArgs>(
     "quantize", 57, [](CLI::App* sub, std::shared_ptr<QuantizeArgs> a) -> Runner {
       auto& j = a->job;
       sub->add_option("model", a->model, "The model to quantize (tft)")

@@ -28,7 +28,7 @@ struct StressArgs {
   bool json = false;
 };
 
-Registrar reg = subcommand<StressArgs>(
+Registrar registered_stress = subcommand<StressArgs>(
     "stress", 65, [](CLI::App* sub, std::shared_ptr<StressArgs> a) -> Runner {
       sub->add_option("--scenario", a->scenario,
                       "all, or a comma-separated list of concurrent, train, switch, soak, server")

@@ -70,7 +70,7 @@ std::string self_executable() {
   return ec ? program_args().front() : p.string();
 }
 
-Registrar reg = subcommand<TrainArgs>(
+Registrar registered_train = subcommand<TrainArgs>(
     "train", 40, [](CLI::App* sub, std::shared_ptr<TrainArgs> args) -> Runner {
       std::vector<std::string> accepted = jobs::trainable_models();
       accepted.push_back("all");

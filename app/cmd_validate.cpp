@@ -14,7 +14,7 @@ struct ValidateArgs {
   bool json = false;
 };
 
-Registrar reg = subcommand<ValidateArgs>(
+Registrar registered_validate = subcommand<ValidateArgs>(
     "validate", 100, [](CLI::App* sub, std::shared_ptr<ValidateArgs> args) -> Runner {
       add_device_flag(sub, &args->options.device);
       add_seed_flag(sub, &args->options.seed, "Seed for every random draw");
