@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
@@ -15,7 +16,7 @@
 namespace foxhunt {
 namespace {
 
-constexpr std::uint64_t kMiB = 1024ull * 1024;
+using foxhunt::kMiB;
 
 class BudgetTest : public testing::SeededTest {};
 

@@ -1,6 +1,7 @@
 // CUDA memory statistics (LibTorch's caching allocator) behind the ledger's query API. Tests
 // named *_CUDA need a GPU and are skipped by tests/main.cpp where there is none.
 #include "foxhunt/memory/cuda_memory.h"
+#include "foxhunt/core/units.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -11,7 +12,7 @@
 namespace foxhunt::memory {
 namespace {
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
+using foxhunt::kMiB;
 
 TEST(CudaMemoryTest, BackendMatchesTheBuildAndNoGpuIsClean) {
 #ifdef FOXHUNT_HAVE_CUDA_STATS

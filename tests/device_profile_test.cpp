@@ -5,6 +5,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/units.h"
 #include "test_util.h"
 
 namespace foxhunt::memory {
@@ -12,7 +13,7 @@ namespace {
 
 using foxhunt::testing::TempDir;
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
+using foxhunt::kMiB;
 
 std::string load_error(const std::string& json) {
   TempDir dir;

@@ -1,5 +1,6 @@
 // Exact CPU memory accounting: the ledger allocator, scopes, the cap and the typed OOM error.
 #include "foxhunt/memory/ledger.h"
+#include "foxhunt/core/units.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -19,7 +20,7 @@ namespace {
 
 using foxhunt::testing::SeededTest;
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
+using foxhunt::kMiB;
 
 class LedgerTest : public SeededTest {
  protected:

@@ -29,7 +29,7 @@ namespace foxhunt {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using foxhunt::testing::kNaN;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// A fresh directory under the system temp dir, removed with everything in it at scope exit.
@@ -133,7 +133,7 @@ std::vector<std::pair<double, double>> polyline_points(const std::string& svg, s
 }
 
 template <typename F>
-void expect_input_error(F&& f, const std::string& needle) {
+void expect_report_error(F&& f, const std::string& needle) {
   foxhunt::testing::expect_input_error(f, "", {needle});
 }
 
@@ -290,14 +290,14 @@ TEST(Report, DegenerateSeriesGiveValidSvg) {
   const std::string one = line_chart_svg({make_series("a", {5}, {7})}, o);
   EXPECT_EQ(count(one, "<polyline"), 1u);
   EXPECT_EQ(count(one, "<circle"), 1u);  // a lone point is drawn as a dot
-  expect_input_error(
+  expect_report_error(
       [&] {
         line_chart_svg({make_series("bad", {1, 2}, {1})}, o);
       },
       "expected x and y of one size, got 2 x and 1 y");
   ChartOptions tiny = o;
   tiny.width = 10;
-  expect_input_error([&] { line_chart_svg({}, tiny); }, "expected a width in [200, 8000] px");
+  expect_report_error([&] { line_chart_svg({}, tiny); }, "expected a width in [200, 8000] px");
 }
 
 TEST(Report, DownsamplingKeepsTheSpike) {
@@ -314,7 +314,7 @@ TEST(Report, DownsamplingKeepsTheSpike) {
   EXPECT_TRUE(std::is_sorted(idx.begin(), idx.end()));
   // Few points come back as they are; NaN points are dropped.
   EXPECT_EQ(downsample_min_max({1, 2, 3}, {1, kNaN, 3}, 10), (std::vector<size_t>{0, 2}));
-  expect_input_error([] { downsample_min_max({1}, {1}, 0); }, "expected buckets > 0");
+  expect_report_error([] { downsample_min_max({1}, {1}, 0); }, "expected buckets > 0");
 
   ChartOptions o;
   o.title = "spike";
@@ -362,7 +362,7 @@ TEST(Report, BandChart) {
   const std::string big = band_chart_svg(bx, bl, bh, {}, o);
   expect_valid_svg(big, "long band");
   EXPECT_LT(big.size(), 100000u);
-  expect_input_error(
+  expect_report_error(
       [&] {
         band_chart_svg({1, 2}, {1}, {1, 2}, {}, o);
       },
@@ -393,9 +393,9 @@ TEST(Report, HistogramChart) {
   Histogram bad;
   bad.edges = {0, 1};
   bad.counts = {1, 2};
-  expect_input_error([&] { histogram_svg(bad, o); }, "expected counts.size() + 1 edges, got 2");
+  expect_report_error([&] { histogram_svg(bad, o); }, "expected counts.size() + 1 edges, got 2");
   bad.edges = {0, 2, 1};
-  expect_input_error([&] { histogram_svg(bad, o); }, "expected increasing edges");
+  expect_report_error([&] { histogram_svg(bad, o); }, "expected increasing edges");
 }
 
 HtmlReport sample_report() {
@@ -460,10 +460,10 @@ TEST(Report, MarkdownMirrorsTheContent) {
 
 TEST(Report, RejectsBadStructure) {
   HtmlReport r("t");
-  expect_input_error([&] { r.heading("x", 0); }, "expected a level in [1, 6], got 0");
-  expect_input_error([&] { r.heading("x", 7); }, "got 7");
-  expect_input_error([&] { r.table({}, {}); }, "expected at least one header cell");
-  expect_input_error(
+  expect_report_error([&] { r.heading("x", 0); }, "expected a level in [1, 6], got 0");
+  expect_report_error([&] { r.heading("x", 7); }, "got 7");
+  expect_report_error([&] { r.table({}, {}); }, "expected at least one header cell");
+  expect_report_error(
       [&] {
         r.table({"a", "b"}, {{"1", "2"}, {"3"}});
       },

@@ -14,11 +14,11 @@
 namespace foxhunt {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using foxhunt::testing::kNaN;
 
 /// Runs `f` and checks that it throws an InputError whose message contains `needle`.
 template <typename F>
-void expect_input_error(F&& f, const std::string& needle) {
+void expect_stats_error(F&& f, const std::string& needle) {
   foxhunt::testing::expect_input_error(f, "stats", {needle});
 }
 
@@ -48,11 +48,11 @@ TEST(Stats, PercentileInterpolatesBetweenClosestRanks) {
 }
 
 TEST(Stats, PercentileRejectsBadInput) {
-  expect_input_error([] { percentile({}, 50); }, "expected at least one value");
-  expect_input_error([] { percentile({1, 2}, -0.1); }, "expected a percentile p in [0, 100], got");
-  expect_input_error([] { percentile({1, 2}, 100.5); }, "got 100.5");
-  expect_input_error([] { percentile({1, 2}, kNaN); }, "got nan");
-  expect_input_error([] { percentile({1, kNaN, 2}, 50); }, "NaN at index 1 of 3");
+  expect_stats_error([] { percentile({}, 50); }, "expected at least one value");
+  expect_stats_error([] { percentile({1, 2}, -0.1); }, "expected a percentile p in [0, 100], got");
+  expect_stats_error([] { percentile({1, 2}, 100.5); }, "got 100.5");
+  expect_stats_error([] { percentile({1, 2}, kNaN); }, "got nan");
+  expect_stats_error([] { percentile({1, kNaN, 2}, 50); }, "NaN at index 1 of 3");
 }
 
 TEST(Stats, SummarizeLatencies) {
@@ -72,8 +72,8 @@ TEST(Stats, SummarizeLatencies) {
   EXPECT_EQ(j.size(), 8u);
   EXPECT_EQ(j["count"].get<size_t>(), 1000u);
   EXPECT_NEAR(j["p99_9"].get<double>(), 999.001, 1e-9);
-  expect_input_error([] { summarize_latencies({}); }, "expected at least one latency sample");
-  expect_input_error([] { summarize_latencies({1, kNaN}); }, "NaN at index 1 of 2");
+  expect_stats_error([] { summarize_latencies({}); }, "expected at least one latency sample");
+  expect_stats_error([] { summarize_latencies({1, kNaN}); }, "NaN at index 1 of 2");
 }
 
 TEST(Stats, LeastSquaresExactLine) {
@@ -117,15 +117,15 @@ TEST(Stats, LeastSquaresNoisyAndConstant) {
 }
 
 TEST(Stats, LeastSquaresRejectsBadInput) {
-  expect_input_error([] { least_squares({1, 2, 3}, {1, 2}); }, "got 3 x values and 2 y values");
-  expect_input_error([] { least_squares({1}, {1}); }, "expected at least 2 points, got 1");
-  expect_input_error(
+  expect_stats_error([] { least_squares({1, 2, 3}, {1, 2}); }, "got 3 x values and 2 y values");
+  expect_stats_error([] { least_squares({1}, {1}); }, "expected at least 2 points, got 1");
+  expect_stats_error(
       [] {
         least_squares({2, 2, 2}, {1, 2, 3});
       },
       "expected at least two distinct x values, got all 3 equal to 2");
-  expect_input_error([] { least_squares({1, kNaN}, {1, 2}); }, "expected finite x");
-  expect_input_error([] { least_squares({1, 2}, {1, kNaN}); }, "expected finite y");
+  expect_stats_error([] { least_squares({1, kNaN}, {1, 2}); }, "expected finite x");
+  expect_stats_error([] { least_squares({1, 2}, {1, kNaN}); }, "expected finite y");
 }
 
 TEST(Stats, PoissonArrivalsHaveExponentialGaps) {
@@ -156,13 +156,13 @@ TEST(Stats, PoissonArrivalsAreSeeded) {
   const auto c = poisson_arrivals(200.0, 5.0, 8);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
-  expect_input_error([] { poisson_arrivals(0.0, 1.0, 1); }, "expected a finite rate > 0");
-  expect_input_error([] { poisson_arrivals(-3.0, 1.0, 1); }, "got -3");
-  expect_input_error([] { poisson_arrivals(kNaN, 1.0, 1); }, "expected a finite rate > 0");
-  expect_input_error([] { poisson_arrivals(1.0, 0.0, 1); }, "expected a finite duration > 0");
-  expect_input_error([] { poisson_arrivals(1.0, std::numeric_limits<double>::infinity(), 1); },
+  expect_stats_error([] { poisson_arrivals(0.0, 1.0, 1); }, "expected a finite rate > 0");
+  expect_stats_error([] { poisson_arrivals(-3.0, 1.0, 1); }, "got -3");
+  expect_stats_error([] { poisson_arrivals(kNaN, 1.0, 1); }, "expected a finite rate > 0");
+  expect_stats_error([] { poisson_arrivals(1.0, 0.0, 1); }, "expected a finite duration > 0");
+  expect_stats_error([] { poisson_arrivals(1.0, std::numeric_limits<double>::infinity(), 1); },
                      "expected a finite duration > 0");
-  expect_input_error([] { poisson_arrivals(1e9, 1e9, 1); }, "arrivals (rate * duration)");
+  expect_stats_error([] { poisson_arrivals(1e9, 1e9, 1); }, "arrivals (rate * duration)");
 }
 
 TEST(Stats, HistogramCountsAndEdges) {
@@ -218,9 +218,9 @@ TEST(Stats, HistogramLogScale) {
 }
 
 TEST(Stats, HistogramRejectsBadInput) {
-  expect_input_error([] { histogram({}, 4); }, "expected at least one value");
-  expect_input_error([] { histogram({1, 2}, 0); }, "expected bins in [1, 1000000], got 0");
-  expect_input_error([] { histogram({1, kNaN}, 2); }, "expected finite values, got nan at index 1");
+  expect_stats_error([] { histogram({}, 4); }, "expected at least one value");
+  expect_stats_error([] { histogram({1, 2}, 0); }, "expected bins in [1, 1000000], got 0");
+  expect_stats_error([] { histogram({1, kNaN}, 2); }, "expected finite values, got nan at index 1");
 }
 
 /// Samples every 1,000 inferences up to 20,000 with live = base + slope_per_inference * n.
@@ -311,17 +311,17 @@ TEST(Stats, LeakVerdictJsonAndBadInput) {
   EXPECT_EQ(j["residual_bytes"].get<int64_t>(), 2);
   EXPECT_NEAR(j["slope_bytes_per_1k"].get<double>(), 32.0, 1e-6);
   EXPECT_EQ(j["leak_detected"], true);
-  expect_input_error(
+  expect_stats_error(
       [] {
         leak_verdict({1, 2, 3}, {1, 2}, 0, 0, 1.0);
       },
       "got 3 inference counts and 2 samples");
-  expect_input_error(
+  expect_stats_error(
       [] {
         leak_verdict({1, 2, 3}, {1, kNaN, 2}, 0, 0, 1.0);
       },
       "expected finite live-bytes samples");
-  expect_input_error(
+  expect_stats_error(
       [] {
         leak_verdict({1, 2, 3}, {1, 2, 3}, 0, 0, -1.0);
       },

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,6 +32,9 @@ class SeededTest : public ::testing::Test {
  protected:
   void SetUp() override { torch::manual_seed(1234); }
 };
+
+/// A quiet NaN, for inputs with gaps.
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// Where `ops_run` counts (a callback of RecordFunction is a plain function pointer).
 inline std::map<std::string, int>*& ops_sink() {

@@ -9,7 +9,7 @@ namespace foxhunt {
 
 namespace {
 
-constexpr const char* kComponent = "report";
+constexpr const char* kHtmlReportComponent = "report";
 
 std::string html_unescape(const std::string& s) {
   static const std::pair<const char*, char> entities[] = {
@@ -71,8 +71,8 @@ figure.plot svg { display: block; max-width: 100%; height: auto; border: 1px sol
 HtmlReport::HtmlReport(std::string title) : title_(std::move(title)) {}
 
 void HtmlReport::heading(std::string text, int level) {
-  FOXHUNT_CHECK(level >= 1 && level <= 6, kComponent, "report '", title_, "': heading '", text,
-                "': expected a level in [1, 6], got ", level);
+  FOXHUNT_CHECK(level >= 1 && level <= 6, kHtmlReportComponent, "report '", title_, "': heading '",
+                text, "': expected a level in [1, 6], got ", level);
   Block b{Kind::kHeading, std::move(text)};
   b.level = level;
   blocks_.push_back(std::move(b));
@@ -84,10 +84,10 @@ void HtmlReport::paragraph(std::string text) {
 
 void HtmlReport::table(const std::vector<std::string>& header,
                        const std::vector<std::vector<std::string>>& rows) {
-  FOXHUNT_CHECK(!header.empty(), kComponent, "report '", title_,
+  FOXHUNT_CHECK(!header.empty(), kHtmlReportComponent, "report '", title_,
                 "': table: expected at least one header cell, got none");
   for (size_t r = 0; r < rows.size(); ++r) {
-    FOXHUNT_CHECK(rows[r].size() == header.size(), kComponent, "report '", title_,
+    FOXHUNT_CHECK(rows[r].size() == header.size(), kHtmlReportComponent, "report '", title_,
                   "': table: ", "expected ", header.size(), " cells per row (the header's), got ",
                   rows[r].size(), " in row ", r);
   }

@@ -14,7 +14,7 @@ namespace foxhunt {
 
 namespace {
 
-constexpr const char* kComponent = "report";
+constexpr const char* kReportComponent = "report";
 
 /// The common ten-colour categorical palette, used in order when a series has no colour.
 constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -206,9 +206,9 @@ struct Frame {
 };
 
 void check_size(const ChartOptions& o) {
-  FOXHUNT_CHECK(o.width >= 200 && o.width <= 8000, kComponent, "chart '", o.title,
+  FOXHUNT_CHECK(o.width >= 200 && o.width <= 8000, kReportComponent, "chart '", o.title,
                 "': expected a width in [200, 8000] px, got ", o.width);
-  FOXHUNT_CHECK(o.height >= 120 && o.height <= 8000, kComponent, "chart '", o.title,
+  FOXHUNT_CHECK(o.height >= 120 && o.height <= 8000, kReportComponent, "chart '", o.title,
                 "': expected a height in [120, 8000] px, got ", o.height);
 }
 
@@ -235,9 +235,10 @@ Frame make_frame(const ChartOptions& o, Axis xa, Axis ya, const std::vector<Lege
   const double right = std::max(16.0, last_x_label / 2.0 + 6.0);
   f.pw = f.width - f.left - right;
   f.ph = f.height - f.top - bottom;
-  FOXHUNT_CHECK(f.pw >= 40.0 && f.ph >= 30.0, kComponent, "chart '", o.title, "': expected room ",
-                "for a plot area of at least 40x30 px, got ", f.pw, "x", f.ph, " px in a ", o.width,
-                "x", o.height, " px chart (enlarge it or shorten the labels)");
+  FOXHUNT_CHECK(f.pw >= 40.0 && f.ph >= 30.0, kReportComponent, "chart '", o.title,
+                "': expected room ", "for a plot area of at least 40x30 px, got ", f.pw, "x", f.ph,
+                " px in a ", o.width, "x", o.height,
+                " px chart (enlarge it or shorten the labels)");
   return f;
 }
 
@@ -325,7 +326,7 @@ bool finite2(double a, double b) {
 }
 
 void check_series(const Series& s, size_t i) {
-  FOXHUNT_CHECK(s.x.size() == s.y.size(), kComponent, "series ", i, " '", s.name,
+  FOXHUNT_CHECK(s.x.size() == s.y.size(), kReportComponent, "series ", i, " '", s.name,
                 "': expected x and y of one size, got ", s.x.size(), " x and ", s.y.size(), " y");
 }
 
@@ -471,9 +472,10 @@ std::string format_value(double value, const std::string& unit) {
 
 std::vector<size_t> downsample_min_max(const std::vector<double>& x, const std::vector<double>& y,
                                        size_t buckets) {
-  FOXHUNT_CHECK(x.size() == y.size(), kComponent, "downsample_min_max: expected x and y of one ",
-                "size, got ", x.size(), " x and ", y.size(), " y");
-  FOXHUNT_CHECK(buckets > 0, kComponent, "downsample_min_max: expected buckets > 0, got 0");
+  FOXHUNT_CHECK(x.size() == y.size(), kReportComponent,
+                "downsample_min_max: expected x and y of one ", "size, got ", x.size(), " x and ",
+                y.size(), " y");
+  FOXHUNT_CHECK(buckets > 0, kReportComponent, "downsample_min_max: expected buckets > 0, got 0");
   std::vector<size_t> finite;
   finite.reserve(x.size());
   Range xr;
@@ -525,9 +527,9 @@ std::string band_chart_svg(const std::vector<double>& x, const std::vector<doubl
                            const std::vector<double>& upper, const std::vector<Series>& lines,
                            const ChartOptions& opts, const std::string& band_label) {
   check_size(opts);
-  FOXHUNT_CHECK(x.size() == lower.size() && x.size() == upper.size(), kComponent, "band chart '",
-                opts.title, "': expected x, lower and upper of one size, got ", x.size(), ", ",
-                lower.size(), " and ", upper.size());
+  FOXHUNT_CHECK(x.size() == lower.size() && x.size() == upper.size(), kReportComponent,
+                "band chart '", opts.title, "': expected x, lower and upper of one size, got ",
+                x.size(), ", ", lower.size(), " and ", upper.size());
   for (size_t i = 0; i < lines.size(); ++i) check_series(lines[i], i);
   Range xr, yr;
   std::vector<size_t> band;
@@ -585,13 +587,13 @@ std::string band_chart_svg(const std::vector<double>& x, const std::vector<doubl
 std::string bar_chart_svg(const std::vector<std::string>& labels, const std::vector<double>& values,
                           const ChartOptions& opts) {
   check_size(opts);
-  FOXHUNT_CHECK(labels.size() == values.size(), kComponent, "bar chart '", opts.title,
+  FOXHUNT_CHECK(labels.size() == values.size(), kReportComponent, "bar chart '", opts.title,
                 "': expected one value per label, got ", values.size(), " values for ",
                 labels.size(), " labels");
   double max_value = 0.0;
   for (size_t i = 0; i < values.size(); ++i) {
-    FOXHUNT_CHECK(std::isfinite(values[i]) && values[i] >= 0, kComponent, "bar chart '", opts.title,
-                  "': expected finite values >= 0, got ", values[i], " at index ", i);
+    FOXHUNT_CHECK(std::isfinite(values[i]) && values[i] >= 0, kReportComponent, "bar chart '",
+                  opts.title, "': expected finite values >= 0, got ", values[i], " at index ", i);
     max_value = std::max(max_value, values[i]);
   }
   constexpr double kRow = 18.0, kTop = 36.0;
@@ -628,14 +630,14 @@ std::string bar_chart_svg(const std::vector<std::string>& labels, const std::vec
 std::string histogram_svg(const Histogram& h, const ChartOptions& opts) {
   check_size(opts);
   const bool empty = h.edges.empty() && h.counts.empty();
-  FOXHUNT_CHECK(empty || h.edges.size() == h.counts.size() + 1, kComponent, "histogram chart '",
-                opts.title, "': expected counts.size() + 1 edges, got ", h.edges.size(),
-                " edges for ", h.counts.size(), " counts");
+  FOXHUNT_CHECK(empty || h.edges.size() == h.counts.size() + 1, kReportComponent,
+                "histogram chart '", opts.title, "': expected counts.size() + 1 edges, got ",
+                h.edges.size(), " edges for ", h.counts.size(), " counts");
   for (size_t i = 0; i < h.edges.size(); ++i) {
-    FOXHUNT_CHECK(std::isfinite(h.edges[i]) && (!h.log_scale || h.edges[i] > 0.0), kComponent,
+    FOXHUNT_CHECK(std::isfinite(h.edges[i]) && (!h.log_scale || h.edges[i] > 0.0), kReportComponent,
                   "histogram chart '", opts.title, "': expected finite",
                   h.log_scale ? " positive" : "", " edges, got ", h.edges[i], " at index ", i);
-    FOXHUNT_CHECK(i == 0 || h.edges[i] > h.edges[i - 1], kComponent, "histogram chart '",
+    FOXHUNT_CHECK(i == 0 || h.edges[i] > h.edges[i - 1], kReportComponent, "histogram chart '",
                   opts.title, "': expected increasing edges, got ", h.edges[i - 1], " then ",
                   h.edges[i], " at index ", i);
   }

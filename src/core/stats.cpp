@@ -12,7 +12,7 @@ namespace foxhunt {
 
 namespace {
 
-constexpr const char* kComponent = "stats";
+constexpr const char* kStatsComponent = "stats";
 
 /// Index of the first NaN in `v`, or v.size() when there is none.
 size_t first_nan(const std::vector<double>& v) {
@@ -30,7 +30,7 @@ size_t first_non_finite(const std::vector<double>& v) {
 }
 
 void check_p(double p, const char* where) {
-  FOXHUNT_CHECK(!std::isnan(p) && p >= 0.0 && p <= 100.0, kComponent, where,
+  FOXHUNT_CHECK(!std::isnan(p) && p >= 0.0 && p <= 100.0, kStatsComponent, where,
                 ": expected a percentile p in [0, 100], got ", p);
 }
 
@@ -55,20 +55,22 @@ std::string fixed1(double v) {
 
 double percentile(std::vector<double> values, double p) {
   check_p(p, "percentile");
-  FOXHUNT_CHECK(!values.empty(), kComponent, "percentile: expected at least one value, got none");
+  FOXHUNT_CHECK(!values.empty(), kStatsComponent,
+                "percentile: expected at least one value, got none");
   const size_t nan_at = first_nan(values);
-  FOXHUNT_CHECK(nan_at == values.size(), kComponent,
+  FOXHUNT_CHECK(nan_at == values.size(), kStatsComponent,
                 "percentile: expected numbers, got NaN at index ", nan_at, " of ", values.size());
   std::sort(values.begin(), values.end());
   return percentile_sorted(values, p);
 }
 
 LatencySummary summarize_latencies(const std::vector<double>& us) {
-  FOXHUNT_CHECK(!us.empty(), kComponent,
+  FOXHUNT_CHECK(!us.empty(), kStatsComponent,
                 "summarize_latencies: expected at least one latency sample, got none");
   const size_t nan_at = first_nan(us);
-  FOXHUNT_CHECK(nan_at == us.size(), kComponent, "summarize_latencies: expected numbers, got NaN ",
-                "at index ", nan_at, " of ", us.size());
+  FOXHUNT_CHECK(nan_at == us.size(), kStatsComponent,
+                "summarize_latencies: expected numbers, got NaN ", "at index ", nan_at, " of ",
+                us.size());
   std::vector<double> s = us;
   std::sort(s.begin(), s.end());
   LatencySummary out;
@@ -92,19 +94,21 @@ nlohmann::json to_json(const LatencySummary& s) {
 }
 
 LinearFit least_squares(const std::vector<double>& x, const std::vector<double>& y) {
-  FOXHUNT_CHECK(x.size() == y.size(), kComponent, "least_squares: expected x and y of one size, ",
-                "got ", x.size(), " x values and ", y.size(), " y values");
-  FOXHUNT_CHECK(x.size() >= 2, kComponent, "least_squares: expected at least 2 points, got ",
+  FOXHUNT_CHECK(x.size() == y.size(), kStatsComponent,
+                "least_squares: expected x and y of one size, ", "got ", x.size(), " x values and ",
+                y.size(), " y values");
+  FOXHUNT_CHECK(x.size() >= 2, kStatsComponent, "least_squares: expected at least 2 points, got ",
                 x.size());
   const size_t bad_x = first_non_finite(x);
-  FOXHUNT_CHECK(bad_x == x.size(), kComponent, "least_squares: expected finite x, got ", x[bad_x],
-                " at index ", bad_x);
+  FOXHUNT_CHECK(bad_x == x.size(), kStatsComponent, "least_squares: expected finite x, got ",
+                x[bad_x], " at index ", bad_x);
   const size_t bad_y = first_non_finite(y);
-  FOXHUNT_CHECK(bad_y == y.size(), kComponent, "least_squares: expected finite y, got ", y[bad_y],
-                " at index ", bad_y);
+  FOXHUNT_CHECK(bad_y == y.size(), kStatsComponent, "least_squares: expected finite y, got ",
+                y[bad_y], " at index ", bad_y);
   const bool x_constant = std::all_of(x.begin(), x.end(), [&](double v) { return v == x.front(); });
-  FOXHUNT_CHECK(!x_constant, kComponent, "least_squares: expected at least two distinct x values, ",
-                "got all ", x.size(), " equal to ", x.front(), " (the slope is undefined)");
+  FOXHUNT_CHECK(!x_constant, kStatsComponent,
+                "least_squares: expected at least two distinct x values, ", "got all ", x.size(),
+                " equal to ", x.front(), " (the slope is undefined)");
 
   const double n = static_cast<double>(x.size());
   double mx = 0.0, my = 0.0;
@@ -122,7 +126,7 @@ LinearFit least_squares(const std::vector<double>& x, const std::vector<double>&
     syy += dy * dy;
   }
   // Distinct x can still give sxx == 0 when the differences underflow (e.g. 1e-300 apart).
-  FOXHUNT_CHECK(sxx > 0.0 && std::isfinite(sxx), kComponent,
+  FOXHUNT_CHECK(sxx > 0.0 && std::isfinite(sxx), kStatsComponent,
                 "least_squares: expected x values with a representable spread, got a sum of ",
                 "squared deviations of ", sxx);
 
@@ -153,13 +157,13 @@ nlohmann::json to_json(const LinearFit& f) {
 }
 
 std::vector<double> poisson_arrivals(double rate_per_s, double duration_s, uint64_t seed) {
-  FOXHUNT_CHECK(std::isfinite(rate_per_s) && rate_per_s > 0.0, kComponent,
+  FOXHUNT_CHECK(std::isfinite(rate_per_s) && rate_per_s > 0.0, kStatsComponent,
                 "poisson_arrivals: expected a finite rate > 0 per second, got ", rate_per_s);
-  FOXHUNT_CHECK(std::isfinite(duration_s) && duration_s > 0.0, kComponent,
+  FOXHUNT_CHECK(std::isfinite(duration_s) && duration_s > 0.0, kStatsComponent,
                 "poisson_arrivals: expected a finite duration > 0 seconds, got ", duration_s);
   constexpr double kMaxExpected = 1e8;  // 800 MB of doubles: a typo, not a benchmark
   const double expected = rate_per_s * duration_s;
-  FOXHUNT_CHECK(expected <= kMaxExpected, kComponent, "poisson_arrivals: expected at most ",
+  FOXHUNT_CHECK(expected <= kMaxExpected, kStatsComponent, "poisson_arrivals: expected at most ",
                 kMaxExpected, " arrivals (rate * duration), got ", rate_per_s, " /s * ", duration_s,
                 " s = ", expected);
   Rng rng(seed);
@@ -176,16 +180,18 @@ std::vector<double> poisson_arrivals(double rate_per_s, double duration_s, uint6
 }
 
 Histogram histogram(const std::vector<double>& values, int bins, bool log_scale) {
-  FOXHUNT_CHECK(bins >= 1 && bins <= 1000000, kComponent,
+  FOXHUNT_CHECK(bins >= 1 && bins <= 1000000, kStatsComponent,
                 "histogram: expected bins in [1, 1000000], got ", bins);
-  FOXHUNT_CHECK(!values.empty(), kComponent, "histogram: expected at least one value, got none");
+  FOXHUNT_CHECK(!values.empty(), kStatsComponent,
+                "histogram: expected at least one value, got none");
   const size_t bad = first_non_finite(values);
-  FOXHUNT_CHECK(bad == values.size(), kComponent, "histogram: expected finite values, got ",
+  FOXHUNT_CHECK(bad == values.size(), kStatsComponent, "histogram: expected finite values, got ",
                 values[bad], " at index ", bad, " of ", values.size());
   const auto [min_it, max_it] = std::minmax_element(values.begin(), values.end());
   double lo = *min_it, hi = *max_it;
-  FOXHUNT_CHECK(std::isfinite(hi - lo), kComponent, "histogram: expected a value range that fits ",
-                "in a double, got [", lo, ", ", hi, "]");
+  FOXHUNT_CHECK(std::isfinite(hi - lo), kStatsComponent,
+                "histogram: expected a value range that fits ", "in a double, got [", lo, ", ", hi,
+                "]");
 
   Histogram h;
   h.log_scale = log_scale && lo > 0.0;
@@ -232,25 +238,27 @@ nlohmann::json to_json(const Histogram& h) {
 LeakVerdict leak_verdict(const std::vector<double>& inferences,
                          const std::vector<double>& live_bytes, int64_t baseline_bytes,
                          int64_t final_bytes, double threshold_bytes_per_1k) {
-  FOXHUNT_CHECK(inferences.size() == live_bytes.size(), kComponent,
+  FOXHUNT_CHECK(inferences.size() == live_bytes.size(), kStatsComponent,
                 "leak_verdict: expected one live-bytes sample per inference count, got ",
                 inferences.size(), " inference counts and ", live_bytes.size(), " samples");
   const size_t bad_x = first_non_finite(inferences);
-  FOXHUNT_CHECK(bad_x == inferences.size(), kComponent,
+  FOXHUNT_CHECK(bad_x == inferences.size(), kStatsComponent,
                 "leak_verdict: expected finite inference counts, got ", inferences[bad_x],
                 " at index ", bad_x);
   const size_t bad_y = first_non_finite(live_bytes);
-  FOXHUNT_CHECK(bad_y == live_bytes.size(), kComponent,
+  FOXHUNT_CHECK(bad_y == live_bytes.size(), kStatsComponent,
                 "leak_verdict: expected finite live-bytes samples, got ", live_bytes[bad_y],
                 " at index ", bad_y);
-  FOXHUNT_CHECK(std::isfinite(threshold_bytes_per_1k) && threshold_bytes_per_1k >= 0.0, kComponent,
+  FOXHUNT_CHECK(std::isfinite(threshold_bytes_per_1k) && threshold_bytes_per_1k >= 0.0,
+                kStatsComponent,
                 "leak_verdict: expected a finite threshold >= 0 bytes per 1k inferences, got ",
                 threshold_bytes_per_1k);
 
   LeakVerdict v;
   v.samples = inferences.size();
   v.threshold = threshold_bytes_per_1k;
-  FOXHUNT_CHECK(!__builtin_sub_overflow(final_bytes, baseline_bytes, &v.residual_bytes), kComponent,
+  FOXHUNT_CHECK(!__builtin_sub_overflow(final_bytes, baseline_bytes, &v.residual_bytes),
+                kStatsComponent,
                 "leak_verdict: expected final - baseline bytes to fit in int64, got ", final_bytes,
                 " - ", baseline_bytes);
   v.exact_ok = v.residual_bytes == 0;

@@ -15,7 +15,7 @@ namespace foxhunt::data {
 
 namespace {
 
-constexpr const char* kComponent = "backtest";
+constexpr const char* kBacktestComponent = "backtest";
 
 double mean_of(const std::vector<double>& x) {
   double s = 0.0;
@@ -33,14 +33,15 @@ double sample_stdev(const std::vector<double>& x) {
 }
 
 void check_periods_per_year(double ppy) {
-  FOXHUNT_CHECK(std::isfinite(ppy) && ppy > 0.0, kComponent,
+  FOXHUNT_CHECK(std::isfinite(ppy) && ppy > 0.0, kBacktestComponent,
                 "periods_per_year: expected a finite number > 0, got ", ppy);
 }
 
 void check_bootstrap(const BootstrapOptions& o) {
-  FOXHUNT_CHECK(o.resamples >= 1, kComponent, "bootstrap: expected resamples >= 1, got ",
+  FOXHUNT_CHECK(o.resamples >= 1, kBacktestComponent, "bootstrap: expected resamples >= 1, got ",
                 o.resamples);
-  FOXHUNT_CHECK(o.block >= 1, kComponent, "bootstrap: expected a block length >= 1, got ", o.block);
+  FOXHUNT_CHECK(o.block >= 1, kBacktestComponent, "bootstrap: expected a block length >= 1, got ",
+                o.block);
 }
 
 // mean / sample stdev of per-bar sums (n, sum, sum of squares); 0 without variation.
@@ -103,17 +104,18 @@ double sortino_ratio(const std::vector<double>& returns, double periods_per_year
 BacktestResult run_backtest(const std::vector<double>& closes, const std::vector<double>& positions,
                             const BacktestOptions& options) {
   const size_t n = closes.size();
-  FOXHUNT_CHECK(positions.size() == n, kComponent, "expected as many positions as closes, got ",
-                positions.size(), " positions for ", n, " closes");
-  FOXHUNT_CHECK(n >= 2, kComponent, "expected at least 2 closes (one bar return), got ", n);
-  FOXHUNT_CHECK(std::isfinite(options.cost_bps) && options.cost_bps >= 0.0, kComponent,
+  FOXHUNT_CHECK(positions.size() == n, kBacktestComponent,
+                "expected as many positions as closes, got ", positions.size(), " positions for ",
+                n, " closes");
+  FOXHUNT_CHECK(n >= 2, kBacktestComponent, "expected at least 2 closes (one bar return), got ", n);
+  FOXHUNT_CHECK(std::isfinite(options.cost_bps) && options.cost_bps >= 0.0, kBacktestComponent,
                 "cost_bps: expected a finite number >= 0, got ", options.cost_bps);
   check_periods_per_year(options.periods_per_year);
   for (size_t t = 0; t < n; ++t) {
-    FOXHUNT_CHECK(std::isfinite(closes[t]) && closes[t] > 0.0, kComponent, "closes[", t,
+    FOXHUNT_CHECK(std::isfinite(closes[t]) && closes[t] > 0.0, kBacktestComponent, "closes[", t,
                   "]: expected a finite price > 0, got ", closes[t]);
     // The negated form also rejects NaN.
-    FOXHUNT_CHECK(positions[t] >= -1.0 && positions[t] <= 1.0, kComponent, "positions[", t,
+    FOXHUNT_CHECK(positions[t] >= -1.0 && positions[t] <= 1.0, kBacktestComponent, "positions[", t,
                   "]: expected a value in [-1, 1], got ", positions[t]);
   }
 
@@ -144,7 +146,7 @@ BacktestResult run_backtest(const std::vector<double>& closes, const std::vector
 void fill_return_metrics(BacktestResult& res, const std::vector<bool>& held,
                          const BootstrapOptions& bootstrap) {
   const size_t num_returns = res.returns.size();
-  FOXHUNT_CHECK(num_returns >= 1 && held.size() == num_returns, kComponent,
+  FOXHUNT_CHECK(num_returns >= 1 && held.size() == num_returns, kBacktestComponent,
                 "expected at least one bar return and one held flag per return, got ", num_returns,
                 " returns and ", held.size(), " flags");
   check_periods_per_year(res.periods_per_year);
@@ -226,7 +228,7 @@ double prob_sharpe_beats(const std::vector<double>& returns, const std::vector<d
                          const BootstrapOptions& options) {
   check_bootstrap(options);
   const size_t n = returns.size();
-  FOXHUNT_CHECK(n >= 2 && reference.size() == n, kComponent,
+  FOXHUNT_CHECK(n >= 2 && reference.size() == n, kBacktestComponent,
                 "prob_sharpe_beats: expected two return series of the same length >= 2, got ", n,
                 " and ", reference.size());
   double a1 = 0, a2 = 0, b1 = 0, b2 = 0;
@@ -289,13 +291,14 @@ std::vector<double> volatility_target_positions(const std::vector<double>& past_
                                                 double target_volatility, double periods_per_year,
                                                 size_t window) {
   check_periods_per_year(periods_per_year);
-  FOXHUNT_CHECK(std::isfinite(target_volatility) && target_volatility > 0, kComponent,
+  FOXHUNT_CHECK(std::isfinite(target_volatility) && target_volatility > 0, kBacktestComponent,
                 "volatility target: expected an annual volatility > 0, got ", target_volatility);
-  FOXHUNT_CHECK(window >= 2, kComponent, "volatility target: expected a window >= 2, got ", window);
+  FOXHUNT_CHECK(window >= 2, kBacktestComponent, "volatility target: expected a window >= 2, got ",
+                window);
   std::vector<double> returns = past_returns;  // every log return known so far
   std::vector<double> out(closes.size(), 0.0);
   for (size_t t = 0; t < closes.size(); ++t) {
-    FOXHUNT_CHECK(std::isfinite(closes[t]) && closes[t] > 0, kComponent, "close ", t,
+    FOXHUNT_CHECK(std::isfinite(closes[t]) && closes[t] > 0, kBacktestComponent, "close ", t,
                   ": expected a finite price > 0, got ", closes[t]);
     if (t > 0) returns.push_back(std::log(closes[t] / closes[t - 1]));
     if (returns.size() < 2) continue;
@@ -342,11 +345,11 @@ std::vector<double> random_positions(size_t n, uint64_t seed) {
 
 double infer_periods_per_year(const std::vector<int64_t>& timestamps_ms) {
   const size_t n = timestamps_ms.size();
-  FOXHUNT_CHECK(n >= 2, kComponent, "infer_periods_per_year: expected at least 2 timestamps, got ",
-                n);
+  FOXHUNT_CHECK(n >= 2, kBacktestComponent,
+                "infer_periods_per_year: expected at least 2 timestamps, got ", n);
   std::vector<int64_t> gaps(n - 1);
   for (size_t i = 1; i < n; ++i) {
-    FOXHUNT_CHECK(timestamps_ms[i] > timestamps_ms[i - 1], kComponent,
+    FOXHUNT_CHECK(timestamps_ms[i] > timestamps_ms[i - 1], kBacktestComponent,
                   "infer_periods_per_year: expected strictly increasing timestamps, got ",
                   timestamps_ms[i], " at index ", i, " after ", timestamps_ms[i - 1]);
     gaps[i - 1] = timestamps_ms[i] - timestamps_ms[i - 1];

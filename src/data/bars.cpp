@@ -19,7 +19,7 @@ namespace foxhunt::data {
 // here), then the single-series reader built on it.
 namespace csv {
 
-constexpr const char* kComponent = "bars";
+constexpr const char* kBarsComponent = "bars";
 
 bool is_blank(char c) {
   return c == ' ' || c == '\t' || c == '\r';
@@ -56,13 +56,13 @@ void split_fields(std::string_view line, std::vector<std::string_view>& out,
           ++close;
         }
       }
-      FOXHUNT_CHECK(close < line.size(), kComponent, where(source, line_no), "field ",
+      FOXHUNT_CHECK(close < line.size(), kBarsComponent, where(source, line_no), "field ",
                     out.size() + 1, ": unterminated quote");
       out.push_back(trim(line.substr(i + 1, close - i - 1)));
       i = close + 1;
       while (i < line.size() && is_blank(line[i])) ++i;
       if (i == line.size()) return;
-      FOXHUNT_CHECK(line[i] == ',', kComponent, where(source, line_no), "field ", out.size(),
+      FOXHUNT_CHECK(line[i] == ',', kBarsComponent, where(source, line_no), "field ", out.size(),
                     ": unexpected text after the closing quote");
       ++i;
       continue;
@@ -127,14 +127,14 @@ Layout layout_from_header(const std::vector<std::string_view>& fields, const std
   bool adj_close = false;
   for (size_t i = 0; i < fields.size(); ++i) {
     if (symbol_column && is_symbol_name(fields[i])) {
-      FOXHUNT_CHECK(layout.symbol < 0, kComponent, where(source, line), "duplicate column '",
+      FOXHUNT_CHECK(layout.symbol < 0, kBarsComponent, where(source, line), "duplicate column '",
                     fields[i], "' in header (field ", layout.symbol + 1, " '",
                     fields[static_cast<size_t>(layout.symbol)], "' is also the symbol)");
       layout.symbol = static_cast<int>(i);
       continue;
     }
     const int c = column_index(fields[i]);
-    FOXHUNT_CHECK(c != -1, kComponent, where(source, line), "unknown column '", fields[i],
+    FOXHUNT_CHECK(c != -1, kBarsComponent, where(source, line), "unknown column '", fields[i],
                   "' in header (known: ", symbol_column ? "symbol (or ticker, instrument), " : "",
                   "timestamp (or date, datetime, time), open, high, low, "
                   "close, volume; ignored: adj close, dividends, stock splits)");
@@ -142,17 +142,17 @@ Layout layout_from_header(const std::vector<std::string_view>& fields, const std
       adj_close = adj_close || normalize_name(fields[i]).starts_with("adj");
       continue;
     }
-    FOXHUNT_CHECK(layout.pos[c] < 0, kComponent, where(source, line), "duplicate column '",
+    FOXHUNT_CHECK(layout.pos[c] < 0, kBarsComponent, where(source, line), "duplicate column '",
                   fields[i], "' in header (field ", layout.pos[c] + 1, " '",
                   fields[static_cast<size_t>(layout.pos[c])], "' is also the ", kColumnNames[c],
                   ")");
     layout.pos[c] = static_cast<int>(i);
   }
-  FOXHUNT_CHECK(layout.pos[kClose] >= 0, kComponent, where(source, line),
+  FOXHUNT_CHECK(layout.pos[kClose] >= 0, kBarsComponent, where(source, line),
                 "missing column 'close' in header",
                 adj_close ? " ('Adj Close' is ignored: the reader uses the unadjusted close)" : "");
   const int ohl = (layout.pos[kOpen] >= 0) + (layout.pos[kHigh] >= 0) + (layout.pos[kLow] >= 0);
-  FOXHUNT_CHECK(ohl == 0 || ohl == 3, kComponent, where(source, line),
+  FOXHUNT_CHECK(ohl == 0 || ohl == 3, kBarsComponent, where(source, line),
                 "missing column(s) in header: open, high and low must all be present or all be "
                 "absent (close-only), got ",
                 ohl, " of them");
@@ -170,7 +170,7 @@ Layout layout_from_count(size_t count, const std::string& source, int64_t line) 
   } else if (count == 1) {
     layout.pos[kClose] = 0;
   } else {
-    FOXHUNT_CHECK(false, kComponent, where(source, line),
+    FOXHUNT_CHECK(false, kBarsComponent, where(source, line),
                   "wrong column count: expected 6 (timestamp,open,high,low,close,volume), "
                   "2 (timestamp,close) or 1 (close) columns without a header, got ",
                   count);
@@ -190,7 +190,8 @@ std::ostream& operator<<(std::ostream& os, const RowPlace& at) {
 
 }  // namespace csv
 
-// The single-series code below uses the grammar's names (and its kComponent, where) unqualified.
+// The single-series code below uses the grammar's names (and its kBarsComponent, where)
+// unqualified.
 using namespace csv;
 
 namespace {
@@ -201,9 +202,9 @@ double parse_double(std::string_view field, int column, const RowPlace& at) {
   const char* end = begin + field.size();
   if (!field.empty() && field.front() == '+') ++begin;  // from_chars rejects a leading '+'
   auto [ptr, ec] = std::from_chars(begin, end, value);
-  FOXHUNT_CHECK(!field.empty() && ec == std::errc() && ptr == end, kComponent, at, "column '",
+  FOXHUNT_CHECK(!field.empty() && ec == std::errc() && ptr == end, kBarsComponent, at, "column '",
                 kColumnNames[column], "': '", field, "' is not a number");
-  FOXHUNT_CHECK(std::isfinite(value), kComponent, at, "column '", kColumnNames[column],
+  FOXHUNT_CHECK(std::isfinite(value), kBarsComponent, at, "column '", kColumnNames[column],
                 "': non-finite value '", field, "' (NaN/Inf not allowed)");
   return value;
 }
@@ -400,18 +401,19 @@ void check_bar_values(const Bar& b, const std::string& prefix) {
   const std::array<std::pair<const char*, double>, 4> prices = {
       {{"close", b.close}, {"open", b.open}, {"high", b.high}, {"low", b.low}}};
   for (const auto& [name, v] : prices) {
-    FOXHUNT_CHECK(std::isfinite(v), kComponent, prefix, "column '", name, "': non-finite value ", v,
-                  " (NaN/Inf not allowed)");
-    FOXHUNT_CHECK(v > 0.0, kComponent, prefix, "column '", name, "': price must be > 0, got ", v);
+    FOXHUNT_CHECK(std::isfinite(v), kBarsComponent, prefix, "column '", name,
+                  "': non-finite value ", v, " (NaN/Inf not allowed)");
+    FOXHUNT_CHECK(v > 0.0, kBarsComponent, prefix, "column '", name, "': price must be > 0, got ",
+                  v);
   }
-  FOXHUNT_CHECK(std::isfinite(b.volume), kComponent, prefix, "column 'volume': non-finite value ",
-                b.volume, " (NaN/Inf not allowed)");
-  FOXHUNT_CHECK(b.volume >= 0.0, kComponent, prefix, "column 'volume': must be >= 0, got ",
+  FOXHUNT_CHECK(std::isfinite(b.volume), kBarsComponent, prefix,
+                "column 'volume': non-finite value ", b.volume, " (NaN/Inf not allowed)");
+  FOXHUNT_CHECK(b.volume >= 0.0, kBarsComponent, prefix, "column 'volume': must be >= 0, got ",
                 b.volume);
-  FOXHUNT_CHECK(b.high >= b.low, kComponent, prefix, "high ", b.high, " < low ", b.low);
-  FOXHUNT_CHECK(b.open >= b.low && b.open <= b.high, kComponent, prefix, "open ", b.open,
+  FOXHUNT_CHECK(b.high >= b.low, kBarsComponent, prefix, "high ", b.high, " < low ", b.low);
+  FOXHUNT_CHECK(b.open >= b.low && b.open <= b.high, kBarsComponent, prefix, "open ", b.open,
                 " outside [low ", b.low, ", high ", b.high, "]");
-  FOXHUNT_CHECK(b.close >= b.low && b.close <= b.high, kComponent, prefix, "close ", b.close,
+  FOXHUNT_CHECK(b.close >= b.low && b.close <= b.high, kBarsComponent, prefix, "close ", b.close,
                 " outside [low ", b.low, ", high ", b.high, "]");
 }
 
@@ -450,12 +452,12 @@ Bar parse_row(const std::vector<std::string_view>& fields, const Layout& layout,
   if (p[kTimestamp] >= 0) {
     const std::string_view field = fields[p[kTimestamp]];
     const ParsedTimestamp ts = parse_timestamp_text(field);
-    FOXHUNT_CHECK(ts.ok, kComponent, at, "column 'timestamp': ", timestamp_error(field, ts));
+    FOXHUNT_CHECK(ts.ok, kBarsComponent, at, "column 'timestamp': ", timestamp_error(field, ts));
     if (!state.ts_format) {
       state.ts_format = ts.format;
       state.ts_format_line = at.line;
     }
-    FOXHUNT_CHECK(ts.format == *state.ts_format, kComponent, at, "column 'timestamp': '", field,
+    FOXHUNT_CHECK(ts.format == *state.ts_format, kBarsComponent, at, "column 'timestamp': '", field,
                   "' is ", format_name(ts.format), " but line ", state.ts_format_line, " is ",
                   format_name(*state.ts_format),
                   "; a file must use one timestamp format (integers with |value| >= 1e11 are "
@@ -468,7 +470,7 @@ Bar parse_row(const std::vector<std::string_view>& fields, const Layout& layout,
   bool close_only = layout.close_only();
   if (!close_only && blank_ohlcv) {
     const int blank = fields[p[kOpen]].empty() + fields[p[kHigh]].empty() + fields[p[kLow]].empty();
-    FOXHUNT_CHECK(blank == 0 || blank == 3, kComponent, at,
+    FOXHUNT_CHECK(blank == 0 || blank == 3, kBarsComponent, at,
                   "open, high and low must all be given or all be empty (a close-only row), got ",
                   3 - blank, " of them");
     close_only = blank == 3;
@@ -512,7 +514,7 @@ std::string format_timestamp(int64_t t) {
 int64_t parse_timestamp(std::string_view text) {
   const std::string_view t = trim(text);
   const ParsedTimestamp r = parse_timestamp_text(t);
-  FOXHUNT_CHECK(r.ok, kComponent, timestamp_error(t, r));
+  FOXHUNT_CHECK(r.ok, kBarsComponent, timestamp_error(t, r));
   return r.seconds;
 }
 
@@ -569,7 +571,7 @@ std::optional<Bar> BarCsvReader::read_line(std::string_view line) {
     r.layout = layout_from_count(fields.size(), source, line_no);
   }
   const Layout& layout = *r.layout;
-  FOXHUNT_CHECK(fields.size() == layout.fields, kComponent, where(source, line_no),
+  FOXHUNT_CHECK(fields.size() == layout.fields, kBarsComponent, where(source, line_no),
                 "wrong column count: expected ", layout.fields, " fields, got ", fields.size());
 
   return parse_row(fields, layout, r.state, RowPlace{source, line_no, {}});
@@ -591,9 +593,9 @@ BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
     const int64_t line_no = reader.line_number();
     if (!series.bars.empty()) {
       const int64_t prev = series.bars.back().timestamp;
-      FOXHUNT_CHECK(bar->timestamp != prev, kComponent, where(source, line_no),
+      FOXHUNT_CHECK(bar->timestamp != prev, kBarsComponent, where(source, line_no),
                     "duplicate timestamp ", bar->timestamp, " (also on line ", prev_ts_line, ")");
-      FOXHUNT_CHECK(bar->timestamp > prev, kComponent, where(source, line_no), "timestamp ",
+      FOXHUNT_CHECK(bar->timestamp > prev, kBarsComponent, where(source, line_no), "timestamp ",
                     bar->timestamp, " is not after the previous one ", prev, " (line ",
                     prev_ts_line, "); timestamps must increase");
     }
@@ -601,8 +603,8 @@ BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
     series.bars.push_back(*bar);
   }
   if (series.bars.empty()) {
-    FOXHUNT_CHECK(reader.has_layout(), kComponent, where(source, 1), "empty file: no bars");
-    FOXHUNT_CHECK(false, kComponent, where(source, reader.header_line() + 1),
+    FOXHUNT_CHECK(reader.has_layout(), kBarsComponent, where(source, 1), "empty file: no bars");
+    FOXHUNT_CHECK(false, kBarsComponent, where(source, reader.header_line() + 1),
                   "no bars after the header");
   }
   series.close_only = reader.close_only();
@@ -645,18 +647,18 @@ void write_bars_csv(const std::string& path, const BarSeries& series) {
 
 void validate_bars(const BarSeries& series) {
   const std::string name = series.source.empty() ? std::string("series") : series.source;
-  FOXHUNT_CHECK(!series.bars.empty(), kComponent, name, ": empty series: no bars");
+  FOXHUNT_CHECK(!series.bars.empty(), kBarsComponent, name, ": empty series: no bars");
   for (size_t i = 0; i < series.bars.size(); ++i) {
     const std::string prefix = name + ": bar " + std::to_string(i) + ": ";
     check_bar_values(series.bars[i], prefix);
     if (i > 0)
-      FOXHUNT_CHECK(series.bars[i].timestamp > series.bars[i - 1].timestamp, kComponent, prefix,
+      FOXHUNT_CHECK(series.bars[i].timestamp > series.bars[i - 1].timestamp, kBarsComponent, prefix,
                     "timestamp ", series.bars[i].timestamp, " is not after the previous one ",
                     series.bars[i - 1].timestamp);
     if (series.close_only) {
       const Bar& b = series.bars[i];
-      FOXHUNT_CHECK(b.open == b.close && b.high == b.close && b.low == b.close, kComponent, prefix,
-                    "close-only series needs open = high = low = close");
+      FOXHUNT_CHECK(b.open == b.close && b.high == b.close && b.low == b.close, kBarsComponent,
+                    prefix, "close-only series needs open = high = low = close");
     }
   }
 }
@@ -774,7 +776,7 @@ double autocorrelation(const std::vector<double>& x, int64_t lag) {
 }
 
 BarSummary summarize_bars(const BarSeries& series) {
-  FOXHUNT_CHECK(!series.bars.empty(), kComponent, series.source, ": empty series: no bars");
+  FOXHUNT_CHECK(!series.bars.empty(), kBarsComponent, series.source, ": empty series: no bars");
   const auto& bars = series.bars;
   BarSummary s;
   s.rows = series.size();

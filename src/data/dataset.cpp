@@ -9,7 +9,7 @@
 namespace foxhunt::data {
 
 namespace {
-constexpr const char* kComponent = "dataset";
+constexpr const char* kDatasetComponent = "dataset";
 }
 
 const char* split_name(Split split) {
@@ -33,11 +33,11 @@ const BarRange& SplitRanges::get(Split split) const {
 SplitRanges chronological_split(int64_t num_bars, int64_t warmup, const SplitOptions& o) {
   FOXHUNT_CHECK(o.train > 0 && o.validation >= 0 && o.test >= 0 &&
                     std::abs(o.train + o.validation + o.test - 1.0) < 1e-6,
-                kComponent, "split fractions must be >= 0 (train > 0) and sum to 1, got ", o.train,
-                " + ", o.validation, " + ", o.test);
-  FOXHUNT_CHECK(warmup >= 0, kComponent, "warmup must be >= 0, got ", warmup);
-  FOXHUNT_CHECK(num_bars > warmup + 2, kComponent, "need more than warmup + 2 = ", warmup + 2,
-                " bars to split, got ", num_bars);
+                kDatasetComponent, "split fractions must be >= 0 (train > 0) and sum to 1, got ",
+                o.train, " + ", o.validation, " + ", o.test);
+  FOXHUNT_CHECK(warmup >= 0, kDatasetComponent, "warmup must be >= 0, got ", warmup);
+  FOXHUNT_CHECK(num_bars > warmup + 2, kDatasetComponent,
+                "need more than warmup + 2 = ", warmup + 2, " bars to split, got ", num_bars);
   const int64_t usable = num_bars - warmup;
   const auto n_train = static_cast<int64_t>(std::floor(static_cast<double>(usable) * o.train));
   const auto n_val = static_cast<int64_t>(std::floor(static_cast<double>(usable) * o.validation));
@@ -47,7 +47,7 @@ SplitRanges chronological_split(int64_t num_bars, int64_t warmup, const SplitOpt
   s.test = {s.validation.end, num_bars};
   FOXHUNT_CHECK(s.train.size() > 0 && (o.validation == 0 || s.validation.size() > 0) &&
                     (o.test == 0 || s.test.size() > 0),
-                kComponent, "series of ", num_bars, " bars (", usable,
+                kDatasetComponent, "series of ", num_bars, " bars (", usable,
                 " after warm-up) is too short for split ", o.train, "/", o.validation, "/", o.test);
   return s;
 }
@@ -55,16 +55,16 @@ SplitRanges chronological_split(int64_t num_bars, int64_t warmup, const SplitOpt
 SplitCuts panel_split_cuts(const Panel& panel, int64_t warmup, const SplitOptions& o) {
   FOXHUNT_CHECK(o.train > 0 && o.validation > 0 && o.test > 0 &&
                     std::abs(o.train + o.validation + o.test - 1.0) < 1e-6,
-                kComponent, "panel split fractions must be > 0 and sum to 1, got ", o.train, " + ",
-                o.validation, " + ", o.test);
-  FOXHUNT_CHECK(warmup >= 0, kComponent, "warmup must be >= 0, got ", warmup);
+                kDatasetComponent, "panel split fractions must be > 0 and sum to 1, got ", o.train,
+                " + ", o.validation, " + ", o.test);
+  FOXHUNT_CHECK(warmup >= 0, kDatasetComponent, "warmup must be >= 0, got ", warmup);
   std::vector<int64_t> usable;
   for (const auto& ps : panel.symbols)
     for (size_t i = static_cast<size_t>(warmup); i < ps.series.bars.size(); ++i)
       usable.push_back(ps.series.bars[i].timestamp);
   std::sort(usable.begin(), usable.end());
   usable.erase(std::unique(usable.begin(), usable.end()), usable.end());
-  FOXHUNT_CHECK(usable.size() >= 3, kComponent, "'", panel.source,
+  FOXHUNT_CHECK(usable.size() >= 3, kDatasetComponent, "'", panel.source,
                 "': expected a symbol with more than ", warmup + 2,
                 " bars (the feature warm-up plus three splits), got ", usable.size(),
                 " usable dates over ", panel.size(), " symbols");
@@ -80,7 +80,7 @@ SplitCuts panel_split_cuts(const Panel& panel, int64_t warmup, const SplitOption
 }
 
 SplitRanges split_at_cuts(const BarSeries& series, int64_t warmup, const SplitCuts& cuts) {
-  FOXHUNT_CHECK(cuts.validation_begin < cuts.test_begin, kComponent,
+  FOXHUNT_CHECK(cuts.validation_begin < cuts.test_begin, kDatasetComponent,
                 "cut dates: expected validation_begin < test_begin, got ",
                 format_timestamp(cuts.validation_begin), " and ",
                 format_timestamp(cuts.test_begin));
@@ -101,7 +101,7 @@ SplitRanges split_at_cuts(const BarSeries& series, int64_t warmup, const SplitCu
                       : s.test.size() <= 0       ? "test"
                                                  : nullptr;
   FOXHUNT_CHECK(
-      empty == nullptr, kComponent, "'", series.source,
+      empty == nullptr, kDatasetComponent, "'", series.source,
       "': the panel's common cut dates (validation from ", format_timestamp(cuts.validation_begin),
       ", test from ", format_timestamp(cuts.test_begin), ") leave its ", empty ? empty : "",
       " split empty: its ", n, " bars run from ",
@@ -113,8 +113,8 @@ SplitRanges split_at_cuts(const BarSeries& series, int64_t warmup, const SplitCu
 
 MarketDataset::MarketDataset(BarSeries series, DatasetOptions options)
     : series_(std::move(series)), options_(options) {
-  FOXHUNT_CHECK(options_.target_scale > 0 && std::isfinite(options_.target_scale), kComponent,
-                "target_scale must be > 0, got ", options_.target_scale);
+  FOXHUNT_CHECK(options_.target_scale > 0 && std::isfinite(options_.target_scale),
+                kDatasetComponent, "target_scale must be > 0, got ", options_.target_scale);
   validate_bars(series_);
   splits_ = options_.cuts ? split_at_cuts(series_, options_.warmup, *options_.cuts)
                           : chronological_split(series_.size(), options_.warmup, options_.split);
@@ -124,7 +124,7 @@ MarketDataset::MarketDataset(BarSeries series, DatasetOptions options)
   normalizer_ = Normalizer::fit(raw_, splits_.train.begin, splits_.train.end, options_.clip);
   normalized_ = normalizer_.apply(raw_);
   target_vol_ = parse_target_vol(options_.target_vol_feature, "target_vol_feature");
-  FOXHUNT_CHECK(target_vol_.window <= options_.warmup, kComponent, "target_vol_feature '",
+  FOXHUNT_CHECK(target_vol_.window <= options_.warmup, kDatasetComponent, "target_vol_feature '",
                 options_.target_vol_feature, "': expected a window <= the warm-up of ",
                 options_.warmup, " bars");
 }
@@ -146,19 +146,19 @@ TargetVol parse_target_vol(const std::string& name, const std::string& what) {
   if (name.empty()) return v;
   if (name.rfind(kAbsRetMeanPrefix, 0) == 0) {
     v.window = suffix_number(name, kAbsRetMeanPrefix, 1, kFeatureWarmup);
-    FOXHUNT_CHECK(v.window > 0, kComponent, what, ": expected ", kAbsRetMeanPrefix,
+    FOXHUNT_CHECK(v.window > 0, kDatasetComponent, what, ": expected ", kAbsRetMeanPrefix,
                   "<W> with 1 <= W <= ", kFeatureWarmup, ", got '", name, "'");
     return v;
   }
   if (name.rfind(kAbsRetEwmPrefix, 0) == 0) {
     v.halflife = suffix_number(name, kAbsRetEwmPrefix, 1, 1000);
-    FOXHUNT_CHECK(v.halflife > 0, kComponent, what, ": expected ", kAbsRetEwmPrefix,
+    FOXHUNT_CHECK(v.halflife > 0, kDatasetComponent, what, ": expected ", kAbsRetEwmPrefix,
                   "<H> with a half-life 1 <= H <= 1000 bars, got '", name, "'");
     v.window = kAbsRetEwmWindow;
     return v;
   }
   const auto& names = observed_feature_names();
-  FOXHUNT_CHECK(std::find(names.begin(), names.end(), name) != names.end(), kComponent, what,
+  FOXHUNT_CHECK(std::find(names.begin(), names.end(), name) != names.end(), kDatasetComponent, what,
                 ": expected a feature-bank column (e.g. rv_20), ", kAbsRetMeanPrefix, "<W> or ",
                 kAbsRetEwmPrefix, "<H> (e.g. absret_ewm_20), got '", name, "'");
   v.column = bank_column(name, what);
@@ -166,7 +166,7 @@ TargetVol parse_target_vol(const std::string& name, const std::string& what) {
 }
 
 double absret_divisor(const TargetVol& vol, const float* returns, int64_t count) {
-  FOXHUNT_CHECK(count >= 1 && count <= std::max<int64_t>(vol.window, 1), kComponent,
+  FOXHUNT_CHECK(count >= 1 && count <= std::max<int64_t>(vol.window, 1), kDatasetComponent,
                 "absret volatility: expected 1..", vol.window, " returns, got ", count);
   double sum = 0.0, weights = 0.0;
   // Weight of the i-th most recent return: 2^(-i / H); equal weights without a half-life.
@@ -182,22 +182,22 @@ double absret_divisor(const TargetVol& vol, const float* returns, int64_t count)
 int64_t bank_column(const std::string& name, const std::string& what) {
   const auto& names = observed_feature_names();
   const auto it = std::find(names.begin(), names.end(), name);
-  FOXHUNT_CHECK(it != names.end(), kComponent, what, ": expected a column of the feature bank (",
-                "e.g. rv_20), got '", name, "'");
+  FOXHUNT_CHECK(it != names.end(), kDatasetComponent, what,
+                ": expected a column of the feature bank (", "e.g. rv_20), got '", name, "'");
   return static_cast<int64_t>(it - names.begin());
 }
 
 double MarketDataset::target_divisor(int64_t anchor) const {
   if (!target_vol_.enabled()) return 1.0;
-  FOXHUNT_CHECK(anchor >= 0 && anchor < size(), kComponent, "anchor ", anchor, " outside [0, ",
-                size(), ")");
+  FOXHUNT_CHECK(anchor >= 0 && anchor < size(), kDatasetComponent, "anchor ", anchor,
+                " outside [0, ", size(), ")");
   return target_divisor_at(target_vol_, raw_, anchor);
 }
 
 double target_divisor_at(const TargetVol& vol, const Matrix& raw, int64_t anchor) {
   if (!vol.enabled()) return 1.0;
-  FOXHUNT_CHECK(anchor >= 0 && anchor < raw.rows, kComponent, "anchor ", anchor, " outside [0, ",
-                raw.rows, ")");
+  FOXHUNT_CHECK(anchor >= 0 && anchor < raw.rows, kDatasetComponent, "anchor ", anchor,
+                " outside [0, ", raw.rows, ")");
   if (vol.column >= 0)
     return std::max(static_cast<double>(raw.row(anchor)[vol.column]), kMinTargetVol);
   static const int64_t ret = bank_column("ret_lag_0", "absret volatility");
@@ -208,14 +208,14 @@ double target_divisor_at(const TargetVol& vol, const Matrix& raw, int64_t anchor
 }
 
 double MarketDataset::log_return(int64_t bar) const {
-  FOXHUNT_CHECK(bar >= 1 && bar < size(), kComponent, "return of bar ", bar,
+  FOXHUNT_CHECK(bar >= 1 && bar < size(), kDatasetComponent, "return of bar ", bar,
                 " is undefined (valid 1..", size() - 1, ")");
   return std::log(series_.bars[static_cast<size_t>(bar)].close /
                   series_.bars[static_cast<size_t>(bar - 1)].close);
 }
 
 std::vector<int64_t> MarketDataset::anchors(Split split, const WindowSpec& spec) const {
-  FOXHUNT_CHECK(spec.past >= 1 && spec.horizon >= 1, kComponent,
+  FOXHUNT_CHECK(spec.past >= 1 && spec.horizon >= 1, kDatasetComponent,
                 "window needs past >= 1 and horizon >= 1, got past ", spec.past, ", horizon ",
                 spec.horizon);
   const BarRange& range = splits_.get(split);
@@ -228,12 +228,12 @@ std::vector<int64_t> MarketDataset::anchors(Split split, const WindowSpec& spec)
 }
 
 void MarketDataset::check_window(int64_t anchor, const WindowSpec& spec) const {
-  FOXHUNT_CHECK(spec.past >= 1 && spec.horizon >= 0, kComponent, "bad window past ", spec.past,
-                ", horizon ", spec.horizon);
+  FOXHUNT_CHECK(spec.past >= 1 && spec.horizon >= 0, kDatasetComponent, "bad window past ",
+                spec.past, ", horizon ", spec.horizon);
   FOXHUNT_CHECK(anchor - spec.past + 1 >= options_.warmup && anchor + spec.horizon < size(),
-                kComponent, "window anchor ", anchor, " with past ", spec.past, " and horizon ",
-                spec.horizon, " needs bars [", anchor - spec.past + 1, ", ", anchor + spec.horizon,
-                "] inside [warmup ", options_.warmup, ", ", size() - 1, "]");
+                kDatasetComponent, "window anchor ", anchor, " with past ", spec.past,
+                " and horizon ", spec.horizon, " needs bars [", anchor - spec.past + 1, ", ",
+                anchor + spec.horizon, "] inside [warmup ", options_.warmup, ", ", size() - 1, "]");
 }
 
 void MarketDataset::fill_past(int64_t anchor, const WindowSpec& spec,
@@ -241,7 +241,7 @@ void MarketDataset::fill_past(int64_t anchor, const WindowSpec& spec,
   check_window(anchor, spec);
   const auto width = static_cast<int64_t>(columns.size());
   for (int64_t c : columns)
-    FOXHUNT_CHECK(c >= 0 && c < normalized_.cols, kComponent, "feature column ", c,
+    FOXHUNT_CHECK(c >= 0 && c < normalized_.cols, kDatasetComponent, "feature column ", c,
                   " outside the bank [0, ", normalized_.cols, ")");
   for (int64_t i = 0; i < spec.past; ++i) {
     const float* row = normalized_.row(anchor - spec.past + 1 + i);
@@ -265,7 +265,8 @@ void MarketDataset::fill_target(int64_t anchor, const WindowSpec& spec, float* o
 }
 
 void MarketDataset::fill_rl_market(int64_t bar, float* out) const {
-  FOXHUNT_CHECK(bar >= 0 && bar < size(), kComponent, "bar ", bar, " outside [0, ", size(), ")");
+  FOXHUNT_CHECK(bar >= 0 && bar < size(), kDatasetComponent, "bar ", bar, " outside [0, ", size(),
+                ")");
   const float* row = normalized_.row(bar);
   std::copy(row, row + kObservedFeatures, out);
   const float* cal = calendar_.row(bar);
@@ -273,8 +274,8 @@ void MarketDataset::fill_rl_market(int64_t bar, float* out) const {
 }
 
 Matrix MarketDataset::rl_market_features(int64_t begin, int64_t end) const {
-  FOXHUNT_CHECK(begin >= 0 && begin <= end && end <= size(), kComponent, "bar range [", begin, ", ",
-                end, ") outside [0, ", size(), "]");
+  FOXHUNT_CHECK(begin >= 0 && begin <= end && end <= size(), kDatasetComponent, "bar range [",
+                begin, ", ", end, ") outside [0, ", size(), "]");
   Matrix m(end - begin, kRlMarketFeatures);
   for (int64_t t = begin; t < end; ++t) fill_rl_market(t, m.row(t - begin));
   return m;
@@ -283,7 +284,7 @@ Matrix MarketDataset::rl_market_features(int64_t begin, int64_t end) const {
 std::vector<std::vector<int64_t>> make_batches(const std::vector<int64_t>& anchors,
                                                int64_t batch_size, bool shuffle, uint64_t seed,
                                                bool drop_last) {
-  FOXHUNT_CHECK(batch_size >= 1, kComponent, "batch_size must be >= 1, got ", batch_size);
+  FOXHUNT_CHECK(batch_size >= 1, kDatasetComponent, "batch_size must be >= 1, got ", batch_size);
   std::vector<int64_t> order = anchors;
   if (shuffle) {
     Rng rng(seed);

@@ -14,14 +14,15 @@ namespace foxhunt::data {
 
 namespace {
 
-constexpr const char* kComponent = "forecast_eval";
+constexpr const char* kForecastEvalComponent = "forecast_eval";
 
 void check_taus(const std::vector<double>& taus) {
-  FOXHUNT_CHECK(!taus.empty(), kComponent, "taus: expected at least one quantile level, got none");
+  FOXHUNT_CHECK(!taus.empty(), kForecastEvalComponent,
+                "taus: expected at least one quantile level, got none");
   for (size_t k = 0; k < taus.size(); ++k) {
-    FOXHUNT_CHECK(taus[k] > 0.0 && taus[k] < 1.0, kComponent, "taus[", k,
+    FOXHUNT_CHECK(taus[k] > 0.0 && taus[k] < 1.0, kForecastEvalComponent, "taus[", k,
                   "]: expected a level strictly inside (0, 1), got ", taus[k]);
-    FOXHUNT_CHECK(k == 0 || taus[k] > taus[k - 1], kComponent, "taus[", k,
+    FOXHUNT_CHECK(k == 0 || taus[k] > taus[k - 1], kForecastEvalComponent, "taus[", k,
                   "]: expected levels in strictly increasing order, got ", taus[k], " after ",
                   taus[k - 1]);
   }
@@ -29,24 +30,25 @@ void check_taus(const std::vector<double>& taus) {
 
 void check_finite(const std::vector<double>& v, const char* name) {
   for (size_t i = 0; i < v.size(); ++i)
-    FOXHUNT_CHECK(std::isfinite(v[i]), kComponent, name, "[", i, "]: expected a finite value, got ",
-                  v[i]);
+    FOXHUNT_CHECK(std::isfinite(v[i]), kForecastEvalComponent, name, "[", i,
+                  "]: expected a finite value, got ", v[i]);
 }
 
 void check_outcomes(const std::vector<double>& y) {
-  FOXHUNT_CHECK(!y.empty(), kComponent, "y: expected at least one realised value, got none");
+  FOXHUNT_CHECK(!y.empty(), kForecastEvalComponent,
+                "y: expected at least one realised value, got none");
   check_finite(y, "y");
 }
 
 /// `q` must have one row per outcome and one finite value per level.
 void check_matrix(const QuantileMatrix& q, size_t n, size_t num_taus, const char* name) {
-  FOXHUNT_CHECK(q.size() == n, kComponent, name, ": expected ", n,
+  FOXHUNT_CHECK(q.size() == n, kForecastEvalComponent, name, ": expected ", n,
                 " rows (one per realised value), got ", q.size());
   for (size_t i = 0; i < n; ++i) {
-    FOXHUNT_CHECK(q[i].size() == num_taus, kComponent, name, " row ", i, ": expected ", num_taus,
-                  " quantiles (one per tau), got ", q[i].size());
+    FOXHUNT_CHECK(q[i].size() == num_taus, kForecastEvalComponent, name, " row ", i, ": expected ",
+                  num_taus, " quantiles (one per tau), got ", q[i].size());
     for (size_t k = 0; k < num_taus; ++k)
-      FOXHUNT_CHECK(std::isfinite(q[i][k]), kComponent, name, "[", i, "][", k,
+      FOXHUNT_CHECK(std::isfinite(q[i][k]), kForecastEvalComponent, name, "[", i, "][", k,
                     "]: expected a finite value, got ", q[i][k]);
   }
 }
@@ -91,8 +93,9 @@ QuantileMatrix rolling_empirical(const std::vector<double>& past, const std::vec
   check_taus(taus);
   check_finite(past, "past");
   check_finite(y, "y");
-  FOXHUNT_CHECK(window >= 1, kComponent, what, ": expected a window >= 1, got ", window);
-  FOXHUNT_CHECK(!past.empty(), kComponent, what,
+  FOXHUNT_CHECK(window >= 1, kForecastEvalComponent, what, ": expected a window >= 1, got ",
+                window);
+  FOXHUNT_CHECK(!past.empty(), kForecastEvalComponent, what,
                 ": expected at least 1 past value (the first forecast has nothing else), got 0");
   const size_t num_past = past.size();
   std::vector<double> win(past.end() - static_cast<std::ptrdiff_t>(std::min(window, num_past)),
@@ -157,15 +160,16 @@ double inverse_normal_lower(double p) {
 }  // namespace
 
 double inverse_normal_cdf(double p) {
-  FOXHUNT_CHECK(p > 0.0 && p < 1.0, kComponent,
+  FOXHUNT_CHECK(p > 0.0 && p < 1.0, kForecastEvalComponent,
                 "inverse_normal_cdf: expected a probability strictly inside (0, 1), got ", p);
   // Mirror the upper half: 1 - p is exact there, and the lower tail keeps full precision.
   return p <= 0.5 ? inverse_normal_lower(p) : -inverse_normal_lower(1.0 - p);
 }
 
 double empirical_quantile(const std::vector<double>& sorted, double tau) {
-  FOXHUNT_CHECK(!sorted.empty(), kComponent, "empirical_quantile: expected values, got none");
-  FOXHUNT_CHECK(tau >= 0.0 && tau <= 1.0, kComponent,
+  FOXHUNT_CHECK(!sorted.empty(), kForecastEvalComponent,
+                "empirical_quantile: expected values, got none");
+  FOXHUNT_CHECK(tau >= 0.0 && tau <= 1.0, kForecastEvalComponent,
                 "empirical_quantile: expected a level in [0, 1], got ", tau);
   const double h = static_cast<double>(sorted.size() - 1) * tau;
   const size_t lo = static_cast<size_t>(std::floor(h));
@@ -233,10 +237,10 @@ QuantileMatrix baseline_gaussian_vol(const std::vector<double>& past, const std:
   check_taus(taus);
   check_finite(past, "past");
   check_finite(y, "y");
-  FOXHUNT_CHECK(window >= 2, kComponent,
+  FOXHUNT_CHECK(window >= 2, kForecastEvalComponent,
                 "Gaussian volatility baseline: expected a window >= 2 (a standard deviation), got ",
                 window);
-  FOXHUNT_CHECK(past.size() >= 2, kComponent,
+  FOXHUNT_CHECK(past.size() >= 2, kForecastEvalComponent,
                 "Gaussian volatility baseline: expected at least 2 past values, got ", past.size());
   std::vector<double> z(taus.size());
   for (size_t k = 0; k < taus.size(); ++k) z[k] = inverse_normal_cdf(taus[k]);
@@ -263,7 +267,7 @@ QuantileMatrix baseline_unconditional(const std::vector<double>& past, size_t n,
                                       const std::vector<double>& taus) {
   check_taus(taus);
   check_finite(past, "past");
-  FOXHUNT_CHECK(!past.empty(), kComponent,
+  FOXHUNT_CHECK(!past.empty(), kForecastEvalComponent,
                 "unconditional baseline: expected at least 1 past value, got 0");
   std::vector<double> sorted = past;
   std::sort(sorted.begin(), sorted.end());
@@ -279,8 +283,10 @@ SkillResult skill_vs(const std::vector<double>& y, const QuantileMatrix& model,
   check_taus(taus);
   check_matrix(model, y.size(), taus.size(), "model");
   check_matrix(baseline, y.size(), taus.size(), baseline_name.c_str());
-  FOXHUNT_CHECK(resamples >= 1, kComponent, "skill_vs: expected resamples >= 1, got ", resamples);
-  FOXHUNT_CHECK(block >= 1, kComponent, "skill_vs: expected a block length >= 1, got ", block);
+  FOXHUNT_CHECK(resamples >= 1, kForecastEvalComponent, "skill_vs: expected resamples >= 1, got ",
+                resamples);
+  FOXHUNT_CHECK(block >= 1, kForecastEvalComponent, "skill_vs: expected a block length >= 1, got ",
+                block);
   const size_t n = y.size();
   const std::vector<double> lm = pointwise_unchecked(y, model, taus);
   const std::vector<double> lb = pointwise_unchecked(y, baseline, taus);
@@ -332,13 +338,13 @@ ForecastEvaluation evaluate_forecast(const std::vector<double>& past, const std:
   ForecastEvaluation ev;
   ev.model = score_quantiles(y, q, taus);  // validates y, q and taus
   check_finite(past, "past");
-  FOXHUNT_CHECK(past.size() >= 2, kComponent,
+  FOXHUNT_CHECK(past.size() >= 2, kForecastEvalComponent,
                 "evaluate_forecast: expected at least 2 past values before the evaluation window "
                 "(the baselines need a history), got ",
                 past.size());
   for (size_t a = 0; a < options.vol_windows.size(); ++a)
     for (size_t b = 0; b < a; ++b)
-      FOXHUNT_CHECK(options.vol_windows[a] != options.vol_windows[b], kComponent,
+      FOXHUNT_CHECK(options.vol_windows[a] != options.vol_windows[b], kForecastEvalComponent,
                     "vol_windows: expected distinct windows, got ", options.vol_windows[a],
                     " twice (at ", b, " and ", a, ")");
 

@@ -13,7 +13,7 @@ namespace foxhunt::data {
 
 namespace {
 
-constexpr const char* kComponent = "bars";  // the CSV format's errors, as in bars.cpp
+constexpr const char* kPanelComponent = "bars";  // the CSV format's errors, as in bars.cpp
 
 /// Calls `f(line, line_no)` for every line of `text` (1-based numbers), with a leading UTF-8
 /// byte-order mark and a trailing CR removed, as BarCsvReader::read_line does.
@@ -103,12 +103,12 @@ Panel parse_panel_csv(std::string_view text, const std::string& source,
                       const PanelReadOptions& options) {
   const FirstLine first = first_line(text);
   if (!first.symbol) {
-    FOXHUNT_CHECK(options.allow_single_series || first.line == 0, kComponent, source, ":",
+    FOXHUNT_CHECK(options.allow_single_series || first.line == 0, kPanelComponent, source, ":",
                   first.line, ": missing symbol column: a panel file starts with a header naming ",
                   "a symbol column (symbol, ticker or instrument) and the bar columns, e.g. "
                   "date,symbol,open,high,low,close,volume",
                   first.header ? "" : " (this line is not a header)");
-    FOXHUNT_CHECK(options.allow_single_series, kComponent, source, ":1: empty file: no bars");
+    FOXHUNT_CHECK(options.allow_single_series, kPanelComponent, source, ":1: empty file: no bars");
     return read_single_series(text, source, options);
   }
 
@@ -123,19 +123,19 @@ Panel parse_panel_csv(std::string_view text, const std::string& source,
     csv::split_fields(line, fields, source, line_no);
     if (!layout) {  // the first non-blank line: the header with the symbol column (first_line)
       layout = csv::layout_from_header(fields, source, line_no, /*symbol_column=*/true);
-      FOXHUNT_CHECK(layout->pos[csv::kTimestamp] >= 0, kComponent, source, ":", line_no,
+      FOXHUNT_CHECK(layout->pos[csv::kTimestamp] >= 0, kPanelComponent, source, ":", line_no,
                     ": missing column 'timestamp' in header (or date, datetime, time): a panel "
                     "aligns its symbols by time");
       symbol_column = fields[static_cast<size_t>(layout->symbol)];
       header_line = line_no;
       return true;
     }
-    FOXHUNT_CHECK(fields.size() == layout->fields, kComponent, source, ":", line_no,
+    FOXHUNT_CHECK(fields.size() == layout->fields, kPanelComponent, source, ":", line_no,
                   ": wrong column count: expected ", layout->fields, " fields, got ",
                   fields.size());
     const std::string_view symbol = fields[static_cast<size_t>(layout->symbol)];
-    FOXHUNT_CHECK(!symbol.empty(), kComponent, source, ":", line_no, ": empty symbol (column '",
-                  symbol_column, "')");
+    FOXHUNT_CHECK(!symbol.empty(), kPanelComponent, source, ":", line_no,
+                  ": empty symbol (column '", symbol_column, "')");
     const csv::RowPlace at{source, line_no, symbol};
     bool close_only_row = false;
     const Bar bar =
@@ -151,15 +151,15 @@ Panel parse_panel_csv(std::string_view text, const std::string& source,
     if (!bars.empty() && bar.timestamp <= bars.back().timestamp) {
       const auto same = std::lower_bound(bars.begin(), bars.end(), bar.timestamp,
                                          [](const Bar& b, int64_t t) { return b.timestamp < t; });
-      FOXHUNT_CHECK(same->timestamp != bar.timestamp, kComponent, at, "duplicate timestamp ",
+      FOXHUNT_CHECK(same->timestamp != bar.timestamp, kPanelComponent, at, "duplicate timestamp ",
                     format_timestamp(bar.timestamp), " (also on line ",
                     rows.lines[static_cast<size_t>(same - bars.begin())], ")");
-      FOXHUNT_CHECK(false, kComponent, at, "timestamp ", format_timestamp(bar.timestamp),
+      FOXHUNT_CHECK(false, kPanelComponent, at, "timestamp ", format_timestamp(bar.timestamp),
                     " goes back in time: the symbol's previous bar is at ",
                     format_timestamp(bars.back().timestamp), " (line ", rows.lines.back(),
                     "); each symbol's timestamps must increase");
     }
-    FOXHUNT_CHECK(close_only_row == rows.series.close_only, kComponent, at,
+    FOXHUNT_CHECK(close_only_row == rows.series.close_only, kPanelComponent, at,
                   close_only_row ? "open, high and low are empty" : "open, high and low are given",
                   " but not on the symbol's first row (line ", rows.lines.front(),
                   "); a symbol's rows must all give open, high and low or all leave them empty");
@@ -167,7 +167,7 @@ Panel parse_panel_csv(std::string_view text, const std::string& source,
     rows.lines.push_back(line_no);
     return true;
   });
-  FOXHUNT_CHECK(!by_symbol.empty(), kComponent, source, ":", header_line + 1,
+  FOXHUNT_CHECK(!by_symbol.empty(), kPanelComponent, source, ":", header_line + 1,
                 ": no bars after the header");
 
   Panel panel;

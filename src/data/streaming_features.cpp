@@ -14,7 +14,7 @@ namespace foxhunt::data {
 
 namespace {
 
-constexpr const char* kComponent = "stream";
+constexpr const char* kStreamingFeaturesComponent = "stream";
 
 using rolling::Ema;
 using rolling::Extreme;
@@ -370,7 +370,8 @@ int64_t StreamingFeatures::bars_seen() const {
 }
 
 int64_t StreamingFeatures::last_timestamp() const {
-  FOXHUNT_CHECK(state_->t > 0, kComponent, "no bar yet: last_timestamp needs an accepted bar");
+  FOXHUNT_CHECK(state_->t > 0, kStreamingFeaturesComponent,
+                "no bar yet: last_timestamp needs an accepted bar");
   return state_->last_timestamp;
 }
 
@@ -379,20 +380,21 @@ void StreamingFeatures::check(const Bar& b) const {
   const std::array<std::pair<const char*, double>, 4> prices = {
       {{"open", b.open}, {"high", b.high}, {"low", b.low}, {"close", b.close}}};
   for (const auto& [name, v] : prices) {
-    FOXHUNT_CHECK(std::isfinite(v), kComponent, "bar ", i, ": expected a finite ", name, ", got ",
-                  v);
-    FOXHUNT_CHECK(v > 0.0, kComponent, "bar ", i, ": expected ", name, " > 0, got ", v);
+    FOXHUNT_CHECK(std::isfinite(v), kStreamingFeaturesComponent, "bar ", i, ": expected a finite ",
+                  name, ", got ", v);
+    FOXHUNT_CHECK(v > 0.0, kStreamingFeaturesComponent, "bar ", i, ": expected ", name,
+                  " > 0, got ", v);
   }
-  FOXHUNT_CHECK(std::isfinite(b.volume) && b.volume >= 0.0, kComponent, "bar ", i,
+  FOXHUNT_CHECK(std::isfinite(b.volume) && b.volume >= 0.0, kStreamingFeaturesComponent, "bar ", i,
                 ": expected a finite volume >= 0, got ", b.volume);
-  FOXHUNT_CHECK(b.high >= b.low, kComponent, "bar ", i, ": expected high >= low, got high ", b.high,
-                " < low ", b.low);
-  FOXHUNT_CHECK(b.open >= b.low && b.open <= b.high, kComponent, "bar ", i,
+  FOXHUNT_CHECK(b.high >= b.low, kStreamingFeaturesComponent, "bar ", i,
+                ": expected high >= low, got high ", b.high, " < low ", b.low);
+  FOXHUNT_CHECK(b.open >= b.low && b.open <= b.high, kStreamingFeaturesComponent, "bar ", i,
                 ": expected open in [low ", b.low, ", high ", b.high, "], got ", b.open);
-  FOXHUNT_CHECK(b.close >= b.low && b.close <= b.high, kComponent, "bar ", i,
+  FOXHUNT_CHECK(b.close >= b.low && b.close <= b.high, kStreamingFeaturesComponent, "bar ", i,
                 ": expected close in [low ", b.low, ", high ", b.high, "], got ", b.close);
-  FOXHUNT_CHECK(i == 0 || b.timestamp > state_->last_timestamp, kComponent, "bar ", i,
-                ": expected a timestamp after the previous bar's ", state_->last_timestamp,
+  FOXHUNT_CHECK(i == 0 || b.timestamp > state_->last_timestamp, kStreamingFeaturesComponent, "bar ",
+                i, ": expected a timestamp after the previous bar's ", state_->last_timestamp,
                 ", got ", b.timestamp);
 }
 
@@ -416,7 +418,8 @@ const std::vector<std::string>& StreamingFeatures::column_names() {
 }
 
 std::span<const float> StreamingFeatures::row() const {
-  FOXHUNT_CHECK(state_->t > 0, kComponent, "no bar yet: the feature row needs an accepted bar");
+  FOXHUNT_CHECK(state_->t > 0, kStreamingFeaturesComponent,
+                "no bar yet: the feature row needs an accepted bar");
   return state_->row;
 }
 

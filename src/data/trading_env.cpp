@@ -8,24 +8,25 @@
 namespace foxhunt::data {
 
 namespace {
-constexpr const char* kComponent = "trading_env";
+constexpr const char* kTradingEnvComponent = "trading_env";
 constexpr double kBps = 1e-4;
 
 void check_options(const TradingEnvOptions& o) {
-  FOXHUNT_CHECK(o.episode_length >= 0, kComponent, "episode_length must be >= 0, got ",
+  FOXHUNT_CHECK(o.episode_length >= 0, kTradingEnvComponent, "episode_length must be >= 0, got ",
                 o.episode_length);
-  FOXHUNT_CHECK(std::isfinite(o.cost_bps) && o.cost_bps >= 0, kComponent,
+  FOXHUNT_CHECK(std::isfinite(o.cost_bps) && o.cost_bps >= 0, kTradingEnvComponent,
                 "cost_bps must be >= 0, got ", o.cost_bps);
-  FOXHUNT_CHECK(std::isfinite(o.pnl_scale), kComponent, "pnl_scale must be finite");
+  FOXHUNT_CHECK(std::isfinite(o.pnl_scale), kTradingEnvComponent, "pnl_scale must be finite");
 }
 }  // namespace
 
 double buy_and_hold_log_return(const std::vector<double>& closes, int64_t begin, int64_t end,
                                double cost_bps) {
-  FOXHUNT_CHECK(std::isfinite(cost_bps) && cost_bps >= 0, kComponent, "cost_bps must be >= 0, got ",
-                cost_bps);
-  FOXHUNT_CHECK(begin >= 0 && begin <= end && end < static_cast<int64_t>(closes.size()), kComponent,
-                "buy-and-hold bars [", begin, ", ", end, "] outside [0, ", closes.size(), ")");
+  FOXHUNT_CHECK(std::isfinite(cost_bps) && cost_bps >= 0, kTradingEnvComponent,
+                "cost_bps must be >= 0, got ", cost_bps);
+  FOXHUNT_CHECK(begin >= 0 && begin <= end && end < static_cast<int64_t>(closes.size()),
+                kTradingEnvComponent, "buy-and-hold bars [", begin, ", ", end, "] outside [0, ",
+                closes.size(), ")");
   return std::log(closes[static_cast<size_t>(end)] / closes[static_cast<size_t>(begin)]) -
          cost_bps * kBps;
 }
@@ -43,14 +44,15 @@ TradingEnv::TradingEnv(Matrix market, std::vector<double> closes, BarRange range
       options_(options),
       rng_(options.seed) {
   check_options(options_);
-  FOXHUNT_CHECK(market_.rows == static_cast<int64_t>(closes_.size()), kComponent, "market has ",
-                market_.rows, " rows but there are ", closes_.size(), " closes");
+  FOXHUNT_CHECK(market_.rows == static_cast<int64_t>(closes_.size()), kTradingEnvComponent,
+                "market has ", market_.rows, " rows but there are ", closes_.size(), " closes");
   const int64_t last = offset_ + static_cast<int64_t>(closes_.size());
-  FOXHUNT_CHECK(range_.begin >= offset_ && range_.end <= last && range_.size() >= 2, kComponent,
-                "bar range [", range_.begin, ", ", range_.end, ") needs >= 2 bars inside [",
-                offset_, ", ", last, ")");
+  FOXHUNT_CHECK(range_.begin >= offset_ && range_.end <= last && range_.size() >= 2,
+                kTradingEnvComponent, "bar range [", range_.begin, ", ", range_.end,
+                ") needs >= 2 bars inside [", offset_, ", ", last, ")");
   for (double c : closes_)
-    FOXHUNT_CHECK(std::isfinite(c) && c > 0, kComponent, "close prices must be > 0, got ", c);
+    FOXHUNT_CHECK(std::isfinite(c) && c > 0, kTradingEnvComponent, "close prices must be > 0, got ",
+                  c);
 }
 
 namespace {
@@ -70,7 +72,7 @@ TradingEnv::TradingEnv(const MarketDataset& dataset, Split split, TradingEnvOpti
                  options, dataset.splits().get(split).begin) {}
 
 int TradingEnv::action_to_position(int64_t action) {
-  FOXHUNT_CHECK(action >= 0 && action < kActions, kComponent,
+  FOXHUNT_CHECK(action >= 0 && action < kActions, kTradingEnvComponent,
                 "action must be 0 (sell), 1 (hold) or 2 (buy), got ", action);
   return static_cast<int>(action) - 1;
 }
@@ -116,7 +118,7 @@ std::vector<float> TradingEnv::reset() {
 }
 
 StepResult TradingEnv::step(int64_t action) {
-  FOXHUNT_CHECK(!done_, kComponent, "step() after the episode ended: call reset()");
+  FOXHUNT_CHECK(!done_, kTradingEnvComponent, "step() after the episode ended: call reset()");
   const int target = action_to_position(action);
   StepResult res;
   res.cost = options_.cost_bps * kBps * std::abs(target - position_);

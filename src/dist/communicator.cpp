@@ -19,7 +19,7 @@
 namespace foxhunt::dist {
 
 namespace {
-constexpr const char* kComponent = "dist";
+constexpr const char* kCommunicatorComponent = "dist";
 
 std::chrono::milliseconds timeout_ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
@@ -45,36 +45,39 @@ std::pair<std::string, int> parse_host_port(const std::string& text, const std::
   if (!text.empty() && text.front() == '[') {
     const auto close = text.find(']');
     FOXHUNT_CHECK(close != std::string::npos && close + 1 < text.size() && text[close + 1] == ':',
-                  kComponent, flag, ": expected [IPv6]:PORT, got '", text, "'");
+                  kCommunicatorComponent, flag, ": expected [IPv6]:PORT, got '", text, "'");
     host = text.substr(1, close - 1);
     port = text.substr(close + 2);
   } else {
     const auto colon = text.rfind(':');
-    FOXHUNT_CHECK(colon != std::string::npos && colon > 0, kComponent, flag,
+    FOXHUNT_CHECK(colon != std::string::npos && colon > 0, kCommunicatorComponent, flag,
                   ": expected HOST:PORT (e.g. 127.0.0.1:29500), got '", text, "'");
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
   }
   char* end = nullptr;
   const long p = port.empty() ? -1 : std::strtol(port.c_str(), &end, 10);
-  FOXHUNT_CHECK(!host.empty() && end && *end == '\0' && p >= 1 && p <= 65535, kComponent, flag,
+  FOXHUNT_CHECK(!host.empty() && end && *end == '\0' && p >= 1 && p <= 65535,
+                kCommunicatorComponent, flag,
                 ": expected HOST:PORT with a port in [1, 65535], got '", text, "'");
   return {host, static_cast<int>(p)};
 }
 
 void validate(const DistOptions& o) {
-  FOXHUNT_CHECK(o.world_size() >= 1, kComponent, "world_size: expected >= 1, got ", o.world_size());
-  FOXHUNT_CHECK(o.rank() >= 0 && o.rank() < o.world_size(), kComponent,
+  FOXHUNT_CHECK(o.world_size() >= 1, kCommunicatorComponent, "world_size: expected >= 1, got ",
+                o.world_size());
+  FOXHUNT_CHECK(o.rank() >= 0 && o.rank() < o.world_size(), kCommunicatorComponent,
                 "rank: expected a rank in [0, ", o.world_size(), "), got ", o.rank());
   parse_host_port(o.master(), "master");
-  FOXHUNT_CHECK(o.backend() == "auto" || o.backend() == "gloo" || o.backend() == "nccl", kComponent,
-                "backend: expected auto, gloo or nccl, got '", o.backend(), "'");
-  FOXHUNT_CHECK(o.timeout_s() > 0 && std::isfinite(o.timeout_s()), kComponent,
+  FOXHUNT_CHECK(o.backend() == "auto" || o.backend() == "gloo" || o.backend() == "nccl",
+                kCommunicatorComponent, "backend: expected auto, gloo or nccl, got '", o.backend(),
+                "'");
+  FOXHUNT_CHECK(o.timeout_s() > 0 && std::isfinite(o.timeout_s()), kCommunicatorComponent,
                 "timeout_s: expected a positive number of seconds, got ", o.timeout_s());
-  FOXHUNT_CHECK(o.bucket_mib() > 0 && std::isfinite(o.bucket_mib()), kComponent,
+  FOXHUNT_CHECK(o.bucket_mib() > 0 && std::isfinite(o.bucket_mib()), kCommunicatorComponent,
                 "bucket_mib: expected > 0, got ", o.bucket_mib());
-  FOXHUNT_CHECK(o.check_interval() >= 0, kComponent, "check_interval: expected >= 0, got ",
-                o.check_interval());
+  FOXHUNT_CHECK(o.check_interval() >= 0, kCommunicatorComponent,
+                "check_interval: expected >= 0, got ", o.check_interval());
 }
 
 nlohmann::json to_json(const DistOptions& o) {
@@ -119,7 +122,7 @@ void Communicator::guarded(const char* what, const std::function<void()>& f) {
     throw;
   } catch (const std::exception& e) {
     throw CommunicationError(
-        kComponent,
+        kCommunicatorComponent,
         foxhunt::detail::cat("rank ", o_.rank(), " of ", o_.world_size(), ": ", what,
                              " failed (a peer exited, or did not answer within timeout_s ",
                              o_.timeout_s(), " s): ", first_line(e.what())));
@@ -130,7 +133,7 @@ std::shared_ptr<Communicator> Communicator::connect(const DistOptions& o,
                                                     const torch::Device& device) {
   validate(o);
   const std::string backend = resolve_backend(o.backend(), device);
-  FOXHUNT_CHECK(backend != "nccl" || device.is_cuda(), kComponent,
+  FOXHUNT_CHECK(backend != "nccl" || device.is_cuda(), kCommunicatorComponent,
                 "backend nccl needs a CUDA device; on the CPU use gloo");
   const auto [host, port] = parse_host_port(o.master(), "master");
   auto impl = std::make_unique<Impl>();
@@ -146,7 +149,7 @@ std::shared_ptr<Communicator> Communicator::connect(const DistOptions& o,
     impl->store = c10::make_intrusive<c10d::TCPStore>(host, so);
   } catch (const std::exception& e) {
     throw CommunicationError(
-        kComponent,
+        kCommunicatorComponent,
         foxhunt::detail::cat("rank ", rank, " of ", size, ": rendezvous at ", o.master(),
                              " did not complete within timeout_s ", o.timeout_s(), " s (",
                              rank == 0 ? "not every rank connected" : "rank 0 not reachable",
@@ -172,8 +175,9 @@ std::shared_ptr<Communicator> Communicator::connect(const DistOptions& o,
     throw;
   } catch (const std::exception& e) {
     throw CommunicationError(
-        kComponent, foxhunt::detail::cat("rank ", rank, " of ", size, ": creating the ", backend,
-                                         " process group failed: ", first_line(e.what())));
+        kCommunicatorComponent,
+        foxhunt::detail::cat("rank ", rank, " of ", size, ": creating the ", backend,
+                             " process group failed: ", first_line(e.what())));
   }
   return std::shared_ptr<Communicator>(new Communicator(o, backend, std::move(impl)));
 }
@@ -285,7 +289,7 @@ ChecksumComparison compare_weights(Communicator& comm, const std::vector<torch::
       c.identical = false;
       differ += (differ.empty() ? "" : ", ") + std::to_string(r);
     }
-  FOXHUNT_ENSURE(c.identical, kComponent, "rank ", comm.rank(), ": after step ", step,
+  FOXHUNT_ENSURE(c.identical, kCommunicatorComponent, "rank ", comm.rank(), ": after step ", step,
                  " the weights of rank(s) ", differ, " differ from rank 0's (checksum ",
                  checksum_hex(static_cast<uint64_t>(c.ranks[0])),
                  "); data-parallel ranks must "

@@ -362,7 +362,7 @@ ScenarioFn scenario_fn(const std::string& name) {
   if (name == "switch") return &run_switch;
   if (name == "soak") return &run_soak;
   if (name == "server") return &run_server;
-  throw InputError(kComponent, "unknown scenario '" + name + "'");
+  throw InputError(kStressComponent, "unknown scenario '" + name + "'");
 }
 
 std::string fmt_num(double v, const char* f = "%.0f") {
@@ -384,14 +384,14 @@ std::vector<std::string> parse_scenarios(const std::string& spec) {
   std::stringstream ss(spec);
   for (std::string s; std::getline(ss, s, ',');) {
     const auto& known = stress_scenarios();
-    FOXHUNT_CHECK(std::find(known.begin(), known.end(), s) != known.end(), kComponent,
+    FOXHUNT_CHECK(std::find(known.begin(), known.end(), s) != known.end(), kStressComponent,
                   "scenario: expected all or a comma-separated list of concurrent, train, "
                   "switch, soak, server; got '",
                   s, "'");
     out.push_back(s);
   }
-  FOXHUNT_CHECK(!out.empty(), kComponent, "scenario: expected at least one scenario, got '", spec,
-                "'");
+  FOXHUNT_CHECK(!out.empty(), kStressComponent, "scenario: expected at least one scenario, got '",
+                spec, "'");
   return out;
 }
 
@@ -440,27 +440,28 @@ std::string StressReport::table() const {
 
 StressReport run_stress(const StressOptions& o, const std::vector<std::string>& scenarios,
                         std::ostream& log) {
-  FOXHUNT_CHECK(!scenarios.empty(), kComponent, "expected at least one scenario");
+  FOXHUNT_CHECK(!scenarios.empty(), kStressComponent, "expected at least one scenario");
   for (const auto& s : scenarios) scenario_fn(s);  // unknown names fail before any work
-  FOXHUNT_CHECK(o.instruments >= 1, kComponent, "instruments: expected >= 1, got ", o.instruments);
-  FOXHUNT_CHECK(o.rate > 0 && std::isfinite(o.rate), kComponent,
+  FOXHUNT_CHECK(o.instruments >= 1, kStressComponent, "instruments: expected >= 1, got ",
+                o.instruments);
+  FOXHUNT_CHECK(o.rate > 0 && std::isfinite(o.rate), kStressComponent,
                 "rate: expected arrivals per second > 0, got ", o.rate);
-  FOXHUNT_CHECK(o.duration_s > 0, kComponent, "duration_s: expected seconds > 0, got ",
+  FOXHUNT_CHECK(o.duration_s > 0, kStressComponent, "duration_s: expected seconds > 0, got ",
                 o.duration_s);
   FOXHUNT_CHECK(
-      o.iterations > 0 && o.soak > 0 && o.switch_cycles > 1 && o.sample_every > 0, kComponent,
+      o.iterations > 0 && o.soak > 0 && o.switch_cycles > 1 && o.sample_every > 0, kStressComponent,
       "expected positive iterations, soak and sample interval and switch_cycles >= 2 (the "
       "first warms the device libraries), got ",
       o.iterations, ", ", o.soak, ", ", o.switch_cycles, ", ", o.sample_every);
   const torch::Device device = models::to_torch(o.device);
-  FOXHUNT_CHECK(!device.is_cuda() || memory::cuda_memory_available(), kComponent, "device ",
+  FOXHUNT_CHECK(!device.is_cuda() || memory::cuda_memory_available(), kStressComponent, "device ",
                 o.device, ": no CUDA device is available (", memory::cuda_stats_backend(), ")");
   memory::install_ledger();
 
   // The cap, resolved before anything is loaded so that loading counts against it too.
   const uint64_t cap = o.budget ? o.budget->bytes : 0;
   const std::string cap_source = o.budget ? o.budget->source : "none";
-  FOXHUNT_CHECK(!o.budget || cap > 0, kComponent, "budget (", cap_source,
+  FOXHUNT_CHECK(!o.budget || cap > 0, kStressComponent, "budget (", cap_source,
                 "): expected > 0 bytes, got 0");
 
   BundleSource src;
@@ -470,8 +471,9 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
   } else {
     src.dir = o.bundles;
     for (const auto& n : src.names)
-      FOXHUNT_CHECK(fs::exists(src.path(n)), kComponent, "bundles ", o.bundles, ": '", src.path(n),
-                    "' does not exist (a train all run into ", o.bundles, " writes it)");
+      FOXHUNT_CHECK(fs::exists(src.path(n)), kStressComponent, "bundles ", o.bundles, ": '",
+                    src.path(n), "' does not exist (a train all run into ", o.bundles,
+                    " writes it)");
   }
 
   StressReport report;

@@ -32,7 +32,7 @@
 namespace foxhunt::harness::stress_detail {
 
 using namespace foxhunt::serving;
-inline constexpr const char* kComponent = "stress";
+inline constexpr const char* kStressComponent = "stress";
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
@@ -87,7 +87,7 @@ inline std::vector<std::string> served_models(const StressOptions& o) {
   const auto all = models::model_names();
   if (o.models.empty()) return all;
   for (const auto& m : o.models)
-    FOXHUNT_CHECK(models::in_catalog(m), kComponent, "models: expected some of ",
+    FOXHUNT_CHECK(models::in_catalog(m), kStressComponent, "models: expected some of ",
                   models::joined_model_names(), ", got '", m, "'");
   return o.models;
 }

@@ -21,7 +21,7 @@ using namespace foxhunt::serving;  // the areas below
 
 namespace {
 
-constexpr const char* kComponent = "quantize";
+constexpr const char* kQuantizeJobComponent = "quantize";
 
 // The bars the bundle was trained on: --data, else its file, else the embedded synthetic
 // series; refused when they are not the bars of the bundle's fingerprint.
@@ -32,7 +32,7 @@ std::shared_ptr<const data::MarketDataset> bundle_dataset(const Bundle& b, const
   data::BarSeries series =
       synthetic ? data::generate_synthetic(data::SyntheticOptions{}) : data::load_bars_csv(path);
   const auto f = fingerprint(series);
-  FOXHUNT_CHECK(f.hash == b.data.hash && f.rows == b.data.rows, kComponent, "'",
+  FOXHUNT_CHECK(f.hash == b.data.hash && f.rows == b.data.rows, kQuantizeJobComponent, "'",
                 synthetic ? std::string("synthetic") : path, "': expected the ", b.data.rows,
                 " bars the bundle was trained on (hash ", b.data.hash, "), got ", f.rows,
                 " bars (hash ", f.hash, "); pass the training CSV with data");
@@ -46,7 +46,7 @@ std::shared_ptr<const data::MarketDataset> bundle_dataset(const Bundle& b, const
 double test_loss(models::Model& model, train::MarketBatchSource& source) {
   const double loss = train::mean_batch_loss(model, source.test_batches(),
                                              [&](int64_t i) { return source.test_batch(i); });
-  FOXHUNT_CHECK(std::isfinite(loss), kComponent,
+  FOXHUNT_CHECK(std::isfinite(loss), kQuantizeJobComponent,
                 "the test split holds no windows; nothing to evaluate");
   return loss;
 }
@@ -72,23 +72,24 @@ nlohmann::json to_json(const QuantizeSummary& s) {
 }
 
 QuantizeSummary run_quantize_job(const QuantizeJob& job) {
-  FOXHUNT_CHECK(job.method == "ptq" || job.method == "qat", kComponent,
+  FOXHUNT_CHECK(job.method == "ptq" || job.method == "qat", kQuantizeJobComponent,
                 "method: expected ptq or qat, got '", job.method, "'");
-  FOXHUNT_CHECK(!job.bundle.empty(), kComponent, "bundle: expected an FP32 TFT bundle");
-  FOXHUNT_CHECK(!job.out.empty(), kComponent, "out: expected the INT8 bundle to write");
-  FOXHUNT_CHECK(job.out != job.bundle, kComponent, "out: expected another file than bundle '",
-                job.bundle, "'");
-  FOXHUNT_CHECK(std::isfinite(job.max_loss_delta_pct), kComponent,
+  FOXHUNT_CHECK(!job.bundle.empty(), kQuantizeJobComponent, "bundle: expected an FP32 TFT bundle");
+  FOXHUNT_CHECK(!job.out.empty(), kQuantizeJobComponent, "out: expected the INT8 bundle to write");
+  FOXHUNT_CHECK(job.out != job.bundle, kQuantizeJobComponent,
+                "out: expected another file than bundle '", job.bundle, "'");
+  FOXHUNT_CHECK(std::isfinite(job.max_loss_delta_pct), kQuantizeJobComponent,
                 "max_loss_delta_pct: expected a finite bound in percent, got ",
                 job.max_loss_delta_pct);
-  FOXHUNT_CHECK(job.calib >= 1, kComponent, "calib: expected >= 1 windows, got ", job.calib);
-  FOXHUNT_CHECK(job.batch >= 1, kComponent, "batch: expected >= 1, got ", job.batch);
-  FOXHUNT_CHECK(job.method != "qat" || job.epochs >= 1, kComponent, "epochs: expected >= 1, got ",
-                job.epochs);
+  FOXHUNT_CHECK(job.calib >= 1, kQuantizeJobComponent, "calib: expected >= 1 windows, got ",
+                job.calib);
+  FOXHUNT_CHECK(job.batch >= 1, kQuantizeJobComponent, "batch: expected >= 1, got ", job.batch);
+  FOXHUNT_CHECK(job.method != "qat" || job.epochs >= 1, kQuantizeJobComponent,
+                "epochs: expected >= 1, got ", job.epochs);
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = models::to_torch(job.device);
   Bundle b = load_bundle(job.bundle, device, "tft");
-  FOXHUNT_CHECK(b.model->precision() == "fp32", kComponent, "'", job.bundle,
+  FOXHUNT_CHECK(b.model->precision() == "fp32", kQuantizeJobComponent, "'", job.bundle,
                 "': expected an FP32 bundle, got precision '", b.model->precision(), "'");
   auto net = models::TftNet(std::dynamic_pointer_cast<models::TftNetImpl>(b.model->module_ptr()));
   FOXHUNT_INTERNAL_ASSERT(net.ptr() != nullptr, "tft bundle without a TftNet");
@@ -118,7 +119,7 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
     train::RunConfig run;
     run.progress = job.progress;
     const auto r = trainer.train(run);
-    FOXHUNT_CHECK(!r.interrupted, kComponent, "interrupted; nothing written");
+    FOXHUNT_CHECK(!r.interrupted, kQuantizeJobComponent, "interrupted; nothing written");
     qat.freeze();
     scales = qat.scales();
     qat_summary = QatFineTuning{.epochs = r.episodes,

@@ -20,7 +20,7 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-constexpr const char* kComponent = "safetensors";
+constexpr const char* kSafetensorsComponent = "safetensors";
 constexpr const char* kMetadataKey = "__metadata__";
 /// The reference implementation's limit on the header size.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
@@ -59,12 +59,12 @@ std::string quoted_list(const std::vector<std::string>& names) {
 }
 
 void check_name(const std::string& name, std::set<std::string>& seen) {
-  FOXHUNT_CHECK(!name.empty(), kComponent, "expected a non-empty tensor name, got ''");
-  FOXHUNT_CHECK(name != kMetadataKey, kComponent,
+  FOXHUNT_CHECK(!name.empty(), kSafetensorsComponent, "expected a non-empty tensor name, got ''");
+  FOXHUNT_CHECK(name != kMetadataKey, kSafetensorsComponent,
                 "expected a tensor name other than the reserved '", kMetadataKey, "', got '", name,
                 "'");
-  FOXHUNT_CHECK(seen.insert(name).second, kComponent, "expected unique tensor names, got '", name,
-                "' twice");
+  FOXHUNT_CHECK(seen.insert(name).second, kSafetensorsComponent,
+                "expected unique tensor names, got '", name, "' twice");
 }
 
 // The header JSON, parsed with a check for duplicate keys at every level (nlohmann silently keeps
@@ -95,11 +95,12 @@ nlohmann::json parse_header(const std::string& text, const std::string& source) 
   try {
     header = nlohmann::json::parse(text, cb);
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(kComponent, source + ": expected a valid JSON header, got: " + e.what());
+    throw InputError(kSafetensorsComponent,
+                     source + ": expected a valid JSON header, got: " + e.what());
   }
-  FOXHUNT_CHECK(duplicate.empty(), kComponent, source,
+  FOXHUNT_CHECK(duplicate.empty(), kSafetensorsComponent, source,
                 ": expected unique keys in the header, got '", duplicate, "' twice");
-  FOXHUNT_CHECK(header.is_object(), kComponent, source,
+  FOXHUNT_CHECK(header.is_object(), kSafetensorsComponent, source,
                 ": expected the header to be a JSON object, got ", header.type_name());
   return header;
 }
@@ -115,61 +116,63 @@ struct Entry {
 Entry parse_entry(const std::string& source, const std::string& name, const nlohmann::json& j,
                   std::uint64_t data_size) {
   const std::string where = source + ": tensor '" + name + "'";
-  FOXHUNT_CHECK(j.is_object(), kComponent, where, ": expected an object, got ", j.type_name());
+  FOXHUNT_CHECK(j.is_object(), kSafetensorsComponent, where, ": expected an object, got ",
+                j.type_name());
   for (const auto& [key, value] : j.items())
-    FOXHUNT_CHECK(key == "dtype" || key == "shape" || key == "data_offsets", kComponent, where,
-                  ": expected only the keys dtype, shape, data_offsets, got '", key, "'");
+    FOXHUNT_CHECK(key == "dtype" || key == "shape" || key == "data_offsets", kSafetensorsComponent,
+                  where, ": expected only the keys dtype, shape, data_offsets, got '", key, "'");
   for (const char* key : {"dtype", "shape", "data_offsets"})
-    FOXHUNT_CHECK(j.contains(key), kComponent, where, ": expected a '", key, "' entry, got none");
+    FOXHUNT_CHECK(j.contains(key), kSafetensorsComponent, where, ": expected a '", key,
+                  "' entry, got none");
 
   Entry e;
   e.name = name;
   const auto& dt = j.at("dtype");
-  FOXHUNT_CHECK(dt.is_string(), kComponent, where, ": expected dtype to be a string, got ",
-                dt.type_name());
+  FOXHUNT_CHECK(dt.is_string(), kSafetensorsComponent, where,
+                ": expected dtype to be a string, got ", dt.type_name());
   const std::string dname = dt.get<std::string>();
   const auto* info = std::find_if(std::begin(kDtypes), std::end(kDtypes),
                                   [&](const DtypeInfo& d) { return dname == d.name; });
-  FOXHUNT_CHECK(info != std::end(kDtypes), kComponent, where, ": expected dtype one of ",
+  FOXHUNT_CHECK(info != std::end(kDtypes), kSafetensorsComponent, where, ": expected dtype one of ",
                 supported_dtypes(), ", got '", dname, "'");
   e.dtype = info->type;
 
   const auto& shape = j.at("shape");
-  FOXHUNT_CHECK(shape.is_array(), kComponent, where, ": expected shape to be an array, got ",
-                shape.type_name());
+  FOXHUNT_CHECK(shape.is_array(), kSafetensorsComponent, where,
+                ": expected shape to be an array, got ", shape.type_name());
   std::uint64_t numel = 1;
   bool overflow = false;
   for (const auto& d : shape) {
-    FOXHUNT_CHECK(d.is_number_unsigned(), kComponent, where,
+    FOXHUNT_CHECK(d.is_number_unsigned(), kSafetensorsComponent, where,
                   ": expected shape entries to be non-negative integers, got ", d.dump());
     const auto v = d.get<std::uint64_t>();
-    FOXHUNT_CHECK(v <= static_cast<std::uint64_t>(std::numeric_limits<int64_t>::max()), kComponent,
-                  where, ": expected a dimension below 2^63, got ", v);
+    FOXHUNT_CHECK(v <= static_cast<std::uint64_t>(std::numeric_limits<int64_t>::max()),
+                  kSafetensorsComponent, where, ": expected a dimension below 2^63, got ", v);
     overflow = overflow || __builtin_mul_overflow(numel, v, &numel);
     e.shape.push_back(static_cast<int64_t>(v));
   }
   const auto elsize = static_cast<std::uint64_t>(c10::elementSize(e.dtype));
   std::uint64_t nbytes = 0;
   overflow = overflow || __builtin_mul_overflow(numel, elsize, &nbytes);
-  FOXHUNT_CHECK(!overflow, kComponent, where, ": expected a byte size below 2^64, got shape ",
-                shape_text(e.shape));
+  FOXHUNT_CHECK(!overflow, kSafetensorsComponent, where,
+                ": expected a byte size below 2^64, got shape ", shape_text(e.shape));
 
   const auto& off = j.at("data_offsets");
   FOXHUNT_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() &&
                     off[1].is_number_unsigned(),
-                kComponent, where,
+                kSafetensorsComponent, where,
                 ": expected data_offsets to be [begin, end] with non-negative integers, got ",
                 off.dump());
   e.begin = off[0].get<std::uint64_t>();
   e.end = off[1].get<std::uint64_t>();
-  FOXHUNT_CHECK(e.begin <= e.end, kComponent, where, ": expected data_offsets begin <= end, got [",
-                e.begin, ", ", e.end, "]");
-  FOXHUNT_CHECK(e.end <= data_size, kComponent, where,
+  FOXHUNT_CHECK(e.begin <= e.end, kSafetensorsComponent, where,
+                ": expected data_offsets begin <= end, got [", e.begin, ", ", e.end, "]");
+  FOXHUNT_CHECK(e.end <= data_size, kSafetensorsComponent, where,
                 ": expected data_offsets inside the data section of ", data_size, " bytes, got [",
                 e.begin, ", ", e.end, "]");
-  FOXHUNT_CHECK(e.end - e.begin == nbytes, kComponent, where, ": expected ", nbytes, " bytes for ",
-                dname, " ", shape_text(e.shape), ", got data_offsets [", e.begin, ", ", e.end,
-                "] (", e.end - e.begin, " bytes)");
+  FOXHUNT_CHECK(e.end - e.begin == nbytes, kSafetensorsComponent, where, ": expected ", nbytes,
+                " bytes for ", dname, " ", shape_text(e.shape), ", got data_offsets [", e.begin,
+                ", ", e.end, "] (", e.end - e.begin, " bytes)");
   return e;
 }
 
@@ -178,8 +181,8 @@ Entry parse_entry(const std::string& source, const std::string& name, const nloh
 std::string safetensors_dtype_name(torch::ScalarType dtype) {
   for (const auto& d : kDtypes)
     if (d.type == dtype) return d.name;
-  FOXHUNT_CHECK(false, kComponent, "expected dtype one of ", supported_dtypes(), ", got ",
-                c10::toString(dtype));
+  FOXHUNT_CHECK(false, kSafetensorsComponent, "expected dtype one of ", supported_dtypes(),
+                ", got ", c10::toString(dtype));
   return {};
 }
 
@@ -192,7 +195,8 @@ std::string encode_safetensors(const NamedTensors& tensors,
   std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     check_name(name, seen);
-    FOXHUNT_CHECK(t.defined(), kComponent, "tensor '", name, "': expected a defined tensor");
+    FOXHUNT_CHECK(t.defined(), kSafetensorsComponent, "tensor '", name,
+                  "': expected a defined tensor");
     const std::string dtype = safetensors_dtype_name(t.scalar_type());
     auto c = t.detach().to(torch::kCPU).contiguous();
     const auto nbytes = static_cast<std::uint64_t>(c.nbytes());
@@ -207,7 +211,7 @@ std::string encode_safetensors(const NamedTensors& tensors,
   try {
     text = header.dump();
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(kComponent,
+    throw InputError(kSafetensorsComponent,
                      std::string("expected UTF-8 names and metadata, got: ") + e.what());
   }
   text.append((8 - text.size() % 8) % 8, ' ');
@@ -223,17 +227,17 @@ std::string encode_safetensors(const NamedTensors& tensors,
 }
 
 SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& source) {
-  FOXHUNT_CHECK(bytes.size() >= 8, kComponent, source,
+  FOXHUNT_CHECK(bytes.size() >= 8, kSafetensorsComponent, source,
                 ": expected at least 8 bytes (the header length), got ", bytes.size());
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data(), sizeof n);
-  FOXHUNT_CHECK(n <= kMaxHeaderBytes, kComponent, source, ": expected a header length of at most ",
-                kMaxHeaderBytes, " bytes, got ", n);
-  FOXHUNT_CHECK(n <= bytes.size() - 8, kComponent, source,
+  FOXHUNT_CHECK(n <= kMaxHeaderBytes, kSafetensorsComponent, source,
+                ": expected a header length of at most ", kMaxHeaderBytes, " bytes, got ", n);
+  FOXHUNT_CHECK(n <= bytes.size() - 8, kSafetensorsComponent, source,
                 ": expected a header length within the file (", bytes.size() - 8,
                 " bytes after the length), got ", n);
   const std::string text = bytes.substr(8, n);
-  FOXHUNT_CHECK(!text.empty() && text.front() == '{', kComponent, source,
+  FOXHUNT_CHECK(!text.empty() && text.front() == '{', kSafetensorsComponent, source,
                 ": expected the header to start with '{', got ",
                 text.empty() ? std::string("an empty header") : "'" + text.substr(0, 1) + "'");
   const nlohmann::json header = parse_header(text, source);
@@ -243,10 +247,10 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
   std::vector<Entry> entries;
   for (const auto& [key, value] : header.items()) {
     if (key == kMetadataKey) {
-      FOXHUNT_CHECK(value.is_object(), kComponent, source, ": expected ", kMetadataKey,
+      FOXHUNT_CHECK(value.is_object(), kSafetensorsComponent, source, ": expected ", kMetadataKey,
                     " to be an object, got ", value.type_name());
       for (const auto& [mk, mv] : value.items()) {
-        FOXHUNT_CHECK(mv.is_string(), kComponent, source, ": expected ", kMetadataKey,
+        FOXHUNT_CHECK(mv.is_string(), kSafetensorsComponent, source, ": expected ", kMetadataKey,
                       " value of '", mk, "' to be a string, got ", mv.dump());
         file.metadata[mk] = mv.get<std::string>();
       }
@@ -264,17 +268,17 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
   std::uint64_t pos = 0;
   const Entry* prev = nullptr;
   for (const auto& e : entries) {
-    FOXHUNT_CHECK(e.begin >= pos, kComponent, source, ": expected tensor '", e.name,
+    FOXHUNT_CHECK(e.begin >= pos, kSafetensorsComponent, source, ": expected tensor '", e.name,
                   "' to start at or after byte ", pos, " (the end of '", prev ? prev->name : "",
                   "'), got data_offsets [", e.begin, ", ", e.end, "] (overlap)");
-    FOXHUNT_CHECK(e.begin == pos, kComponent, source, ": expected tensor '", e.name,
+    FOXHUNT_CHECK(e.begin == pos, kSafetensorsComponent, source, ": expected tensor '", e.name,
                   "' to start at byte ", pos, ", got ", e.begin, " (a hole of ", e.begin - pos,
                   " bytes in the data section)");
     pos = e.end;
     prev = &e;
   }
-  FOXHUNT_CHECK(pos == data_size, kComponent, source, ": expected a data section of ", pos,
-                " bytes (the end of the last tensor), got ", data_size, " (", data_size - pos,
+  FOXHUNT_CHECK(pos == data_size, kSafetensorsComponent, source, ": expected a data section of ",
+                pos, " bytes (the end of the last tensor), got ", data_size, " (", data_size - pos,
                 " trailing bytes)");
 
   const char* data = bytes.data() + 8 + n;
@@ -284,7 +288,7 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
     if (e.dtype == torch::kBool) {
       const auto* p = reinterpret_cast<const unsigned char*>(data + e.begin);
       const bool ok = std::all_of(p, p + (e.end - e.begin), [](unsigned char b) { return b <= 1; });
-      FOXHUNT_CHECK(ok, kComponent, source, ": expected BOOL tensor '", e.name,
+      FOXHUNT_CHECK(ok, kSafetensorsComponent, source, ": expected BOOL tensor '", e.name,
                     "' to hold only bytes 0 and 1, got other values");
     }
     file.tensors.emplace_back(e.name, std::move(t));
@@ -298,7 +302,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   try {
     bytes = encode_safetensors(tensors, metadata);
   } catch (const InputError& e) {
-    throw InputError(kComponent, path + ": " + e.message());
+    throw InputError(kSafetensorsComponent, path + ": " + e.message());
   }
   write_file_atomic(path, bytes);
 }
@@ -328,7 +332,7 @@ void load_module_tensors(torch::nn::Module& module, const SafetensorsFile& file,
   std::vector<std::string> unexpected;
   std::vector<std::string> mismatched;
   for (const auto& [name, t] : file.tensors) {
-    FOXHUNT_CHECK(seen.insert(name).second, kComponent, source,
+    FOXHUNT_CHECK(seen.insert(name).second, kSafetensorsComponent, source,
                   ": expected unique tensor names, got '", name, "' twice");
     auto it = targets.find(name);
     if (it == targets.end()) {
@@ -336,7 +340,7 @@ void load_module_tensors(torch::nn::Module& module, const SafetensorsFile& file,
       continue;
     }
     const auto& dst = it->second;
-    FOXHUNT_CHECK(t.defined(), kComponent, source, ": tensor '", name,
+    FOXHUNT_CHECK(t.defined(), kSafetensorsComponent, source, ": tensor '", name,
                   "': expected a defined tensor");
     if (t.sizes() != dst.sizes() || t.scalar_type() != dst.scalar_type())
       mismatched.push_back(name + ": expected " + c10::toString(dst.scalar_type()) + " " +
@@ -353,13 +357,13 @@ void load_module_tensors(torch::nn::Module& module, const SafetensorsFile& file,
     if (!missing.empty()) msg += " missing: " + quoted_list(missing) + ";";
     if (!unexpected.empty()) msg += " unexpected: " + quoted_list(unexpected) + ";";
     msg.pop_back();
-    throw InputError(kComponent, msg);
+    throw InputError(kSafetensorsComponent, msg);
   }
   if (!mismatched.empty()) {
     std::string msg = source + ": expected the module's dtypes and shapes, got " +
                       std::to_string(mismatched.size()) + " mismatches: ";
     for (size_t i = 0; i < mismatched.size(); ++i) msg += (i ? "; " : "") + mismatched[i];
-    throw InputError(kComponent, msg);
+    throw InputError(kSafetensorsComponent, msg);
   }
 
   torch::NoGradGuard no_grad;

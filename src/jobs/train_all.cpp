@@ -19,7 +19,7 @@ namespace foxhunt::jobs {
 using namespace foxhunt::serving;  // the areas below
 namespace {
 
-constexpr const char* kComponent = "train";
+constexpr const char* kTrainAllComponent = "train";
 
 }  // namespace
 
@@ -62,13 +62,13 @@ nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data
 }
 
 TrainAllSummary run_train_all(const TrainJob& base) {
-  FOXHUNT_CHECK(base.resume.empty(), kComponent,
+  FOXHUNT_CHECK(base.resume.empty(), kTrainAllComponent,
                 "train all: resume applies to one model; resume each model's own run");
-  FOXHUNT_CHECK(base.dist.world_size() == 1, kComponent,
+  FOXHUNT_CHECK(base.dist.world_size() == 1, kTrainAllComponent,
                 "train all: data-parallel runs train one model; run one per model");
-  FOXHUNT_CHECK(base.env.empty() || base.env == "trading", kComponent,
+  FOXHUNT_CHECK(base.env.empty() || base.env == "trading", kTrainAllComponent,
                 "train all: the RL models train on the trading env of data, got env ", base.env);
-  FOXHUNT_CHECK(base.options.empty() && base.model_options.empty(), kComponent,
+  FOXHUNT_CHECK(base.options.empty() && base.model_options.empty(), kTrainAllComponent,
                 "train all: options and model_options differ per model; train each model alone");
   TrainAllSummary all;
   all.out = base.out_dir.empty() ? "out/ensemble" : base.out_dir;

@@ -63,7 +63,7 @@ const std::vector<std::string>& trainable_models() {
 
 namespace {
 
-constexpr const char* kComponent = "train";
+constexpr const char* kTrainJobComponent = "train";
 
 int64_t parse_batch(const std::string& batch) {
   int64_t n = 0;
@@ -73,13 +73,14 @@ int64_t parse_batch(const std::string& batch) {
   } catch (const std::exception&) {
     used = 0;
   }
-  FOXHUNT_CHECK(used == batch.size() && n > 0, kComponent,
+  FOXHUNT_CHECK(used == batch.size() && n > 0, kTrainJobComponent,
                 "batch: expected a positive integer or 'auto', got '", batch, "'");
   return n;
 }
 
 nlohmann::json checked_overrides(const nlohmann::json& j, const char* flag) {
-  FOXHUNT_CHECK(j.is_object(), kComponent, flag, ": expected a JSON object, got ", j.type_name());
+  FOXHUNT_CHECK(j.is_object(), kTrainJobComponent, flag, ": expected a JSON object, got ",
+                j.type_name());
   return j;
 }
 
@@ -235,7 +236,7 @@ Paths output_paths(const TrainJob& job) {
   if (dir.empty()) dir = "out/train-" + job.model;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  FOXHUNT_CHECK(!ec && std::filesystem::is_directory(dir), kComponent,
+  FOXHUNT_CHECK(!ec && std::filesystem::is_directory(dir), kTrainJobComponent,
                 "out_dir: cannot create directory '", dir, "': ", ec.message());
   const auto p = std::filesystem::path(dir);
   return {dir, (p / "checkpoint.ckpt").string(), (p / "metrics.jsonl").string(),
@@ -355,15 +356,15 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
 
 TrainSummary run_rl(const TrainJob& job, const std::optional<Container>& resumed) {
   const std::string env_name = job.env.empty() ? "cartpole" : job.env;
-  FOXHUNT_CHECK(job.epochs == 0, kComponent, "epochs applies to ", forecaster_names(), "; ",
+  FOXHUNT_CHECK(job.epochs == 0, kTrainJobComponent, "epochs applies to ", forecaster_names(), "; ",
                 job.model, " trains for steps");
-  FOXHUNT_CHECK(env_name == "cartpole" || env_name == "trading", kComponent,
+  FOXHUNT_CHECK(env_name == "cartpole" || env_name == "trading", kTrainJobComponent,
                 "env: expected cartpole or trading, got '", env_name, "'");
-  FOXHUNT_CHECK(job.data.empty() || env_name == "trading", kComponent,
+  FOXHUNT_CHECK(job.data.empty() || env_name == "trading", kTrainJobComponent,
                 "data applies to env 'trading' and to ", forecaster_names());
-  FOXHUNT_CHECK(job.model_options.empty(), kComponent, "model_options applies to ",
+  FOXHUNT_CHECK(job.model_options.empty(), kTrainJobComponent, "model_options applies to ",
                 forecaster_names(), "; use options for ", job.model);
-  FOXHUNT_CHECK(job.eval_episodes >= 0, kComponent, "eval_episodes: expected >= 0, got ",
+  FOXHUNT_CHECK(job.eval_episodes >= 0, kTrainJobComponent, "eval_episodes: expected >= 0, got ",
                 job.eval_episodes);
 
   EnvFactory factory;
@@ -614,21 +615,21 @@ ForecastTestEvaluation::Pooled pool_next_bar(const std::vector<NextBar>& evals) 
 }
 
 TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& resumed) {
-  FOXHUNT_CHECK(job.steps == 0, kComponent, "steps applies to ", policy_names(), "; ", job.model,
-                " trains for epochs");
-  FOXHUNT_CHECK(job.env.empty(), kComponent, "env applies to ", policy_names(), "; ", job.model,
-                " trains on market data (data: a bars CSV)");
+  FOXHUNT_CHECK(job.steps == 0, kTrainJobComponent, "steps applies to ", policy_names(), "; ",
+                job.model, " trains for epochs");
+  FOXHUNT_CHECK(job.env.empty(), kTrainJobComponent, "env applies to ", policy_names(), "; ",
+                job.model, " trains on market data (data: a bars CSV)");
   const auto names = models::model_names();
-  FOXHUNT_CHECK(std::find(names.begin(), names.end(), job.model) != names.end(), kComponent,
+  FOXHUNT_CHECK(std::find(names.begin(), names.end(), job.model) != names.end(), kTrainJobComponent,
                 "model '", job.model, "' is not part of this build");
   checked_overrides(job.options, "options");
   checked_overrides(job.model_options, "model_options");
   if (!job.resume.empty())
-    FOXHUNT_CHECK(job.model_options.empty(), kComponent,
+    FOXHUNT_CHECK(job.model_options.empty(), kTrainJobComponent,
                   "resume continues with the checkpoint's model; drop model_options");
 
   if (resumed) resumed_checkpoint(resumed, job, "forecast");
-  FOXHUNT_CHECK(!resumed || resumed->header.value("model", "") == job.model, kComponent,
+  FOXHUNT_CHECK(!resumed || resumed->header.value("model", "") == job.model, kTrainJobComponent,
                 "resume: '", job.resume, "' holds a '",
                 resumed ? resumed->header.value("model", "?") : "", "' model, not '", job.model,
                 "'");
@@ -651,7 +652,7 @@ TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& r
           models::make_model(job.model, model_options)->options_json().value(sizing, int64_t{1}));
     FOXHUNT_CHECK(model_options[sizing].is_number_integer() &&
                       model_options[sizing].get<int64_t>() >= instruments,
-                  kComponent, "model_options: ", sizing, " ", model_options[sizing].dump(),
+                  kTrainJobComponent, "model_options: ", sizing, " ", model_options[sizing].dump(),
                   " is fewer than the ", instruments, " instruments of '", market.info.source,
                   "' (", job.model, " gives each instrument its own id)");
   }
@@ -757,20 +758,21 @@ TrainSummary run_train_job(const TrainJob& given) {
   if (!job.resume.empty() && std::filesystem::is_directory(job.resume)) {
     const auto ckpt = (std::filesystem::path(job.resume) / "checkpoint.ckpt").string();
     FOXHUNT_CHECK(
-        std::filesystem::exists(ckpt), kComponent, "resume ", job.resume,
+        std::filesystem::exists(ckpt), kTrainJobComponent, "resume ", job.resume,
         ": expected a trainer checkpoint or a training output directory holding "
         "checkpoint.ckpt (a training run writes it into its out_dir); this directory has none");
     job.resume = ckpt;
   }
   if (job.dist.world_size() > 1 && job.device == Device::cuda() && torch::cuda::device_count() > 1)
     job.device = Device::cuda(static_cast<int>(job.dist.rank() % torch::cuda::device_count()));
-  FOXHUNT_CHECK(models::in_catalog(job.model), kComponent, "unknown model '", job.model,
+  FOXHUNT_CHECK(models::in_catalog(job.model), kTrainJobComponent, "unknown model '", job.model,
                 "'; expected one of: ", models::joined_model_names());
-  FOXHUNT_CHECK(job.steps >= 0 && job.epochs >= 0, kComponent, "steps and epochs must be positive");
-  FOXHUNT_CHECK(job.steps == 0 || job.epochs == 0, kComponent,
+  FOXHUNT_CHECK(job.steps >= 0 && job.epochs >= 0, kTrainJobComponent,
+                "steps and epochs must be positive");
+  FOXHUNT_CHECK(job.steps == 0 || job.epochs == 0, kTrainJobComponent,
                 "give either steps or epochs, not both");
   if (!job.resume.empty())
-    FOXHUNT_CHECK(job.options.empty() && job.batch.empty() && !job.seed, kComponent,
+    FOXHUNT_CHECK(job.options.empty() && job.batch.empty() && !job.seed, kTrainJobComponent,
                   "resume continues with the checkpoint's options; only steps/epochs may "
                   "change (drop options, batch and seed)");
   // The checkpoint is read (and CRC-checked) once; options, data path and state come from it.

@@ -16,7 +16,7 @@ using namespace foxhunt::serving;
 
 namespace {
 
-constexpr const char* kComponent = "train";
+constexpr const char* kTrainMarketComponent = "train";
 
 // The series from --data or the embedded synthetic default; forecasting targets are scaled so
 // that training-split returns have unit variance (pinball losses of ~1e-4 train poorly).
@@ -86,7 +86,7 @@ double target_scale_of(const data::TargetVol& vol, const data::Matrix& raw,
     sq += v * v;
   }
   const double var = n > 1 ? (sq - sum * sum / n) / (n - 1) : 0.0;
-  FOXHUNT_CHECK(var > 0, kComponent, "'", source,
+  FOXHUNT_CHECK(var > 0, kTrainMarketComponent, "'", source,
                 "': training returns have zero variance; nothing to forecast");
   return 1.0 / std::sqrt(var);
 }

@@ -19,7 +19,7 @@
 namespace foxhunt::jobs {
 namespace {
 
-constexpr const char* kComponent = "walk-forward";
+constexpr const char* kWalkForwardComponent = "walk-forward";
 constexpr int64_t kMaxWarmupBars = 1000;  // served before a fold's first scored bar
 constexpr const char* kRecordFile = "walk_forward.json";
 
@@ -57,19 +57,20 @@ std::string day(int64_t t) {
 }  // namespace
 
 WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
-  FOXHUNT_CHECK(!job.data.empty(), kComponent, "data: expected a bars CSV");
-  FOXHUNT_CHECK(job.every >= 20, kComponent, "every (bars per fold): expected at least 20, got ",
-                job.every);
-  FOXHUNT_CHECK(job.rolling >= 0 && job.initial >= 0, kComponent,
+  FOXHUNT_CHECK(!job.data.empty(), kWalkForwardComponent, "data: expected a bars CSV");
+  FOXHUNT_CHECK(job.every >= 20, kWalkForwardComponent,
+                "every (bars per fold): expected at least 20, got ", job.every);
+  FOXHUNT_CHECK(job.rolling >= 0 && job.initial >= 0, kWalkForwardComponent,
                 "rolling/initial: expected >= 0, got ", job.rolling, " and ", job.initial);
-  FOXHUNT_CHECK(job.cost_bps >= 0, kComponent, "cost_bps: expected >= 0, got ", job.cost_bps);
+  FOXHUNT_CHECK(job.cost_bps >= 0, kWalkForwardComponent, "cost_bps: expected >= 0, got ",
+                job.cost_bps);
   const auto series = data::load_bars_csv(job.data);
   const auto n = static_cast<int64_t>(series.size());
   const int64_t initial = job.initial > 0 ? job.initial : n * 6 / 10;
-  FOXHUNT_CHECK(initial < n, kComponent, "initial ", initial, ": expected fewer bars than the ", n,
-                " in '", job.data, "' (the rest is scored)");
-  FOXHUNT_CHECK(job.rolling == 0 || job.rolling <= initial, kComponent, "rolling ", job.rolling,
-                ": expected at most the first training window (", initial, " bars)");
+  FOXHUNT_CHECK(initial < n, kWalkForwardComponent, "initial ", initial,
+                ": expected fewer bars than the ", n, " in '", job.data, "' (the rest is scored)");
+  FOXHUNT_CHECK(job.rolling == 0 || job.rolling <= initial, kWalkForwardComponent, "rolling ",
+                job.rolling, ": expected at most the first training window (", initial, " bars)");
   const int64_t folds = (n - initial + job.every - 1) / job.every;
   const std::string work = job.work_dir.empty() ? "out/walk-forward" : job.work_dir;
   std::filesystem::create_directories(work);
@@ -142,7 +143,7 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
             << "; the finished folds are kept: rerun the same command to resume\n";
         break;
       }
-      FOXHUNT_CHECK(all.complete, kComponent, "fold ", k + 1,
+      FOXHUNT_CHECK(all.complete, kWalkForwardComponent, "fold ", k + 1,
                     ": train all did not write every "
                     "bundle into ",
                     r.dir);
@@ -170,7 +171,8 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
     parts.push_back(std::move(part));
     out.refits.push_back(std::move(r));
   }
-  FOXHUNT_CHECK(!parts.empty(), kComponent, "interrupted before the first fold finished");
+  FOXHUNT_CHECK(!parts.empty(), kWalkForwardComponent,
+                "interrupted before the first fold finished");
 
   // One run of every fold's scored bars, in order; scored once.
   auto& run = out.run;

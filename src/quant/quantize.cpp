@@ -8,12 +8,12 @@
 namespace foxhunt::quant {
 
 namespace {
-constexpr const char* kComponent = "quant";
+constexpr const char* kQuantizeComponent = "quant";
 
 void check_finite(const torch::Tensor& x, const char* what) {
-  FOXHUNT_CHECK(x.defined() && x.is_floating_point(), kComponent, what,
+  FOXHUNT_CHECK(x.defined() && x.is_floating_point(), kQuantizeComponent, what,
                 ": expected a floating tensor");
-  FOXHUNT_CHECK(x.numel() == 0 || torch::isfinite(x).all().item<bool>(), kComponent, what,
+  FOXHUNT_CHECK(x.numel() == 0 || torch::isfinite(x).all().item<bool>(), kQuantizeComponent, what,
                 ": expected finite values (got NaN or Inf)");
 }
 
@@ -57,7 +57,7 @@ void MinMaxObserver::observe(const torch::Tensor& x) {
 }
 
 MovingAverageMinMaxObserver::MovingAverageMinMaxObserver(double momentum) : momentum_(momentum) {
-  FOXHUNT_CHECK(momentum > 0 && momentum <= 1, kComponent,
+  FOXHUNT_CHECK(momentum > 0 && momentum <= 1, kQuantizeComponent,
                 "moving-average momentum: expected a value in (0, 1], got ", momentum);
 }
 
@@ -76,7 +76,7 @@ void MovingAverageMinMaxObserver::observe(const torch::Tensor& x) {
 
 void PerChannelMinMaxObserver::observe(const torch::Tensor& w) {
   check_finite(w, "per-channel observer input");
-  FOXHUNT_CHECK(w.dim() >= 1 && w.size(0) > 0, kComponent,
+  FOXHUNT_CHECK(w.dim() >= 1 && w.size(0) > 0, kQuantizeComponent,
                 "per-channel observer: expected at least one channel along dimension 0");
   const auto flat = w.detach().to(torch::kFloat).reshape({w.size(0), -1});
   const auto mm = torch::aminmax(flat, 1);
@@ -86,20 +86,21 @@ void PerChannelMinMaxObserver::observe(const torch::Tensor& w) {
     max_ = hi.clone();
     return;
   }
-  FOXHUNT_CHECK(lo.size(0) == min_.size(0), kComponent, "per-channel observer: expected ",
+  FOXHUNT_CHECK(lo.size(0) == min_.size(0), kQuantizeComponent, "per-channel observer: expected ",
                 min_.size(0), " channels, got ", lo.size(0));
   min_ = torch::minimum(min_, lo);
   max_ = torch::maximum(max_, hi);
 }
 
 torch::Tensor PerChannelMinMaxObserver::symmetric_scales() const {
-  FOXHUNT_CHECK(min_.defined(), kComponent, "per-channel observer: nothing observed yet");
+  FOXHUNT_CHECK(min_.defined(), kQuantizeComponent, "per-channel observer: nothing observed yet");
   return (torch::maximum(min_.neg(), max_).clamp_min(0) / static_cast<float>(kQMax))
       .clamp_min(kMinScale);
 }
 
 HistogramObserver::HistogramObserver(int64_t bins) : bins_(bins) {
-  FOXHUNT_CHECK(bins >= 16, kComponent, "histogram observer: expected >= 16 bins, got ", bins);
+  FOXHUNT_CHECK(bins >= 16, kQuantizeComponent, "histogram observer: expected >= 16 bins, got ",
+                bins);
   counts_.assign(static_cast<size_t>(bins), 0.0);
 }
 
@@ -167,7 +168,8 @@ float HistogramObserver::l2_optimal_threshold() const {
 }
 
 float HistogramObserver::percentile(double p) const {
-  FOXHUNT_CHECK(p > 0 && p <= 100, kComponent, "percentile: expected p in (0, 100], got ", p);
+  FOXHUNT_CHECK(p > 0 && p <= 100, kQuantizeComponent, "percentile: expected p in (0, 100], got ",
+                p);
   if (count_ == 0) return 0.0f;
   const double target = p / 100.0 * static_cast<double>(count_);
   const double width = edge_ / static_cast<double>(bins_);
@@ -185,7 +187,7 @@ float HistogramObserver::percentile(double p) const {
 // ---- quantize / dequantize --------------------------------------------------------------------
 
 torch::Tensor quantize_symmetric(const torch::Tensor& x, float scale) {
-  FOXHUNT_CHECK(scale > 0 && std::isfinite(scale), kComponent,
+  FOXHUNT_CHECK(scale > 0 && std::isfinite(scale), kQuantizeComponent,
                 "quantize: expected a positive finite scale, got ", scale);
   return (x.to(torch::kFloat) / scale).round_().clamp_(-kQMax, kQMax).to(torch::kChar);
 }
@@ -203,8 +205,8 @@ torch::Tensor channel_view(const torch::Tensor& scales, int64_t dim) {
 }  // namespace
 
 torch::Tensor quantize_per_channel(const torch::Tensor& w, const torch::Tensor& scales) {
-  FOXHUNT_CHECK(w.dim() >= 1 && scales.dim() == 1 && scales.size(0) == w.size(0), kComponent,
-                "quantize per channel: expected ", w.dim() >= 1 ? w.size(0) : 0,
+  FOXHUNT_CHECK(w.dim() >= 1 && scales.dim() == 1 && scales.size(0) == w.size(0),
+                kQuantizeComponent, "quantize per channel: expected ", w.dim() >= 1 ? w.size(0) : 0,
                 " scales, got shape ", scales.sizes());
   const auto s = channel_view(scales.clamp_min(kMinScale), w.dim());
   return (w.to(torch::kFloat) / s).round_().clamp_(-kQMax, kQMax).to(torch::kChar);
@@ -245,7 +247,7 @@ RowQuantized quantize_rows_small(const torch::Tensor& xf) {
 }  // namespace
 
 RowQuantized quantize_rows(const torch::Tensor& x) {
-  FOXHUNT_CHECK(x.dim() == 2 && x.is_floating_point(), kComponent,
+  FOXHUNT_CHECK(x.dim() == 2 && x.is_floating_point(), kQuantizeComponent,
                 "quantize rows: expected a floating [rows, cols] tensor, got rank ", x.dim());
   if (x.device().is_cpu() && x.numel() <= kScalarPathElements)
     return quantize_rows_small(x.to(torch::kFloat).contiguous());
@@ -256,15 +258,15 @@ RowQuantized quantize_rows(const torch::Tensor& x) {
 }
 
 torch::Tensor fake_quantize_symmetric(const torch::Tensor& x, float scale) {
-  FOXHUNT_CHECK(scale > 0 && std::isfinite(scale), kComponent,
+  FOXHUNT_CHECK(scale > 0 && std::isfinite(scale), kQuantizeComponent,
                 "fake quantize: expected a positive finite scale, got ", scale);
   return torch::fake_quantize_per_tensor_affine(x, scale, 0, -kQMax, kQMax);
 }
 
 torch::Tensor fake_quantize_per_channel(const torch::Tensor& x, const torch::Tensor& scales) {
-  FOXHUNT_CHECK(x.dim() >= 1 && scales.dim() == 1 && scales.size(0) == x.size(0), kComponent,
-                "fake quantize per channel: expected ", x.dim() >= 1 ? x.size(0) : 0,
-                " scales, got shape ", scales.sizes());
+  FOXHUNT_CHECK(x.dim() >= 1 && scales.dim() == 1 && scales.size(0) == x.size(0),
+                kQuantizeComponent, "fake quantize per channel: expected ",
+                x.dim() >= 1 ? x.size(0) : 0, " scales, got shape ", scales.sizes());
   const auto s = scales.to(torch::kFloat).clamp_min(kMinScale).to(x.device()).contiguous();
   const auto zp =
       torch::zeros({x.size(0)}, torch::TensorOptions().dtype(torch::kInt).device(x.device()));

@@ -17,7 +17,7 @@ namespace foxhunt::quant {
 
 namespace {
 
-constexpr const char* kComponent = "quant";
+constexpr const char* kTftInt8Component = "quant";
 using detail::kMaxExactFloatInner;  // int8_gemm.h: sums exact in fp32 up to this inner width
 
 int64_t numel(const std::vector<int64_t>& shape) {
@@ -468,7 +468,7 @@ int64_t Int8TftLayout::quantized_float_bytes() const {
 const Int8TftLayer& Int8TftLayout::layer(const std::string& name) const {
   for (const auto& l : layers)
     if (l.name == name) return l;
-  throw InputError(kComponent, "tft int8: no layer '" + name + "'");
+  throw InputError(kTftInt8Component, "tft int8: no layer '" + name + "'");
 }
 
 Int8TftLayout int8_tft_layout(const models::TftOptions& o) {
@@ -494,9 +494,9 @@ Int8TftLayout int8_tft_layout(const models::TftOptions& o) {
   b.gan("output_gate", h, h);
   b.lin("output", h, static_cast<int64_t>(o.quantiles().size()));
   for (const auto& l : b.l.layers)
-    FOXHUNT_CHECK(l.variables == 0 || l.in <= kMaxExactFloatInner, kComponent, "tft int8: layer '",
-                  l.name, "' has ", l.in, " inputs per variable; at most ", kMaxExactFloatInner,
-                  " keep its integer products exact");
+    FOXHUNT_CHECK(l.variables == 0 || l.in <= kMaxExactFloatInner, kTftInt8Component,
+                  "tft int8: layer '", l.name, "' has ", l.in, " inputs per variable; at most ",
+                  kMaxExactFloatInner, " keep its integer products exact");
   return b.l;
 }
 
@@ -556,7 +556,7 @@ torch::Tensor tft_layout_forward(models::TftNetImpl& net, const torch::Tensor& p
 
 TftCalibrator::TftCalibrator(models::TftNet net, double percentile)
     : net_(std::move(net)), percentile_(percentile) {
-  FOXHUNT_CHECK(percentile >= 0.0 && percentile <= 100.0, kComponent,
+  FOXHUNT_CHECK(percentile >= 0.0 && percentile <= 100.0, kTftInt8Component,
                 "calibration percentile: expected 0 (L2-optimal clip) or a value in (0, 100], got ",
                 percentile);
 }
@@ -586,7 +586,8 @@ void TftCalibrator::observe(const torch::Tensor& past, const torch::Tensor& futu
 }
 
 InputScales TftCalibrator::scales() const {
-  FOXHUNT_CHECK(windows_ > 0, kComponent, "calibration: expected at least one observed batch");
+  FOXHUNT_CHECK(windows_ > 0, kTftInt8Component,
+                "calibration: expected at least one observed batch");
   InputScales s;
   for (const auto& [name, h] : hist_) {
     const float c = percentile_ > 0 ? h.percentile(percentile_) : h.l2_optimal_threshold();
@@ -600,9 +601,9 @@ InputScales TftCalibrator::scales() const {
 
 QatTftModel::QatTftModel(models::TftNet net, QatOptions options, InputScales initial)
     : ForecasterAdapter("tft", net, models::io_spec(net->options)), options_(options) {
-  FOXHUNT_CHECK(options.observer_steps() >= 0, kComponent,
+  FOXHUNT_CHECK(options.observer_steps() >= 0, kTftInt8Component,
                 "qat observer_steps: expected >= 0, got ", options.observer_steps());
-  FOXHUNT_CHECK(options.momentum() > 0 && options.momentum() <= 1, kComponent,
+  FOXHUNT_CHECK(options.momentum() > 0 && options.momentum() <= 1, kTftInt8Component,
                 "qat momentum: expected a value in (0, 1], got ", options.momentum());
   for (auto& [name, s] : initial) absmax_[name] = (s * kQMax).to(torch::kCPU, torch::kFloat);
 }
@@ -695,13 +696,13 @@ Int8TftImpl::Int8TftImpl(models::TftOptions o) : options(std::move(o)) {
 
 const Int8TftImpl::Layer& Int8TftImpl::layer(const std::string& name) const {
   auto it = layers_.find(name);
-  FOXHUNT_CHECK(it != layers_.end(), kComponent, "tft int8: no layer '", name, "'");
+  FOXHUNT_CHECK(it != layers_.end(), kTftInt8Component, "tft int8: no layer '", name, "'");
   return it->second;
 }
 
 const torch::Tensor& Int8TftImpl::tensor(const std::string& name) const {
   auto it = tensors_.find(name);
-  FOXHUNT_CHECK(it != tensors_.end(), kComponent, "tft int8: no fp32 tensor '", name, "'");
+  FOXHUNT_CHECK(it != tensors_.end(), kTftInt8Component, "tft int8: no fp32 tensor '", name, "'");
   return it->second;
 }
 
@@ -724,13 +725,14 @@ std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(models::TftNetImpl& net,
   FloatOps ops(net, q->layout);
   for (const auto& l : q->layout.layers) {
     auto it = scales.find(l.name);
-    FOXHUNT_CHECK(it != scales.end(), kComponent, "tft int8 conversion: no activation scale for '",
-                  l.name, "' (calibrate or train with QAT first)");
+    FOXHUNT_CHECK(it != scales.end(), kTftInt8Component,
+                  "tft int8 conversion: no activation scale for '", l.name,
+                  "' (calibrate or train with QAT first)");
     const auto sx = it->second.to(device, torch::kFloat);
     const auto& w = ops.weights(l.name);
     auto& b = q->layers_.at(l.name);
     if (l.variables > 0) {
-      FOXHUNT_CHECK(sx.numel() == l.variables, kComponent, "tft int8 conversion: '", l.name,
+      FOXHUNT_CHECK(sx.numel() == l.variables, kTftInt8Component, "tft int8 conversion: '", l.name,
                     "' expects ", l.variables, " activation scales, got ", sx.numel());
       const auto wf = w.w.detach().to(torch::kFloat);                              // [V, in, out]
       const auto sw = (wf.abs().amax({1, 2}, true) / kQMax).clamp_min(kMinScale);  // [V, 1, 1]
@@ -739,7 +741,7 @@ std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(models::TftNetImpl& net,
       b.scale.copy_(sx.view({l.variables, 1, 1}) * sw);
       b.bias.copy_(w.b.detach().unsqueeze(1));
     } else {
-      FOXHUNT_CHECK(sx.numel() == 1, kComponent, "tft int8 conversion: '", l.name,
+      FOXHUNT_CHECK(sx.numel() == 1, kTftInt8Component, "tft int8 conversion: '", l.name,
                     "' expects one activation scale, got ", sx.numel());
       const auto wf = w.w.detach().to(torch::kFloat);  // [out, in]
       const auto sw = (wf.abs().amax(1) / kQMax).clamp_min(kMinScale);

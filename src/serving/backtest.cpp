@@ -18,7 +18,7 @@
 namespace foxhunt::serving {
 namespace {
 
-constexpr const char* kComponent = "backtest";
+constexpr const char* kBacktestComponent = "backtest";
 
 void accumulate(std::vector<double>& sum, const std::vector<double>& v) {
   if (sum.size() < v.size()) sum.resize(v.size(), 0.0);
@@ -48,8 +48,8 @@ models::Explanation BacktestRun::explanation_mean(const std::string& model) cons
 
 BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarSeries& series,
                             const BacktestJob& job, std::ostream& log) {
-  FOXHUNT_CHECK(!bundles.empty(), kComponent, "expected at least one bundle");
-  FOXHUNT_CHECK(job.cost_bps >= 0 && std::isfinite(job.cost_bps), kComponent,
+  FOXHUNT_CHECK(!bundles.empty(), kBacktestComponent, "expected at least one bundle");
+  FOXHUNT_CHECK(job.cost_bps >= 0 && std::isfinite(job.cost_bps), kBacktestComponent,
                 "cost_bps: expected a cost >= 0 basis points, got ", job.cost_bps);
   const auto& bars = series.bars;
   BacktestRun run;
@@ -61,10 +61,10 @@ BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarS
       job.from.empty() ? std::numeric_limits<int64_t>::min() : data::parse_timestamp(job.from);
   const int64_t to =
       job.to.empty() ? std::numeric_limits<int64_t>::max() : data::parse_timestamp(job.to);
-  FOXHUNT_CHECK(job.from.empty() || from > run.training_end, kComponent, "from ", job.from,
+  FOXHUNT_CHECK(job.from.empty() || from > run.training_end, kBacktestComponent, "from ", job.from,
                 ": inside the training data, which ends at ", run.training_end,
                 " (Unix s; the bundles' data fingerprint); a backtest scores held-out bars only");
-  FOXHUNT_CHECK(from <= to, kComponent, "from ", job.from, " is after to ", job.to);
+  FOXHUNT_CHECK(from <= to, kBacktestComponent, "from ", job.from, " is after to ", job.to);
 
   // One ensemble of the four and one ensemble per model alone: the RL state carries the
   // position each strategy holds, so "a model alone" is its own run, not a reweighting.
@@ -112,10 +112,11 @@ BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarS
       run.forecasts[s.model].quantiles.push_back(s.forecast);
     }
   }
-  FOXHUNT_CHECK(run.closes.size() >= 3, kComponent, "'", job.data, "': expected bars after the ",
-                "training data (which ends at Unix ", run.training_end, ") and after the warm-up",
-                " of ", run.warmup_bars, " bars; got ", run.closes.size(), " scored bars of ",
-                bars.size(), " (", run.skipped_training_bars, " inside the training range)");
+  FOXHUNT_CHECK(run.closes.size() >= 3, kBacktestComponent, "'", job.data,
+                "': expected bars after the ", "training data (which ends at Unix ",
+                run.training_end, ") and after the warm-up", " of ", run.warmup_bars, " bars; got ",
+                run.closes.size(), " scored bars of ", bars.size(), " (", run.skipped_training_bars,
+                " inside the training range)");
   if (run.skipped_training_bars > 0)
     log << "backtest: warning: " << run.skipped_training_bars
         << " bars at or before the end of the training data only warmed the state up\n";
@@ -129,9 +130,10 @@ BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarS
 }
 
 void score_backtest(BacktestRun& run, const BacktestJob& job) {
-  FOXHUNT_CHECK(run.closes.size() >= 3 && run.timestamps.size() == run.closes.size(), kComponent,
-                "expected at least 3 scored bars with their timestamps, got ", run.closes.size());
-  FOXHUNT_CHECK(!run.scored, kComponent, "a backtest run is scored once");
+  FOXHUNT_CHECK(run.closes.size() >= 3 && run.timestamps.size() == run.closes.size(),
+                kBacktestComponent, "expected at least 3 scored bars with their timestamps, got ",
+                run.closes.size());
+  FOXHUNT_CHECK(!run.scored, kBacktestComponent, "a backtest run is scored once");
   run.scored = true;
   run.first_timestamp = run.timestamps.front();
   run.last_timestamp = run.timestamps.back();
@@ -151,7 +153,7 @@ void score_backtest(BacktestRun& run, const BacktestJob& job) {
   bo.periods_per_year = run.periods_per_year;
   bo.bootstrap.seed = job.seed;
   for (const auto& name : run.order) {
-    FOXHUNT_CHECK(positions.at(name).size() == n, kComponent, "strategy '", name, "' has ",
+    FOXHUNT_CHECK(positions.at(name).size() == n, kBacktestComponent, "strategy '", name, "' has ",
                   positions.at(name).size(), " positions for ", n, " scored bars");
     run.results[name] = data::run_backtest(run.closes, positions.at(name), bo);
   }
@@ -174,13 +176,13 @@ void score_backtest(BacktestRun& run, const BacktestJob& job) {
 
   // Forecasts at bar t are for r_{t+1}: the last scored bar has no outcome yet.
   for (auto& [name, f] : run.forecasts) {
-    FOXHUNT_CHECK(f.quantiles.size() == n, kComponent, "forecaster '", name, "' has ",
+    FOXHUNT_CHECK(f.quantiles.size() == n, kBacktestComponent, "forecaster '", name, "' has ",
                   f.quantiles.size(), " forecasts for ", n, " scored bars");
     f.quantiles.pop_back();
     f.realized.clear();
     for (size_t k = 0; k + 1 < n; ++k)
       f.realized.push_back(std::log(run.closes[k + 1] / run.closes[k]));
-    FOXHUNT_CHECK(run.past_returns.size() >= 2, kComponent,
+    FOXHUNT_CHECK(run.past_returns.size() >= 2, kBacktestComponent,
                   "expected at least 2 bars before the first scored bar for the baselines");
     f.evaluation =
         data::evaluate_forecast(run.past_returns, f.realized, f.quantiles, f.taus, job.seed);
@@ -207,13 +209,13 @@ std::vector<std::string> forecaster_gate_failures(const BacktestRun& run) {
 }
 
 BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log) {
-  FOXHUNT_CHECK(!job.bundles.empty(), kComponent, "bundles: expected a directory");
-  FOXHUNT_CHECK(!job.data.empty(), kComponent, "data: expected a bars CSV");
+  FOXHUNT_CHECK(!job.bundles.empty(), kBacktestComponent, "bundles: expected a directory");
+  FOXHUNT_CHECK(!job.data.empty(), kBacktestComponent, "data: expected a bars CSV");
   const auto device = models::to_torch(job.device);
   auto bundles = load_ensemble_bundles(job.bundles, device);
   if (!job.symbol.empty()) bundles = select_instrument(std::move(bundles), job.symbol);
   for (const auto& b : bundles)
-    FOXHUNT_CHECK(!b.panel() || !b.symbol.empty(), kComponent, "'", job.data,
+    FOXHUNT_CHECK(!b.panel() || !b.symbol.empty(), kBacktestComponent, "'", job.data,
                   "' is one series and the bundles were trained on a panel of ",
                   b.instruments.size(), " instruments (", b.symbols_text(),
                   "): name the instrument it is (symbol), or backtest a panel CSV");

@@ -40,7 +40,7 @@ std::string BundleDirectory::bundle_in(const std::string& model_out_dir) {
 
 namespace {
 
-constexpr const char* kComponent = "bundle";
+constexpr const char* kBundleComponent = "bundle";
 
 uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -104,7 +104,7 @@ Calibration Bundle::calibration(const std::string& s) const {
   for (const auto& i : instruments)
     if (i.symbol == s) return {&i.normalizer, i.target_scale, i.instrument_id};
   throw InputError(
-      kComponent,
+      kBundleComponent,
       detail::cat("symbol '", s, "': the ", name(), " bundle was trained on a panel of ",
                   instruments.size(), " instruments (", symbols_text(),
                   ") and has no normaliser or instrument id for it; serve those "
@@ -135,7 +135,7 @@ std::vector<Bundle> select_instrument(std::vector<Bundle> bundles, const std::st
 }
 
 void check_instrument_selected(const Bundle& b, const std::string& what) {
-  FOXHUNT_CHECK(!b.panel() || !b.symbol.empty(), kComponent, what, ": the ", b.name(),
+  FOXHUNT_CHECK(!b.panel() || !b.symbol.empty(), kBundleComponent, what, ": the ", b.name(),
                 " bundle was trained on a panel of ", b.instruments.size(), " instruments (",
                 b.symbols_text(),
                 "); serve them with a panel (a CSV with a symbol column) or select one instrument");
@@ -155,7 +155,7 @@ nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup) {
 }
 
 void save_bundle(const Bundle& b, const std::string& path) {
-  FOXHUNT_CHECK(b.model != nullptr, kComponent, "'", path, "': expected a model to bundle");
+  FOXHUNT_CHECK(b.model != nullptr, kBundleComponent, "'", path, "': expected a model to bundle");
   Container c;
   const auto spec = b.model->spec();
   nlohmann::json normalizer = b.normalizer;
@@ -177,7 +177,7 @@ void save_bundle(const Bundle& b, const std::string& path) {
   if (b.panel()) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& i : b.instruments) {
-      FOXHUNT_CHECK(!i.symbol.empty() && i.target_scale > 0, kComponent, "'", path,
+      FOXHUNT_CHECK(!i.symbol.empty() && i.target_scale > 0, kBundleComponent, "'", path,
                     "': an instrument needs a symbol and a target scale > 0");
       nlohmann::json n = i.normalizer;
       list.push_back({{"symbol", i.symbol},
@@ -198,7 +198,7 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
   std::string path = path_in;
   if (std::filesystem::is_directory(path)) {
     path = BundleDirectory::bundle_in(path_in);
-    FOXHUNT_CHECK(std::filesystem::exists(path), kComponent, "'", path_in,
+    FOXHUNT_CHECK(std::filesystem::exists(path), kBundleComponent, "'", path_in,
                   "': expected a bundle file or a model directory holding ", kBundleFile,
                   " (a training run writes its out_dir/", kBundleFile, "); this directory has none",
                   BundleDirectory(path_in).complete()
@@ -209,13 +209,14 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
   const auto& h = c.header;
   const std::string kind = h.value("kind", std::string("?"));
   FOXHUNT_CHECK(
-      kind == "bundle", kComponent, "'", path, "': expected a model bundle (kind \"bundle\", ",
-      "written by `foxhunt train`), got a '", kind, "' file",
+      kind == "bundle", kBundleComponent, "'", path,
+      "': expected a model bundle (kind \"bundle\", ", "written by `foxhunt train`), got a '", kind,
+      "' file",
       kind == "trainer" ? " (a trainer checkpoint; its directory also holds bundle.fhb)" : "");
   const int version = h.value("bundle_version", -1);
-  FOXHUNT_CHECK(version == kBundleVersion || version == kPanelBundleVersion, kComponent, "'", path,
-                "': bundle version ", version, ", this foxhunt reads versions ", kBundleVersion,
-                " and ", kPanelBundleVersion, "; retrain or convert it");
+  FOXHUNT_CHECK(version == kBundleVersion || version == kPanelBundleVersion, kBundleComponent, "'",
+                path, "': bundle version ", version, ", this foxhunt reads versions ",
+                kBundleVersion, " and ", kPanelBundleVersion, "; retrain or convert it");
   Bundle b;
   try {
     // Bundles written before INT8 models have no precision: they are FP32.
@@ -225,42 +226,42 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
       model = models::model_from_container(c, path, device, expected_model);
     } else {
       const std::string name = h.value("model", std::string("?"));
-      FOXHUNT_CHECK(quant::has_precision(name, precision), kComponent, "'", path, "': precision '",
-                    precision, "' of a '", name, "' model; this build serves ", "fp32 models and ",
-                    quant::quantized_forms_text());
-      FOXHUNT_CHECK(expected_model.empty() || expected_model == name, kComponent, "'", path,
+      FOXHUNT_CHECK(quant::has_precision(name, precision), kBundleComponent, "'", path,
+                    "': precision '", precision, "' of a '", name, "' model; this build serves ",
+                    "fp32 models and ", quant::quantized_forms_text());
+      FOXHUNT_CHECK(expected_model.empty() || expected_model == name, kBundleComponent, "'", path,
                     "': expected a '", expected_model, "' bundle, got '", name, "'");
       auto it = c.blobs.find("module");
-      FOXHUNT_CHECK(it != c.blobs.end(), kComponent, "'", path, "': no 'module' blob");
-      model = quant::make_model_at(name, precision, h.at("options"), kComponent);
+      FOXHUNT_CHECK(it != c.blobs.end(), kBundleComponent, "'", path, "': no 'module' blob");
+      model = quant::make_model_at(name, precision, h.at("options"), kBundleComponent);
       model->to(device);
       models::module_from_bytes(model->module(), it->second, path);
     }
     model->module().eval();
     // The stored spec must be what this build's model publishes for those options.
     const nlohmann::json spec = model->spec();
-    FOXHUNT_CHECK(spec == h.at("spec"), kComponent, "'", path,
+    FOXHUNT_CHECK(spec == h.at("spec"), kBundleComponent, "'", path,
                   "': the stored I/O spec differs from what this build's '", model->name(),
                   "' publishes for the same options: stored ", h.at("spec").dump(), ", now ",
                   spec.dump());
     const auto& features = h.at("features");
     const nlohmann::json bank = data::observed_feature_names();
-    FOXHUNT_CHECK(features.at("bank") == bank, kComponent, "'", path,
+    FOXHUNT_CHECK(features.at("bank") == bank, kBundleComponent, "'", path,
                   "': trained on a different feature bank (", features.at("bank").size(),
                   " columns) than this build computes (", bank.size(),
                   "); retrain the model with this version");
     b.warmup = features.at("warmup").get<int64_t>();
     for (const auto& [name, set] : features.at("sets").items()) {
       const auto& now = data::feature_set(name);
-      FOXHUNT_CHECK(set.at("columns").get<std::vector<int64_t>>() == now.columns, kComponent, "'",
-                    path, "': feature set '", name, "' has other columns than this build's");
+      FOXHUNT_CHECK(set.at("columns").get<std::vector<int64_t>>() == now.columns, kBundleComponent,
+                    "'", path, "': feature set '", name, "' has other columns than this build's");
     }
     b.normalizer = h.at("normalizer").get<data::Normalizer>();
-    FOXHUNT_CHECK(b.normalizer.cols() == data::kObservedFeatures, kComponent, "'", path,
+    FOXHUNT_CHECK(b.normalizer.cols() == data::kObservedFeatures, kBundleComponent, "'", path,
                   "': normaliser over ", b.normalizer.cols(), " columns, expected ",
                   data::kObservedFeatures);
     b.target_scale = h.at("target_scale").get<double>();
-    FOXHUNT_CHECK(b.target_scale > 0 && std::isfinite(b.target_scale), kComponent, "'", path,
+    FOXHUNT_CHECK(b.target_scale > 0 && std::isfinite(b.target_scale), kBundleComponent, "'", path,
                   "': target_scale must be > 0, got ", b.target_scale);
     // Bundles written before volatility-scaled targets have none.
     b.target_vol_feature = h.value("target_vol_feature", std::string());
@@ -270,7 +271,7 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
     b.training = h.at("training");
     if (version == kPanelBundleVersion) {
       const auto& list = h.at("instruments");
-      FOXHUNT_CHECK(list.is_array() && !list.empty(), kComponent, "'", path,
+      FOXHUNT_CHECK(list.is_array() && !list.empty(), kBundleComponent, "'", path,
                     "': a panel bundle (version ", kPanelBundleVersion,
                     ") needs a non-empty 'instruments' list");
       const int64_t categories = model->options_json().value("static_categories", int64_t{-1});
@@ -284,7 +285,7 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
         FOXHUNT_CHECK(!i.symbol.empty() && i.normalizer.cols() == data::kObservedFeatures &&
                           i.target_scale > 0 && std::isfinite(i.target_scale) &&
                           i.instrument_id >= 0 && (categories < 0 || i.instrument_id < categories),
-                      kComponent, "'", path, "': instrument '", i.symbol,
+                      kBundleComponent, "'", path, "': instrument '", i.symbol,
                       "': expected a symbol, a normaliser over ", data::kObservedFeatures,
                       " columns, a target scale > 0 and an id in [0, ",
                       categories < 0 ? std::string("inf") : std::to_string(categories), "), got ",
@@ -295,7 +296,8 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
     }
     b.model = std::move(model);
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(kComponent, "'" + path + "': malformed bundle header (" + e.what() + ")");
+    throw InputError(kBundleComponent,
+                     "'" + path + "': malformed bundle header (" + e.what() + ")");
   }
   return b;
 }

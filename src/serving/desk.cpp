@@ -16,7 +16,7 @@ namespace foxhunt::serving {
 
 namespace {
 
-constexpr const char* kComponent = "desk";
+constexpr const char* kDeskComponent = "desk";
 
 // One instrument's state on the desk.
 struct Instrument {
@@ -60,7 +60,7 @@ nlohmann::json to_json(const InstrumentDecision& d) {
 }
 
 int64_t symbol_shard(const std::string& symbol, int64_t shards) {
-  FOXHUNT_CHECK(shards >= 1, kComponent, "shards: expected >= 1, got ", shards);
+  FOXHUNT_CHECK(shards >= 1, kDeskComponent, "shards: expected >= 1, got ", shards);
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char c : symbol) {
     h ^= c;
@@ -94,14 +94,14 @@ Desk Desk::load(const std::string& dir, std::optional<DecisionRule> rule,
 
 Desk::Desk(std::vector<Bundle> bundles, const DecisionRule& rule, const DeskOptions& options)
     : impl_(std::make_unique<Impl>()) {
-  FOXHUNT_CHECK(!bundles.empty(), kComponent, "a desk needs at least one bundle");
-  FOXHUNT_CHECK(options.max_batch >= 0, kComponent, "max_batch: expected >= 0, got ",
+  FOXHUNT_CHECK(!bundles.empty(), kDeskComponent, "a desk needs at least one bundle");
+  FOXHUNT_CHECK(options.max_batch >= 0, kDeskComponent, "max_batch: expected >= 0, got ",
                 options.max_batch);
   auto& d = *impl_;
   d.rule = resolve_rule(rule, bundles);
   d.options = options;
   for (auto& b : bundles) {
-    FOXHUNT_CHECK(b.model != nullptr, kComponent, "a bundle has no model");
+    FOXHUNT_CHECK(b.model != nullptr, kDeskComponent, "a bundle has no model");
     b.model->module().eval();
     d.horizon = std::max(d.horizon, b.model->spec().horizon);
     d.bundles.push_back(std::make_unique<Bundle>(std::move(b)));
@@ -178,11 +178,11 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
     // are allocated on construction: not on every timestamp).
     std::optional<data::StreamingFeatures> blank;
     for (const auto& sb : bars) {
-      FOXHUNT_CHECK(!sb.symbol.empty(), kComponent, "timestamp ", timestamp,
+      FOXHUNT_CHECK(!sb.symbol.empty(), kDeskComponent, "timestamp ", timestamp,
                     ": a bar has an empty symbol");
-      FOXHUNT_CHECK(seen.insert(sb.symbol).second, kComponent, "timestamp ", timestamp,
+      FOXHUNT_CHECK(seen.insert(sb.symbol).second, kDeskComponent, "timestamp ", timestamp,
                     ": symbol '", sb.symbol, "' has two bars (expected at most one per symbol)");
-      FOXHUNT_CHECK(sb.bar.timestamp == timestamp, kComponent, "symbol '", sb.symbol,
+      FOXHUNT_CHECK(sb.bar.timestamp == timestamp, kDeskComponent, "symbol '", sb.symbol,
                     "': expected a bar at timestamp ", timestamp, ", got ", sb.bar.timestamp);
       auto it = d.index.find(sb.symbol);
       try {
@@ -196,7 +196,7 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
           d.instruments[it->second]->features.check(sb.bar);
         }
       } catch (const InputError& e) {
-        throw InputError(kComponent, "symbol '" + sb.symbol + "': " + e.message());
+        throw InputError(kDeskComponent, "symbol '" + sb.symbol + "': " + e.message());
       }
     }
   }

@@ -19,7 +19,7 @@ namespace foxhunt::serving {
 
 namespace {
 
-constexpr const char* kComponent = "desk";
+constexpr const char* kDeskCapacityComponent = "desk";
 
 // One desk of `n` instruments through its warm-up and `timestamps` more; under a ledger cap of
 // `room` bytes above what is live now when `room` > 0.
@@ -95,17 +95,19 @@ std::string DeskCapacity::table() const {
 
 DeskCapacity measure_desk_capacity(const std::vector<Bundle>& bundles,
                                    const DeskCapacityOptions& o) {
-  FOXHUNT_CHECK(!bundles.empty(), kComponent, "capacity: expected at least one bundle");
-  FOXHUNT_CHECK(o.instruments >= 2, kComponent, "instruments: expected >= 2, got ", o.instruments);
-  FOXHUNT_CHECK(o.probe_instruments >= 1 && o.probe_instruments < o.instruments, kComponent,
-                "probe instruments: expected in [1, ", o.instruments, "), got ",
-                o.probe_instruments);
-  FOXHUNT_CHECK(o.timestamps >= 1, kComponent, "timestamps: expected >= 1, got ", o.timestamps);
-  FOXHUNT_CHECK(o.budget.bytes > o.headroom_bytes, kComponent, "budget ",
+  FOXHUNT_CHECK(!bundles.empty(), kDeskCapacityComponent, "capacity: expected at least one bundle");
+  FOXHUNT_CHECK(o.instruments >= 2, kDeskCapacityComponent, "instruments: expected >= 2, got ",
+                o.instruments);
+  FOXHUNT_CHECK(o.probe_instruments >= 1 && o.probe_instruments < o.instruments,
+                kDeskCapacityComponent, "probe instruments: expected in [1, ", o.instruments,
+                "), got ", o.probe_instruments);
+  FOXHUNT_CHECK(o.timestamps >= 1, kDeskCapacityComponent, "timestamps: expected >= 1, got ",
+                o.timestamps);
+  FOXHUNT_CHECK(o.budget.bytes > o.headroom_bytes, kDeskCapacityComponent, "budget ",
                 human_bytes(double(o.budget.bytes)), " (", o.budget.source,
                 "): expected more than the headroom ", human_bytes(double(o.headroom_bytes)));
   for (const auto& b : bundles)
-    FOXHUNT_CHECK(models::module_device(b.model->module()).is_cpu(), kComponent,
+    FOXHUNT_CHECK(models::module_device(b.model->module()).is_cpu(), kDeskCapacityComponent,
                   "capacity is measured on the CPU ledger; model '", b.name(), "' is on ",
                   models::module_device(b.model->module()).str());
   memory::install_ledger();

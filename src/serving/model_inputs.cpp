@@ -12,7 +12,7 @@ namespace foxhunt::serving::detail {
 
 namespace {
 
-constexpr const char* kComponent = "serving";
+constexpr const char* kModelInputsComponent = "serving";
 
 // Index of the quantile level nearest to `q`.
 size_t nearest_quantile(const std::vector<double>& levels, double q) {
@@ -85,21 +85,21 @@ ModelPlan::ModelPlan(const Bundle& b, bool use_cache)
   for (const auto& in : spec.inputs) {
     if (in.role != models::InputRole::kPastFeatures) continue;
     sets.push_back(&data::feature_set(in.feature_set));
-    FOXHUNT_CHECK(sets.back()->width == in.features, kComponent, "model '", name, "' input '",
-                  in.name, "': feature set '", in.feature_set, "' gives ", sets.back()->width,
-                  " values, the model expects ", in.features);
+    FOXHUNT_CHECK(sets.back()->width == in.features, kModelInputsComponent, "model '", name,
+                  "' input '", in.name, "': feature set '", in.feature_set, "' gives ",
+                  sets.back()->width, " values, the model expects ", in.features);
   }
   const int64_t width = use_cache ? b.model->cached_width() : 0;
   cached = width > 0 && sets.size() == 1;
   for (const auto* set : sets) past_width.push_back(cached ? width : set->width);
   if (spec.is_forecaster()) {
-    FOXHUNT_CHECK(!spec.quantiles.empty(), kComponent, "model '", name,
+    FOXHUNT_CHECK(!spec.quantiles.empty(), kModelInputsComponent, "model '", name,
                   "': a forecaster without quantile levels cannot be served");
     q10 = nearest_quantile(spec.quantiles, 0.1);
     q50 = nearest_quantile(spec.quantiles, 0.5);
     q90 = nearest_quantile(spec.quantiles, 0.9);
   } else {
-    FOXHUNT_CHECK(spec.actions == 3, kComponent, "model '", name,
+    FOXHUNT_CHECK(spec.actions == 3, kModelInputsComponent, "model '", name,
                   "': expected a policy over 3 actions (sell, hold, buy), got ", spec.actions);
     q_values = !spec.outputs.empty() && spec.outputs[0] == "q";
   }
@@ -183,9 +183,9 @@ models::Batch build_batch(const ModelPlan& plan, const std::vector<InstrumentRow
         float* p = t.data_ptr<float>();
         for (const auto& r : rows) {
           r.features->rl_market_row(*r.history->cal.normalizer, market);
-          FOXHUNT_CHECK(static_cast<int64_t>(market.size()) + 2 == in.features, kComponent,
-                        "model '", plan.name, "': the RL state has ", market.size() + 2,
-                        " values, the model expects ", in.features);
+          FOXHUNT_CHECK(static_cast<int64_t>(market.size()) + 2 == in.features,
+                        kModelInputsComponent, "model '", plan.name, "': the RL state has ",
+                        market.size() + 2, " values, the model expects ", in.features);
           p = std::copy(market.begin(), market.end(), p);
           // As the trading environment builds it: position, then scaled unrealised PnL.
           *p++ = static_cast<float>(r.position);
@@ -206,9 +206,9 @@ models::Batch build_batch(const ModelPlan& plan, const std::vector<InstrumentRow
         auto t = torch::empty({n, in.steps, in.features}, torch::kFloat32);
         float* p = t.data_ptr<float>();
         for (const auto& r : rows) {
-          FOXHUNT_CHECK(static_cast<int64_t>(r.next_timestamps->size()) >= in.steps, kComponent,
-                        "model '", plan.name, "': expected ", in.steps, " future timestamps, got ",
-                        r.next_timestamps->size());
+          FOXHUNT_CHECK(static_cast<int64_t>(r.next_timestamps->size()) >= in.steps,
+                        kModelInputsComponent, "model '", plan.name, "': expected ", in.steps,
+                        " future timestamps, got ", r.next_timestamps->size());
           for (int64_t k = 0; k < in.steps; ++k) {
             const auto cal = data::calendar_features((*r.next_timestamps)[static_cast<size_t>(k)]);
             p = std::copy(cal.begin(), cal.end(), p);
@@ -236,7 +236,7 @@ torch::Tensor forward_rows(const ModelPlan& plan, models::Batch batch) {
     // Scan on the host (cheap), then copy: the model's own check would wait for the device.
     for (const auto& t : batch.inputs)
       if (t.is_floating_point())
-        FOXHUNT_CHECK(t.isfinite().all().item<bool>(), kComponent, "model '", plan.name,
+        FOXHUNT_CHECK(t.isfinite().all().item<bool>(), kModelInputsComponent, "model '", plan.name,
                       "': non-finite input values");
     for (auto& t : batch.inputs) t = t.to(device);
     host_checked.emplace();

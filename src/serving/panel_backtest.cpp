@@ -13,7 +13,7 @@ namespace foxhunt::serving {
 
 namespace {
 
-constexpr const char* kComponent = "backtest";
+constexpr const char* kPanelBacktestComponent = "backtest";
 
 // Standard deviation of the log returns of the bars before `first` (sample, n - 1).
 double pre_scoring_sigma(const data::BarSeries& s, int64_t first) {
@@ -54,7 +54,7 @@ PanelBacktestRun run_panel_backtest(const std::vector<Bundle>& bundles, const da
       auto run = run_backtest_on(select_instrument(bundles, ps.symbol), ps.series, job, log);
       run.data = job.data + "[" + ps.symbol + "]";
       out.sigma[ps.symbol] = pre_scoring_sigma(ps.series, run.first_timestamp);
-      FOXHUNT_CHECK(out.sigma[ps.symbol] > 0, kComponent, "symbol '", ps.symbol,
+      FOXHUNT_CHECK(out.sigma[ps.symbol] > 0, kPanelBacktestComponent, "symbol '", ps.symbol,
                     "': no return variation before its first scored bar");
       out.symbols.push_back(ps.symbol);
       out.runs.emplace(ps.symbol, std::move(run));
@@ -64,8 +64,8 @@ PanelBacktestRun run_panel_backtest(const std::vector<Bundle>& bundles, const da
       log << "backtest: symbol '" << ps.symbol << "' left out: " << e.message() << "\n";
     }
   }
-  FOXHUNT_CHECK(!out.symbols.empty(), kComponent, "'", job.data, "': none of the ", panel.size(),
-                " symbols has enough bars after the training data to backtest");
+  FOXHUNT_CHECK(!out.symbols.empty(), kPanelBacktestComponent, "'", job.data, "': none of the ",
+                panel.size(), " symbols has enough bars after the training data to backtest");
   double inv = 0;
   for (const auto& s : out.symbols) inv += 1.0 / out.sigma[s];
   for (const auto& s : out.symbols) out.weights[s] = 1.0 / out.sigma[s] / inv;

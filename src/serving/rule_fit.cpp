@@ -12,7 +12,7 @@
 namespace foxhunt::serving {
 namespace {
 
-constexpr const char* kComponent = "rule fit";
+constexpr const char* kRuleFitComponent = "rule fit";
 
 // Every vector of `n` non-negative integers summing to `units`, in lexicographic order.
 void compositions(size_t n, int units, std::vector<int>& cur,
@@ -89,17 +89,17 @@ RuleFit fit_decision_rule(const std::vector<Bundle>& bundles, const data::BarSer
 
 RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments, const DecisionRule& base,
                           const RuleFitOptions& options) {
-  FOXHUNT_CHECK(!segments.empty(), kComponent, "expected at least one segment to fit on");
-  FOXHUNT_CHECK(options.grid_step > 0 && options.grid_step <= 1, kComponent,
+  FOXHUNT_CHECK(!segments.empty(), kRuleFitComponent, "expected at least one segment to fit on");
+  FOXHUNT_CHECK(options.grid_step > 0 && options.grid_step <= 1, kRuleFitComponent,
                 "grid_step: expected in (0, 1], got ", options.grid_step);
   const double units_real = 1.0 / options.grid_step;
   const int units = static_cast<int>(std::lround(units_real));
-  FOXHUNT_CHECK(std::abs(units_real - units) < 1e-9 && units <= 100, kComponent,
+  FOXHUNT_CHECK(std::abs(units_real - units) < 1e-9 && units <= 100, kRuleFitComponent,
                 "grid_step: expected 1 / step to be an integer <= 100, got step ",
                 options.grid_step);
-  FOXHUNT_CHECK(options.shrinkage >= 0 && options.shrinkage <= 1, kComponent,
+  FOXHUNT_CHECK(options.shrinkage >= 0 && options.shrinkage <= 1, kRuleFitComponent,
                 "shrinkage: expected in [0, 1], got ", options.shrinkage);
-  FOXHUNT_CHECK(options.cost_bps >= 0 && std::isfinite(options.cost_bps), kComponent,
+  FOXHUNT_CHECK(options.cost_bps >= 0 && std::isfinite(options.cost_bps), kRuleFitComponent,
                 "cost_bps: expected >= 0, got ", options.cost_bps);
   DecisionRule rule = base;
   rule.cost_bps = options.cost_bps;
@@ -110,14 +110,14 @@ RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments, const Dec
   size_t bars = 0, longest = 0;
   std::string sources;
   for (const auto& seg : segments) {
-    FOXHUNT_CHECK(seg.series != nullptr && seg.first <= seg.last, kComponent,
+    FOXHUNT_CHECK(seg.series != nullptr && seg.first <= seg.last, kRuleFitComponent,
                   "expected a series and a validation range, got [", seg.first, ", ", seg.last,
                   "]");
     Ensemble ensemble(seg.bundles, rule);
     ensemble.set_parallel(false);
     std::vector<std::string> these;
     for (const auto& m : ensemble.models()) these.push_back(m.name());
-    FOXHUNT_CHECK(names.empty() || names == these, kComponent,
+    FOXHUNT_CHECK(names.empty() || names == these, kRuleFitComponent,
                   "every segment needs the same models in the same order");
     names = these;
     resolved = ensemble.rule();
@@ -142,7 +142,7 @@ RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments, const Dec
     sources += (sources.empty() ? "'" : ", '") + seg.series->source + "'";
     recorded.push_back(std::move(r));
   }
-  FOXHUNT_CHECK(bars >= 20, kComponent, sources,
+  FOXHUNT_CHECK(bars >= 20, kRuleFitComponent, sources,
                 ": expected at least 20 validation bars with every model ready to fit the "
                 "weights on, got ",
                 bars, " in [", segments.front().first, ", ", segments.front().last, "]");

@@ -30,7 +30,7 @@ namespace foxhunt::serving {
 
 namespace {
 
-constexpr const char* kComponent = "serving";
+constexpr const char* kServingComponent = "serving";
 
 }  // namespace
 
@@ -179,8 +179,8 @@ DecisionRule resolve_rule(DecisionRule rule, const std::vector<Bundle>& bundles)
 }
 
 double policy_signal(const std::vector<float>& p) {
-  FOXHUNT_CHECK(p.size() == 3, kComponent, "policy signal: expected 3 action probabilities, got ",
-                p.size());
+  FOXHUNT_CHECK(p.size() == 3, kServingComponent,
+                "policy signal: expected 3 action probabilities, got ", p.size());
   return static_cast<double>(p[2]) - static_cast<double>(p[0]);
 }
 
@@ -192,14 +192,14 @@ double forecast_signal(double p10, double p50, double p90, double gain) {
 
 double forecast_probability_above(const std::vector<double>& taus, const std::vector<double>& q,
                                   double x) {
-  FOXHUNT_CHECK(taus.size() == q.size() && taus.size() >= 2, kComponent,
+  FOXHUNT_CHECK(taus.size() == q.size() && taus.size() >= 2, kServingComponent,
                 "forecast distribution: expected as many quantiles as levels (at least 2), got ",
                 q.size(), " quantiles for ", taus.size(), " levels");
   std::vector<double> v = q;
   for (size_t k = 0; k < v.size(); ++k)
-    FOXHUNT_CHECK(std::isfinite(v[k]) && std::isfinite(taus[k]), kComponent,
+    FOXHUNT_CHECK(std::isfinite(v[k]) && std::isfinite(taus[k]), kServingComponent,
                   "forecast distribution: quantile ", k, " is not finite (", v[k], ")");
-  FOXHUNT_CHECK(std::isfinite(x), kComponent, "forecast distribution: threshold ", x,
+  FOXHUNT_CHECK(std::isfinite(x), kServingComponent, "forecast distribution: threshold ", x,
                 " is not finite");
   std::sort(v.begin(), v.end());  // crossing quantiles: the rearranged (monotone) forecast
   const size_t n = v.size();
@@ -220,7 +220,7 @@ double forecast_probability_above(const std::vector<double>& taus, const std::ve
 
 double forecast_signal(const std::vector<double>& taus, const std::vector<double>& q,
                        const DecisionRule& rule) {
-  FOXHUNT_CHECK(rule.periods_per_year > 0, kComponent,
+  FOXHUNT_CHECK(rule.periods_per_year > 0, kServingComponent,
                 "forecast signal: the rule's periods_per_year is not resolved (resolve_rule)");
   const double c = rule.cost_bps * 1e-4;
   const double up = forecast_probability_above(taus, q, c);
@@ -290,7 +290,8 @@ struct ThreadPool::State {
 };
 
 ThreadPool::ThreadPool(int threads) : state_(std::make_unique<State>()) {
-  FOXHUNT_CHECK(threads >= 0, kComponent, "thread pool: expected >= 0 threads, got ", threads);
+  FOXHUNT_CHECK(threads >= 0, kServingComponent, "thread pool: expected >= 0 threads, got ",
+                threads);
   state_->intra_op_threads = at::get_num_threads();
   for (int i = 0; i < threads; ++i)
     state_->workers.emplace_back([s = state_.get()] { s->worker(); });
@@ -354,7 +355,8 @@ struct ServedModel::History {
 };
 
 ServedModel::ServedModel(Bundle bundle) {
-  FOXHUNT_CHECK(bundle.model != nullptr, kComponent, "served model: the bundle has no model");
+  FOXHUNT_CHECK(bundle.model != nullptr, kServingComponent,
+                "served model: the bundle has no model");
   check_instrument_selected(bundle, "serving one instrument");
   bundle.model->module().eval();
   history_ = std::make_unique<History>(std::move(bundle));
@@ -507,7 +509,7 @@ std::vector<Bundle> load_ensemble_bundles(const std::string& dir, const torch::D
       problems += std::string(problems.empty() ? "" : "; ") + e.what();
     }
   }
-  FOXHUNT_CHECK(problems.empty(), kComponent, "bundles ", dir, ": expected the bundles ",
+  FOXHUNT_CHECK(problems.empty(), kServingComponent, "bundles ", dir, ": expected the bundles ",
                 models::joined_model_names(), ": ", problems);
   return bundles;
 }
@@ -520,7 +522,7 @@ Ensemble Ensemble::load(const std::string& dir, std::optional<DecisionRule> rule
 
 Ensemble::Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule)
     : rule_(resolve_rule(rule, bundles)) {
-  FOXHUNT_CHECK(!bundles.empty(), kComponent, "an ensemble needs at least one bundle");
+  FOXHUNT_CHECK(!bundles.empty(), kServingComponent, "an ensemble needs at least one bundle");
   for (auto& b : bundles) {
     horizon_ = std::max(horizon_, b.model->spec().horizon);
     models_.emplace_back(std::move(b));

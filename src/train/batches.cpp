@@ -7,19 +7,19 @@
 namespace foxhunt::train {
 
 namespace {
-constexpr const char* kComponent = "batches";
+constexpr const char* kBatchesComponent = "batches";
 }
 
 torch::Tensor to_tensor(const data::Matrix& m, const torch::Device& device) {
-  FOXHUNT_CHECK(static_cast<int64_t>(m.data.size()) == m.rows * m.cols, kComponent, "matrix ",
-                m.rows, "x", m.cols, " holds ", m.data.size(), " values");
+  FOXHUNT_CHECK(static_cast<int64_t>(m.data.size()) == m.rows * m.cols, kBatchesComponent,
+                "matrix ", m.rows, "x", m.cols, " holds ", m.data.size(), " values");
   auto t = torch::empty({m.rows, m.cols}, torch::kFloat32);
   std::copy(m.data.begin(), m.data.end(), t.data_ptr<float>());
   return t.to(device);
 }
 
 data::Matrix from_tensor(const torch::Tensor& t) {
-  FOXHUNT_CHECK(t.dim() == 2 && t.is_floating_point(), kComponent,
+  FOXHUNT_CHECK(t.dim() == 2 && t.is_floating_point(), kBatchesComponent,
                 "expected a 2-D floating tensor, got rank ", t.dim(), " dtype ", t.scalar_type());
   const auto c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
   data::Matrix m(c.size(0), c.size(1));
@@ -29,19 +29,19 @@ data::Matrix from_tensor(const torch::Tensor& t) {
 
 torch::Tensor states_tensor(const std::vector<std::vector<float>>& states,
                             const torch::Device& device) {
-  FOXHUNT_CHECK(!states.empty(), kComponent, "states_tensor: no states");
+  FOXHUNT_CHECK(!states.empty(), kBatchesComponent, "states_tensor: no states");
   const auto dim = static_cast<int64_t>(states.front().size());
   auto t = torch::empty({static_cast<int64_t>(states.size()), dim}, torch::kFloat32);
   for (size_t i = 0; i < states.size(); ++i) {
-    FOXHUNT_CHECK(static_cast<int64_t>(states[i].size()) == dim, kComponent, "state ", i, " has ",
-                  states[i].size(), " values, expected ", dim);
+    FOXHUNT_CHECK(static_cast<int64_t>(states[i].size()) == dim, kBatchesComponent, "state ", i,
+                  " has ", states[i].size(), " values, expected ", dim);
     std::copy(states[i].begin(), states[i].end(), t.data_ptr<float>() + i * dim);
   }
   return t.to(device);
 }
 
 data::WindowSpec window_of(const models::IoSpec& spec) {
-  FOXHUNT_CHECK(spec.is_forecaster(), kComponent,
+  FOXHUNT_CHECK(spec.is_forecaster(), kBatchesComponent,
                 "expected a forecaster (window and horizon > 0), got window ", spec.window,
                 ", horizon ", spec.horizon);
   return {spec.window, spec.horizon};
@@ -51,14 +51,15 @@ void check_market_spec(const std::string& model, const models::IoSpec& spec) {
   window_of(spec);
   for (const auto& in : spec.inputs) {
     if (in.role == models::InputRole::kStaticId) continue;
-    FOXHUNT_CHECK(in.role != models::InputRole::kState, kComponent, "model '", model, "' input '",
-                  in.name, "': a state input is fed by an environment, not by market windows");
+    FOXHUNT_CHECK(in.role != models::InputRole::kState, kBatchesComponent, "model '", model,
+                  "' input '", in.name,
+                  "': a state input is fed by an environment, not by market windows");
     const auto& fs = data::feature_set(in.feature_set);
-    FOXHUNT_CHECK(fs.width == in.features, kComponent, "model '", model, "' input '", in.name,
-                  "': the feature set '", fs.name, "' gives ", fs.width,
+    FOXHUNT_CHECK(fs.width == in.features, kBatchesComponent, "model '", model, "' input '",
+                  in.name, "': the feature set '", fs.name, "' gives ", fs.width,
                   " values per bar, the model expects ", in.features);
     const int64_t steps = in.role == models::InputRole::kPastFeatures ? spec.window : spec.horizon;
-    FOXHUNT_CHECK(in.steps == steps, kComponent, "model '", model, "' input '", in.name,
+    FOXHUNT_CHECK(in.steps == steps, kBatchesComponent, "model '", model, "' input '", in.name,
                   "': expected ", steps, " steps, the spec says ", in.steps);
   }
 }
@@ -74,12 +75,12 @@ models::Batch market_batch(const data::MarketDataset& ds, const models::IoSpec& 
 models::Batch market_batch(const std::vector<const data::MarketDataset*>& panel,
                            const models::IoSpec& spec, const std::vector<data::WindowRef>& refs,
                            const torch::Device& device) {
-  FOXHUNT_CHECK(!refs.empty(), kComponent, "market batch: no anchors");
+  FOXHUNT_CHECK(!refs.empty(), kBatchesComponent, "market batch: no anchors");
   for (const auto& r : refs)
     FOXHUNT_CHECK(r.instrument >= 0 && r.instrument < static_cast<int64_t>(panel.size()) &&
                       panel[static_cast<size_t>(r.instrument)] != nullptr,
-                  kComponent, "market batch: instrument ", r.instrument, " outside the panel of ",
-                  panel.size());
+                  kBatchesComponent, "market batch: instrument ", r.instrument,
+                  " outside the panel of ", panel.size());
   const auto ds = [&](int64_t i) -> const data::MarketDataset& {
     return *panel[static_cast<size_t>(refs[static_cast<size_t>(i)].instrument)];
   };
@@ -109,7 +110,8 @@ models::Batch market_batch(const std::vector<const data::MarketDataset*>& panel,
         break;
       }
       case models::InputRole::kState:
-        FOXHUNT_FAIL(kComponent, "input '", in.name, "': a state input has no market window");
+        FOXHUNT_FAIL(kBatchesComponent, "input '", in.name,
+                     "': a state input has no market window");
     }
     batch.inputs.push_back(t.to(device));
   }

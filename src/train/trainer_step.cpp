@@ -18,7 +18,7 @@ namespace foxhunt::train {
 
 namespace {
 
-constexpr const char* kComponent = "trainer_step";
+constexpr const char* kTrainerStepComponent = "trainer_step";
 
 // Random transitions the DQN collects before its first measured update: enough to sample from
 // (with replacement) at any batch; the buffer's bytes are reserved in full anyway.
@@ -59,20 +59,21 @@ EnvFactory rl_envs(const TrainerStepSpec& spec, const RlShape& shape) {
     };
   }
   auto probe = spec.env(0);
-  FOXHUNT_CHECK(probe != nullptr, kComponent, "the environment factory returned null");
+  FOXHUNT_CHECK(probe != nullptr, kTrainerStepComponent, "the environment factory returned null");
   FOXHUNT_CHECK(
       probe->observation_size() == shape.state_dim && probe->action_count() == shape.actions,
-      kComponent, spec.model, ": the environment has observations of ", probe->observation_size(),
-      " and ", probe->action_count(), " actions, the model options expect state_dim ",
-      shape.state_dim, " and ", shape.actions, " actions");
+      kTrainerStepComponent, spec.model, ": the environment has observations of ",
+      probe->observation_size(), " and ", probe->action_count(),
+      " actions, the model options expect state_dim ", shape.state_dim, " and ", shape.actions,
+      " actions");
   return spec.env;
 }
 
 nlohmann::json trainer_json(const TrainerStepSpec& spec) {
   nlohmann::json j =
       spec.trainer_options.is_null() ? nlohmann::json::object() : spec.trainer_options;
-  FOXHUNT_CHECK(j.is_object(), kComponent, "trainer options: expected a JSON object, got ",
-                j.type_name());
+  FOXHUNT_CHECK(j.is_object(), kTrainerStepComponent,
+                "trainer options: expected a JSON object, got ", j.type_name());
   j["seed"] = spec.seed;
   j["device"] = spec.device;
   return j;
@@ -208,9 +209,9 @@ class ForecastStep final : public TrainerStep {
 }  // namespace
 
 std::unique_ptr<TrainerStep> make_trainer_step(const TrainerStepSpec& spec) {
-  FOXHUNT_CHECK(spec.seq_len >= 0, kComponent, "seq_len: expected >= 0 (0 = model default), got ",
-                spec.seq_len);
-  FOXHUNT_CHECK(models::in_catalog(spec.model), kComponent, "model: expected one of ",
+  FOXHUNT_CHECK(spec.seq_len >= 0, kTrainerStepComponent,
+                "seq_len: expected >= 0 (0 = model default), got ", spec.seq_len);
+  FOXHUNT_CHECK(models::in_catalog(spec.model), kTrainerStepComponent, "model: expected one of ",
                 models::joined_model_names(), " (the trainers), got '", spec.model, "'");
   switch (models::catalog_entry(spec.model).trainer) {
     case models::TrainerKind::kDqn:
@@ -220,7 +221,7 @@ std::unique_ptr<TrainerStep> make_trainer_step(const TrainerStepSpec& spec) {
     case models::TrainerKind::kForecast:
       return std::make_unique<ForecastStep>(spec);
   }
-  throw Error(kComponent, "unhandled trainer kind of '" + spec.model + "'");
+  throw Error(kTrainerStepComponent, "unhandled trainer kind of '" + spec.model + "'");
 }
 
 }  // namespace foxhunt::train
