@@ -2,6 +2,7 @@
 // against the fp32 Linear it replaces, at the TFT's shapes (rows = batch x positions): the
 // measurement that picks the kernel path.
 //   build/quant_bench [--benchmark_filter=Int8]
+#include "../src/quant/int8_fused.h"
 #include "bench_main.h"
 #include "foxhunt/models/tft.h"
 #include "foxhunt/quant/int8_linear.h"
@@ -36,9 +37,11 @@ void shapes(benchmark::internal::Benchmark* b) {
 }
 
 // The whole default TFT (past_features 225, hidden 32, window 60) at batch range(1), FP32
-// (range(0) = 0) or INT8 after PTQ (range(0) = 1), under InferenceMode as served.
+// (range(0) = 0), INT8 after PTQ (1) or INT8 with the VSN kernel's VNNI products turned off
+// (2: the portable path), under InferenceMode as served.
 void BM_TftForward(benchmark::State& state) {
   const bool int8 = state.range(0) != 0;
+  const bool vnni = foxhunt::quant::detail::set_int8_vnni(state.range(0) != 2);
   const int64_t batch = state.range(1);
   torch::manual_seed(1);
   foxhunt::models::TftNet net{foxhunt::models::TftOptions()};
@@ -60,6 +63,7 @@ void BM_TftForward(benchmark::State& state) {
                   : net->forward(b.inputs[0], b.inputs[1], b.inputs[2]);
     benchmark::DoNotOptimize(y.data_ptr());
   }
+  foxhunt::quant::detail::set_int8_vnni(vnni);
   state.SetItemsProcessed(state.iterations() * batch);
 }
 
@@ -77,8 +81,10 @@ int main(int argc, char** argv) {
         ->ArgNames({"int8", "batch"})
         ->Args({0, 1})
         ->Args({1, 1})
+        ->Args({2, 1})
         ->Args({0, 64})
         ->Args({1, 64})
+        ->Args({2, 64})
         ->Unit(benchmark::kMillisecond);
   });
 }

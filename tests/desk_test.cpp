@@ -60,13 +60,15 @@ std::vector<Bundle> seeded_bundles() {
 // Every decision of a panel stream, by (timestamp, symbol).
 using Results = std::map<std::pair<int64_t, std::string>, BarDecision>;
 
+// `order`, when given, receives the desk's dispatch order after the stream.
 Results serve(const data::Panel& panel, const PanelStreamOptions& options = {},
-              const DeskOptions& desk_options = {}) {
+              const DeskOptions& desk_options = {}, std::vector<std::string>* order = nullptr) {
   Desk desk(seeded_bundles(), {}, desk_options);
   Results r;
   stream_panel(desk, panel, options, [&](int64_t t, const std::vector<InstrumentDecision>& ds) {
     for (const auto& d : ds) r[{t, d.symbol}] = d.decision;
   });
+  if (order) *order = desk.dispatch_order();
   return r;
 }
 
@@ -158,7 +160,19 @@ TEST_F(DeskTest, BatchedEqualsEachInstrumentAloneOnTheRealPanel) {
 
 TEST_F(DeskTest, OneInstrumentMatchesTheSingleSeriesEnsemble) {
   const auto panel = only(real_panel(), "NASDAQ");
-  const Results desk = serve(panel);
+  std::vector<std::string> order;
+  const Results desk = serve(panel, {}, {}, &order);
+  // The next timestamp hands the models out costliest first, by their times on the last one
+  // (each signal's latency_us); before any timestamp the bundles' order stands.
+  const auto& last = desk.rbegin()->second.signals;
+  std::vector<const ModelSignal*> by_cost;
+  for (const auto& s : last) by_cost.push_back(&s);
+  std::stable_sort(by_cost.begin(), by_cost.end(),
+                   [](auto* a, auto* b) { return a->latency_us > b->latency_us; });
+  ASSERT_EQ(order.size(), by_cost.size());
+  for (size_t m = 0; m < order.size(); ++m) EXPECT_EQ(order[m], by_cost[m]->model) << m;
+  EXPECT_GT(by_cost.front()->latency_us, by_cost.back()->latency_us);
+  EXPECT_EQ(Desk(seeded_bundles()).dispatch_order(), Desk(seeded_bundles()).model_names());
   Ensemble e(seeded_bundles());
   double worst = 0;
   int compared = 0;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "../src/quant/int8_fused.h"
 #include "../src/quant/int8_gemm.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/fused_kernels.h"
@@ -192,6 +193,60 @@ TEST(TftInt8Test, FusedKernelsEqualTheLayerByLayerPath) {
       const double err = rel_rms(reference, fused);
       EXPECT_LT(err, 1e-3) << "hidden " << o.hidden() << ", batch " << batch;
     }
+  }
+}
+
+// The VSN kernel's VNNI products against its portable ones, on random codes (the extremes
+// +-127 included, where the +128 bias of the unsigned operand matters) and a ragged number of
+// positions: the same integers, so the same floats, bit for bit.
+TEST(TftInt8Test, VnniVsnProductsEqualThePortableOnesBitForBit) {
+  if (!quant::detail::int8_vnni_available()) GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+  const int64_t v = 5, hi = 8, h = 32;
+  torch::manual_seed(11);
+  const auto f = [](std::vector<int64_t> shape, double scale) {
+    return (torch::randn(shape) * scale).contiguous();
+  };
+  auto fc1 = torch::randint(-127, 128, {v, hi, hi}).to(torch::kChar);
+  auto glu = torch::randint(-127, 128, {v, hi, 2 * h}).to(torch::kChar);
+  glu.select(0, 0).fill_(127);  // every code at an extreme for one variable
+  glu.select(0, 1).fill_(-127);
+  const auto s2 = f({v, hi}, 1.0), o2 = f({v, hi}, 0.5), b1 = f({v, hi}, 0.2);
+  const auto bg = f({v, 2 * h}, 0.2), ss = f({v, h}, 1.0), so = f({v, h}, 0.5);
+  const auto nw = f({v, h}, 1.0), nb = f({v, h}, 0.2);
+  const auto in1 = torch::full({v}, 0.02f), sc1 = torch::full({v}, 1e-5f);
+  const auto ing = torch::full({v}, 0.01f), scg = torch::full({v}, 2e-4f);
+  quant::detail::VsnInt8Weights p;
+  p.variables = v;
+  p.inner = hi;
+  p.hidden = h;
+  p.fc2_slope = s2.data_ptr<float>();
+  p.fc2_offset = o2.data_ptr<float>();
+  p.fc1_codes = fc1.data_ptr<int8_t>();
+  p.fc1_input_scale = in1.data_ptr<float>();
+  p.fc1_scale = sc1.data_ptr<float>();
+  p.fc1_bias = b1.data_ptr<float>();
+  p.glu_codes = glu.data_ptr<int8_t>();
+  p.glu_input_scale = ing.data_ptr<float>();
+  p.glu_scale = scg.data_ptr<float>();
+  p.glu_bias = bg.data_ptr<float>();
+  p.skip_slope = ss.data_ptr<float>();
+  p.skip_offset = so.data_ptr<float>();
+  p.norm_weight = nw.data_ptr<float>();
+  p.norm_bias = nb.data_ptr<float>();
+  for (int64_t n : {1, 17, 40}) {
+    const auto x = f({n, v}, 1.0);
+    const auto w = torch::softmax(torch::randn({n, v}), 1).contiguous();
+    auto vnni = torch::empty({n, h}), portable = torch::empty({n, h});
+    quant::detail::vsn_weighted_grns_int8(p, x.data_ptr<float>(), w.data_ptr<float>(), n,
+                                          vnni.data_ptr<float>());
+    const bool was = quant::detail::set_int8_vnni(false);
+    quant::detail::vsn_weighted_grns_int8(p, x.data_ptr<float>(), w.data_ptr<float>(), n,
+                                          portable.data_ptr<float>());
+    quant::detail::set_int8_vnni(was);
+    EXPECT_TRUE(vnni.isfinite().all().item<bool>());
+    EXPECT_GT(portable.abs().max().item<double>(), 0.1) << "a non-trivial output";
+    EXPECT_TRUE(torch::equal(vnni, portable))
+        << "n " << n << ": max difference " << (vnni - portable).abs().max().item<double>();
   }
 }
 

@@ -5,10 +5,21 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/simd.h"
+
+// AVX512-VNNI for the VSN's GLU products: GCC on x86-64 (a target attribute and a run-time CPU
+// check; clang builds, the fuzzers', keep the portable path).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define FOXHUNT_INT8_VNNI 1
+#define FOXHUNT_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#else
+#define FOXHUNT_INT8_VNNI 0
+#endif
 
 namespace foxhunt::quant::detail {
 
@@ -16,6 +27,7 @@ namespace {
 
 using simd::kLanes;
 using simd::v16;
+using simd::v16i;
 
 // The codes of x at activation scale 1 / inv, as integer-valued floats: round half to even of
 // clamp(x * inv, -127, 127), the rounding of the layer-by-layer path (codes_of in
@@ -28,12 +40,36 @@ FOXHUNT_INLINE v16 codes(v16 x, float inv) {
   return (v + kMagic) - kMagic;
 }
 
+// The GLU's products on the portable path: the codes as floats (their products are integers,
+// summed exactly: |sum| < 2^24), lanes = positions.
+struct FloatGlu {
+  float* w = nullptr;  // [Hi, 2H] one variable's codes as floats (scratch)
+  void load(const int8_t* codes, int64_t hi, int64_t h2) {
+    for (int64_t i = 0; i < hi * h2; ++i) w[i] = static_cast<float>(codes[i]);
+  }
+  // y[c] (value) and g[c] (gate pre-activation) = s (q1 . codes[:, c]) + bias, c < H.
+  FOXHUNT_INLINE void products(const v16* q1, int64_t hi, int64_t h, float scale, const float* bias,
+                               v16* y, v16* g) const {
+    for (int64_t c = 0; c < h; ++c) {
+      v16 a{}, gate{};
+      for (int64_t j = 0; j < hi; ++j) {
+        a += q1[j] * w[j * 2 * h + c];
+        gate += q1[j] * w[j * 2 * h + h + c];
+      }
+      y[c] = a * scale + bias[c];
+      g[c] = gate * scale + bias[h + c];
+    }
+  }
+};
+
 // Every variable over the lane blocks [first, last) of positions; xt, wt [V, np] (positions
-// contiguous), acc [H, np] accumulated in place; `wf` holds one variable's codes as floats
-// (Hi * Hi + Hi * 2H). HI and H > 0 fix the widths at compile time; 0 takes them from `p`.
-template <int64_t HI, int64_t H>
+// contiguous), acc [H, np] accumulated in place; `w1` holds one variable's fc1 codes as floats
+// (Hi * Hi), `glu` its GLU codes (FloatGlu or VnniGlu). HI and H > 0 fix the widths at compile
+// time; 0 takes them from `p`.
+template <int64_t HI, int64_t H, typename Glu>
 FOXHUNT_INLINE void variables_body(const VsnInt8Weights& p, const float* xt, const float* wt,
-                                   int64_t np, int64_t first, int64_t last, float* wf, float* acc) {
+                                   int64_t np, int64_t first, int64_t last, float* w1, Glu& glu,
+                                   float* acc) {
   const int64_t hi = HI > 0 ? HI : p.inner, h = H > 0 ? H : p.hidden;
   constexpr int64_t kHi = HI > 0 ? HI : kMaxInt8VsnInner, kH = H > 0 ? H : kMaxInt8VsnHidden;
   const float inv_h = 1.0f / static_cast<float>(h);
@@ -47,13 +83,9 @@ FOXHUNT_INLINE void variables_body(const VsnInt8Weights& p, const float* xt, con
     const float* so = p.skip_offset + v * h;
     const float* nw = p.norm_weight + v * h;
     const float* nb = p.norm_bias + v * h;
-    // The codes as floats: their products are integers, summed exactly (|sum| < 2^24).
-    float* w1 = wf;
-    float* wg = wf + hi * hi;
     const int8_t* c1 = p.fc1_codes + v * hi * hi;
-    const int8_t* cg = p.glu_codes + v * hi * 2 * h;
     for (int64_t i = 0; i < hi * hi; ++i) w1[i] = static_cast<float>(c1[i]);
-    for (int64_t i = 0; i < hi * 2 * h; ++i) wg[i] = static_cast<float>(cg[i]);
+    glu.load(p.glu_codes + v * hi * 2 * h, hi, 2 * h);
     const float inv1 = 1.0f / p.fc1_input_scale[v], sc1 = p.fc1_scale[v];
     const float invg = 1.0f / p.glu_input_scale[v], scg = p.glu_scale[v];
     for (int64_t n0 = first * kLanes; n0 < last * kLanes; n0 += kLanes) {
@@ -67,15 +99,7 @@ FOXHUNT_INLINE void variables_body(const VsnInt8Weights& p, const float* xt, con
       }
       // As in the FP32 kernel: the products first, then the sigmoids (independent exp/divide
       // chains for the out-of-order core), then the skip and the LayerNorm.
-      for (int64_t c = 0; c < h; ++c) {
-        v16 a{}, gate{};
-        for (int64_t j = 0; j < hi; ++j) {
-          a += q1[j] * wg[j * 2 * h + c];
-          gate += q1[j] * wg[j * 2 * h + h + c];
-        }
-        y[c] = a * scg + bg[c];
-        g[c] = gate * scg + bg[h + c];
-      }
+      glu.products(q1, hi, h, scg, bg, y, g);
       for (int64_t c = 0; c < h; ++c) g[c] = simd::sigmoid(g[c]);
       v16 sum0{}, sum1{};
       for (int64_t c = 0; c < h; ++c) {
@@ -101,12 +125,86 @@ FOXHUNT_INLINE void variables_body(const VsnInt8Weights& p, const float* xt, con
 FOXHUNT_KERNEL_CLONES
 void variables_8_32(const VsnInt8Weights& p, const float* xt, const float* wt, int64_t np,
                     int64_t first, int64_t last, float* wf, float* acc) {
-  variables_body<8, 32>(p, xt, wt, np, first, last, wf, acc);
+  FloatGlu glu{wf + 8 * 8};
+  variables_body<8, 32>(p, xt, wt, np, first, last, wf, glu, acc);
 }
 FOXHUNT_KERNEL_CLONES
 void variables_any(const VsnInt8Weights& p, const float* xt, const float* wt, int64_t np,
                    int64_t first, int64_t last, float* wf, float* acc) {
-  variables_body<0, 0>(p, xt, wt, np, first, last, wf, acc);
+  FloatGlu glu{wf + p.inner * p.inner};
+  variables_body<0, 0>(p, xt, wt, np, first, last, wf, glu, acc);
+}
+
+#if FOXHUNT_INT8_VNNI
+// The GLU's products on AVX512-VNNI: vpdpbusd sums four u8 x s8 products per 32-bit lane, so
+// the 8 codes of a position are two int32 lanes' worth (4x fewer instructions than the fp32
+// FMAs). The activation codes (-127..127) go in biased by +128 (unsigned bytes); each output's
+// accumulator starts at -128 * (sum of its weight codes), so the int32 sum is exactly q1 . w,
+// the same integer the portable path sums: the two paths agree bit for bit.
+constexpr int64_t kVnniInner = 8, kVnniHidden = 32;
+struct VnniGlu {
+  int32_t packed[kVnniInner / 4 * 2 * kVnniHidden];  // [Hi / 4, 2H]: byte k = input 4 g + k
+  int32_t start[2 * kVnniHidden];                    // -128 * sum of output c's codes
+  void load(const int8_t* codes, int64_t hi, int64_t h2) {
+    for (int64_t c = 0; c < h2; ++c) {
+      int32_t sum = 0;
+      for (int64_t j = 0; j < hi; ++j) sum += codes[j * h2 + c];
+      start[c] = -128 * sum;
+      for (int64_t g = 0; g < hi / 4; ++g) {
+        uint32_t word = 0;
+        for (int64_t k = 0; k < 4; ++k)
+          word |= static_cast<uint32_t>(static_cast<uint8_t>(codes[(4 * g + k) * h2 + c]))
+                  << (8 * k);
+        packed[g * h2 + c] = static_cast<int32_t>(word);
+      }
+    }
+  }
+  FOXHUNT_VNNI_TARGET inline void products(const v16* q1, int64_t hi, int64_t h, float scale,
+                                           const float* bias, v16* y, v16* g) const {
+    const int64_t h2 = 2 * h, groups = hi / 4;
+    __m512i a[kVnniInner / 4];
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      v16i word{};
+      for (int64_t k = 0; k < 4; ++k)
+        word |= (__builtin_convertvector(q1[4 * gi + k], v16i) + 128) << (8 * k);
+      a[gi] = reinterpret_cast<__m512i>(word);
+    }
+    for (int64_t c = 0; c < h2; ++c) {
+      __m512i s = _mm512_set1_epi32(start[c]);
+      for (int64_t gi = 0; gi < groups; ++gi)
+        s = _mm512_dpbusd_epi32(s, a[gi], _mm512_set1_epi32(packed[gi * h2 + c]));
+      const v16 f = __builtin_convertvector(reinterpret_cast<v16i>(s), v16) * scale + bias[c];
+      (c < h ? y[c] : g[c - h]) = f;
+    }
+  }
+};
+
+// flatten: the body, its helpers and VnniGlu::products inlined here, in this target.
+FOXHUNT_VNNI_TARGET __attribute__((flatten)) void variables_8_32_vnni(const VsnInt8Weights& p,
+                                                                      const float* xt,
+                                                                      const float* wt, int64_t np,
+                                                                      int64_t first, int64_t last,
+                                                                      float* wf, float* acc) {
+  VnniGlu glu;
+  variables_body<8, 32>(p, xt, wt, np, first, last, wf, glu, acc);
+}
+
+bool cpu_has_vnni() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni");
+}
+#else
+bool cpu_has_vnni() {
+  return false;
+}
+#endif
+
+std::atomic<bool> g_vnni_enabled{true};
+
+bool use_vnni() {
+  static const bool has = cpu_has_vnni();
+  return has && g_vnni_enabled.load(std::memory_order_relaxed);
 }
 
 void variables(const VsnInt8Weights& p, const float* xt, const float* wt, int64_t np, int64_t first,
@@ -115,10 +213,14 @@ void variables(const VsnInt8Weights& p, const float* xt, const float* wt, int64_
   // counts it): 2.3 KiB at the default widths.
   auto wf = torch::empty({p.inner * p.inner + p.inner * 2 * p.hidden}, torch::kFloat);
   float* f = wf.mutable_data_ptr<float>();
-  if (p.inner == 8 && p.hidden == 32)
+  if (p.inner == 8 && p.hidden == 32) {
+#if FOXHUNT_INT8_VNNI
+    if (use_vnni()) return variables_8_32_vnni(p, xt, wt, np, first, last, f, acc);
+#endif
     variables_8_32(p, xt, wt, np, first, last, f, acc);
-  else
+  } else {
     variables_any(p, xt, wt, np, first, last, f, acc);
+  }
 }
 
 // codes() of one float: the tail of a vector loop.
@@ -236,6 +338,15 @@ void vsn_weighted_grns_int8(const VsnInt8Weights& p, const float* x, const float
   }
   for (int64_t r = 0; r < n; ++r)
     for (int64_t c = 0; c < h; ++c) out[r * h + c] = acc[c * np + r];
+}
+
+bool int8_vnni_available() {
+  static const bool has = cpu_has_vnni();
+  return has;
+}
+
+bool set_int8_vnni(bool enabled) {
+  return g_vnni_enabled.exchange(enabled, std::memory_order_relaxed);
 }
 
 int64_t int8_lstm_scratch_floats(int64_t hidden) {

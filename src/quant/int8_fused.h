@@ -41,6 +41,13 @@ inline constexpr int64_t kMaxInt8VsnHidden = 256;
 void vsn_weighted_grns_int8(const VsnInt8Weights& p, const float* x, const float* w, int64_t n,
                             float* out);
 
+/// Whether this CPU has AVX512-VNNI, which the VSN kernel uses at the default widths (inner 8,
+/// hidden 32) for the GLU's code products; they sum the same integers as the portable path.
+bool int8_vnni_available();
+/// Allows (true, the default) or forbids the VNNI path process-wide; returns the previous value
+/// (tests compare the two paths).
+bool set_int8_vnni(bool enabled);
+
 /// Scratch floats int8_lstm_recurrence needs for hidden width H.
 int64_t int8_lstm_scratch_floats(int64_t hidden);
 

@@ -152,6 +152,12 @@ std::vector<std::string> Desk::model_names() const {
   return out;
 }
 
+std::vector<std::string> Desk::dispatch_order() const {
+  std::vector<std::string> out;
+  for (size_t m : detail::longest_first(impl_->cost_us)) out.push_back(impl_->plans[m].name);
+  return out;
+}
+
 const DecisionRule& Desk::rule() const {
   return impl_->rule;
 }
@@ -234,12 +240,8 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
   }
 
   // 4. One batch per model (chunks of max_batch), the models concurrently.
-  std::vector<size_t> order(d.plans.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&d](size_t a, size_t b) { return d.cost_us[a] > d.cost_us[b]; });
   std::vector<std::function<void()>> tasks;
-  for (size_t m : order)
+  for (size_t m : detail::longest_first(d.cost_us))
     tasks.emplace_back([&, m] {
       const auto tm = std::chrono::steady_clock::now();
       std::optional<memory::MemoryScope> scope;

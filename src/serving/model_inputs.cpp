@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
 
 #include "foxhunt/core/error.h"
@@ -47,6 +48,14 @@ std::vector<float> softmax(const float* x, int64_t n, double temperature) {
 
 double micros_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<size_t> longest_first(const std::vector<double>& cost_us) {
+  std::vector<size_t> order(cost_us.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return cost_us[a] > cost_us[b]; });
+  return order;
 }
 
 // ---- row ring -----------------------------------------------------------------------------------

@@ -111,4 +111,8 @@ std::vector<int64_t> next_timestamps(int64_t last, int64_t prev, int64_t horizon
 
 double micros_since(std::chrono::steady_clock::time_point t0);
 
+// The models' dispatch order from their times on the previous bar or timestamp: costliest first
+// (the caller runs it at once; longest task first), ties in the given order.
+std::vector<size_t> longest_first(const std::vector<double>& cost_us);
+
 }  // namespace foxhunt::serving::detail

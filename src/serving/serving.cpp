@@ -556,11 +556,7 @@ bool Ensemble::try_on_bar(const data::Bar& bar, BarDecision* out, std::string* w
 std::vector<size_t> Ensemble::task_order() const {
   // The costliest model (its time on the previous bar) is handed out first, so that it starts at
   // once and the small ones share the other threads meanwhile (longest task first).
-  std::vector<size_t> order(models_.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [this](size_t a, size_t b) { return cost_us_[a] > cost_us_[b]; });
-  return order;
+  return detail::longest_first(cost_us_);
 }
 
 std::vector<std::string> Ensemble::dispatch_order() const {

@@ -31,7 +31,8 @@
 /// At inference on the CPU (fp32 inputs, models::fused_cpu_kernels() on) two fused kernels run
 /// instead of layer-by-layer ops, with the same integer sums: each VSN's per-variable GRNs,
 /// quantization, selection weighting and all, in one pass over 16 positions at a time (the
-/// FP32 model's VSN kernel on codes), and each LSTM layer's recurrence.
+/// FP32 model's VSN kernel on codes; its GLU products on AVX512-VNNI where the CPU has it), and
+/// each LSTM layer's recurrence.
 ///
 /// PTQ, QAT and the converted model share one functional forward (`tft_quant_forward`) over an
 /// `TftQuantOps`, so the float pass that calibrates, the fake-quantized pass that trains and the

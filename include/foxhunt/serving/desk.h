@@ -111,6 +111,9 @@ class Desk {
   int64_t warmup_bars() const;
   /// The served models' names, in order.
   std::vector<std::string> model_names() const;
+  /// The served models in the order the next timestamp hands them out: the costliest on the
+  /// previous timestamp first (the calling thread runs it), the bundles' order before any.
+  std::vector<std::string> dispatch_order() const;
   /// The decision rule.
   const DecisionRule& rule() const;
   /// Runs the models one by one (false) or concurrently (true).
