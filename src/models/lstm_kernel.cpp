@@ -12,10 +12,6 @@ namespace {
 using simd::kLanes;
 using simd::v16;
 
-FOXHUNT_INLINE float sigmoid1(float x) {
-  return 1.0f / (1.0f + std::exp(-x));
-}
-
 FOXHUNT_KERNEL_CLONES
 void recurrence(const float* xg, const float* w_hh, int64_t B, int64_t T, int64_t H, float* h,
                 float* c, float* out, float* scratch) {
@@ -25,7 +21,6 @@ void recurrence(const float* xg, const float* w_hh, int64_t B, int64_t T, int64_
   for (int64_t o = 0; o < G; ++o)
     for (int64_t k = 0; k < H; ++k) wt[k * G + o] = w_hh[o * H + k];
   const int64_t G128 = G / (8 * kLanes) * (8 * kLanes), G16 = G / kLanes * kLanes;
-  const int64_t H16 = H / kLanes * kLanes;
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t b = 0; b < B; ++b) {
       const float* x = xg + (b * T + t) * G;
@@ -53,27 +48,7 @@ void recurrence(const float* xg, const float* w_hh, int64_t B, int64_t T, int64_
         for (int64_t k = 0; k < H; ++k) acc += hb[k] * wt[k * G + o0];
         gates[o0] = acc;
       }
-      float* ob = out + (b * T + t) * H;
-      int64_t j = 0;
-      for (; j < H16; j += kLanes) {
-        const v16 i = simd::sigmoid(simd::load(gates + j));
-        const v16 f = simd::sigmoid(simd::load(gates + H + j));
-        const v16 g = simd::tanh(simd::load(gates + 2 * H + j));
-        const v16 o = simd::sigmoid(simd::load(gates + 3 * H + j));
-        const v16 cn = f * simd::load(cb + j) + i * g;
-        const v16 hn = o * simd::tanh(cn);
-        simd::store(cb + j, cn);
-        simd::store(hb + j, hn);
-        simd::store(ob + j, hn);
-      }
-      for (; j < H; ++j) {
-        const float cn =
-            sigmoid1(gates[H + j]) * cb[j] + sigmoid1(gates[j]) * std::tanh(gates[2 * H + j]);
-        const float hn = sigmoid1(gates[3 * H + j]) * std::tanh(cn);
-        cb[j] = cn;
-        hb[j] = hn;
-        ob[j] = hn;
-      }
+      simd::lstm_cell(gates, H, cb, hb, out + (b * T + t) * H);
     }
   }
 }

@@ -114,7 +114,6 @@ FOXHUNT_INLINE void vsn_variables_body(const VsnGrnWeights& p, const DropoutMask
   // the accumulating store.
   const int64_t hi = HI > 0 ? HI : p.inner, h = H > 0 ? H : p.hidden;
   constexpr int64_t kHi = HI > 0 ? HI : kMaxVsnInner, kH = H > 0 ? H : kMaxVsnHidden;
-  const float inv_h = 1.0f / static_cast<float>(h);
   v16 e2[kHi], e1[kHi], keep[kHi], y[kH], g[kH];
   for (int64_t v = 0; v < p.variables; ++v) {
     const VariableWeights w(p, v);
@@ -141,18 +140,9 @@ FOXHUNT_INLINE void vsn_variables_body(const VsnGrnWeights& p, const DropoutMask
         g[c] = gate;
       }
       for (int64_t c = 0; c < h; ++c) g[c] = simd::sigmoid(g[c]);
-      v16 sum0{}, sum1{};
-      for (int64_t c = 0; c < h; ++c) {
-        y[c] = xs * w.ss[c] + w.so[c] + y[c] * g[c];
-        (c % 2 == 0 ? sum0 : sum1) += y[c];
-      }
-      const v16 mean = (sum0 + sum1) * inv_h;
-      v16 var0{}, var1{};
-      for (int64_t c = 0; c < h; ++c) {
-        const v16 d = y[c] - mean;
-        (c % 2 == 0 ? var0 : var1) += d * d;
-      }
-      const v16 rstd = simd::rsqrt((var0 + var1) * inv_h + p.norm_eps);
+      for (int64_t c = 0; c < h; ++c) y[c] = xs * w.ss[c] + w.so[c] + y[c] * g[c];
+      v16 mean, rstd;
+      simd::layer_norm_stats(y, h, p.norm_eps, mean, rstd);
       for (int64_t c = 0; c < h; ++c) {
         float* dst = acc + c * np + n0;
         simd::store(dst, simd::load(dst) + ws * ((y[c] - mean) * rstd * w.nw[c] + w.nb[c]));

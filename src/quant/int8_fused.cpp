@@ -72,7 +72,6 @@ FOXHUNT_INLINE void variables_body(const VsnInt8Weights& p, const float* xt, con
                                    float* acc) {
   const int64_t hi = HI > 0 ? HI : p.inner, h = H > 0 ? H : p.hidden;
   constexpr int64_t kHi = HI > 0 ? HI : kMaxInt8VsnInner, kH = H > 0 ? H : kMaxInt8VsnHidden;
-  const float inv_h = 1.0f / static_cast<float>(h);
   v16 q2[kHi], q1[kHi], y[kH], g[kH];
   for (int64_t v = 0; v < p.variables; ++v) {
     const float* s2 = p.fc2_slope + v * hi;
@@ -101,18 +100,9 @@ FOXHUNT_INLINE void variables_body(const VsnInt8Weights& p, const float* xt, con
       // chains for the out-of-order core), then the skip and the LayerNorm.
       glu.products(q1, hi, h, scg, bg, y, g);
       for (int64_t c = 0; c < h; ++c) g[c] = simd::sigmoid(g[c]);
-      v16 sum0{}, sum1{};
-      for (int64_t c = 0; c < h; ++c) {
-        y[c] = xs * ss[c] + so[c] + y[c] * g[c];
-        (c % 2 == 0 ? sum0 : sum1) += y[c];
-      }
-      const v16 mean = (sum0 + sum1) * inv_h;
-      v16 var0{}, var1{};
-      for (int64_t c = 0; c < h; ++c) {
-        const v16 d = y[c] - mean;
-        (c % 2 == 0 ? var0 : var1) += d * d;
-      }
-      const v16 rstd = simd::rsqrt((var0 + var1) * inv_h + 1e-5f);
+      for (int64_t c = 0; c < h; ++c) y[c] = xs * ss[c] + so[c] + y[c] * g[c];
+      v16 mean, rstd;
+      simd::layer_norm_stats(y, h, 1e-5f, mean, rstd);
       for (int64_t c = 0; c < h; ++c) {
         float* dst = acc + c * np + n0;
         simd::store(dst, simd::load(dst) + ws * ((y[c] - mean) * rstd * nw[c] + nb[c]));
@@ -232,10 +222,6 @@ FOXHUNT_INLINE float code1(float x, float inv) {
   return (v + kMagic) - kMagic;
 }
 
-FOXHUNT_INLINE float sigmoid1(float x) {
-  return 1.0f / (1.0f + std::exp(-x));
-}
-
 // The layout of models/lstm_kernel.cpp's recurrence, on codes: eight 16-gate accumulators at a
 // time over the [H, 4H] code matrix (as floats), then the gates' elementwise step.
 FOXHUNT_KERNEL_CLONES
@@ -276,27 +262,7 @@ void recurrence(const float* gx, const float* w, const float* scale, float inv, 
         for (int64_t kk = 0; kk < H; ++kk) acc += hq[kk] * w[kk * G + o0];
         gates[o0] = x[o0] + acc * scale[o0];
       }
-      float* ob = out + (b * T + t) * H;
-      int64_t j = 0;
-      for (; j < H16; j += kLanes) {
-        const v16 i = simd::sigmoid(simd::load(gates + j));
-        const v16 f = simd::sigmoid(simd::load(gates + H + j));
-        const v16 g = simd::tanh(simd::load(gates + 2 * H + j));
-        const v16 o = simd::sigmoid(simd::load(gates + 3 * H + j));
-        const v16 cn = f * simd::load(cb + j) + i * g;
-        const v16 hn = o * simd::tanh(cn);
-        simd::store(cb + j, cn);
-        simd::store(hb + j, hn);
-        simd::store(ob + j, hn);
-      }
-      for (; j < H; ++j) {
-        const float cn =
-            sigmoid1(gates[H + j]) * cb[j] + sigmoid1(gates[j]) * std::tanh(gates[2 * H + j]);
-        const float hn = sigmoid1(gates[3 * H + j]) * std::tanh(cn);
-        cb[j] = cn;
-        hb[j] = hn;
-        ob[j] = hn;
-      }
+      simd::lstm_cell(gates, H, cb, hb, out + (b * T + t) * H);
     }
   }
 }

@@ -5,6 +5,7 @@
 /// always_inline so that a kernel compiled for several x86-64 levels (FOXHUNT_KERNEL_CLONES) gets
 /// each helper in its own instruction set; on other targets the compiler lowers the vectors to
 /// what the machine has.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -105,6 +106,47 @@ FOXHUNT_INLINE v16 rsqrt(v16 x) {
   const v16 half = x * 0.5f;
   for (int k = 0; k < 3; ++k) y = y * (1.5f - half * y * y);
   return y;
+}
+
+// LayerNorm statistics per lane over the h vectors y[0, h): the mean and 1 / sqrt(var + eps),
+// each sum in two accumulators (alternate units) so that the adds do not wait on each other.
+FOXHUNT_INLINE void layer_norm_stats(const v16* y, int64_t h, float eps, v16& mean, v16& rstd) {
+  const float inv_h = 1.0f / static_cast<float>(h);
+  v16 sum0{}, sum1{};
+  for (int64_t c = 0; c < h; ++c) (c % 2 == 0 ? sum0 : sum1) += y[c];
+  mean = (sum0 + sum1) * inv_h;
+  v16 var0{}, var1{};
+  for (int64_t c = 0; c < h; ++c) {
+    const v16 d = y[c] - mean;
+    (c % 2 == 0 ? var0 : var1) += d * d;
+  }
+  rstd = rsqrt((var0 + var1) * inv_h + eps);
+}
+
+// The elementwise half of one LSTM step for one row: `gates` [4H] the pre-activations (i, f, g,
+// o), the cell c and state h [H] updated in place, and h also written to out.
+FOXHUNT_INLINE void lstm_cell(const float* gates, int64_t H, float* c, float* h, float* out) {
+  const auto sigmoid1 = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  int64_t j = 0;
+  for (; j + kLanes <= H; j += kLanes) {
+    const v16 i = sigmoid(load(gates + j));
+    const v16 f = sigmoid(load(gates + H + j));
+    const v16 g = tanh(load(gates + 2 * H + j));
+    const v16 o = sigmoid(load(gates + 3 * H + j));
+    const v16 cn = f * load(c + j) + i * g;
+    const v16 hn = o * tanh(cn);
+    store(c + j, cn);
+    store(h + j, hn);
+    store(out + j, hn);
+  }
+  for (; j < H; ++j) {
+    const float cn =
+        sigmoid1(gates[H + j]) * c[j] + sigmoid1(gates[j]) * std::tanh(gates[2 * H + j]);
+    const float hn = sigmoid1(gates[3 * H + j]) * std::tanh(cn);
+    c[j] = cn;
+    h[j] = hn;
+    out[j] = hn;
+  }
 }
 
 // A 32-bit integer hash per lane (lowbias32: two multiply-xorshift rounds; every output bit
