@@ -1,6 +1,8 @@
 // The fused CPU kernels of the INT8 TFT (int8_fused.h).
 #include "int8_fused.h"
 
+#include "codes.h"
+
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -28,17 +30,6 @@ namespace {
 using simd::kLanes;
 using simd::v16;
 using simd::v16i;
-
-// The codes of x at activation scale 1 / inv, as integer-valued floats: round half to even of
-// clamp(x * inv, -127, 127), the rounding of the layer-by-layer path (codes_of in
-// tft_int8_kernels.cpp). Adding and subtracting 1.5 * 2^23 leaves the nearest integer.
-FOXHUNT_INLINE v16 codes(v16 x, float inv) {
-  constexpr float kMagic = 12582912.0f;
-  v16 v = x * inv;
-  v = simd::select(v < -127.0f, simd::splat(-127.0f), v);
-  v = simd::select(v > 127.0f, simd::splat(127.0f), v);
-  return (v + kMagic) - kMagic;
-}
 
 // The GLU's products on the portable path: the codes as floats (their products are integers,
 // summed exactly: |sum| < 2^24), lanes = positions.
@@ -90,11 +81,11 @@ FOXHUNT_INLINE void variables_body(const VsnInt8Weights& p, const float* xt, con
     for (int64_t n0 = first * kLanes; n0 < last * kLanes; n0 += kLanes) {
       const v16 xs = simd::load(xt + v * np + n0);
       const v16 ws = simd::load(wt + v * np + n0);
-      for (int64_t k = 0; k < hi; ++k) q2[k] = codes(simd::elu(xs * s2[k] + o2[k]), inv1);
+      for (int64_t k = 0; k < hi; ++k) q2[k] = lane_codes(simd::elu(xs * s2[k] + o2[k]), inv1);
       for (int64_t j = 0; j < hi; ++j) {
         v16 s{};
         for (int64_t k = 0; k < hi; ++k) s += q2[k] * w1[k * hi + j];
-        q1[j] = codes(s * sc1 + b1[j], invg);
+        q1[j] = lane_codes(s * sc1 + b1[j], invg);
       }
       // As in the FP32 kernel: the products first, then the sigmoids (independent exp/divide
       // chains for the out-of-order core), then the skip and the LayerNorm.
@@ -193,8 +184,7 @@ bool cpu_has_vnni() {
 std::atomic<bool> g_vnni_enabled{true};
 
 bool use_vnni() {
-  static const bool has = cpu_has_vnni();
-  return has && g_vnni_enabled.load(std::memory_order_relaxed);
+  return int8_vnni_available() && g_vnni_enabled.load(std::memory_order_relaxed);
 }
 
 void variables(const VsnInt8Weights& p, const float* xt, const float* wt, int64_t np, int64_t first,
@@ -213,31 +203,19 @@ void variables(const VsnInt8Weights& p, const float* xt, const float* wt, int64_
   }
 }
 
-// codes() of one float: the tail of a vector loop.
-FOXHUNT_INLINE float code1(float x, float inv) {
-  constexpr float kMagic = 12582912.0f;
-  float v = x * inv;
-  v = v < -127.0f ? -127.0f : v;
-  v = v > 127.0f ? 127.0f : v;
-  return (v + kMagic) - kMagic;
-}
-
 // The layout of models/lstm_kernel.cpp's recurrence, on codes: eight 16-gate accumulators at a
 // time over the [H, 4H] code matrix (as floats), then the gates' elementwise step.
 FOXHUNT_KERNEL_CLONES
-void recurrence(const float* gx, const float* w, const float* scale, float inv, int64_t B,
+void recurrence(const float* gx, const float* w, const float* scale, float input_scale, int64_t B,
                 int64_t T, int64_t H, float* h, float* c, float* out, float* gates, float* hq) {
   const int64_t G = 4 * H;
   const int64_t G128 = G / (8 * kLanes) * (8 * kLanes), G16 = G / kLanes * kLanes;
-  const int64_t H16 = H / kLanes * kLanes;
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t b = 0; b < B; ++b) {
       const float* x = gx + (b * T + t) * G;
       float* hb = h + b * H;
       float* cb = c + b * H;
-      int64_t k = 0;
-      for (; k < H16; k += kLanes) simd::store(hq + k, codes(simd::load(hb + k), inv));
-      for (; k < H; ++k) hq[k] = code1(hb[k], inv);
+      codes_of(hb, hq, H, input_scale);
       int64_t o0 = 0;
       for (; o0 < G128; o0 += 8 * kLanes) {
         v16 acc[8] = {};
@@ -319,13 +297,13 @@ int64_t int8_lstm_scratch_floats(int64_t hidden) {
   return 4 * hidden * hidden + 4 * hidden + hidden;
 }
 
-void int8_lstm_recurrence(const float* gx, const int8_t* codes, const float* scale, float inv_scale,
-                          int64_t batch, int64_t steps, int64_t hidden, float* h, float* c,
-                          float* out, float* scratch) {
+void int8_lstm_recurrence(const float* gx, const int8_t* codes, const float* scale,
+                          float input_scale, int64_t batch, int64_t steps, int64_t hidden, float* h,
+                          float* c, float* out, float* scratch) {
   const int64_t g = 4 * hidden;
   float* w = scratch;  // the codes as floats: integer products, summed exactly
   for (int64_t i = 0; i < hidden * g; ++i) w[i] = static_cast<float>(codes[i]);
-  recurrence(gx, w, scale, inv_scale, batch, steps, hidden, h, c, out, w + hidden * g,
+  recurrence(gx, w, scale, input_scale, batch, steps, hidden, h, c, out, w + hidden * g,
              w + hidden * g + g);
 }
 

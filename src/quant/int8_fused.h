@@ -52,12 +52,12 @@ bool set_int8_vnni(bool enabled);
 int64_t int8_lstm_scratch_floats(int64_t hidden);
 
 /// The recurrence of one int8 LSTM layer over T steps of B rows: per step the state h is
-/// quantized to codes at the scale 1 / inv_scale (as a batched layer's input), the code products
+/// quantized to codes at `input_scale` (s_x, as the layer-by-layer path does), the code products
 /// with `codes` [H, 4H] (in, out) are summed exactly and the gates are gx + sum * scale[o]
 /// (gx [B, T, 4H] the input projection with both biases, gate order i, f, g, o). h and c [B, H]
 /// are updated in place; out [B, T, H] receives every h. H <= 1040 (exact fp32 sums).
-void int8_lstm_recurrence(const float* gx, const int8_t* codes, const float* scale, float inv_scale,
-                          int64_t batch, int64_t steps, int64_t hidden, float* h, float* c,
-                          float* out, float* scratch);
+void int8_lstm_recurrence(const float* gx, const int8_t* codes, const float* scale,
+                          float input_scale, int64_t batch, int64_t steps, int64_t hidden, float* h,
+                          float* c, float* out, float* scratch);
 
 }  // namespace foxhunt::quant::detail

@@ -2,13 +2,13 @@
 // one layer, and the LSTM recurrence.
 #include "tft_int8_kernels.h"
 
+#include "codes.h"
 #include "int8_fused.h"
 #include "int8_gemm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "foxhunt/core/error.h"
@@ -18,35 +18,6 @@ namespace foxhunt::quant {
 namespace detail {
 
 namespace {
-
-// GCC keeps the clamps as branches (and the loops scalar) unless it may ignore FP traps; the
-// loops below are pure arithmetic, so let it vectorize them.
-#if defined(__GNUC__) && !defined(__clang__)
-#define FOXHUNT_VECTORIZE __attribute__((optimize("no-trapping-math")))
-#else
-#define FOXHUNT_VECTORIZE
-#endif
-
-// The codes of src[0, n) into dst (integer-valued floats or int8): round-half-even of
-// clamp(x / scale, -127, 127), what ATen's div/round/clamp computes, with x / scale taken as
-// x * (1 / scale) like torch's fake quantization. Adding and subtracting 1.5 * 2^23 leaves the
-// nearest integer (ties to even) of any |v| < 2^22 without a libm call, so the loop vectorizes.
-template <typename Out>
-FOXHUNT_VECTORIZE void codes_of(const float* __restrict src, Out* __restrict dst, int64_t n,
-                                float scale) {
-  constexpr float kMagic = 12582912.0f, kMax = static_cast<float>(kQMax);
-  const float inv = 1.0f / scale;
-  for (int64_t k = 0; k < n; ++k) {
-    float v = src[k] * inv;
-    v = v < -kMax ? -kMax : v;
-    v = v > kMax ? kMax : v;
-    v = (v + kMagic) - kMagic;
-    if constexpr (std::is_same_v<Out, float>)
-      dst[k] = v;
-    else
-      dst[k] = static_cast<Out>(static_cast<int32_t>(v));
-  }
-}
 
 // acc[r, c] (int32) becomes acc[r, c] * scale[c] (+ bias[c]) as float in the same 4 bytes; the
 // element is read before it is written, through memcpy (no type-punned pointers).
@@ -111,7 +82,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> int8_lstm_cpu(const Int8
   auto scratch = torch::empty({int8_lstm_scratch_floats(h)}, torch::kFloat);
   const auto codes = l.codes.contiguous();
   int8_lstm_recurrence(gx.data_ptr<float>(), codes.data_ptr<int8_t>(), l.scale.data_ptr<float>(),
-                       1.0f / l.input_scale.data_ptr<float>()[0], b, t, h, hlast.data_ptr<float>(),
+                       l.input_scale.data_ptr<float>()[0], b, t, h, hlast.data_ptr<float>(),
                        c.data_ptr<float>(), out.data_ptr<float>(), scratch.data_ptr<float>());
   return {out, hlast, c};
 }
