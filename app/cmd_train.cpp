@@ -108,6 +108,15 @@ Registrar registered_train = subcommand<TrainArgs>(
                       "Trainer option overrides as a JSON object, e.g. '{\"learning_rate\":1e-3}'");
       sub->add_option("--model-options", args->model_options_json,
                       "mamba2/tft model options as a JSON object, e.g. '{\"d_model\":32}'");
+      sub->add_option("--env-cost-bps", args->job.trading_env.cost_bps,
+                      "Trading env: cost in basis points per unit of position change")
+          ->check(non_negative_number())
+          ->capture_default_str();
+      sub->add_option("--pnl-scale", args->job.trading_env.pnl_scale,
+                      "Trading env: scale of the unrealised PnL in the RL state (recorded in the "
+                      "bundle; serving uses it)")
+          ->check(CLI::Range(1e-6, 1e6))
+          ->capture_default_str();
       sub->add_option("--eval-episodes", args->job.eval_episodes,
                       "Greedy evaluation episodes after RL training (0 = none)")
           ->check(non_negative_number())

@@ -21,9 +21,7 @@
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/catalog.h"
-#include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/model.h"
-#include "foxhunt/models/tft.h"
 #include "foxhunt/plan/planner.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/train/batches.h"
@@ -347,8 +345,8 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
   if (ctx.market && !out.result.interrupted) {
     auto s = summary_of(job, ctx.env_name, out.result, *out.paths, out.options);
     if (out.eval) s.eval = *out.eval;
-    out.bundle_path =
-        write_bundle(trainer.model(), *ctx.market, rl_bundle_training(s), out.paths->dir);
+    out.bundle_path = write_bundle(trainer.model(), *ctx.market, rl_bundle_training(s),
+                                   out.paths->dir, job.trading_env);
   }
   out.memory_cap = cap.report();
   return out;
@@ -384,9 +382,9 @@ TrainSummary run_rl(const TrainJob& job, const std::optional<Container>& resumed
     market = load_market(job, resumed, false);
     data_info = market->info;
     // A panel: one policy trading every instrument (episodes drawn across them).
-    factory = trading_env_factory(market->datasets, data::Split::kTrain);
+    factory = trading_env_factory(market->datasets, data::Split::kTrain, job.trading_env);
     make_eval_env = [factory] { return factory(kEvalEnvIndex); };
-    data::TradingEnvOptions eval_options;
+    data::TradingEnvOptions eval_options = job.trading_env;
     eval_options.random_start = false;
     PanelTradingEnv probe(market->datasets, data::Split::kValidation, eval_options);
     eval_episodes = std::min(eval_episodes, probe.sequential_episodes());
@@ -503,14 +501,10 @@ nlohmann::json compact_trainer_options(const std::string& model) {
 // A panel: the levels of every instrument's targets pooled.
 void init_quantile_head(models::Model& model, const std::vector<const data::MarketDataset*>& panel,
                         const data::WindowSpec& spec) {
-  torch::nn::Linear head{nullptr};
-  if (auto m = std::dynamic_pointer_cast<models::Mamba2NetImpl>(model.module_ptr()))
-    head = m->head;
-  else if (auto t = std::dynamic_pointer_cast<models::TftNetImpl>(model.module_ptr()))
-    head = t->output;
+  torch::nn::Linear head = model.quantile_head();
   if (head.is_empty()) return;
-  const auto taus = model.options_json().value("quantiles", std::vector<double>{});
-  // Mamba-2's head has an output per (step, level); the TFT applies one head to every step.
+  const auto taus = model.spec().quantiles;
+  // A head has an output per (step, level), or one per level that it applies to every step.
   const auto q = static_cast<int64_t>(taus.size());
   const int64_t groups = head->bias.numel() / std::max<int64_t>(q, 1);
   FOXHUNT_INTERNAL_ASSERT(
@@ -717,7 +711,7 @@ TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& r
   if (job.dist.rank() > 0) return summary;  // rank 0 evaluates and writes the bundle
   if (!result.interrupted) {
     const auto spec = source.spec();
-    std::vector<double> quantiles = model->options_json().value("quantiles", std::vector<double>{});
+    const std::vector<double> quantiles = model->spec().quantiles;
     const double test_loss = mean_batch_loss(*model, source.test_batches(),
                                              [&](int64_t i) { return source.test_batch(i); });
     const double baseline =

@@ -188,7 +188,7 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
 }
 
 std::string write_bundle(models::Model& model, const Market& market, const nlohmann::json& training,
-                         const std::string& dir) {
+                         const std::string& dir, const data::TradingEnvOptions& trading_env) {
   const auto& ds = market.first();
   Bundle b;
   // Non-owning: the trainer keeps the model; the bundle only reads it while saving.
@@ -198,6 +198,7 @@ std::string write_bundle(models::Model& model, const Market& market, const nlohm
   b.target_vol_feature = ds.options().target_vol_feature;
   b.instrument_id = ds.options().instrument_id;
   b.warmup = ds.options().warmup;
+  b.trading_env = trading_env;
   b.data = market.is_panel() ? fingerprint(*market.panel) : fingerprint(ds.series());
   b.training = training;
   if (market.is_panel())

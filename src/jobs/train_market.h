@@ -44,8 +44,9 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
 
 // The serving bundle of a model trained on market data: weights, options, spec, the dataset's
 // normaliser and fingerprint, and the training record (`training`: the summary's JSON so far).
-// Written beside the checkpoint.
+// Written beside the checkpoint. `trading_env`: the environment a policy trained on (recorded
+// for serving; the defaults for a forecaster).
 std::string write_bundle(models::Model& model, const Market& market, const nlohmann::json& training,
-                         const std::string& dir);
+                         const std::string& dir, const data::TradingEnvOptions& trading_env = {});
 
 }  // namespace foxhunt::jobs::market_data

@@ -15,13 +15,31 @@ constexpr std::uint64_t kMiB = 1024ull * 1024;
 
 }  // namespace
 
+namespace {
+std::vector<CatalogEntry>& mutable_catalog();
+}  // namespace
+
 const std::vector<CatalogEntry>& catalog() {
+  return mutable_catalog();
+}
+
+void register_model(CatalogEntry entry) {
+  FOXHUNT_CHECK(!entry.name.empty() && entry.make != nullptr, "models",
+                "register_model: expected a name and a factory, got name '", entry.name, "'",
+                entry.make == nullptr ? " and no factory" : "");
+  FOXHUNT_CHECK(!in_catalog(entry.name), "models", "register_model: a model named '", entry.name,
+                "' is already registered (", joined_model_names(), ")");
+  mutable_catalog().push_back(std::move(entry));
+}
+
+namespace {
+std::vector<CatalogEntry>& mutable_catalog() {
   // Serving targets: twice the fp32 batch-64 footprint measured when set (2026-12-01: dqn
   // 337.5 KiB, ppo 498.5 KiB, tft 27.48 MiB; Mamba-2 2026-12-03 with its fused kernel, 5.29 MiB,
   // and on an H200 2026-12-04 without it, 15.03 MiB), rounded up to whole MiB. A change that
   // doubles a model's memory fails `foxhunt budget`.
   // Compact options: see compact_model_options() in jobs/train_job.cpp for the measurements.
-  static const std::vector<CatalogEntry> entries = {
+  static std::vector<CatalogEntry> entries = {
       {"dqn", Family::kPolicy, TrainerKind::kDqn, "double DQN policy (MLP over the state)",
        &make_dqn_model, nlohmann::json::object(), nlohmann::json::object(), 1 * kMiB, 1 * kMiB,
        6 * kMiB},
@@ -40,6 +58,7 @@ const std::vector<CatalogEntry>& catalog() {
   };
   return entries;
 }
+}  // namespace
 
 const CatalogEntry& catalog_entry(const std::string& name, const char* component) {
   for (const auto& e : catalog())

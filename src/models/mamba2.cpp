@@ -870,6 +870,16 @@ class Mamba2Model final : public ForecasterAdapter<Mamba2Net> {
     check_inputs(b);
     return {net_->forward(b.inputs[0])};
   }
+  torch::nn::Linear quantile_head() override { return net_->head; }
+  std::unique_ptr<ModelStream> make_stream(int64_t window) override {
+    // The recurrent step reads the bar's past row alone (no future rows, no instrument id).
+    struct Stream final : ModelStream {
+      Stream(Mamba2Net net, int64_t window) : mamba2(std::move(net), window) {}
+      torch::Tensor push(const StreamBar& bar) override { return mamba2.push(bar.past); }
+      Mamba2Stream mamba2;
+    };
+    return std::make_unique<Stream>(net_, window);
+  }
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "foxhunt/models/lean.h"
 #include "foxhunt/models/options_io.h"
 #include "foxhunt/models/quantile_loss.h"
+#include "foxhunt/models/streaming.h"
 
 namespace foxhunt::models {
 
@@ -62,6 +63,10 @@ void check_input_count(const std::string& component, const IoSpec& spec, const B
 
 torch::Tensor ServingModel::encode_rows(const torch::Tensor&, const torch::Tensor&) {
   throw InputError(name(), "encode_rows: this model has no cached per-bar stage (cached_width 0)");
+}
+
+std::unique_ptr<ModelStream> ServingModel::make_stream(int64_t) {
+  return nullptr;
 }
 
 torch::Tensor ServingModel::forward_cached(const Batch&) {

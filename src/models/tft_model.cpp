@@ -55,6 +55,18 @@ class TftModel final : public ForecasterAdapter<TftNet> {
     check_inputs(b);
     return {net_->forward(b.inputs[0], b.inputs[1], b.inputs[2])};
   }
+  std::unique_ptr<ModelStream> make_stream(int64_t window) override {
+    // The stream reads the known-future rows and the instrument id of each bar.
+    struct Stream final : ModelStream {
+      Stream(TftNet net, int64_t window) : tft(std::move(net), window) {}
+      torch::Tensor push(const StreamBar& bar) override {
+        return tft.push(bar.past, bar.future, bar.static_id);
+      }
+      TftStream tft;
+    };
+    return std::make_unique<Stream>(net_, window);
+  }
+  torch::nn::Linear quantile_head() override { return net_->output; }
   int64_t cached_width() const override { return net_->options.hidden(); }
   torch::Tensor encode_rows(const torch::Tensor& rows, const torch::Tensor& id) override {
     return net_->encode_past_rows(rows, id);

@@ -172,6 +172,10 @@ void save_bundle(const Bundle& b, const std::string& path) {
               {"target_scale", b.target_scale},
               {"target_vol_feature", b.target_vol_feature},
               {"instrument_id", b.instrument_id},
+              {"trading_env",
+               {{"pnl_scale", b.trading_env.pnl_scale},
+                {"cost_bps", b.trading_env.cost_bps},
+                {"episode_length", b.trading_env.episode_length}}},
               {"data", b.data},
               {"training", b.training}};
   if (b.panel()) {
@@ -267,6 +271,19 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
     b.target_vol_feature = h.value("target_vol_feature", std::string());
     data::parse_target_vol(b.target_vol_feature, "'" + path + "' target_vol_feature");
     b.instrument_id = h.at("instrument_id").get<int64_t>();
+    if (const auto env = h.find("trading_env"); env != h.end()) {
+      // Bundles written before it was recorded were trained with the defaults.
+      b.trading_env.pnl_scale = env->at("pnl_scale").get<double>();
+      b.trading_env.cost_bps = env->at("cost_bps").get<double>();
+      b.trading_env.episode_length = env->at("episode_length").get<int64_t>();
+      FOXHUNT_CHECK(std::isfinite(b.trading_env.pnl_scale) &&
+                        std::isfinite(b.trading_env.cost_bps) && b.trading_env.cost_bps >= 0 &&
+                        b.trading_env.episode_length >= 0,
+                    kBundleComponent, "'", path,
+                    "': trading_env: expected a finite pnl_scale, cost_bps >= 0 and "
+                    "episode_length >= 0, got ",
+                    env->dump());
+    }
     b.data = h.at("data").get<DataFingerprint>();
     b.training = h.at("training");
     if (version == kPanelBundleVersion) {
@@ -274,7 +291,10 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
       FOXHUNT_CHECK(list.is_array() && !list.empty(), kBundleComponent, "'", path,
                     "': a panel bundle (version ", kPanelBundleVersion,
                     ") needs a non-empty 'instruments' list");
-      const int64_t categories = model->options_json().value("static_categories", int64_t{-1});
+      // The option that sizes the model's instrument input (the catalog names it), if any.
+      const auto& sizing = models::catalog_entry(model->name()).instrument_count_option;
+      const int64_t categories =
+          sizing.empty() ? -1 : model->options_json().value(sizing, int64_t{-1});
       for (const auto& j : list) {
         InstrumentCalibration i;
         i.symbol = j.at("symbol").get<std::string>();

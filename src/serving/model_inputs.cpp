@@ -180,6 +180,21 @@ bool history_full(const ModelPlan& plan, const ModelHistory& h) {
 
 // ---- batch in, signal out -----------------------------------------------------------------------
 
+float* fill_known_future(const ModelPlan& plan, const models::InputSpec& in,
+                         const std::vector<int64_t>& next_timestamps, float* p) {
+  FOXHUNT_CHECK(static_cast<int64_t>(next_timestamps.size()) >= in.steps, kModelInputsComponent,
+                "model '", plan.name, "': expected ", in.steps, " future timestamps, got ",
+                next_timestamps.size());
+  for (int64_t k = 0; k < in.steps; ++k) {
+    const auto cal = data::calendar_features(next_timestamps[static_cast<size_t>(k)]);
+    FOXHUNT_CHECK(static_cast<int64_t>(cal.size()) == in.features, kModelInputsComponent, "model '",
+                  plan.name, "': input '", in.name, "' expects ", in.features,
+                  " known-future values per bar, the calendar has ", cal.size());
+    p = std::copy(cal.begin(), cal.end(), p);
+  }
+  return p;
+}
+
 models::Batch build_batch(const ModelPlan& plan, const std::vector<InstrumentRow>& rows) {
   const auto n = static_cast<int64_t>(rows.size());
   models::Batch batch;
@@ -198,7 +213,8 @@ models::Batch build_batch(const ModelPlan& plan, const std::vector<InstrumentRow
           p = std::copy(market.begin(), market.end(), p);
           // As the trading environment builds it: position, then scaled unrealised PnL.
           *p++ = static_cast<float>(r.position);
-          *p++ = static_cast<float>(r.unrealized_pnl * data::TradingEnvOptions{}.pnl_scale);
+          // The PnL scale the policy trained with (the bundle records its environment).
+          *p++ = static_cast<float>(r.unrealized_pnl * plan.bundle->trading_env.pnl_scale);
         }
         batch.inputs.push_back(t);
         break;
@@ -214,15 +230,7 @@ models::Batch build_batch(const ModelPlan& plan, const std::vector<InstrumentRow
       case models::InputRole::kKnownFuture: {
         auto t = torch::empty({n, in.steps, in.features}, torch::kFloat32);
         float* p = t.data_ptr<float>();
-        for (const auto& r : rows) {
-          FOXHUNT_CHECK(static_cast<int64_t>(r.next_timestamps->size()) >= in.steps,
-                        kModelInputsComponent, "model '", plan.name, "': expected ", in.steps,
-                        " future timestamps, got ", r.next_timestamps->size());
-          for (int64_t k = 0; k < in.steps; ++k) {
-            const auto cal = data::calendar_features((*r.next_timestamps)[static_cast<size_t>(k)]);
-            p = std::copy(cal.begin(), cal.end(), p);
-          }
-        }
+        for (const auto& r : rows) p = fill_known_future(plan, in, *r.next_timestamps, p);
         batch.inputs.push_back(t);
         break;
       }

@@ -92,6 +92,10 @@ struct InstrumentRow {
   int64_t static_id = 0;
 };
 
+// Writes the known-future input `in` of one instrument (its calendar rows for the next in.steps
+// bars) at `p`; returns the end. The one definition the batch and the stream paths share.
+float* fill_known_future(const ModelPlan& plan, const models::InputSpec& in,
+                         const std::vector<int64_t>& next_timestamps, float* p);
 // The inputs of `rows` as one batch (CPU tensors, batch = rows.size()).
 models::Batch build_batch(const ModelPlan& plan, const std::vector<InstrumentRow>& rows);
 // Runs the model on `batch` (moving it to the model's device; host finite-scan first) and

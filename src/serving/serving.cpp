@@ -22,8 +22,7 @@
 #include "foxhunt/data/trading_env.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/catalog.h"
-#include "foxhunt/models/mamba2.h"
-#include "foxhunt/models/tft.h"
+#include "foxhunt/models/streaming.h"
 #include "model_inputs.h"
 
 namespace foxhunt::serving {
@@ -348,10 +347,9 @@ struct ServedModel::History {
   detail::ModelPlan plan;  // points into `bundle` (History never moves: held by pointer)
   detail::ModelHistory history;
   std::vector<float> normalized;  // scratch: the normalised bank row
-  // The O(window)-per-bar streams equal to the full-window forward (models/mamba2.h, tft.h);
-  // models without one run the full window from the history.
-  std::unique_ptr<models::Mamba2Stream> mamba2;
-  std::unique_ptr<models::TftStream> tft;
+  // The model's O(window)-per-bar stream (models::ServingModel::make_stream), equal to its
+  // full-window forward; models without one run the full window from the history.
+  std::unique_ptr<models::ModelStream> stream;
 };
 
 ServedModel::ServedModel(Bundle bundle) {
@@ -361,11 +359,7 @@ ServedModel::ServedModel(Bundle bundle) {
   bundle.model->module().eval();
   history_ = std::make_unique<History>(std::move(bundle));
   auto& h = *history_;
-  auto module = h.bundle.model->module_ptr();
-  if (auto m = std::dynamic_pointer_cast<models::Mamba2NetImpl>(module))
-    h.mamba2 = std::make_unique<models::Mamba2Stream>(models::Mamba2Net(m), h.plan.spec.window);
-  if (auto t = std::dynamic_pointer_cast<models::TftNetImpl>(module))
-    h.tft = std::make_unique<models::TftStream>(models::TftNet(t), h.plan.spec.window);
+  h.stream = h.bundle.model->make_stream(h.plan.spec.window);
 }
 
 ServedModel::~ServedModel() = default;
@@ -398,27 +392,23 @@ ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double 
   out.model = plan.name;
   if (!detail::push_bar(plan, h.history, features, h.normalized)) return out;
   c10::InferenceMode guard;
-  if (h.mamba2 || h.tft) {
+  if (h.stream) {
     // Streams keep their own history: push every post-warm-up bar, report once the window is
     // full (before that the forecast would cover fewer bars than training did).
     const auto& ring = h.history.past.at(0);
     const auto device = models::module_device(h.bundle.model->module());
-    auto x = torch::from_blob(const_cast<float*>(ring.latest()),
-                              {static_cast<int64_t>(plan.sets.at(0)->width)}, torch::kFloat32)
-                 .to(device, /*non_blocking=*/false, /*copy=*/true);
-    torch::Tensor forecast;
-    if (h.mamba2) {
-      forecast = h.mamba2->push(x);
-    } else {
-      const auto& fut = plan.spec.input("future");
-      auto future = torch::empty({fut.steps, fut.features}, torch::kFloat32);
-      float* p = future.data_ptr<float>();
-      for (int64_t k = 0; k < fut.steps; ++k) {
-        const auto cal = data::calendar_features(next_timestamps.at(static_cast<size_t>(k)));
-        p = std::copy(cal.begin(), cal.end(), p);
-      }
-      forecast = h.tft->push(x, future.to(device), h.bundle.instrument_id);
+    models::StreamBar in;
+    in.past = torch::from_blob(const_cast<float*>(ring.latest()),
+                               {static_cast<int64_t>(plan.sets.at(0)->width)}, torch::kFloat32)
+                  .to(device, /*non_blocking=*/false, /*copy=*/true);
+    for (const auto& spec : plan.spec.inputs) {
+      if (spec.role != models::InputRole::kKnownFuture) continue;
+      auto future = torch::empty({spec.steps, spec.features}, torch::kFloat32);
+      detail::fill_known_future(plan, spec, next_timestamps, future.data_ptr<float>());
+      in.future = future.to(device);
     }
+    in.static_id = h.bundle.instrument_id;
+    const torch::Tensor forecast = h.stream->push(in);
     if (++h.history.streamed < plan.spec.window) return out;
     const auto f = forecast.to(torch::kCPU, torch::kFloat32).contiguous();
     detail::fill_signal(plan, f.data_ptr<float>(), h.history, features, rule, out);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "foxhunt/core/device.h"
+#include "foxhunt/data/trading_env.h"
 #include "foxhunt/dist/options.h"
 #include "foxhunt/jobs/train_summary.h"
 #include "foxhunt/memory/device_profile.h"
@@ -36,6 +37,10 @@ struct TrainJob {
   Device device;                 ///< "cpu", "cuda", "cuda:N"
   nlohmann::json options = nlohmann::json::object();  ///< trainer option overrides (JSON keys)
   nlohmann::json model_options = nlohmann::json::object();  ///< mamba2/tft model options
+  /// The trading environment of env "trading" (costs, episode length, the RL state's PnL scale;
+  /// its seed and random starts are the trainer's): recorded in the bundle, whose serving builds
+  /// the state exactly as this environment did.
+  data::TradingEnvOptions trading_env = {};
   int64_t eval_episodes = 20;       ///< greedy evaluation episodes after RL training (0 = none)
   int64_t log_interval = 0;         ///< steps between metrics lines (0 = the job's default)
   int64_t checkpoint_interval = 0;  ///< steps between checkpoints (0 = only at the end)

@@ -53,6 +53,13 @@ struct CatalogEntry {
 /// Every model, in canonical order (dqn, ppo, mamba2, tft): reports list models in this order.
 const std::vector<CatalogEntry>& catalog();
 
+/// Adds a model to the catalog, after the built-in ones: everything above models/ (training,
+/// serving, the ensemble and the desk, budgets, backtests, listings) then knows it by this entry
+/// and its Model's hooks alone. Call it before any of them runs (it invalidates references into
+/// catalog() and is not synchronised with readers). InputError for an empty name, a missing
+/// factory or a name already registered.
+void register_model(CatalogEntry entry);
+
 /// The entry named `name`; InputError naming `component` and the known names otherwise.
 const CatalogEntry& catalog_entry(const std::string& name, const char* component = "models");
 

@@ -25,6 +25,8 @@
 
 namespace foxhunt::models {
 
+class ModelStream;
+
 /// The inputs of one forward pass plus an optional training target.
 /// The meaning of each input tensor is model-specific and documented by `Model::input_names()`.
 struct Batch {
@@ -83,6 +85,12 @@ class ServingModel {
   /// without a cached stage.
   virtual torch::Tensor forward_cached(const Batch& batch);
 
+  /// A stream over one instrument (models/streaming.h) that forecasts from the last `window`
+  /// bars, bar by bar, equal to forward() over that window; none (the default) for a model
+  /// without one, which serving then runs on the whole window at each bar. The stream shares
+  /// this model's weights: it lives no longer than the model.
+  virtual std::unique_ptr<ModelStream> make_stream(int64_t window);
+
   /// The explanation of the forecast for the first sample of `batch` (inputs as forward takes
   /// them); none (the default) for a model without interpretable parts.
   virtual std::optional<Explanation> explain(const Batch& batch) { return std::nullopt; }
@@ -113,6 +121,10 @@ class Model : public ServingModel {
   /// supervised surrogate their trainers minimise (TD Huber loss / PPO clipped objective) on
   /// synthetic targets, so that memory probes run a real forward + backward.
   virtual torch::Tensor loss(const Batch& batch) = 0;
+  /// A quantile forecaster's output layer, whose bias holds one value per (horizon step, level)
+  /// or one per level applied to every step: training starts it at the empirical quantiles of
+  /// the targets (jobs/train_job.cpp). Empty (the default) for a model without one.
+  virtual torch::nn::Linear quantile_head() { return torch::nn::Linear{nullptr}; }
 };
 
 /// A synthetic batch for a policy model (seeded local generator): the spec's state input

@@ -1,8 +1,9 @@
 #pragma once
 /// \file streaming.h
-/// Support shared by the per-instrument streams (Mamba2Stream, TftStream): a cheap fingerprint
-/// of a module's weights for caches that hold values computed from them, and a per-bar input
-/// check without the tensor-op overhead of the batch validation.
+/// One instrument's bar-by-bar forward (`ModelStream`, which a model hands out through
+/// `ServingModel::make_stream`), and the support its implementations share (Mamba2Stream,
+/// TftStream): a cheap fingerprint of a module's weights for caches that hold values computed
+/// from them, and a per-bar input check without the tensor-op overhead of the batch validation.
 
 #include <torch/torch.h>
 
@@ -13,6 +14,25 @@
 #include "foxhunt/models/derived_cache.h"
 
 namespace foxhunt::models {
+
+/// One bar's inputs to a stream, each for this bar alone and on the model's device.
+struct StreamBar {
+  torch::Tensor past;     ///< the newest row of the model's past-features input [features]
+  torch::Tensor future;   ///< its known-future rows for the next bars [steps, features];
+                          ///< undefined for a model whose spec has no known-future input
+  int64_t static_id = 0;  ///< the instrument's id (models with a static-id input)
+};
+
+/// A model's O(window)-per-bar forward over one instrument, equal to its full-window forward at
+/// batch 1: the stream keeps its own state from bar to bar. Serving asks the model for one per
+/// instrument (`ServingModel::make_stream`) and never needs to know which model it is.
+class ModelStream {
+ public:
+  virtual ~ModelStream() = default;
+  /// Appends one bar and returns the model's first output for the window ending at it (e.g. the
+  /// forecast [horizon, Q]), over the last min(bars pushed, window) bars. Eval mode only.
+  virtual torch::Tensor push(const StreamBar& bar) = 0;
+};
 
 /// A fingerprint of a module's parameters and buffers (TensorFingerprint, inference tensors by
 /// identity). In-place updates (optimizer steps, checkpoint loads) bump the version and device or

@@ -18,6 +18,7 @@
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/features.h"
 #include "foxhunt/data/panel.h"
+#include "foxhunt/data/trading_env.h"
 #include "foxhunt/models/model.h"
 
 namespace foxhunt::serving {
@@ -104,7 +105,11 @@ struct Bundle {
   std::string target_vol_feature;
   int64_t instrument_id = 0;              ///< static id fed to the TFT
   int64_t warmup = data::kFeatureWarmup;  ///< bars before the features are fully defined
-  DataFingerprint data;                   ///< what it was trained on
+  /// The trading environment a policy trained on: serving builds the RL state's position part
+  /// with its pnl_scale, exactly as training did. Bundles written before it was recorded were
+  /// all trained with the defaults.
+  data::TradingEnvOptions trading_env = {};
+  DataFingerprint data;                                ///< what it was trained on
   nlohmann::json training = nlohmann::json::object();  ///< the training summary
   /// Trained on a panel: every instrument's calibration, in the panel's (symbol) order. Empty for
   /// a model trained on one series, which serves any symbol with the fields above.
