@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 
@@ -13,9 +15,7 @@ constexpr char kMagic[8] = {'F', 'O', 'X', 'H', 'U', 'N', 'T', '\x01'};
 
 template <typename T>
 void put(std::string& out, T v) {
-  char buf[sizeof(T)];
-  std::memcpy(buf, &v, sizeof(T));
-  out.append(buf, sizeof(T));
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
 
 class Reader {
@@ -93,9 +93,10 @@ Container decode_container(const std::string& bytes, const std::string& source) 
   std::memcpy(&stored, bytes.data() + bytes.size() - 4, 4);
   const uint32_t actual = crc32(bytes.data(), bytes.size() - 4);
   if (stored != actual) {
-    char buf[96];
-    std::snprintf(buf, sizeof(buf), "expected crc32 %08x, computed %08x", stored, actual);
-    throw InputError("checkpoint", "'" + source + "' is corrupted or truncated (" + buf + ")");
+    throw InputError(
+        "checkpoint",
+        fmt::format("'{}' is corrupted or truncated (expected crc32 {:08x}, computed {:08x})",
+                    source, stored, actual));
   }
   Container c;
   const auto header_len = r.get<uint32_t>("header length");

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <sstream>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
@@ -32,9 +33,7 @@ constexpr double kMaxAbs = 1e307;
 std::string num(double v) {
   if (!std::isfinite(v)) v = 0.0;
   v = std::clamp(v, -1e6, 1e6);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
+  return fmt::format("{:.1f}", v);
 }
 
 /// Drops trailing zeros after a decimal point ("1.50" -> "1.5", "2.00" -> "2"), and "-0" -> "0".
@@ -96,14 +95,10 @@ std::vector<std::string> tick_labels(const std::vector<double>& ticks, double st
   int decimals = 0;
   if (s > 0.0 && s < 1.0) decimals = static_cast<int>(std::ceil(-std::log10(s) - 1e-9));
   for (double t : ticks) {
-    char buf[64];
     const double v = t / sc.factor;
-    if (decimals > 6 || std::fabs(v) >= 1e15) {
-      std::snprintf(buf, sizeof buf, "%.3g", v);  // extreme scales: short scientific labels
-    } else {
-      std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-    }
-    std::string text = buf;
+    std::string text = decimals > 6 || std::fabs(v) >= 1e15
+                           ? fmt::format("{:.3g}", v)  // extreme scales: short scientific labels
+                           : fmt::format("{:.{}f}", v, decimals);
     if (text == "-0" ||
         (text.size() > 1 && text[0] == '-' && text.find_first_not_of("-0.") == std::string::npos)) {
       text = text.substr(1);  // "-0.0" from rounding a tiny negative tick
@@ -454,20 +449,20 @@ std::string format_value(double value, const std::string& unit) {
   const UnitScale sc = unit_scale(std::fabs(value), unit);
   const double s = value / sc.factor;
   const double a = std::fabs(s);
-  char buf[64];
   if (a == 0.0) return "0" + sc.zero_suffix;
+  std::string text;
   if (a >= 1e15) {
-    std::snprintf(buf, sizeof buf, "%.3g", s);
+    text = fmt::format("{:.3g}", s);
   } else if (a >= 100.0) {
-    std::snprintf(buf, sizeof buf, "%.0f", s);
+    text = fmt::format("{:.0f}", s);
   } else if (a >= 10.0) {
-    std::snprintf(buf, sizeof buf, "%.1f", s);
+    text = fmt::format("{:.1f}", s);
   } else if (a >= 1.0) {
-    std::snprintf(buf, sizeof buf, "%.2f", s);
+    text = fmt::format("{:.2f}", s);
   } else {
-    std::snprintf(buf, sizeof buf, "%.3g", s);
+    text = fmt::format("{:.3g}", s);
   }
-  return trim_zeros(buf) + sc.suffix;
+  return trim_zeros(text) + sc.suffix;
 }
 
 std::vector<size_t> downsample_min_max(const std::vector<double>& x, const std::vector<double>& y,

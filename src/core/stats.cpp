@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
@@ -46,9 +47,7 @@ double percentile_sorted(const std::vector<double>& s, double p) {
 }
 
 std::string fixed1(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
+  return fmt::format("{:.1f}", v);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #include "foxhunt/core/units.h"
 
 #include <cmath>
-#include <cstdio>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
 
@@ -25,12 +26,8 @@ std::string human_bytes(double bytes) {
     v /= 1024.0;
     ++u;
   }
-  char buf[64];
-  if (u == 0)
-    std::snprintf(buf, sizeof(buf), "%.0f B", v);
-  else
-    std::snprintf(buf, sizeof(buf), "%.2f %s", v, units[u]);
-  return buf;
+  if (u == 0) return fmt::format("{:.0f} B", v);
+  return fmt::format("{:.2f} {}", v, units[u]);
 }
 
 }  // namespace foxhunt

@@ -4,9 +4,10 @@
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <optional>
+
+#include <fmt/format.h>
 
 #include "bar_csv.h"
 #include "foxhunt/core/error.h"
@@ -503,12 +504,8 @@ std::string format_timestamp(int64_t t) {
   const int64_t secs = t - days * 86400;                                // [0, 86399]
   int64_t y = 0, m = 0, d = 0;
   civil_from_days(days, y, m, d);
-  char buf[96];  // room for any int64 fields (the compiler checks the worst case)
-  std::snprintf(buf, sizeof(buf), "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ",
-                static_cast<long long>(y), static_cast<long long>(m), static_cast<long long>(d),
-                static_cast<long long>(secs / 3600), static_cast<long long>(secs % 3600 / 60),
-                static_cast<long long>(secs % 60));
-  return buf;
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", y, m, d, secs / 3600, secs % 3600 / 60,
+                     secs % 60);
 }
 
 int64_t parse_timestamp(std::string_view text) {

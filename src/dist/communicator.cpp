@@ -10,9 +10,10 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include <fmt/format.h>
 
 #include "nccl_backend.h"
 
@@ -262,9 +263,7 @@ uint64_t weight_checksum(const std::vector<torch::Tensor>& tensors) {
 }
 
 std::string checksum_hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
+  return fmt::format("0x{:016x}", v);
 }
 
 nlohmann::json ChecksumComparison::to_json() const {

@@ -1,8 +1,9 @@
 #include "foxhunt/harness/reports.h"
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
@@ -13,18 +14,12 @@ namespace foxhunt::harness {
 using namespace foxhunt::serving;  // the areas below
 namespace {
 
-std::string num(double v, const char* f) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
-}
-
 // Signed percent for returns and skills, unsigned for shares (coverage, exposure, volatility).
 std::string pct(double v) {
-  return std::isfinite(v) ? num(100 * v, "%+.2f%%") : "n/a";
+  return std::isfinite(v) ? fmt::format("{:+.2f}%", 100 * v) : "n/a";
 }
 std::string share(double v) {
-  return std::isfinite(v) ? num(100 * v, "%.2f%%") : "n/a";
+  return std::isfinite(v) ? fmt::format("{:.2f}%", 100 * v) : "n/a";
 }
 
 void scenario_section(HtmlReport& page, const ScenarioResult& s) {
@@ -92,7 +87,7 @@ void add_stress_sections(HtmlReport& page, const StressReport& r) {
   page.table({"environment", "value"}, env);
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : r.scenarios)
-    rows.push_back({s.name, s.ok ? "PASS" : "FAIL", num(s.seconds, "%.1f"),
+    rows.push_back({s.name, s.ok ? "PASS" : "FAIL", fmt::format("{:.1f}", s.seconds),
                     s.error.empty() ? s.summary : s.error_type + ": " + s.error});
   page.table({"scenario", "verdict", "seconds", "summary"}, rows);
   for (const auto& s : r.scenarios) scenario_section(page, s);
@@ -104,27 +99,29 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
                  std::to_string(run.warmup_bars) + " warm-up bars (" +
                  std::to_string(run.skipped_training_bars) +
                  " of them inside the training range, never scored); " +
-                 num(run.periods_per_year, "%.0f") +
+                 fmt::format("{:.0f}", run.periods_per_year) +
                  " bars per year inferred from the timestamps.");
   if (run.short_window)
     page.paragraph("Fewer than a year of bars was scored (" +
                    std::to_string(run.closes.size() - 1) + " bar returns at " +
-                   num(run.periods_per_year, "%.0f") +
+                   fmt::format("{:.0f}", run.periods_per_year) +
                    " per year): the annualised figures extrapolate; the per-bar Sharpe is beside "
                    "them.");
   std::vector<std::vector<std::string>> rows;
   for (const auto& name : run.order) {
     const auto& r = run.results.at(name);
-    const std::string beats = r.prob_beats_reference ? num(*r.prob_beats_reference, "%.2f") : "-";
-    const std::string be = r.break_even_cost_bps           ? num(*r.break_even_cost_bps, "%.1f")
+    const std::string beats =
+        r.prob_beats_reference ? fmt::format("{:.2f}", *r.prob_beats_reference) : "-";
+    const std::string be = r.break_even_cost_bps ? fmt::format("{:.1f}", *r.break_even_cost_bps)
                            : r.beats_reference_at_any_cost ? "any"
                                                            : "-";
-    rows.push_back({name, pct(r.total_return), pct(r.annualized_return), share(r.volatility),
-                    num(r.sharpe, "%.2f"),
-                    "[" + num(r.sharpe_lo, "%.2f") + ", " + num(r.sharpe_hi, "%.2f") + "]",
-                    num(r.sharpe_per_bar, "%.4f"), pct(r.max_drawdown),
-                    std::to_string(r.max_drawdown_duration_bars), num(r.turnover_per_year, "%.1f"),
-                    share(r.exposure), beats, be});
+    rows.push_back(
+        {name, pct(r.total_return), pct(r.annualized_return), share(r.volatility),
+         fmt::format("{:.2f}", r.sharpe),
+         "[" + fmt::format("{:.2f}", r.sharpe_lo) + ", " + fmt::format("{:.2f}", r.sharpe_hi) + "]",
+         fmt::format("{:.4f}", r.sharpe_per_bar), pct(r.max_drawdown),
+         std::to_string(r.max_drawdown_duration_bars), fmt::format("{:.1f}", r.turnover_per_year),
+         share(r.exposure), beats, be});
   }
   page.table({"strategy", "total return", "annualised", "volatility", "Sharpe", "95% interval",
               "Sharpe per bar", "max drawdown", "dd bars", "turnover/year", "exposure",
@@ -195,7 +192,8 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
   std::vector<std::vector<std::string>> frows;
   for (const auto& [name, f] : run.forecasts) {
     const auto& e = f.evaluation;
-    frows.push_back({name, num(e.model.mean_pinball, "%.4g"), e.best_baseline, pct(e.skill_vs_best),
+    frows.push_back({name, fmt::format("{:.4g}", e.model.mean_pinball), e.best_baseline,
+                     pct(e.skill_vs_best),
                      "[" + pct(e.skill_vs_best_lo) + ", " + pct(e.skill_vs_best_hi) + "]",
                      e.coverage_p10_p90 ? share(*e.coverage_p10_p90) : "n/a",
                      e.beats_best_baseline ? "yes" : "NO"});
@@ -205,10 +203,10 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
              frows);
   for (const auto& [name, f] : run.forecasts) {
     std::vector<std::vector<std::string>> brows;
-    brows.push_back({name + " (model)", num(f.evaluation.model.mean_pinball, "%.4g"),
+    brows.push_back({name + " (model)", fmt::format("{:.4g}", f.evaluation.model.mean_pinball),
                      share(f.evaluation.model.coverage)});
     for (const auto& [b, sc] : f.evaluation.baselines)
-      brows.push_back({b, num(sc.mean_pinball, "%.4g"), share(sc.coverage)});
+      brows.push_back({b, fmt::format("{:.4g}", sc.mean_pinball), share(sc.coverage)});
     page.table({name + ": forecast", "mean pinball", "central coverage"}, brows);
     // Fan chart of the last 200 scored bars: the band between the outer quantiles.
     const size_t n = f.realized.size();
@@ -226,8 +224,8 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
       real.push_back(f.realized[i]);
     }
     ChartOptions fo;
-    fo.title = name + ": next-bar forecast fan (P" + num(100 * f.taus[k_lo], "%.0f") + "-P" +
-               num(100 * f.taus[k_hi], "%.0f") + ") against realised log returns";
+    fo.title = name + ": next-bar forecast fan (P" + fmt::format("{:.0f}", 100 * f.taus[k_lo]) +
+               "-P" + fmt::format("{:.0f}", 100 * f.taus[k_hi]) + ") against realised log returns";
     fo.x_label = "scored bar";
     fo.y_label = "log return";
     page.svg(band_chart_svg(

@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
@@ -77,13 +78,11 @@ void run_concurrent(Context& c, ScenarioResult& r) {
   r.details["throughput_per_s"] = throughput;
   r.details["serial_throughput_per_s"] = serial_throughput;
   r.details["mismatched_bars"] = mismatches;
-  char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "%lld bars x %zu models: %.0f inferences/s (serial %.0f/s), bar p50 %.0f us p99 "
-                "%.0f us, outputs %s serial; %s",
-                static_cast<long long>(c.o.iterations), names.size(), throughput, serial_throughput,
-                lat.p50, lat.p99, mismatches == 0 ? "==" : "!=", v.verdict.c_str());
-  r.summary = buf;
+  r.summary = fmt::format(
+      "{} bars x {} models: {:.0f} inferences/s (serial {:.0f}/s), bar p50 {:.0f} us p99 "
+      "{:.0f} us, outputs {} serial; {}",
+      c.o.iterations, names.size(), throughput, serial_throughput, lat.p50, lat.p99,
+      mismatches == 0 ? "==" : "!=", v.verdict);
   if (mismatches) r.summary += " (first mismatch at " + t.first_mismatch + ")";
 }
 
@@ -134,13 +133,10 @@ void run_soak(Context& c, ScenarioResult& r) {
   r.details["planted_leak_every"] = c.o.plant_leak_every;
   add_device_memory(c, r);
   r.ok = !v.leak_detected;
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "%lld %s: %.0f inferences/s, p50 %.0f us p99 %.0f us%s; %s",
-                static_cast<long long>(c.o.soak), n > 1 ? "timestamps" : "bars", throughput,
-                lat.p50, lat.p99,
-                n > 1 ? (" per timestamp of " + std::to_string(n) + " instruments").c_str() : "",
-                v.verdict.c_str());
-  r.summary = buf;
+  r.summary =
+      fmt::format("{} {}: {:.0f} inferences/s, p50 {:.0f} us p99 {:.0f} us{}; {}", c.o.soak,
+                  n > 1 ? "timestamps" : "bars", throughput, lat.p50, lat.p99,
+                  n > 1 ? fmt::format(" per timestamp of {} instruments", n) : "", v.verdict);
   planted.clear();
 }
 
@@ -206,14 +202,11 @@ void run_switch(Context& c, ScenarioResult& r) {
   r.details["throughput_per_s"] = nullptr;
   add_device_memory(c, r);
   r.ok = off_baseline == 0 && rss_ok;
-  char buf[256];
-  std::snprintf(
-      buf, sizeof(buf),
-      "%lld load/serve/unload cycles: ledger %s baseline after every cycle, RSS %+.1f MiB "
-      "(bound %.0f MiB), load p50 %.1f ms",
-      static_cast<long long>(c.o.switch_cycles), off_baseline == 0 ? "at" : "OFF",
-      rss_growth / kMiB, rss_bound / kMiB, summarize_latencies(load_ms).p50);
-  r.summary = buf;
+  r.summary = fmt::format(
+      "{} load/serve/unload cycles: ledger {} baseline after every cycle, RSS {:+.1f} MiB "
+      "(bound {:.0f} MiB), load p50 {:.1f} ms",
+      c.o.switch_cycles, off_baseline == 0 ? "at" : "OFF", rss_growth / kMiB, rss_bound / kMiB,
+      summarize_latencies(load_ms).p50);
   if (off_baseline)
     r.summary += " (" + std::to_string(off_baseline) + " cycles off, worst " +
                  std::to_string(worst_residual) + " B)";
@@ -344,14 +337,11 @@ void run_server(Context& c, ScenarioResult& r) {
   add_device_memory(c, r);
   // The scenario itself passes when it ran without a leak; validity is a separate verdict.
   r.ok = !v.leak_detected;
-  char buf[320];
-  std::snprintf(buf, sizeof(buf),
-                "Poisson %.0f/s for %.1f s: %lld queries at %.0f/s, latency from arrival p50 %.0f "
-                "us p99 %.0f us p99.9 %.0f us: %s (p99 <= %.2f ms, >= %lld queries); %s",
-                c.o.rate, c.o.duration_s, static_cast<long long>(completed), achieved, lat.p50,
-                lat.p99, lat.p999, valid ? "VALID" : "INVALID", c.o.p99_ms,
-                static_cast<long long>(c.o.min_queries), v.verdict.c_str());
-  r.summary = buf;
+  r.summary = fmt::format(
+      "Poisson {:.0f}/s for {:.1f} s: {} queries at {:.0f}/s, latency from arrival p50 {:.0f} "
+      "us p99 {:.0f} us p99.9 {:.0f} us: {} (p99 <= {:.2f} ms, >= {} queries); {}",
+      c.o.rate, c.o.duration_s, completed, achieved, lat.p50, lat.p99, lat.p999,
+      valid ? "VALID" : "INVALID", c.o.p99_ms, c.o.min_queries, v.verdict);
 }
 
 using ScenarioFn = void (*)(Context&, ScenarioResult&);
@@ -363,12 +353,6 @@ ScenarioFn scenario_fn(const std::string& name) {
   if (name == "soak") return &run_soak;
   if (name == "server") return &run_server;
   throw InputError(kStressComponent, "unknown scenario '" + name + "'");
-}
-
-std::string fmt_num(double v, const char* f = "%.0f") {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
 }
 
 }  // namespace
@@ -426,14 +410,10 @@ nlohmann::json StressReport::to_json() const {
 
 std::string StressReport::table() const {
   std::ostringstream os;
-  char line[512];
-  std::snprintf(line, sizeof(line), "%-11s %-5s %8s  %s\n", "scenario", "ok", "seconds", "summary");
-  os << line;
+  os << fmt::format("{:<11} {:<5} {:>8}  {}\n", "scenario", "ok", "seconds", "summary");
   for (const auto& s : scenarios) {
-    std::snprintf(line, sizeof(line), "%-11s %-5s %8.1f  %s\n", s.name.c_str(),
-                  s.ok ? "PASS" : "FAIL", s.seconds,
-                  (s.error.empty() ? s.summary : s.error_type + ": " + s.error).c_str());
-    os << line;
+    os << fmt::format("{:<11} {:<5} {:>8.1f}  {}\n", s.name, s.ok ? "PASS" : "FAIL", s.seconds,
+                      s.error.empty() ? s.summary : s.error_type + ": " + s.error);
   }
   return os.str();
 }
@@ -553,7 +533,7 @@ StressReport run_stress(const StressOptions& o, const std::vector<std::string>& 
     r.seconds = seconds_since(t0);
     log << (r.ok ? "   PASS " : "   FAIL ")
         << (r.error.empty() ? r.summary : r.error_type + ": " + r.error) << " ("
-        << fmt_num(r.seconds, "%.1f") << " s)\n"
+        << fmt::format("{:.1f}", r.seconds) << " s)\n"
         << std::flush;
     report.scenarios.push_back(std::move(r));
   }

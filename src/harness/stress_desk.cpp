@@ -2,6 +2,8 @@
 // and the concurrent scenario on a desk.
 #include <deque>
 
+#include <fmt/format.h>
+
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/serving/universe.h"
@@ -146,18 +148,13 @@ void run_desk_concurrent(Context& c, ScenarioResult& r) {
   r.details["mismatched_timestamps"] = mismatches;  // latency_us: per timestamp (the batch)
   r.details["instrument_state_bytes"] = par.state_bytes();
   r.details["state_bytes_per_instrument"] = par.state_bytes() / static_cast<uint64_t>(n);
-  char buf[384];
-  std::snprintf(
-      buf, sizeof(buf),
-      "%lld timestamps x %lld instruments x %zu models: %.0f instrument-bars/s (serial "
-      "%.0f/s; one instrument alone %.0f bars/s, gain %.2fx), timestamp p50 %.0f us p99 "
-      "%.0f us, outputs %s serial; state %s per instrument; %s",
-      static_cast<long long>(c.o.iterations), static_cast<long long>(n), names.size(), rate,
-      serial_rate, one_rate, one_rate > 0 ? rate / one_rate : 0.0, lat.p50, lat.p99,
-      mismatches == 0 ? "==" : "!=",
-      human_bytes(static_cast<double>(par.state_bytes() / static_cast<uint64_t>(n))).c_str(),
-      v.verdict.c_str());
-  r.summary = buf;
+  r.summary = fmt::format(
+      "{} timestamps x {} instruments x {} models: {:.0f} instrument-bars/s (serial "
+      "{:.0f}/s; one instrument alone {:.0f} bars/s, gain {:.2f}x), timestamp p50 {:.0f} us p99 "
+      "{:.0f} us, outputs {} serial; state {} per instrument; {}",
+      c.o.iterations, n, names.size(), rate, serial_rate, one_rate,
+      one_rate > 0 ? rate / one_rate : 0.0, lat.p50, lat.p99, mismatches == 0 ? "==" : "!=",
+      human_bytes(static_cast<double>(par.state_bytes() / static_cast<uint64_t>(n))), v.verdict);
   if (mismatches) r.summary += " (first mismatch at " + t.first_mismatch + ")";
 }
 

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 #include <thread>
 
@@ -11,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
@@ -78,10 +79,8 @@ void validate_models_step(const ValidateOptions& options, StepResult& result, st
   c10::InferenceMode guard;
   std::vector<ModelCheck> rows;
   bool all_ok = true;
-  char line[256];
-  std::snprintf(line, sizeof(line), "  %-8s %12s %14s %8s %s\n", "model", "parameters",
-                "fp32 bytes", "window", "forward checks");
-  log << line;
+  log << fmt::format("  {:<8} {:>12} {:>14} {:>8} {}\n", "model", "parameters", "fp32 bytes",
+                     "window", "forward checks");
   for (const auto& name : models::model_names()) {
     auto m = models::make_model(name);
     m->to(device);
@@ -114,11 +113,9 @@ void validate_models_step(const ValidateOptions& options, StepResult& result, st
     }
     row.ok = ok;
     all_ok = all_ok && ok;
-    std::snprintf(line, sizeof(line), "  %-8s %12lld %14s %8lld %s\n", name.c_str(),
-                  static_cast<long long>(m->parameter_count()),
-                  human_bytes(static_cast<double>(m->parameter_bytes())).c_str(),
-                  static_cast<long long>(m->default_seq_len()), checks.c_str());
-    log << line;
+    log << fmt::format("  {:<8} {:>12} {:>14} {:>8} {}\n", name, m->parameter_count(),
+                       human_bytes(static_cast<double>(m->parameter_bytes())), m->default_seq_len(),
+                       checks);
     rows.push_back(row);
   }
   result.ok = all_ok;
@@ -132,10 +129,8 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
   nlohmann::json plans = nlohmann::json::array();
   bool all_ok = true;
   std::string summary;
-  char line[256];
-  std::snprintf(line, sizeof(line), "  %-8s %8s %-16s %12s %12s %9s %9s %7s\n", "model", "batch",
-                "limited by", "verified", "predicted", "fit err", "ref err", "time");
-  log << line;
+  log << fmt::format("  {:<8} {:>8} {:<16} {:>12} {:>12} {:>9} {:>9} {:>7}\n", "model", "batch",
+                     "limited by", "verified", "predicted", "fit err", "ref err", "time");
   for (const auto& name : models::model_names()) {
     plan::PlanOptions o;
     o.model = name;
@@ -150,12 +145,10 @@ void validate_plan_step(const ValidateOptions& options, StepResult& result, std:
     auto j = r.to_json();
     j["ok"] = ok;
     plans.push_back(j);
-    std::snprintf(line, sizeof(line), "  %-8s %8lld %-16s %12s %12s %+8.1f%% %+8.1f%% %6.2fs\n",
-                  name.c_str(), static_cast<long long>(r.chosen_batch), r.limited_by.c_str(),
-                  human_bytes(double(r.verified_peak_bytes)).c_str(),
-                  human_bytes(double(r.predicted_peak_bytes)).c_str(), r.predicted_error_pct(),
-                  r.reference_error_pct(), r.seconds);
-    log << line;
+    log << fmt::format("  {:<8} {:>8} {:<16} {:>12} {:>12} {:>+8.1f}% {:>+8.1f}% {:>6.2f}s\n", name,
+                       r.chosen_batch, r.limited_by, human_bytes(double(r.verified_peak_bytes)),
+                       human_bytes(double(r.predicted_peak_bytes)), r.predicted_error_pct(),
+                       r.reference_error_pct(), r.seconds);
     summary += (summary.empty() ? "" : ", ") + name + " b=" + std::to_string(r.chosen_batch) +
                (ok ? "" : " FAIL");
   }
@@ -177,13 +170,10 @@ void validate_budget_step(const ValidateOptions& options, StepResult& result, st
   for (std::string l; std::getline(table, l);) log << "  " << l << "\n";
   result.ok = rep.ok;
   result.details = rep.to_json();
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "total %s of %s (%.2f%%), headroom %s (required %s)",
-                human_bytes(double(rep.total_bytes)).c_str(),
-                human_bytes(double(rep.budget_bytes)).c_str(), rep.total_pct_of_budget,
-                human_bytes(double(rep.headroom_bytes)).c_str(),
-                human_bytes(double(rep.headroom_required_bytes)).c_str());
-  result.summary = buf;
+  result.summary = fmt::format(
+      "total {} of {} ({:.2f}%), headroom {} (required {})", human_bytes(double(rep.total_bytes)),
+      human_bytes(double(rep.budget_bytes)), rep.total_pct_of_budget,
+      human_bytes(double(rep.headroom_bytes)), human_bytes(double(rep.headroom_required_bytes)));
 }
 
 void validate_train_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
@@ -219,7 +209,6 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
 
   bool all_ok = true;
   std::vector<TrainCheck> rows;
-  char line[256];
   for (const auto& model : jobs::trainable_models()) {
     jobs::TrainJob job;
     job.model = model;
@@ -258,8 +247,8 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
       const auto* e = summary.policy_eval();
       const double mean = e ? e->mean_return : NAN;
       finite_ok = std::isfinite(mean);
-      std::snprintf(line, sizeof(line), "greedy mean log-return %.4f over %d windows", mean,
-                    e ? static_cast<int>(e->episodes) : 0);
+      verdict = fmt::format("greedy mean log-return {:.4f} over {} windows", mean,
+                            e ? static_cast<int>(e->episodes) : 0);
     } else {
       const auto* e = summary.forecast_eval();
       const double loss = e ? finite(e->loss) : NAN;
@@ -271,22 +260,20 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
       // Best epoch -1: no epoch beat the initial constant (volatility-scaled) forecast.
       const int64_t best_epoch = e ? e->best_epoch : -2;
       const std::string epoch = best_epoch == -1 ? "initial" : std::to_string(best_epoch);
-      std::snprintf(line, sizeof(line),
-                    "test quantile loss %.4f vs unconditional %.4f (%+.1f%%); next bar: skill "
-                    "%+.1f%% vs %s, P10-P90 coverage %.1f%%; best epoch %s",
-                    loss, base, 100.0 * (loss / base - 1.0), 100.0 * skill,
-                    nb ? nb->best_baseline.c_str() : "?", 100.0 * cover, epoch.c_str());
+      verdict = fmt::format(
+          "test quantile loss {:.4f} vs unconditional {:.4f} ({:+.1f}%); next bar: skill "
+          "{:+.1f}% vs {}, P10-P90 coverage {:.1f}%; best epoch {}",
+          loss, base, 100.0 * (loss / base - 1.0), 100.0 * skill,
+          nb ? nb->best_baseline : std::string("?"), 100.0 * cover, epoch);
       // A forecaster worse than its best naive baseline on the held-out test split is not "ok".
       if (nb) skill_ok = nb->beats_best_baseline;
     }
-    verdict = line;
     if (!skill_ok) verdict += " [WORSE than the naive baseline]";
     const bool ok = completed && checkpoint_ok && finite_ok && skill_ok;
     all_ok = all_ok && ok;
     const double seconds = summary.seconds;
-    std::snprintf(line, sizeof(line), "  %-7s %-4s %6.1f s  ", model.c_str(), ok ? "ok" : "FAIL",
-                  seconds);
-    log << line << verdict << (checkpoint_ok ? "" : " [checkpoint unreadable]") << "\n";
+    log << fmt::format("  {:<7} {:<4} {:>6.1f} s  ", model, ok ? "ok" : "FAIL", seconds) << verdict
+        << (checkpoint_ok ? "" : " [checkpoint unreadable]") << "\n";
     log.flush();
     const nlohmann::json json = jobs::to_json(summary);  // the run's eval and cap, as reported
     rows.push_back({model, completed, checkpoint_ok, ok, seconds, json.at("eval"),
@@ -298,12 +285,11 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
     if (fit.contains("error")) {
       log << "  rule    not fitted: " << fit["error"].get<std::string>() << "\n";
     } else {
-      std::snprintf(line, sizeof(line),
-                    "  rule    weights fitted on %lld validation bars: Sharpe after costs equal "
-                    "%.2f, best %.2f, shrunk %.2f\n",
-                    static_cast<long long>(fit.value("bars", 0)), fit.value("sharpe_equal", 0.0),
-                    fit.value("sharpe_best", 0.0), fit.value("sharpe_fitted", 0.0));
-      log << line;
+      log << fmt::format(
+          "  rule    weights fitted on {} validation bars: Sharpe after costs equal "
+          "{:.2f}, best {:.2f}, shrunk {:.2f}\n",
+          fit.value("bars", 0), fit.value("sharpe_equal", 0.0), fit.value("sharpe_best", 0.0),
+          fit.value("sharpe_fitted", 0.0));
     }
     result.details["rule_fit"] = fit;
   }
@@ -342,13 +328,10 @@ void validate_quantize_step(const ValidateOptions& options, StepResult& result, 
   const auto& p = s.precisions;
   const double ratio = p["int8"]["ratio_to_fp32"].get<double>();
   result.ok = s.within_bound && ratio <= 0.35;  // the job's bound: +5% by default
-  char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "TFT PTQ: %s int8 vs %s fp32 (%.2fx), test loss %+.2f%% vs fp32 (bound %+.0f%%)",
-                human_bytes(p["int8"]["parameter_bytes"].get<double>()).c_str(),
-                human_bytes(p["fp32"]["parameter_bytes"].get<double>()).c_str(), ratio, delta,
-                s.max_loss_delta_pct);
-  result.summary = buf;
+  result.summary = fmt::format(
+      "TFT PTQ: {} int8 vs {} fp32 ({:.2f}x), test loss {:+.2f}% vs fp32 (bound {:+.0f}%)",
+      human_bytes(p["int8"]["parameter_bytes"].get<double>()),
+      human_bytes(p["fp32"]["parameter_bytes"].get<double>()), ratio, delta, s.max_loss_delta_pct);
 }
 
 void validate_backtest_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
@@ -374,13 +357,10 @@ void validate_backtest_step(const ValidateOptions& options, StepResult& result, 
   result.ok = forecasters_ok && !run->forecasts.empty();
   const auto& ens = run->results.at("ensemble");
   const auto& bh = run->results.at("buy_and_hold");
-  char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "%zu held-out bars: ensemble return %+.2f%% (Sharpe %.2f) vs buy-and-hold %+.2f%% "
-                "(Sharpe %.2f); ",
-                run->closes.size(), 100 * ens.total_return, ens.sharpe, 100 * bh.total_return,
-                bh.sharpe);
-  result.summary = buf;
+  result.summary = fmt::format(
+      "{} held-out bars: ensemble return {:+.2f}% (Sharpe {:.2f}) vs buy-and-hold {:+.2f}% "
+      "(Sharpe {:.2f}); ",
+      run->closes.size(), 100 * ens.total_return, ens.sharpe, 100 * bh.total_return, bh.sharpe);
   if (run->short_window)
     result.summary += "fewer than a year of bars (per-bar Sharpe " +
                       std::to_string(ens.sharpe_per_bar).substr(0, 7) + " vs " +
@@ -412,22 +392,22 @@ void validate_stress_step(const ValidateOptions& options, StepResult& result, st
   result.details = report.to_json();
   std::string summary;
   for (const auto& s : report.scenarios) {
-    char buf[160];
     const auto& d = s.details;
+    std::string part;
     if (s.name == "concurrent" && s.error.empty())
-      std::snprintf(buf, sizeof(buf), "concurrent %.0f inferences/s, outputs %s serial",
-                    d.value("throughput_per_s", 0.0),
-                    d.value("outputs_match_serial", false) ? "==" : "!=");
+      part = fmt::format("concurrent {:.0f} inferences/s, outputs {} serial",
+                         d.value("throughput_per_s", 0.0),
+                         d.value("outputs_match_serial", false) ? "==" : "!=");
     else if (s.name == "soak" && s.error.empty())
-      std::snprintf(
-          buf, sizeof(buf), "soak %lld bars %s (slope %.1f B/1k)", static_cast<long long>(o.soak),
-          d.value("leak_detected", true) ? "LEAK" : "no leak", d.value("slope_bytes_per_1k", 0.0));
+      part = fmt::format("soak {} bars {} (slope {:.1f} B/1k)", o.soak,
+                         d.value("leak_detected", true) ? "LEAK" : "no leak",
+                         d.value("slope_bytes_per_1k", 0.0));
     else if (s.name == "switch" && s.error.empty())
-      std::snprintf(buf, sizeof(buf), "switch %lld cycles %s",
-                    static_cast<long long>(o.switch_cycles), s.ok ? "at baseline" : "OFF baseline");
+      part = fmt::format("switch {} cycles {}", o.switch_cycles,
+                         s.ok ? "at baseline" : "OFF baseline");
     else
-      std::snprintf(buf, sizeof(buf), "%s FAILED: %s", s.name.c_str(), s.error.c_str());
-    summary += (summary.empty() ? "" : "; ") + std::string(buf);
+      part = fmt::format("{} FAILED: {}", s.name, s.error);
+    summary += (summary.empty() ? "" : "; ") + part;
   }
   result.summary = (trained ? "trained bundles: " : "fresh models: ") + summary;
 }
@@ -469,9 +449,8 @@ ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {
       r.summary = std::string("error: ") + e.what();
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), " (%.1f s)", r.seconds);
-    log << (r.ok ? "   PASS " : "   FAIL ") << r.summary << buf << "\n";
+    log << (r.ok ? "   PASS " : "   FAIL ") << r.summary << fmt::format(" ({:.1f} s)", r.seconds)
+        << "\n";
     log.flush();
     report.steps.push_back(std::move(r));
   }
@@ -480,9 +459,8 @@ ValidateReport run_validate(const ValidateOptions& given, std::ostream& log) {
       HtmlReport page(std::string("foxhunt validate: ") + (report.ok() ? "PASS" : "FAIL"));
       std::vector<std::vector<std::string>> rows;
       for (const auto& st : report.steps) {
-        char secs[32];
-        std::snprintf(secs, sizeof(secs), "%.1f", st.seconds);
-        rows.push_back({st.name, st.ok ? "PASS" : "FAIL", secs, st.summary});
+        rows.push_back(
+            {st.name, st.ok ? "PASS" : "FAIL", fmt::format("{:.1f}", st.seconds), st.summary});
       }
       page.table({"step", "verdict", "seconds", "summary"}, rows);
       for (const auto& st : report.steps) {

@@ -2,8 +2,9 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/units.h"
@@ -173,12 +174,10 @@ std::string format_quantize_summary(const QuantizeSummary& s) {
      << "  int8 " << human_bytes(p["int8"]["parameter_bytes"].get<double>()) << " ("
      << human_bytes(p["int8"]["int8_bytes"].get<double>()) << " int8 + "
      << human_bytes(p["int8"]["fp32_bytes"].get<double>()) << " fp32)\n";
-  char line[160];
-  std::snprintf(line, sizeof line,
-                "  test loss    fp32 %.6f  int8 %.6f  delta %+.2f%% (bound %+.2f%%: %s)\n",
-                q.fp32_test_loss, q.int8_test_loss, q.loss_delta_pct, s.max_loss_delta_pct,
-                s.within_bound ? "ok" : "EXCEEDED");
-  os << line;
+  os << fmt::format(
+      "  test loss    fp32 {:.6f}  int8 {:.6f}  delta {:+.2f}% (bound {:+.2f}%: {})\n",
+      q.fp32_test_loss, q.int8_test_loss, q.loss_delta_pct, s.max_loss_delta_pct,
+      s.within_bound ? "ok" : "EXCEEDED");
   double worst = 1e9;
   std::string worst_name;
   for (const auto& r : s.layer_errors) {
@@ -187,9 +186,8 @@ std::string format_quantize_summary(const QuantizeSummary& s) {
       worst_name = r.layer;
     }
   }
-  std::snprintf(line, sizeof line, "  layers       %zu int8, lowest SNR %.1f dB (%s)\n",
-                s.layer_errors.size(), worst, worst_name.c_str());
-  os << line;
+  os << fmt::format("  layers       {} int8, lowest SNR {:.1f} dB ({})\n", s.layer_errors.size(),
+                    worst, worst_name);
   return os.str();
 }
 

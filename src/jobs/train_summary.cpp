@@ -1,7 +1,7 @@
 // The typed result of `foxhunt train`: its JSON form (summary.json, --json) and its text form.
 #include "foxhunt/jobs/train_summary.h"
 
-#include <cstdio>
+#include <fmt/format.h>
 
 #include "foxhunt/core/fields.h"
 #include "foxhunt/core/units.h"
@@ -129,18 +129,15 @@ std::string format_train_summary(const TrainAllSummary& s) {
   for (const auto& [name, m] : s.models) out += format_train_summary(m);
   if (!s.rule.empty() && s.rule_fit.is_object()) {
     const auto& f = s.rule_fit;
-    char buf[512];
-    std::snprintf(buf, sizeof(buf),
-                  "decision rule: weights fitted on %lld validation bars (Sharpe after costs: "
-                  "equal %.2f, best %.2f, written %.2f after shrinkage toward equal) -> %s\n",
-                  static_cast<long long>(f.value("bars", 0)), f.value("sharpe_equal", 0.0),
-                  f.value("sharpe_best", 0.0), f.value("sharpe_fitted", 0.0), s.rule.c_str());
-    out += buf;
+    out += fmt::format(
+        "decision rule: weights fitted on {} validation bars (Sharpe after costs: "
+        "equal {:.2f}, best {:.2f}, written {:.2f} after shrinkage toward equal) -> {}\n",
+        f.value("bars", 0), f.value("sharpe_equal", 0.0), f.value("sharpe_best", 0.0),
+        f.value("sharpe_fitted", 0.0), s.rule);
     out += "  weights:";
     const auto weights = f.value("weights", nlohmann::json::object());  // outlives the loop
     for (const auto& [m, w] : weights.items()) {
-      std::snprintf(buf, sizeof(buf), " %s %.2f", m.c_str(), w.get<double>());
-      out += buf;
+      out += fmt::format(" {} {:.2f}", m, w.get<double>());
     }
     out += "\n";
   } else if (s.rule_fit.is_object() && s.rule_fit.contains("error")) {
@@ -152,69 +149,52 @@ std::string format_train_summary(const TrainAllSummary& s) {
 }
 
 std::string format_train_summary(const TrainSummary& s) {
-  char buf[512];
   std::string out;
   const auto& m = s.metrics;
-  std::snprintf(buf, sizeof(buf), "%s on %s: %lld/%lld steps, %lld %s in %s%s\n", s.model.c_str(),
-                s.env.c_str(), static_cast<long long>(s.steps),
-                static_cast<long long>(s.total_steps), static_cast<long long>(s.episodes),
-                s.forecaster() ? "epochs" : "episodes", train::format_duration(s.seconds).c_str(),
-                s.interrupted ? " (interrupted)" : "");
-  out += buf;
+  out += fmt::format("{} on {}: {}/{} steps, {} {} in {}{}\n", s.model, s.env, s.steps,
+                     s.total_steps, s.episodes, s.forecaster() ? "epochs" : "episodes",
+                     train::format_duration(s.seconds), s.interrupted ? " (interrupted)" : "");
   if (s.resumed_world_size) {
-    std::snprintf(
-        buf, sizeof(buf), "  resumed at world size %lld from a world-size-%lld checkpoint\n",
-        static_cast<long long>(s.world_size), static_cast<long long>(*s.resumed_world_size));
-    out += buf;
+    out += fmt::format("  resumed at world size {} from a world-size-{} checkpoint\n", s.world_size,
+                       *s.resumed_world_size);
   }
   if (s.distributed.is_object()) {
     const auto& d = s.distributed;
     const auto& w = d.value("last_weight_check", nlohmann::json());
-    std::snprintf(
-        buf, sizeof(buf),
-        "  data-parallel: %lld ranks (%s), %lld buckets of %s, %.3g s waiting for "
-        "all-reduce; weights %s at step %lld (checksum %s)\n",
-        static_cast<long long>(d.value("world_size", int64_t{1})), d.value("backend", "?").c_str(),
-        static_cast<long long>(d.value("buckets", int64_t{0})),
-        human_bytes(d.value("bucket_bytes", int64_t{0})).c_str(),
+    out += fmt::format(
+        "  data-parallel: {} ranks ({}), {} buckets of {}, {:.3g} s waiting for "
+        "all-reduce; weights {} at step {} (checksum {})\n",
+        d.value("world_size", int64_t{1}), d.value("backend", "?"), d.value("buckets", int64_t{0}),
+        human_bytes(static_cast<double>(d.value("bucket_bytes", int64_t{0}))),
         d.value("communication_wait_s", 0.0),
         w.is_object() && w.value("identical", false) ? "identical on every rank" : "not compared",
-        static_cast<long long>(w.is_object() ? w.value("step", int64_t{-1}) : -1),
-        w.is_object() ? w.value("weight_checksum", "").c_str() : "-");
-    out += buf;
+        w.is_object() ? w.value("step", int64_t{-1}) : int64_t{-1},
+        w.is_object() ? w.value("weight_checksum", "") : std::string("-"));
   }
   if (m.contains("return_mean")) {
     if (m["return_mean"].is_null())
-      std::snprintf(buf, sizeof(buf), "  training return (last 100 episodes): n/a\n");
+      out += "  training return (last 100 episodes): n/a\n";
     else
-      std::snprintf(buf, sizeof(buf), "  training return (last 100 episodes): %.4g\n",
-                    m["return_mean"].get<double>());
-    out += buf;
+      out += fmt::format("  training return (last 100 episodes): {:.4g}\n",
+                         m["return_mean"].get<double>());
   }
   if (const auto* e = s.policy_eval()) {
-    std::snprintf(buf, sizeof(buf),
-                  "  greedy evaluation: mean return %.4g over %lld episodes (min %.4g, max %.4g)\n",
-                  e->mean_return, static_cast<long long>(e->episodes), e->min_return,
-                  e->max_return);
-    out += buf;
+    out += fmt::format(
+        "  greedy evaluation: mean return {:.4g} over {} episodes (min {:.4g}, max {:.4g})\n",
+        e->mean_return, e->episodes, e->min_return, e->max_return);
   }
   // Non-finite figures are null in the JSON: shown as nan, and no line without a test loss.
   const auto finite = [](double v) { return std::isfinite(v) ? v : NAN; };
   if (const auto* e = s.forecast_eval(); e && std::isfinite(e->loss)) {
-    std::snprintf(buf, sizeof(buf),
-                  "  best validation loss %.5g (epoch %lld); test loss %.5g vs unconditional "
-                  "baseline %.5g over %lld windows\n",
-                  finite(e->best_val_loss), static_cast<long long>(e->best_epoch), e->loss,
-                  finite(e->baseline_loss), static_cast<long long>(e->windows));
-    out += buf;
+    out += fmt::format(
+        "  best validation loss {:.5g} (epoch {}); test loss {:.5g} vs unconditional "
+        "baseline {:.5g} over {} windows\n",
+        finite(e->best_val_loss), e->best_epoch, e->loss, finite(e->baseline_loss), e->windows);
     if (const auto& p = e->next_bar_pooled) {
-      std::snprintf(buf, sizeof(buf),
-                    "  next bar over %lld instruments (%lld test bars): skill %+.2f%% vs each "
-                    "one's best naive baseline, pooled; %lld of %lld beat theirs\n",
-                    static_cast<long long>(p->instruments), static_cast<long long>(p->points),
-                    100.0 * p->skill, static_cast<long long>(p->beating_instruments),
-                    static_cast<long long>(p->instruments));
-      out += buf;
+      out += fmt::format(
+          "  next bar over {} instruments ({} test bars): skill {:+.2f}% vs each "
+          "one's best naive baseline, pooled; {} of {} beat theirs\n",
+          p->instruments, p->points, 100.0 * p->skill, p->beating_instruments, p->instruments);
     }
   }
   if (s.data && !s.data->instruments.empty() && s.data->cuts)

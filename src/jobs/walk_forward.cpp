@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
@@ -94,9 +95,7 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
     r.score_end = std::min(n, r.score_begin + job.every);
     r.train_end = r.score_begin;
     r.train_begin = job.rolling > 0 ? r.train_end - job.rolling : 0;
-    char name[32];
-    std::snprintf(name, sizeof(name), "fold-%03lld", static_cast<long long>(k));
-    r.dir = (std::filesystem::path(work) / name).string();
+    r.dir = (std::filesystem::path(work) / fmt::format("fold-{:03}", k)).string();
     const auto train = slice(series, r.train_begin, r.train_end);
     r.train_first_timestamp = train.bars.front().timestamp;
     r.train_last_timestamp = train.bars.back().timestamp;
@@ -104,16 +103,11 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
 
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    char line[320];
-    std::snprintf(line, sizeof(line),
-                  "[walk-forward] fold %lld/%lld: train on bars %lld..%lld (%s .. %s), score "
-                  "%lld..%lld; %.0f s so far\n",
-                  static_cast<long long>(k + 1), static_cast<long long>(folds),
-                  static_cast<long long>(r.train_begin), static_cast<long long>(r.train_end - 1),
-                  day(r.train_first_timestamp).c_str(), day(r.train_last_timestamp).c_str(),
-                  static_cast<long long>(r.score_begin), static_cast<long long>(r.score_end - 1),
-                  elapsed);
-    log << line;
+    log << fmt::format(
+        "[walk-forward] fold {}/{}: train on bars {}..{} ({} .. {}), score "
+        "{}..{}; {:.0f} s so far\n",
+        k + 1, folds, r.train_begin, r.train_end - 1, day(r.train_first_timestamp),
+        day(r.train_last_timestamp), r.score_begin, r.score_end - 1, elapsed);
     log.flush();
     if (reusable(r.dir, record)) {
       r.reused = true;
@@ -223,14 +217,10 @@ nlohmann::json WalkForwardRun::to_json() const {
 
 std::string WalkForwardRun::table() const {
   std::ostringstream os;
-  char line[320];
-  std::snprintf(line, sizeof(line), "walk-forward: %zu refits every %lld bars (%s window)\n",
-                refits.size(), static_cast<long long>(every),
-                rolling > 0 ? ("rolling " + std::to_string(rolling)).c_str() : "expanding");
-  os << line;
-  std::snprintf(line, sizeof(line), "%-5s %-23s %-23s %8s %9s %9s %9s %9s\n", "fold", "trained on",
-                "scored", "train s", "ensemble", "b&h", "tft", "dqn");
-  os << line;
+  os << fmt::format("walk-forward: {} refits every {} bars ({} window)\n", refits.size(), every,
+                    rolling > 0 ? fmt::format("rolling {}", rolling) : "expanding");
+  os << fmt::format("{:<5} {:<23} {:<23} {:>8} {:>9} {:>9} {:>9} {:>9}\n", "fold", "trained on",
+                    "scored", "train s", "ensemble", "b&h", "tft", "dqn");
   auto sharpe = [](const Refit& r, const char* s) {
     auto it = r.sharpe.find(s);
     return it == r.sharpe.end() ? NAN : it->second;
@@ -238,12 +228,10 @@ std::string WalkForwardRun::table() const {
   for (const auto& r : refits) {
     const std::string trained = day(r.train_first_timestamp) + ".." + day(r.train_last_timestamp);
     const std::string scored = day(r.first_timestamp) + ".." + day(r.last_timestamp);
-    std::snprintf(line, sizeof(line), "%-5lld %-23s %-23s %8s %9.2f %9.2f %9.2f %9.2f\n",
-                  static_cast<long long>(r.fold + 1), trained.c_str(), scored.c_str(),
-                  r.reused ? "reused" : std::to_string(static_cast<int64_t>(r.seconds)).c_str(),
-                  sharpe(r, "ensemble"), sharpe(r, "buy_and_hold"), sharpe(r, "tft"),
-                  sharpe(r, "dqn"));
-    os << line;
+    os << fmt::format(
+        "{:<5} {:<23} {:<23} {:>8} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}\n", r.fold + 1, trained,
+        scored, r.reused ? "reused" : std::to_string(static_cast<int64_t>(r.seconds)),
+        sharpe(r, "ensemble"), sharpe(r, "buy_and_hold"), sharpe(r, "tft"), sharpe(r, "dqn"));
   }
   if (interrupted) os << "interrupted: rerun the same command to resume from the finished folds\n";
   os << run.table();

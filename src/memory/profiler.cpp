@@ -2,10 +2,11 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/fields.h"
 #include "foxhunt/core/units.h"
@@ -218,52 +219,39 @@ std::string Profiler::report() const {
   const auto rss = rss_summary();
   const auto dev = device_summary();
   std::ostringstream os;
-  char line[256];
-  std::snprintf(line, sizeof(line), "memory profile: %.3f s, %zu samples every %lld ms\n",
-                d.seconds, all.size(), static_cast<long long>(options_.period_ms));
-  os << line;
-  std::snprintf(line, sizeof(line), "  %-28s %14s %14s %14s\n", "", "baseline", "current", "delta");
-  os << line;
+  os << fmt::format("memory profile: {:.3f} s, {} samples every {} ms\n", d.seconds, all.size(),
+                    options_.period_ms);
+  os << fmt::format("  {:<28} {:>14} {:>14} {:>14}\n", "", "baseline", "current", "delta");
   auto row = [&](const char* name, std::uint64_t b, std::uint64_t c) {
-    std::snprintf(line, sizeof(line), "  %-28s %14s %14s %14s\n", name, hb(b).c_str(),
-                  hb(c).c_str(), hs(sdiff(c, b)).c_str());
-    os << line;
+    os << fmt::format("  {:<28} {:>14} {:>14} {:>14}\n", name, hb(b), hb(c), hs(sdiff(c, b)));
   };
   row("ledger live", base.ledger.live_bytes, now.ledger.live_bytes);
   row(kExternalLabel, base.external_bytes, now.external_bytes);
   row("process RSS", base.rss_bytes, now.rss_bytes);
   if (base.device_allocated_bytes && now.device_allocated_bytes)
     row("CUDA allocated (device 0)", *base.device_allocated_bytes, *now.device_allocated_bytes);
-  std::snprintf(line, sizeof(line), "  ledger peak %s (exact), allocations %llu, frees %llu\n",
-                hb(now.ledger.peak_bytes).c_str(), static_cast<unsigned long long>(d.alloc_count),
-                static_cast<unsigned long long>(d.free_count));
-  os << line;
+  os << fmt::format("  ledger peak {} (exact), allocations {}, frees {}\n",
+                    hb(now.ledger.peak_bytes), d.alloc_count, d.free_count);
   auto series = [&](const char* name, const SeriesSummary& s) {
-    std::snprintf(line, sizeof(line), "  sampled %-20s peak %12s  average %12s\n", name,
-                  hb(s.peak).c_str(), human_bytes(s.average).c_str());
-    os << line;
+    os << fmt::format("  sampled {:<20} peak {:>12}  average {:>12}\n", name, hb(s.peak),
+                      human_bytes(s.average));
   };
   series("ledger live", live);
   series("process RSS", rss);
   if (dev) series("CUDA allocated", *dev);
   if (!now.scopes.empty()) {
-    std::snprintf(line, sizeof(line), "  %-28s %14s %14s %14s\n", "scope", "live", "peak", "delta");
-    os << line;
+    os << fmt::format("  {:<28} {:>14} {:>14} {:>14}\n", "scope", "live", "peak", "delta");
     std::map<std::string, std::uint64_t> before;
     for (const auto& s : base.scopes) before[s.name] = s.live_bytes;
     for (const auto& s : now.scopes) {
       const auto it = before.find(s.name);
       const std::uint64_t b = it == before.end() ? 0 : it->second;
-      std::snprintf(line, sizeof(line), "  %-28s %14s %14s %14s\n", s.name.c_str(),
-                    hb(s.live_bytes).c_str(), hb(s.peak_bytes).c_str(),
-                    hs(sdiff(s.live_bytes, b)).c_str());
-      os << line;
+      os << fmt::format("  {:<28} {:>14} {:>14} {:>14}\n", s.name, hb(s.live_bytes),
+                        hb(s.peak_bytes), hs(sdiff(s.live_bytes, b)));
     }
   }
   for (const auto& e : now.external) {
-    std::snprintf(line, sizeof(line), "  %-28s %14s  %s\n", e.tag.c_str(), hb(e.bytes).c_str(),
-                  kExternalLabel);
-    os << line;
+    os << fmt::format("  {:<28} {:>14}  {}\n", e.tag, hb(e.bytes), kExternalLabel);
   }
   return os.str();
 }

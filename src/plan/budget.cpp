@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
@@ -221,73 +222,55 @@ nlohmann::json BudgetReport::to_json() const {
 
 std::string BudgetReport::table() const {
   std::ostringstream os;
-  char line[512];
-  std::snprintf(line, sizeof(line),
-                "budget %s (%llu B, %s); memory = parameters + buffers + peak inference "
-                "activations of batch 1 / %lld%s\n",
-                hb(double(budget_bytes)).c_str(), static_cast<unsigned long long>(budget_bytes),
-                budget_source.c_str(), static_cast<long long>(serving_batch),
-                [&] {
-                  std::string p;
-                  for (const auto& r : rows)
-                    if (r.precision != "fp32")
-                      p += (p.empty() ? "" : ", ") + r.model + " " + r.precision;
-                  return p.empty() ? std::string(" (fp32)") : " (fp32; " + p + ")";
-                }()
-                    .c_str());
-  os << line;
-  std::snprintf(line, sizeof(line), "%-8s %12s %12s %11s %11s %12s %9s  %s\n", "model", "memory",
-                "target", "% budget", "% target", "claimed", "claim/x", "status");
-  os << line;
+  std::string precisions;
+  for (const auto& r : rows)
+    if (r.precision != "fp32")
+      precisions += (precisions.empty() ? "" : ", ") + r.model + " " + r.precision;
+  os << fmt::format(
+      "budget {} ({} B, {}); memory = parameters + buffers + peak inference "
+      "activations of batch 1 / {}{}\n",
+      hb(double(budget_bytes)), budget_bytes, budget_source, serving_batch,
+      precisions.empty() ? std::string(" (fp32)") : " (fp32; " + precisions + ")");
+  os << fmt::format("{:<8} {:>12} {:>12} {:>11} {:>11} {:>12} {:>9}  {}\n", "model", "memory",
+                    "target", "% budget", "% target", "claimed", "claim/x", "status");
   for (const auto& r : rows) {
-    std::snprintf(line, sizeof(line), "%-8s %12s %12s %10.3f%% %10.2f%% %12s %8.1fx  %s\n",
-                  r.model.c_str(), hb(double(r.memory_bytes)).c_str(),
-                  r.target_bytes ? hb(double(r.target_bytes)).c_str() : "-", r.pct_of_budget,
-                  r.pct_of_target, r.claimed_bytes ? hb(double(r.claimed_bytes)).c_str() : "-",
-                  r.claimed_over_measured, r.status.c_str());
-    os << line;
+    os << fmt::format("{:<8} {:>12} {:>12} {:>10.3f}% {:>10.2f}% {:>12} {:>8.1f}x  {}\n", r.model,
+                      hb(double(r.memory_bytes)),
+                      r.target_bytes ? hb(double(r.target_bytes)) : std::string("-"),
+                      r.pct_of_budget, r.pct_of_target,
+                      r.claimed_bytes ? hb(double(r.claimed_bytes)) : std::string("-"),
+                      r.claimed_over_measured, r.status);
   }
-  std::snprintf(line, sizeof(line), "%-8s %12s %12s %10.3f%% %11s  %s\n", "total",
-                hb(double(total_bytes)).c_str(), "", total_pct_of_budget, "",
-                total_within_budget ? "PASS" : "FAIL: over budget");
-  os << line;
-  std::snprintf(
-      line, sizeof(line), "headroom: budget - total = %s (%lld B), required %s (%llu B): %s\n",
-      hb(double(headroom_bytes)).c_str(), static_cast<long long>(headroom_bytes),
-      hb(double(headroom_required_bytes)).c_str(),
-      static_cast<unsigned long long>(headroom_required_bytes), headroom_ok ? "PASS" : "FAIL");
-  os << line;
+  os << fmt::format("{:<8} {:>12} {:>12} {:>10.3f}% {:>11}  {}\n", "total", hb(double(total_bytes)),
+                    "", total_pct_of_budget, "",
+                    total_within_budget ? "PASS" : "FAIL: over budget");
+  os << fmt::format("headroom: budget - total = {} ({} B), required {} ({} B): {}\n",
+                    hb(double(headroom_bytes)), headroom_bytes, hb(double(headroom_required_bytes)),
+                    headroom_required_bytes, headroom_ok ? "PASS" : "FAIL");
   for (const auto& v : views) {
-    std::snprintf(line, sizeof(line), "view %-8s %12s, headroom %12s: %s (%s)\n", v.name.c_str(),
-                  hb(double(v.bytes)).c_str(), hb(double(v.headroom_bytes)).c_str(),
-                  v.ok ? "PASS" : "FAIL", v.description.c_str());
-    os << line;
+    os << fmt::format("view {:<8} {:>12}, headroom {:>12}: {} ({})\n", v.name, hb(double(v.bytes)),
+                      hb(double(v.headroom_bytes)), v.ok ? "PASS" : "FAIL", v.description);
   }
   if (!views.empty()) {
     std::uint64_t claimed = 0;
     for (const auto& [m, b] : reference_claims()) claimed += b;
-    std::snprintf(line, sizeof(line),
-                  "reference claims: total %s (%.0fx the measured %s), headroom 3.57 GiB on 4 GB; "
-                  "measured serving headroom %s\n",
-                  hb(double(claimed)).c_str(),
-                  total_bytes ? double(claimed) / double(total_bytes) : 0.0,
-                  hb(double(total_bytes)).c_str(),
-                  views.empty() ? "-" : hb(double(views.front().headroom_bytes)).c_str());
-    os << line;
+    os << fmt::format(
+        "reference claims: total {} ({:.0f}x the measured {}), headroom 3.57 GiB on 4 GB; "
+        "measured serving headroom {}\n",
+        hb(double(claimed)), total_bytes ? double(claimed) / double(total_bytes) : 0.0,
+        hb(double(total_bytes)),
+        views.empty() ? std::string("-") : hb(double(views.front().headroom_bytes)));
   }
   if (overheads.measured) {
-    std::snprintf(line, sizeof(line),
-                  "device %s (capped at %s): workspace tag %s (reserved - allocated), context tag "
-                  "%s (NVML used - reserved%s); the profile assumes a %s context reserve\n",
-                  device.str().c_str(), hb(double(enforced_cap_bytes)).c_str(),
-                  hb(double(overheads.workspace_bytes)).c_str(),
-                  overheads.context_measured ? hb(double(overheads.context_bytes)).c_str() : "-",
-                  overheads.context_measured ? "" : (": " + overheads.note).c_str(),
-                  profile_reserve_bytes ? hb(double(profile_reserve_bytes)).c_str() : "-");
-    os << line;
+    os << fmt::format(
+        "device {} (capped at {}): workspace tag {} (reserved - allocated), context tag "
+        "{} (NVML used - reserved{}); the profile assumes a {} context reserve\n",
+        device.str(), hb(double(enforced_cap_bytes)), hb(double(overheads.workspace_bytes)),
+        overheads.context_measured ? hb(double(overheads.context_bytes)) : std::string("-"),
+        overheads.context_measured ? std::string() : ": " + overheads.note,
+        profile_reserve_bytes ? hb(double(profile_reserve_bytes)) : std::string("-"));
   }
-  std::snprintf(line, sizeof(line), "budget: %s (%.2f s)\n", ok ? "PASS" : "FAIL", seconds);
-  os << line;
+  os << fmt::format("budget: {} ({:.2f} s)\n", ok ? "PASS" : "FAIL", seconds);
   return os.str();
 }
 

@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <set>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/fields.h"
 #include "foxhunt/core/units.h"
@@ -210,7 +211,6 @@ nlohmann::json PlanResult::to_json() const {
 
 std::string PlanResult::report() const {
   std::ostringstream os;
-  char line[512];
   os << "plan " << model << " on " << fixed.device
      << (fixed.device == "cpu" ? " (ledger)" : " (caching allocator)") << ": "
      << to_string(train.step) << " step (" << fixed.step << "), optimizer "
@@ -220,38 +220,28 @@ std::string PlanResult::report() const {
   else
     os << "seq-len ignored (" << model << " has no time axis)";
   os << "\n";
-  std::snprintf(
-      line, sizeof(line), "budget %s (%llu B, %s), margin %.0f%% (prediction must stay <= %s)%s\n",
-      hb(budget_bytes).c_str(), static_cast<unsigned long long>(budget_bytes),
-      budget_source.c_str(), margin * 100.0,
-      hb(static_cast<std::uint64_t>(static_cast<double>(budget_bytes) * (1 - margin))).c_str(),
+  os << fmt::format(
+      "budget {} ({} B, {}), margin {:.0f}% (prediction must stay <= {}){}\n", hb(budget_bytes),
+      budget_bytes, budget_source, margin * 100.0,
+      hb(static_cast<std::uint64_t>(static_cast<double>(budget_bytes) * (1 - margin))),
       pow2 ? ", power-of-two batches" : "");
-  os << line;
   os << "fixed tags (measured after a real optimizer step; external = host buffers declared to "
         "the ledger):\n";
   for (const auto& t : fixed.tags()) {
     if (t.tag == model + "/activations" || (t.bytes == 0 && t.tag != model + "/parameters"))
       continue;
-    std::snprintf(line, sizeof(line), "  %-22s %12s %14llu B\n", t.tag.c_str(), hb(t.bytes).c_str(),
-                  static_cast<unsigned long long>(t.bytes));
-    os << line;
+    os << fmt::format("  {:<22} {:>12} {:>14} B\n", t.tag, hb(t.bytes), t.bytes);
   }
   os << "probe steps (batch: peak beyond fixed, forward+backward / optimizer step):\n";
   for (const auto& p : probes) {
-    std::snprintf(line, sizeof(line), "  b=%-5lld %12s / %s\n", static_cast<long long>(p.batch),
-                  hb(p.activation_bytes).c_str(), hb(p.step_bytes).c_str());
-    os << line;
+    os << fmt::format("  b={:<5} {:>12} / {}\n", p.batch, hb(p.activation_bytes), hb(p.step_bytes));
   }
-  std::snprintf(line, sizeof(line),
-                "fit over the probes b >= %lld: forward+backward peak(b) = %.0f B + %.1f B x b\n"
-                "  optimizer step peak(b) = %.0f B + %.1f B x b; build peak %s; prediction = the "
-                "largest\n",
-                static_cast<long long>(fit_min_batch), fit_a, fit_c, step_fit_a, step_fit_c,
-                hb(construction_peak_bytes).c_str());
-  os << line;
-  std::snprintf(line, sizeof(line), "chosen batch: %lld (limited by %s",
-                static_cast<long long>(chosen_batch), limited_by.c_str());
-  os << line;
+  os << fmt::format(
+      "fit over the probes b >= {}: forward+backward peak(b) = {:.0f} B + {:.1f} B x b\n"
+      "  optimizer step peak(b) = {:.0f} B + {:.1f} B x b; build peak {}; prediction = the "
+      "largest\n",
+      fit_min_batch, fit_a, fit_c, step_fit_a, step_fit_c, hb(construction_peak_bytes));
+  os << fmt::format("chosen batch: {} (limited by {}", chosen_batch, limited_by);
   if (limited_by == "max-batch clamp")
     os << ": the budget alone would allow " << budget_batch << "; max_batch " << max_batch
        << " stops it";
@@ -259,35 +249,26 @@ std::string PlanResult::report() const {
     os << " from " << std::min(budget_batch, max_batch);
   os << ")\n";
   if (verified) {
-    std::snprintf(line, sizeof(line), "%-30s %12s %16s %10s\n", "peak at the chosen batch", "",
-                  "bytes", "error");
-    os << line;
+    os << fmt::format("{:<30} {:>12} {:>16} {:>10}\n", "peak at the chosen batch", "", "bytes",
+                      "error");
     auto row = [&](const char* what, std::uint64_t v, const std::string& err) {
-      std::snprintf(line, sizeof(line), "  %-28s %12s %16llu %10s\n", what, hb(v).c_str(),
-                    static_cast<unsigned long long>(v), err.c_str());
-      os << line;
+      os << fmt::format("  {:<28} {:>12} {:>16} {:>10}\n", what, hb(v), v, err);
     };
-    char e1[32], e2[32];
-    std::snprintf(e1, sizeof(e1), "%+.1f%%", reference_error_pct());
-    std::snprintf(e2, sizeof(e2), "%+.1f%%", predicted_error_pct());
-    row("reference closed form", reference_peak_bytes, e1);
-    row("fitted prediction", predicted_peak_bytes, e2);
+    row("reference closed form", reference_peak_bytes,
+        fmt::format("{:+.1f}%", reference_error_pct()));
+    row("fitted prediction", predicted_peak_bytes, fmt::format("{:+.1f}%", predicted_error_pct()));
     row("verified (real steps, cap)", verified_peak_bytes, "-");
   } else {
-    std::snprintf(line, sizeof(line), "  predicted peak %s, reference estimate %s (not verified)\n",
-                  hb(predicted_peak_bytes).c_str(), hb(reference_peak_bytes).c_str());
-    os << line;
+    os << fmt::format("  predicted peak {}, reference estimate {} (not verified)\n",
+                      hb(predicted_peak_bytes), hb(reference_peak_bytes));
   }
   for (const auto& a : attempts) {
-    std::snprintf(line, sizeof(line), "verification: batch %lld %s under a cap of %s (peak %s)\n",
-                  static_cast<long long>(a.batch),
-                  a.ok ? "trained (steady-state step)" : "ran out of memory",
-                  hb(budget_bytes).c_str(), hb(a.peak_bytes).c_str());
-    os << line;
+    os << fmt::format("verification: batch {} {} under a cap of {} (peak {})\n", a.batch,
+                      a.ok ? "trained (steady-state step)" : "ran out of memory", hb(budget_bytes),
+                      hb(a.peak_bytes));
   }
-  std::snprintf(line, sizeof(line), "wall time %.2f s (probes %.2f s, verification %.2f s)\n",
-                seconds, probe_seconds, verify_seconds);
-  os << line;
+  os << fmt::format("wall time {:.2f} s (probes {:.2f} s, verification {:.2f} s)\n", seconds,
+                    probe_seconds, verify_seconds);
   return os.str();
 }
 

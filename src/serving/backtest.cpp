@@ -4,14 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
-#include "foxhunt/core/strings.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/serving/bundle.h"
 
@@ -166,12 +166,10 @@ void score_backtest(BacktestRun& run, const BacktestJob& job) {
   // A model that never holds a position is reported as such: no figure of it may pass for skill.
   for (const auto& [name, max_signal] : run.max_abs_signal) {
     if (run.results.at(name).exposure > 0) continue;
-    char why[256];
-    std::snprintf(why, sizeof(why),
-                  "never left the dead band: its largest |signal| over %zu scored bars was %.4g, "
-                  "the dead band is %.4g",
-                  n, max_signal, run.rule.dead_band);
-    run.idle[name] = why;
+    run.idle[name] = fmt::format(
+        "never left the dead band: its largest |signal| over {} scored bars was {:.4g}, "
+        "the dead band is {:.4g}",
+        n, max_signal, run.rule.dead_band);
   }
 
   // Forecasts at bar t are for r_{t+1}: the last scored bar has no outcome yet.
@@ -200,10 +198,8 @@ std::vector<std::string> forecaster_gate_failures(const BacktestRun& run) {
   std::vector<std::string> out;
   for (const auto& [name, f] : run.forecasts) {
     if (f.evaluation.beats_best_baseline) continue;
-    char buf[200];
-    std::snprintf(buf, sizeof(buf), "%s: skill %+.2f%% vs %s", name.c_str(),
-                  100 * f.evaluation.skill_vs_best, f.evaluation.best_baseline.c_str());
-    out.push_back(buf);
+    out.push_back(fmt::format("{}: skill {:+.2f}% vs {}", name, 100 * f.evaluation.skill_vs_best,
+                              f.evaluation.best_baseline));
   }
   return out;
 }
@@ -265,42 +261,42 @@ nlohmann::json BacktestRun::to_json() const {
 
 std::string BacktestRun::table() const {
   std::ostringstream os;
-  os << strprintf(
-      "backtest: %zu scored bars (%lld warm-up, %lld inside the training range "
-      "skipped), %.0f bars/year\n",
-      closes.size(), static_cast<long long>(warmup_bars),
-      static_cast<long long>(skipped_training_bars), periods_per_year);
+  os << fmt::format(
+      "backtest: {} scored bars ({} warm-up, {} inside the training range "
+      "skipped), {:.0f} bars/year\n",
+      closes.size(), warmup_bars, skipped_training_bars, periods_per_year);
   if (short_window) {
-    os << strprintf(
-        "note: fewer than a year of bars scored (%zu of %.0f per year): annualised "
+    os << fmt::format(
+        "note: fewer than a year of bars scored ({} of {:.0f} per year): annualised "
         "figures extrapolate; per-bar figures beside them\n",
         closes.size() - 1, periods_per_year);
   }
-  os << strprintf("%-13s %9s %9s %8s %17s %8s %7s %8s %7s %8s %8s %9s\n", "strategy", "return",
-                  "ann.ret", "vol", "sharpe [95% CI]", "sh/bar", "max dd", "dd bars", "turn/y",
-                  "exposure", "P>B&H", "b/e bps");
+  os << fmt::format("{:<13} {:>9} {:>9} {:>8} {:>17} {:>8} {:>7} {:>8} {:>7} {:>8} {:>8} {:>9}\n",
+                    "strategy", "return", "ann.ret", "vol", "sharpe [95% CI]", "sh/bar", "max dd",
+                    "dd bars", "turn/y", "exposure", "P>B&H", "b/e bps");
   for (const auto& name : order) {
     const auto& r = results.at(name);
-    const std::string ci = strprintf("%5.2f [%5.2f,%5.2f]", r.sharpe, r.sharpe_lo, r.sharpe_hi);
+    const std::string ci =
+        fmt::format("{:>5.2f} [{:>5.2f},{:>5.2f}]", r.sharpe, r.sharpe_lo, r.sharpe_hi);
     const std::string beats =
-        r.prob_beats_reference ? strprintf("%.2f", *r.prob_beats_reference) : "-";
-    const std::string be = r.break_even_cost_bps ? strprintf("%.1f", *r.break_even_cost_bps)
+        r.prob_beats_reference ? fmt::format("{:.2f}", *r.prob_beats_reference) : "-";
+    const std::string be = r.break_even_cost_bps ? fmt::format("{:.1f}", *r.break_even_cost_bps)
                            : r.beats_reference_at_any_cost ? "any"
                                                            : "-";
-    os << strprintf(
-        "%-13s %+8.2f%% %+8.2f%% %7.2f%% %17s %8.4f %6.2f%% %8lld %7.1f %7.1f%% %8s %9s\n",
-        name.c_str(), 100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility,
-        ci.c_str(), r.sharpe_per_bar, 100 * r.max_drawdown,
-        static_cast<long long>(r.max_drawdown_duration_bars), r.turnover_per_year, 100 * r.exposure,
-        beats.c_str(), be.c_str());
+    os << fmt::format(
+        "{:<13} {:>+8.2f}% {:>+8.2f}% {:>7.2f}% {:>17} {:>8.4f} {:>6.2f}% {:>8} {:>7.1f} {:>7.1f}% "
+        "{:>8} {:>9}\n",
+        name, 100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility, ci,
+        r.sharpe_per_bar, 100 * r.max_drawdown, r.max_drawdown_duration_bars, r.turnover_per_year,
+        100 * r.exposure, beats, be);
   }
   for (const auto& [name, why] : idle) os << name << ": idle, " << why << "\n";
   for (const auto& [name, f] : forecasts) {
     const auto& e = f.evaluation;
-    os << strprintf(
-        "%-8s pinball %.3g vs best naive %s: skill %+.1f%% [%+.1f%%, %+.1f%%], P10-P90 "
-        "coverage %.1f%%\n",
-        name.c_str(), e.model.mean_pinball, e.best_baseline.c_str(), 100 * e.skill_vs_best,
+    os << fmt::format(
+        "{:<8} pinball {:.3g} vs best naive {}: skill {:+.1f}% [{:+.1f}%, {:+.1f}%], P10-P90 "
+        "coverage {:.1f}%\n",
+        name, e.model.mean_pinball, e.best_baseline, 100 * e.skill_vs_best,
         100 * e.skill_vs_best_lo, 100 * e.skill_vs_best_hi, 100 * e.coverage_p10_p90.value_or(NAN));
   }
   return os.str();

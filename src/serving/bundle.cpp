@@ -1,9 +1,10 @@
 #include "foxhunt/serving/bundle.h"
 
+#include <fmt/format.h>
+
 #include "foxhunt/data/dataset.h"
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -66,9 +67,7 @@ DataFingerprint fingerprint(const data::BarSeries& series) {
     h = fnv1a(h, &b.timestamp, sizeof(b.timestamp));
     for (double v : {b.open, b.high, b.low, b.close, b.volume}) h = fnv1a(h, &v, sizeof(v));
   }
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
-  f.hash = hex;
+  f.hash = fmt::format("{:016x}", h);
   return f;
 }
 
@@ -86,9 +85,7 @@ DataFingerprint fingerprint(const data::Panel& panel) {
     const auto one = fingerprint(ps.series);
     h = fnv1a(h, one.hash.data(), one.hash.size());
   }
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
-  f.hash = hex;
+  f.hash = fmt::format("{:016x}", h);
   return f;
 }
 

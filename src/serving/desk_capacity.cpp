@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <optional>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
-#include "foxhunt/core/strings.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/catalog.h"
@@ -74,23 +74,22 @@ nlohmann::json DeskCapacity::to_json() const {
 }
 
 std::string DeskCapacity::table() const {
-  return strprintf(
-             "desk of %lld instruments: %s (weights %s, state %s = %s per instrument, "
-             "forwards peak %s): %s the budget %s (%s) with %s headroom\n",
-             static_cast<long long>(asked.instruments),
-             human_bytes(static_cast<double>(asked.bytes)).c_str(),
-             human_bytes(static_cast<double>(weights_bytes)).c_str(),
-             human_bytes(static_cast<double>(asked.state_bytes)).c_str(),
-             human_bytes(static_cast<double>(state_bytes_per_instrument)).c_str(),
-             human_bytes(static_cast<double>(asked.forward_peak_bytes)).c_str(),
-             asked_fits ? "fits" : "DOES NOT FIT", human_bytes(double(budget_bytes)).c_str(),
-             budget_source.c_str(), human_bytes(double(headroom_required_bytes)).c_str()) +
-         strprintf(
-             "max_instruments: %lld (%s per instrument measured; verified under the cap: %s in "
-             "%lld attempt%s)\n",
-             static_cast<long long>(max_instruments), human_bytes(bytes_per_instrument).c_str(),
-             human_bytes(static_cast<double>(verified.bytes)).c_str(),
-             static_cast<long long>(verify_attempts), verify_attempts == 1 ? "" : "s");
+  return fmt::format(
+             "desk of {} instruments: {} (weights {}, state {} = {} per instrument, "
+             "forwards peak {}): {} the budget {} ({}) with {} headroom\n",
+             asked.instruments, human_bytes(static_cast<double>(asked.bytes)),
+             human_bytes(static_cast<double>(weights_bytes)),
+             human_bytes(static_cast<double>(asked.state_bytes)),
+             human_bytes(static_cast<double>(state_bytes_per_instrument)),
+             human_bytes(static_cast<double>(asked.forward_peak_bytes)),
+             asked_fits ? "fits" : "DOES NOT FIT", human_bytes(double(budget_bytes)), budget_source,
+             human_bytes(double(headroom_required_bytes))) +
+         fmt::format(
+             "max_instruments: {} ({} per instrument measured; verified under the cap: {} in "
+             "{} attempt{})\n",
+             max_instruments, human_bytes(bytes_per_instrument),
+             human_bytes(static_cast<double>(verified.bytes)), verify_attempts,
+             verify_attempts == 1 ? "" : "s");
 }
 
 DeskCapacity measure_desk_capacity(const std::vector<Bundle>& bundles,

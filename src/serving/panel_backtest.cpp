@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <set>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
@@ -35,10 +36,8 @@ std::vector<std::string> forecaster_gate_failures(const PanelBacktestRun& run) {
   std::vector<std::string> out;
   for (const auto& [name, pf] : run.pooled) {
     if (pf.skill >= 0) continue;
-    char buf[200];
-    std::snprintf(buf, sizeof(buf), "%s: pooled skill %+.2f%% vs each symbol's best naive baseline",
-                  name.c_str(), 100 * pf.skill);
-    out.push_back(buf);
+    out.push_back(fmt::format("{}: pooled skill {:+.2f}% vs each symbol's best naive baseline",
+                              name, 100 * pf.skill));
   }
   return out;
 }
@@ -162,32 +161,24 @@ nlohmann::json PanelBacktestRun::to_json() const {
 
 std::string PanelBacktestRun::table() const {
   std::ostringstream os;
-  char line[320];
-  std::snprintf(line, sizeof(line), "portfolio of %zu symbols (equal risk:", symbols.size());
-  os << line;
-  for (const auto& s : symbols) {
-    std::snprintf(line, sizeof(line), " %s %.1f%%", s.c_str(), 100 * weights.at(s));
-    os << line;
-  }
+  os << fmt::format("portfolio of {} symbols (equal risk:", symbols.size());
+  for (const auto& s : symbols) os << fmt::format(" {} {:.1f}%", s, 100 * weights.at(s));
   os << "), " << timestamps.size() + 1 << " bars\n";
-  std::snprintf(line, sizeof(line), "%-13s %9s %9s %8s %8s %8s %9s %8s\n", "strategy", "return",
-                "ann.ret", "vol", "sharpe", "max dd", "turnover", "exposure");
-  os << line;
+  os << fmt::format("{:<13} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8}\n", "strategy", "return",
+                    "ann.ret", "vol", "sharpe", "max dd", "turnover", "exposure");
   for (const auto& name : order) {
     const auto& r = portfolio.at(name);
-    std::snprintf(line, sizeof(line),
-                  "%-13s %+8.2f%% %+8.2f%% %7.2f%% %8.2f %7.2f%% %9.1f %7.1f%%\n", name.c_str(),
-                  100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility, r.sharpe,
-                  100 * r.max_drawdown, r.turnover, 100 * r.exposure);
-    os << line;
+    os << fmt::format(
+        "{:<13} {:>+8.2f}% {:>+8.2f}% {:>7.2f}% {:>8.2f} {:>7.2f}% {:>9.1f} {:>7.1f}%\n", name,
+        100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility, r.sharpe,
+        100 * r.max_drawdown, r.turnover, 100 * r.exposure);
   }
   for (const auto& [m, p] : pooled) {
-    std::snprintf(line, sizeof(line),
-                  "%-8s pooled over %lld symbols (%lld points): pinball %.3g vs best naive %.3g, "
-                  "skill %+.1f%%, P10-P90 coverage %.1f%%\n",
-                  m.c_str(), static_cast<long long>(p.symbols), static_cast<long long>(p.points),
-                  p.model_pinball, p.baseline_pinball, 100 * p.skill, 100 * p.coverage_p10_p90);
-    os << line;
+    os << fmt::format(
+        "{:<8} pooled over {} symbols ({} points): pinball {:.3g} vs best naive {:.3g}, "
+        "skill {:+.1f}%, P10-P90 coverage {:.1f}%\n",
+        m, p.symbols, p.points, p.model_pinball, p.baseline_pinball, 100 * p.skill,
+        100 * p.coverage_p10_p90);
   }
   for (const auto& s : symbols) {
     os << "\n== " << s << "\n" << runs.at(s).table();

@@ -1,6 +1,6 @@
 #include "foxhunt/serving/universe.h"
 
-#include <cstdio>
+#include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
 
@@ -16,8 +16,7 @@ SyntheticUniverse::SyntheticUniverse(uint64_t seed, int64_t instruments) {
   t_ = base_[0].timestamp;
   const auto n = static_cast<int64_t>(base_.size());
   for (int64_t k = 0; k < instruments; ++k) {
-    char name[32];
-    std::snprintf(name, sizeof(name), "SYN%05lld", static_cast<long long>(k));
+    std::string name = fmt::format("SYN{:05}", k);
     // Starts spread over the series (7919 is prime), price levels 1.00 .. 1.96.
     cursors_.push_back(
         {name, static_cast<size_t>((k * 7919) % n), 1.0 + 0.01 * static_cast<double>(k % 97)});

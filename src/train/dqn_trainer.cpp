@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/options_io.h"
@@ -358,9 +360,9 @@ TrainResult DqnTrainer::train(const RunConfig& run) {
   const auto n_actions = static_cast<uint64_t>(env_->action_count());
   auto write_log = [&] {
     auto line = metrics_line(session.elapsed(), session.rate(step_));
-    char extra[128];
-    std::snprintf(extra, sizeof(extra), "return %.1f  loss %.4g  eps %.3f", returns_.mean(),
-                  line["loss"].is_null() ? NAN : line["loss"].get<double>(), epsilon());
+    const std::string extra =
+        fmt::format("return {:.1f}  loss {:.4g}  eps {:.3f}", returns_.mean(),
+                    line["loss"].is_null() ? NAN : line["loss"].get<double>(), epsilon());
     session.log(line, step_, extra);
     if (loss_count_ > 0) last_loss_ = loss_sum_ / static_cast<double>(loss_count_);
     loss_sum_ = 0.0;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/options_io.h"
@@ -275,9 +277,7 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
     auto line = metrics_line(session.elapsed(), 0.0);
     line["event"] = "initial";
     line["val_loss"] = json_number(initial_val_);
-    char extra[96];
-    std::snprintf(extra, sizeof(extra), "initial weights  val %.5g", initial_val_);
-    session.log(line, step_, extra);
+    session.log(line, step_, fmt::format("initial weights  val {:.5g}", initial_val_));
   }
   while (!stopped_early_ && epoch_ < o_.epochs()) {
     model_.module().train();
@@ -301,9 +301,9 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
       if (dp_) dp_->after_step(step_);
       if (session.log_due(step_ - 1, step_)) {
         auto line = metrics_line(session.elapsed(), samples_rate());
-        char extra[96];
-        std::snprintf(extra, sizeof(extra), "epoch %lld  loss %.5g", static_cast<long long>(epoch_),
-                      line["loss"].is_null() ? NAN : line["loss"].get<double>());
+        const std::string extra =
+            fmt::format("epoch {}  loss {:.5g}", epoch_,
+                        line["loss"].is_null() ? NAN : line["loss"].get<double>());
         session.log(line, step_, extra);
         window_loss_sum_ = 0.0;
         window_loss_count_ = 0;
@@ -332,10 +332,9 @@ TrainResult ForecastTrainer::train(const RunConfig& run) {
       line["train_loss"] = json_number(train_loss);
       line["val_loss"] = json_number(val);
       line["improved"] = improved;
-      char extra[128];
-      std::snprintf(extra, sizeof(extra), "epoch %lld  train %.5g  val %.5g  best %.5g",
-                    static_cast<long long>(epoch_), train_loss, val, best_val_);
-      session.log(line, step_, extra);
+      session.log(line, step_,
+                  fmt::format("epoch {}  train {:.5g}  val {:.5g}  best {:.5g}", epoch_, train_loss,
+                              val, best_val_));
       ++epoch_;
       batch_ = 0;
       epoch_loss_sum_ = 0.0;

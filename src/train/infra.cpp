@@ -9,6 +9,8 @@
 #include <cstring>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
 
@@ -54,19 +56,10 @@ void MetricsLog::write(const nlohmann::json& line) {
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
-  char buf[64];
-  if (seconds < 60) {
-    std::snprintf(buf, sizeof(buf), "%.1fs", seconds);
-  } else {
-    const auto s = static_cast<int64_t>(seconds + 0.5);
-    if (s < 3600)
-      std::snprintf(buf, sizeof(buf), "%lldm%02llds", static_cast<long long>(s / 60),
-                    static_cast<long long>(s % 60));
-    else
-      std::snprintf(buf, sizeof(buf), "%lldh%02lldm%02llds", static_cast<long long>(s / 3600),
-                    static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
-  }
-  return buf;
+  if (seconds < 60) return fmt::format("{:.1f}s", seconds);
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m{:02}s", s / 3600, s / 60 % 60, s % 60);
 }
 
 Progress::Progress(std::string label, int64_t total, int64_t start_step, ProgressMode mode)
@@ -95,22 +88,17 @@ void Progress::draw(int64_t step, const std::string& extra, bool newline) {
   const double frac = total_ > 0 ? std::min(1.0, static_cast<double>(step) / total_) : 0.0;
   const double eta = r > 0 ? static_cast<double>(std::max<int64_t>(total_ - step, 0)) / r : NAN;
   std::string line;
-  char head[160];
   if (bar_) {
     constexpr int kWidth = 24;
     const int filled = static_cast<int>(frac * kWidth);
     std::string bar(static_cast<size_t>(filled), '#');
     bar.append(static_cast<size_t>(kWidth - filled), '.');
-    std::snprintf(head, sizeof(head), "\r%s [%s] %5.1f%% %lld/%lld %.0f/s ETA %s", label_.c_str(),
-                  bar.c_str(), 100.0 * frac, static_cast<long long>(step),
-                  static_cast<long long>(total_), r, format_duration(eta).c_str());
+    line = fmt::format("\r{} [{}] {:>5.1f}% {}/{} {:.0f}/s ETA {}", label_, bar, 100.0 * frac, step,
+                       total_, r, format_duration(eta));
   } else {
-    std::snprintf(head, sizeof(head), "%s step %lld/%lld (%.1f%%) %.0f/s elapsed %s ETA %s",
-                  label_.c_str(), static_cast<long long>(step), static_cast<long long>(total_),
-                  100.0 * frac, r, format_duration(elapsed()).c_str(),
-                  format_duration(eta).c_str());
+    line = fmt::format("{} step {}/{} ({:.1f}%) {:.0f}/s elapsed {} ETA {}", label_, step, total_,
+                       100.0 * frac, r, format_duration(elapsed()), format_duration(eta));
   }
-  line = head;
   if (!extra.empty()) line += "  " + extra;
   if (bar_) line += "\x1b[K";  // clear the rest of the terminal line
   if (newline) line += "\n";

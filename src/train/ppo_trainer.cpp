@@ -1,4 +1,6 @@
 #include "foxhunt/train/ppo_trainer.h"
+#include <fmt/format.h>
+
 #include "foxhunt/train/fused_adam.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -291,9 +293,8 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
     started_ = true;
   }
   auto write_log = [&] {
-    char extra[128];
-    std::snprintf(extra, sizeof(extra), "return %.1f  kl %.4f  lr %.2e", returns_.mean(),
-                  last_stats_.value("approx_kl", NAN), current_lr());
+    const std::string extra = fmt::format("return {:.1f}  kl {:.4f}  lr {:.2e}", returns_.mean(),
+                                          last_stats_.value("approx_kl", NAN), current_lr());
     session.log(metrics_line(session.elapsed(), session.rate(step_)), step_, extra);
   };
   auto checkpoint = [&] { session.checkpoint([&](const auto& p) { save_checkpoint(p); }); };
