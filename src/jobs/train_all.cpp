@@ -16,7 +16,6 @@
 
 namespace foxhunt::jobs {
 
-using namespace foxhunt::serving;  // the areas below
 namespace {
 
 constexpr const char* kTrainAllComponent = "train";
@@ -24,7 +23,8 @@ constexpr const char* kTrainAllComponent = "train";
 }  // namespace
 
 nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path) {
-  std::filesystem::remove(BundleDirectory(dir).rule_path());  // never a stale rule on failure
+  // Never a stale rule on failure.
+  std::filesystem::remove(serving::BundleDirectory(dir).rule_path());
   const data::DatasetOptions options;
   // The bars the models trained on: one series, or a panel whose instruments share cut dates
   // (the same splits as training: data/dataset.h).
@@ -39,8 +39,8 @@ nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data
                                      : data::parse_bars_csv(text, data_path)});
   }
   try {
-    const auto bundles = load_ensemble_bundles(dir, torch::kCPU);
-    std::vector<RuleFitSegment> segments;
+    const auto bundles = serving::load_ensemble_bundles(dir, torch::kCPU);
+    std::vector<serving::RuleFitSegment> segments;
     std::optional<data::SplitCuts> cuts;
     if (is_panel) cuts = data::panel_split_cuts(panel, options.warmup, options.split);
     for (const auto& ps : panel.symbols) {
@@ -49,12 +49,12 @@ nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data
           cuts ? data::split_at_cuts(series, options.warmup, *cuts)
                : data::chronological_split(series.size(), options.warmup, options.split);
       const auto& bars = series.bars;
-      segments.push_back({is_panel ? select_instrument(bundles, ps.symbol) : bundles, &series,
-                          bars.at(static_cast<size_t>(ranges.validation.begin)).timestamp,
+      segments.push_back({is_panel ? serving::select_instrument(bundles, ps.symbol) : bundles,
+                          &series, bars.at(static_cast<size_t>(ranges.validation.begin)).timestamp,
                           bars.at(static_cast<size_t>(ranges.validation.end - 1)).timestamp});
     }
-    const auto fit = fit_decision_rule(segments);
-    save_decision_rule(fit.rule, BundleDirectory(dir).rule_path());
+    const auto fit = serving::fit_decision_rule(segments);
+    serving::save_decision_rule(fit.rule, serving::BundleDirectory(dir).rule_path());
     return fit.rule.fit;
   } catch (const InputError& e) {
     return {{"error", e.message()}};
@@ -73,11 +73,11 @@ TrainAllSummary run_train_all(const TrainJob& base) {
   TrainAllSummary all;
   all.out = base.out_dir.empty() ? "out/ensemble" : base.out_dir;
   // A rule fitted for earlier bundles must not outlive them.
-  std::filesystem::remove(BundleDirectory(all.out).rule_path());
+  std::filesystem::remove(serving::BundleDirectory(all.out).rule_path());
   for (const auto& name : trainable_models()) {
     TrainJob job = base;
     job.model = name;
-    job.out_dir = BundleDirectory(all.out).model_dir(name);
+    job.out_dir = serving::BundleDirectory(all.out).model_dir(name);
     const bool rl = models::is_policy(name);
     job.env = rl ? "trading" : "";
     job.steps = rl ? base.steps : 0;    // --steps: the RL models
@@ -98,7 +98,7 @@ TrainAllSummary run_train_all(const TrainJob& base) {
       std::fprintf(stderr, "[train all] decision rule not fitted: %s\n",
                    all.rule_fit["error"].get<std::string>().c_str());
     else
-      all.rule = BundleDirectory(all.out).rule_path();
+      all.rule = serving::BundleDirectory(all.out).rule_path();
   }
   write_file_atomic((std::filesystem::path(all.out) / "summary.json").string(),
                     to_json(all).dump(2) + "\n");
