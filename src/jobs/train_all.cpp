@@ -1,11 +1,13 @@
 // `foxhunt train all`: the four models on one series into one ensemble directory (train_job.cpp
 // runs one model; train_summary.cpp has the summaries' JSON and text forms).
-#include <cstdio>
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <string>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/log.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/panel.h"
 #include "foxhunt/jobs/train_job.h"
@@ -19,6 +21,7 @@ namespace foxhunt::jobs {
 namespace {
 
 constexpr const char* kTrainAllComponent = "train";
+constexpr const char* kTrainAllLog = "train all";  // the component its log lines name
 
 }  // namespace
 
@@ -82,7 +85,7 @@ TrainAllSummary run_train_all(const TrainJob& base) {
     job.env = rl ? "trading" : "";
     job.steps = rl ? base.steps : 0;    // --steps: the RL models
     job.epochs = rl ? 0 : base.epochs;  // --epochs: the forecasters
-    std::fprintf(stderr, "[train all] %s -> %s\n", name.c_str(), job.out_dir.c_str());
+    foxhunt::log(LogLevel::kInfo, kTrainAllLog, fmt::format("{} -> {}", name, job.out_dir));
     auto summary = run_train_job(job);
     all.interrupted = summary.interrupted;
     if (summary.bundle) all.bundles.push_back(*summary.bundle);
@@ -91,12 +94,12 @@ TrainAllSummary run_train_all(const TrainJob& base) {
   }
   all.complete = all.bundles.size() == trainable_models().size();
   if (all.complete) {
-    std::fprintf(stderr,
-                 "[train all] decision rule: fitting the weights on the validation split\n");
+    foxhunt::log(LogLevel::kInfo, kTrainAllLog,
+                 "decision rule: fitting the weights on the validation split");
     all.rule_fit = fit_ensemble_rule(all.out, base.data);
     if (all.rule_fit.contains("error"))
-      std::fprintf(stderr, "[train all] decision rule not fitted: %s\n",
-                   all.rule_fit["error"].get<std::string>().c_str());
+      foxhunt::log(LogLevel::kWarning, kTrainAllLog,
+                   "decision rule not fitted: " + all.rule_fit["error"].get<std::string>());
     else
       all.rule = serving::BundleDirectory(all.out).rule_path();
   }
