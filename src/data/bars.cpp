@@ -191,32 +191,31 @@ std::ostream& operator<<(std::ostream& os, const RowPlace& at) {
 
 }  // namespace csv
 
-// The single-series code below uses the grammar's names (and its kBarsComponent, where)
-// unqualified.
-using namespace csv;
+// The single-series code below uses the grammar through csv:: (its kBarsComponent by name).
+using csv::kBarsComponent;
 
 namespace {
 
-double parse_double(std::string_view field, int column, const RowPlace& at) {
+double parse_double(std::string_view field, int column, const csv::RowPlace& at) {
   double value = 0.0;
   const char* begin = field.data();
   const char* end = begin + field.size();
   if (!field.empty() && field.front() == '+') ++begin;  // from_chars rejects a leading '+'
   auto [ptr, ec] = std::from_chars(begin, end, value);
   FOXHUNT_CHECK(!field.empty() && ec == std::errc() && ptr == end, kBarsComponent, at, "column '",
-                kColumnNames[column], "': '", field, "' is not a number");
-  FOXHUNT_CHECK(std::isfinite(value), kBarsComponent, at, "column '", kColumnNames[column],
+                csv::kColumnNames[column], "': '", field, "' is not a number");
+  FOXHUNT_CHECK(std::isfinite(value), kBarsComponent, at, "column '", csv::kColumnNames[column],
                 "': non-finite value '", field, "' (NaN/Inf not allowed)");
   return value;
 }
 
-const char* format_name(TimestampFormat f) {
+const char* format_name(csv::TimestampFormat f) {
   switch (f) {
-    case TimestampFormat::kSeconds:
+    case csv::TimestampFormat::kSeconds:
       return "Unix seconds";
-    case TimestampFormat::kMilliseconds:
+    case csv::TimestampFormat::kMilliseconds:
       return "Unix milliseconds";
-    case TimestampFormat::kIso:
+    case csv::TimestampFormat::kIso:
       return "ISO 8601";
   }
   return "?";
@@ -225,7 +224,7 @@ const char* format_name(TimestampFormat f) {
 /// A parsed timestamp, or the reason it is not one.
 struct ParsedTimestamp {
   int64_t seconds = 0;
-  TimestampFormat format = TimestampFormat::kSeconds;
+  csv::TimestampFormat format = csv::TimestampFormat::kSeconds;
   bool ok = false;
   std::string reason;  ///< detail after "is not a timestamp" (may be empty)
 };
@@ -283,7 +282,7 @@ std::string two_digits(int v) {
 /// ISO 8601 date or datetime; `s` starts with "DDDD-".
 ParsedTimestamp parse_iso(std::string_view s) {
   ParsedTimestamp r;
-  r.format = TimestampFormat::kIso;
+  r.format = csv::TimestampFormat::kIso;
   size_t i = 0;
   int year = 0, month = 0, day = 0;
   auto eat = [&](char c) {
@@ -382,10 +381,10 @@ ParsedTimestamp parse_timestamp_text(std::string_view s) {
     return r;
   }
   if (value >= kMillisecondThreshold || value <= -kMillisecondThreshold) {
-    r.format = TimestampFormat::kMilliseconds;
+    r.format = csv::TimestampFormat::kMilliseconds;
     r.seconds = value / 1000 - (value % 1000 < 0 ? 1 : 0);  // floor
   } else {
-    r.format = TimestampFormat::kSeconds;
+    r.format = csv::TimestampFormat::kSeconds;
     r.seconds = value;
   }
   r.ok = true;
@@ -509,7 +508,7 @@ std::string format_timestamp(int64_t t) {
 }
 
 int64_t parse_timestamp(std::string_view text) {
-  const std::string_view t = trim(text);
+  const std::string_view t = csv::trim(text);
   const ParsedTimestamp r = parse_timestamp_text(t);
   FOXHUNT_CHECK(r.ok, kBarsComponent, timestamp_error(t, r));
   return r.seconds;
@@ -517,10 +516,10 @@ int64_t parse_timestamp(std::string_view text) {
 
 struct BarCsvReader::Impl {
   std::string source;
-  std::optional<Layout> layout;
+  std::optional<csv::Layout> layout;
   int64_t line_no = 0;
   int64_t header_line = 0;
-  RowState state;
+  csv::RowState state;
   std::vector<std::string_view> fields;
 };
 
@@ -555,23 +554,23 @@ std::optional<Bar> BarCsvReader::read_line(std::string_view line) {
   if (line_no == 1 && line.size() >= 3 && line.substr(0, 3) == "\xEF\xBB\xBF")
     line.remove_prefix(3);
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  if (trim(line).empty()) return std::nullopt;
+  if (csv::trim(line).empty()) return std::nullopt;
 
   auto& fields = r.fields;
-  split_fields(line, fields, source, line_no);
+  csv::split_fields(line, fields, source, line_no);
   if (!r.layout) {
-    if (looks_like_header(fields)) {
-      r.layout = layout_from_header(fields, source, line_no);
+    if (csv::looks_like_header(fields)) {
+      r.layout = csv::layout_from_header(fields, source, line_no);
       r.header_line = line_no;
       return std::nullopt;
     }
-    r.layout = layout_from_count(fields.size(), source, line_no);
+    r.layout = csv::layout_from_count(fields.size(), source, line_no);
   }
-  const Layout& layout = *r.layout;
-  FOXHUNT_CHECK(fields.size() == layout.fields, kBarsComponent, where(source, line_no),
+  const csv::Layout& layout = *r.layout;
+  FOXHUNT_CHECK(fields.size() == layout.fields, kBarsComponent, csv::where(source, line_no),
                 "wrong column count: expected ", layout.fields, " fields, got ", fields.size());
 
-  return parse_row(fields, layout, r.state, RowPlace{source, line_no, {}});
+  return csv::parse_row(fields, layout, r.state, csv::RowPlace{source, line_no, {}});
 }
 
 BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
@@ -590,18 +589,19 @@ BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
     const int64_t line_no = reader.line_number();
     if (!series.bars.empty()) {
       const int64_t prev = series.bars.back().timestamp;
-      FOXHUNT_CHECK(bar->timestamp != prev, kBarsComponent, where(source, line_no),
+      FOXHUNT_CHECK(bar->timestamp != prev, kBarsComponent, csv::where(source, line_no),
                     "duplicate timestamp ", bar->timestamp, " (also on line ", prev_ts_line, ")");
-      FOXHUNT_CHECK(bar->timestamp > prev, kBarsComponent, where(source, line_no), "timestamp ",
-                    bar->timestamp, " is not after the previous one ", prev, " (line ",
-                    prev_ts_line, "); timestamps must increase");
+      FOXHUNT_CHECK(bar->timestamp > prev, kBarsComponent, csv::where(source, line_no),
+                    "timestamp ", bar->timestamp, " is not after the previous one ", prev,
+                    " (line ", prev_ts_line, "); timestamps must increase");
     }
     prev_ts_line = line_no;
     series.bars.push_back(*bar);
   }
   if (series.bars.empty()) {
-    FOXHUNT_CHECK(reader.has_layout(), kBarsComponent, where(source, 1), "empty file: no bars");
-    FOXHUNT_CHECK(false, kBarsComponent, where(source, reader.header_line() + 1),
+    FOXHUNT_CHECK(reader.has_layout(), kBarsComponent, csv::where(source, 1),
+                  "empty file: no bars");
+    FOXHUNT_CHECK(false, kBarsComponent, csv::where(source, reader.header_line() + 1),
                   "no bars after the header");
   }
   series.close_only = reader.close_only();

@@ -1,6 +1,8 @@
 #include "foxhunt/dist/launcher.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,6 +15,7 @@
 #include <thread>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/log.h"
 
 namespace foxhunt::dist {
 
@@ -48,17 +51,38 @@ LaunchResult launch_local(const std::string& exe, const RankArgs& args_of, int64
     std::vector<char*> argv;
     for (auto& s : argv_s) argv.push_back(s.data());
     argv.push_back(nullptr);
+    // The child reports a failed exec through a close-on-exec pipe and the parent logs it: the
+    // child of a threaded process may only make async-signal-safe calls (no log sink, no stdio).
+    int exec_errno_pipe[2];
+    if (::pipe(exec_errno_pipe) != 0) {
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+      FOXHUNT_FAIL("dist", "pipe() for rank ", r, ": ", std::strerror(errno));
+    }
+    for (const int fd : exec_errno_pipe) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
     const pid_t pid = ::fork();
     if (pid < 0) {
+      const int fork_errno = errno;
+      ::close(exec_errno_pipe[0]);
+      ::close(exec_errno_pipe[1]);
       for (pid_t p : pids) ::kill(p, SIGKILL);
-      FOXHUNT_FAIL("dist", "fork() for rank ", r, ": ", std::strerror(errno));
+      FOXHUNT_FAIL("dist", "fork() for rank ", r, ": ", std::strerror(fork_errno));
     }
     if (pid == 0) {
       ::execv(exe.c_str(), argv.data());
-      std::fprintf(stderr, "[dist] rank %lld: cannot run '%s': %s\n", static_cast<long long>(r),
-                   exe.c_str(), std::strerror(errno));
+      const int exec_errno = errno;
+      [[maybe_unused]] const auto n = ::write(exec_errno_pipe[1], &exec_errno, sizeof(exec_errno));
       ::_exit(127);
     }
+    ::close(exec_errno_pipe[1]);
+    int exec_errno = 0;
+    ssize_t got = 0;
+    do {
+      got = ::read(exec_errno_pipe[0], &exec_errno, sizeof(exec_errno));
+    } while (got < 0 && errno == EINTR);
+    ::close(exec_errno_pipe[0]);
+    if (got == static_cast<ssize_t>(sizeof(exec_errno)))  // 0 bytes: the exec succeeded
+      foxhunt::log(LogLevel::kError, "dist",
+                   fmt::format("rank {}: cannot run '{}': {}", r, exe, std::strerror(exec_errno)));
     pids.push_back(pid);
     result.ranks.push_back({r, 0, false});
   }
@@ -101,10 +125,10 @@ LaunchResult launch_local(const std::string& exe, const RankArgs& args_of, int64
     if (have_deadline && std::chrono::steady_clock::now() > deadline) {
       for (size_t i = 0; i < pids.size(); ++i)
         if (!done[i] && !result.ranks[i].killed) {
-          std::fprintf(stderr,
-                       "[dist] rank %zu still running %.0f s after another rank failed; "
-                       "killing it\n",
-                       i, grace_s);
+          foxhunt::log(LogLevel::kWarning, "dist",
+                       fmt::format("rank {} still running {:.0f} s after another rank failed; "
+                                   "killing it",
+                                   i, grace_s));
           result.ranks[i].killed = true;
           ::kill(pids[i], SIGKILL);
         }

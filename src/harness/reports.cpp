@@ -11,7 +11,6 @@
 
 namespace foxhunt::harness {
 
-using namespace foxhunt::serving;  // the areas below
 namespace {
 
 // Signed percent for returns and skills, unsigned for shares (coverage, exposure, volatility).
@@ -93,7 +92,7 @@ void add_stress_sections(HtmlReport& page, const StressReport& r) {
   for (const auto& s : r.scenarios) scenario_section(page, s);
 }
 
-void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
+void add_backtest_sections(HtmlReport& page, const serving::BacktestRun& run) {
   page.heading("Backtest", 2);
   page.paragraph(std::to_string(run.closes.size()) + " held-out bars scored after " +
                  std::to_string(run.warmup_bars) + " warm-up bars (" +
@@ -163,7 +162,7 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
 
   for (const auto& [model, bars] : run.explained_bars) {
     const auto mean = run.explanation_mean(model);
-    const auto j = explanation_json(mean, 15);
+    const auto j = serving::explanation_json(mean, 15);
     page.heading(model + ": what the forecasts rest on (" + std::to_string(bars) + " bars)", 2);
     std::vector<std::string> names;
     std::vector<double> weights;
@@ -249,7 +248,8 @@ void add_backtest_sections(HtmlReport& page, const BacktestRun& run) {
     // the forecast is calibrated.
     std::vector<double> pit;
     for (size_t i = 0; i < n; ++i)
-      pit.push_back(1.0 - forecast_probability_above(f.taus, f.quantiles[i], f.realized[i]));
+      pit.push_back(1.0 -
+                    serving::forecast_probability_above(f.taus, f.quantiles[i], f.realized[i]));
     ChartOptions po;
     po.title = name + ": PIT histogram (flat when calibrated)";
     po.x_label = "forecast CDF at the outcome";

@@ -35,11 +35,34 @@
 
 namespace foxhunt::harness {
 
-using namespace foxhunt::serving;  // the areas below
-using namespace foxhunt::jobs;     // the areas below
 namespace {
 
-using namespace stress_detail;
+// What the scenarios share (stress_common.h).
+using stress_detail::add_device_memory;
+using stress_detail::BarFeed;
+using stress_detail::BundleSource;
+using stress_detail::Clock;
+using stress_detail::Context;
+using stress_detail::finish_concurrent;
+using stress_detail::g_cuda_device;
+using stress_detail::instrument_state_bytes;
+using stress_detail::kStressComponent;
+using stress_detail::live_now;
+using stress_detail::load_bundles;
+using stress_detail::make_default_bundles;
+using stress_detail::make_step_server;
+using stress_detail::model_bytes_json;
+using stress_detail::PairedStep;
+using stress_detail::run_desk_concurrent;
+using stress_detail::run_paired;
+using stress_detail::sample_memory;
+using stress_detail::seconds_since;
+using stress_detail::served_models;
+using stress_detail::set_leak;
+using stress_detail::ThroughputWindows;
+using stress_detail::warm;
+using stress_detail::warmup_bars;
+namespace fs = std::filesystem;
 
 // ---- scenarios ----------------------------------------------------------------------------
 
@@ -49,7 +72,7 @@ void run_concurrent(Context& c, ScenarioResult& r) {
   auto bundles = load_bundles(c.src, c.device);
   nlohmann::json resident = model_bytes_json(names);
   // Two ensembles over the same (shared, read-only) models: one concurrent, one serial.
-  Ensemble par(bundles), ser(bundles);
+  serving::Ensemble par(bundles), ser(bundles);
   par.set_parallel(true);
   par.set_memory_scopes(true);
   ser.set_parallel(false);
@@ -159,7 +182,7 @@ void run_switch(Context& c, ScenarioResult& r) {
   for (int64_t cycle = 0; cycle < c.o.switch_cycles; ++cycle) {
     const auto t0 = Clock::now();
     {
-      Ensemble e(load_bundles(c.src, c.device));
+      serving::Ensemble e(load_bundles(c.src, c.device));
       load_ms.push_back(seconds_since(t0) * 1e3);
       e.set_memory_scopes(true);
       warm(e, feed, warmup_bars(e) - 8 + c.o.switch_bars);
@@ -221,7 +244,7 @@ void run_train(Context& c, ScenarioResult& r) {
   const std::string csv = (root / "bars.csv").string();
   data::write_bars_csv(csv, data::generate_synthetic(synth));
   r.memory_x_label = "run";
-  const std::vector<std::string> all = trainable_models();
+  const std::vector<std::string> all = jobs::trainable_models();
   sample_memory(r, 0, all);
   nlohmann::json runs = nlohmann::json::array();
   bool all_ok = true;
@@ -230,12 +253,12 @@ void run_train(Context& c, ScenarioResult& r) {
     const auto& model = all[k];
     const auto before = static_cast<int64_t>(live_now());
     memory::reset_peak();
-    TrainJob job;
+    jobs::TrainJob job;
     job.model = model;
     job.data = csv;
     job.seed = c.o.seed;
     job.device = c.o.device;
-    job.out_dir = BundleDirectory(root.string()).model_dir(model);
+    job.out_dir = serving::BundleDirectory(root.string()).model_dir(model);
     job.progress = train::ProgressMode::kOff;
     if (models::is_policy(model)) {
       job.env = "trading";
@@ -248,7 +271,7 @@ void run_train(Context& c, ScenarioResult& r) {
     jobs::TrainSummary s;
     {
       memory::MemoryScope scope("train/" + model);
-      s = run_train_job(job);
+      s = jobs::run_train_job(job);
     }
     const double secs = seconds_since(t0);
     const auto after = static_cast<int64_t>(live_now());

@@ -31,7 +31,6 @@
 
 namespace foxhunt::harness::stress_detail {
 
-using namespace foxhunt::serving;
 inline constexpr const char* kStressComponent = "stress";
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -80,7 +79,9 @@ struct BundleSource {
   std::vector<std::string> names;
   std::string dir;
   std::unique_ptr<ScopedDirectory> temp;  ///< the fresh models' bundles, removed at the end
-  std::string path(const std::string& name) const { return BundleDirectory(dir).bundle_path(name); }
+  std::string path(const std::string& name) const {
+    return serving::BundleDirectory(dir).bundle_path(name);
+  }
 };
 
 inline std::vector<std::string> served_models(const StressOptions& o) {
@@ -95,32 +96,33 @@ inline std::vector<std::string> served_models(const StressOptions& o) {
 inline void make_default_bundles(const StressOptions& o, BundleSource& src) {
   src.temp = std::make_unique<ScopedDirectory>("", "foxhunt-stress-bundles");
   src.dir = src.temp->path();
-  for (auto& b : default_bundles(o.seed)) {
+  for (auto& b : serving::default_bundles(o.seed)) {
     if (std::find(src.names.begin(), src.names.end(), b.name()) == src.names.end()) continue;
     b.training = {{"note", "untrained default model (no bundles given)"}};
-    fs::create_directories(BundleDirectory(src.dir).model_dir(b.name()));
-    save_bundle(b, src.path(b.name()));
+    fs::create_directories(serving::BundleDirectory(src.dir).model_dir(b.name()));
+    serving::save_bundle(b, src.path(b.name()));
   }
 }
 
 // Loads every served bundle, each under the ledger scope named after its model.
-inline std::vector<Bundle> load_bundles(const BundleSource& src, const torch::Device& device) {
-  std::vector<Bundle> out;
+inline std::vector<serving::Bundle> load_bundles(const BundleSource& src,
+                                                 const torch::Device& device) {
+  std::vector<serving::Bundle> out;
   for (const auto& name : src.names) {
     memory::MemoryScope scope(name);
-    out.push_back(load_bundle(src.path(name), device, name));
+    out.push_back(serving::load_bundle(src.path(name), device, name));
   }
   return out;
 }
 
 // Bars until every model is ready, plus a few so first-call allocations are done.
-inline int64_t warmup_bars(const Ensemble& e) {
+inline int64_t warmup_bars(const serving::Ensemble& e) {
   int64_t w = 0;
   for (const auto& m : e.models()) w = std::max(w, m.bundle().warmup + m.window());
   return w + 8;
 }
 
-inline void warm(Ensemble& e, BarFeed& feed, int64_t bars) {
+inline void warm(serving::Ensemble& e, BarFeed& feed, int64_t bars) {
   for (int64_t i = 0; i < bars; ++i) e.on_bar(feed.next());
 }
 
@@ -132,7 +134,7 @@ inline int g_cuda_device = -1;
 // Bytes of the desk's per-instrument state (serving/desk.h), declared to the ledger.
 inline uint64_t instrument_state_bytes() {
   for (const auto& e : memory::external_snapshot())
-    if (e.tag == kInstrumentStateTag) return e.bytes;
+    if (e.tag == serving::kInstrumentStateTag) return e.bytes;
   return 0;
 }
 

@@ -13,11 +13,11 @@ namespace foxhunt::harness::stress_detail {
 
 namespace {
 
-using PanelFeed = SyntheticUniverse;
+using PanelFeed = serving::SyntheticUniverse;
 
 class EnsembleServer : public StepServer {
  public:
-  EnsembleServer(std::vector<Bundle> bundles, uint64_t seed, int64_t steps)
+  EnsembleServer(std::vector<serving::Bundle> bundles, uint64_t seed, int64_t steps)
       : e_(std::move(bundles)), feed_(seed, steps + 1024) {
     e_.set_memory_scopes(true);
     warm(e_, feed_, warmup_bars(e_));
@@ -38,23 +38,23 @@ class EnsembleServer : public StepServer {
   int64_t instruments() const override { return 1; }
 
  private:
-  Ensemble e_;
+  serving::Ensemble e_;
   BarFeed feed_;
   std::deque<data::Bar> prepared_;
 };
 
 class DeskServer : public StepServer {
  public:
-  DeskServer(std::vector<Bundle> bundles, uint64_t seed, int64_t instruments)
+  DeskServer(std::vector<serving::Bundle> bundles, uint64_t seed, int64_t instruments)
       : feed_(seed, instruments), n_(instruments) {
-    DeskOptions o;
+    serving::DeskOptions o;
     o.memory_scopes = true;
-    desk_ = std::make_unique<Desk>(std::move(bundles), DecisionRule{}, o);
+    desk_ = std::make_unique<serving::Desk>(std::move(bundles), serving::DecisionRule{}, o);
     // Until every model is ready, plus a few bars so first-call allocations are done.
     for (int64_t i = 0; i < desk_->warmup_bars() + 8; ++i) step();
   }
   double step() override {
-    std::vector<SymbolBar> bars;
+    std::vector<serving::SymbolBar> bars;
     if (!prepared_.empty()) {
       bars = std::move(prepared_.front());
       prepared_.pop_front();
@@ -72,12 +72,12 @@ class DeskServer : public StepServer {
  private:
   PanelFeed feed_;
   int64_t n_;
-  std::unique_ptr<Desk> desk_;
-  std::deque<std::vector<SymbolBar>> prepared_;
+  std::unique_ptr<serving::Desk> desk_;
+  std::deque<std::vector<serving::SymbolBar>> prepared_;
 };
 
-bool same_outputs(const std::vector<InstrumentDecision>& a,
-                  const std::vector<InstrumentDecision>& b) {
+bool same_outputs(const std::vector<serving::InstrumentDecision>& a,
+                  const std::vector<serving::InstrumentDecision>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     const auto &x = a[i].decision, &y = b[i].decision;
@@ -106,10 +106,10 @@ void run_desk_concurrent(Context& c, ScenarioResult& r) {
   nlohmann::json resident = model_bytes_json(names);
   // Two desks over the same (shared, read-only) models: one runs the models concurrently, one
   // serially; their outputs must be bit-identical.
-  DeskOptions po, so;
+  serving::DeskOptions po, so;
   po.memory_scopes = so.memory_scopes = true;
   so.parallel = false;
-  Desk par(bundles, {}, po), ser(bundles, {}, so);
+  serving::Desk par(bundles, {}, po), ser(bundles, {}, so);
   PanelFeed feed(c.o.seed, n);
   for (int64_t i = 0; i < par.warmup_bars() + 8; ++i) {
     const auto bars = feed.next();

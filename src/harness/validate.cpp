@@ -37,9 +37,6 @@
 
 namespace foxhunt::harness {
 
-using namespace foxhunt::serving;  // the areas below
-using namespace foxhunt::jobs;     // the areas below
-
 bool ValidateReport::ok() const {
   for (const auto& s : steps)
     if (!s.ok) return false;
@@ -216,7 +213,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
     job.seed = options.seed;
     job.device = options.device;
     job.budget = memory::Budget::of_profile(memory::kReferenceProfile);  // each run capped
-    job.out_dir = BundleDirectory(root.string()).model_dir(model);
+    job.out_dir = serving::BundleDirectory(root.string()).model_dir(model);
     job.progress = train::ProgressMode::kOff;
     const bool rl = models::is_policy(model);
     if (rl) {
@@ -280,7 +277,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
                     json.at("memory_cap"), verdict});
   }
   // The ensemble's weights, fitted on the validation split as train all does (DIR/rule.json).
-  if (BundleDirectory(root.string()).complete()) {
+  if (serving::BundleDirectory(root.string()).complete()) {
     const auto fit = jobs::fit_ensemble_rule(root.string(), csv);
     if (fit.contains("error")) {
       log << "  rule    not fitted: " << fit["error"].get<std::string>() << "\n";
@@ -309,19 +306,19 @@ void validate_quantize_step(const ValidateOptions& options, StepResult& result, 
   namespace fs = std::filesystem;
   // The model with an INT8 form (the TFT): its FP32 bundle is what is quantized.
   const std::string quantizable = quant::models_with_precision("int8").front();
-  const fs::path fp = BundleDirectory(options.out_dir).bundle_path(quantizable);
+  const fs::path fp = serving::BundleDirectory(options.out_dir).bundle_path(quantizable);
   FOXHUNT_CHECK(!options.out_dir.empty() && fs::exists(fp), "validate",
                 "quantize: needs the train step's TFT bundle ", fp.string());
   // Outside DIR/<model>/bundle.fhb, so the backtest's ensemble stays the four FP32 models.
   fs::create_directories(fs::path(options.out_dir) / "quantized");
-  QuantizeJob job;
+  jobs::QuantizeJob job;
   job.bundle = fp.string();
   job.out = (fs::path(options.out_dir) / "quantized" / (quantizable + "-int8.fhb")).string();
   job.method = "ptq";
   job.device = options.device;
   job.seed = options.seed;
-  const auto s = run_quantize_job(job);
-  std::istringstream text(format_quantize_summary(s));
+  const auto s = jobs::run_quantize_job(job);
+  std::istringstream text(jobs::format_quantize_summary(s));
   for (std::string l; std::getline(text, l);) log << "  " << l << "\n";
   result.details = jobs::to_json(s);
   const double delta = s.quantization.loss_delta_pct;
@@ -339,18 +336,19 @@ void validate_backtest_step(const ValidateOptions& options, StepResult& result, 
   FOXHUNT_CHECK(!options.out_dir.empty() && fs::exists(fs::path(options.out_dir) / "all_bars.csv"),
                 "validate", "backtest: needs the train step's bundles and held-out bars in ",
                 options.out_dir.empty() ? "(no directory)" : options.out_dir);
-  BacktestJob job;
+  serving::BacktestJob job;
   job.bundles = options.out_dir;
-  job.rule = ensemble_rule(options.out_dir);  // the rule train all fitted on its validation bars
+  // The rule train all fitted on its validation bars.
+  job.rule = serving::ensemble_rule(options.out_dir);
   job.data = (fs::path(options.out_dir) / "all_bars.csv").string();
   job.device = options.device;
   job.seed = options.seed;
-  auto run = std::make_shared<BacktestRun>(run_backtest_job(job, log));
+  auto run = std::make_shared<serving::BacktestRun>(serving::run_backtest_job(job, log));
   std::istringstream table(run->table());
   for (std::string l; std::getline(table, l);) log << "  " << l << "\n";
   result.details = run->to_json();
   // The same gate as `foxhunt backtest`.
-  const auto failures = forecaster_gate_failures(*run);
+  const auto failures = serving::forecaster_gate_failures(*run);
   const bool forecasters_ok = failures.empty();
   std::string worse;
   for (const auto& f : failures) worse += (worse.empty() ? "" : ", ") + f;
@@ -382,7 +380,7 @@ void validate_stress_step(const ValidateOptions& options, StepResult& result, st
   o.soak = options.stress_soak;
   o.switch_cycles = options.stress_cycles;
   // The bundles the train step wrote, when it ran; fresh default models otherwise.
-  const bool trained = BundleDirectory(options.out_dir).complete();
+  const bool trained = serving::BundleDirectory(options.out_dir).complete();
   if (trained) o.bundles = options.out_dir;
   auto shared =
       std::make_shared<StressReport>(run_stress(o, {"concurrent", "switch", "soak"}, log));

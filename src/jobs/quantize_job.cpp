@@ -18,21 +18,20 @@
 
 namespace foxhunt::jobs {
 
-using namespace foxhunt::serving;  // the areas below
-
 namespace {
 
 constexpr const char* kQuantizeJobComponent = "quantize";
 
 // The bars the bundle was trained on: --data, else its file, else the embedded synthetic
 // series; refused when they are not the bars of the bundle's fingerprint.
-std::shared_ptr<const data::MarketDataset> bundle_dataset(const Bundle& b, const QuantizeJob& job) {
+std::shared_ptr<const data::MarketDataset> bundle_dataset(const serving::Bundle& b,
+                                                          const QuantizeJob& job) {
   const auto& source = b.data.source;
   const bool synthetic = job.data.empty() && source.rfind("synthetic", 0) == 0;
   const std::string path = job.data.empty() ? source : job.data;
   data::BarSeries series =
       synthetic ? data::generate_synthetic(data::SyntheticOptions{}) : data::load_bars_csv(path);
-  const auto f = fingerprint(series);
+  const auto f = serving::fingerprint(series);
   FOXHUNT_CHECK(f.hash == b.data.hash && f.rows == b.data.rows, kQuantizeJobComponent, "'",
                 synthetic ? std::string("synthetic") : path, "': expected the ", b.data.rows,
                 " bars the bundle was trained on (hash ", b.data.hash, "), got ", f.rows,
@@ -89,7 +88,7 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
                 "epochs: expected >= 1, got ", job.epochs);
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = models::to_torch(job.device);
-  Bundle b = load_bundle(job.bundle, device, "tft");
+  serving::Bundle b = serving::load_bundle(job.bundle, device, "tft");
   FOXHUNT_CHECK(b.model->precision() == "fp32", kQuantizeJobComponent, "'", job.bundle,
                 "': expected an FP32 bundle, got precision '", b.model->precision(), "'");
   auto net = models::TftNet(std::dynamic_pointer_cast<models::TftNetImpl>(b.model->module_ptr()));
@@ -138,7 +137,7 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   auto probe = source.test_batch(0);
   const auto errors = int8->layer_errors(*net, probe.inputs[0], probe.inputs[1], probe.inputs[2]);
 
-  Bundle out = b;
+  serving::Bundle out = b;
   out.model = std::shared_ptr<models::Model>(std::move(model));
   QuantizeSummary summary;
   auto& q = summary.quantization;
@@ -150,7 +149,7 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   q.int8_test_loss = int8_loss;
   q.loss_delta_pct = 100.0 * (int8_loss - fp32_loss) / fp32_loss;
   out.training["quantization"] = q;
-  save_bundle(out, job.out);
+  serving::save_bundle(out, job.out);
 
   summary.out = job.out;
   summary.precisions = quant::tft_precision_bytes(net->options);

@@ -1,11 +1,13 @@
 // `foxhunt train all`: the four models on one series into one ensemble directory (train_job.cpp
 // runs one model; train_summary.cpp has the summaries' JSON and text forms).
-#include <cstdio>
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <string>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/log.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/panel.h"
 #include "foxhunt/jobs/train_job.h"
@@ -16,15 +18,16 @@
 
 namespace foxhunt::jobs {
 
-using namespace foxhunt::serving;  // the areas below
 namespace {
 
 constexpr const char* kTrainAllComponent = "train";
+constexpr const char* kTrainAllLog = "train all";  // the component its log lines name
 
 }  // namespace
 
 nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path) {
-  std::filesystem::remove(BundleDirectory(dir).rule_path());  // never a stale rule on failure
+  // Never a stale rule on failure.
+  std::filesystem::remove(serving::BundleDirectory(dir).rule_path());
   const data::DatasetOptions options;
   // The bars the models trained on: one series, or a panel whose instruments share cut dates
   // (the same splits as training: data/dataset.h).
@@ -39,8 +42,8 @@ nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data
                                      : data::parse_bars_csv(text, data_path)});
   }
   try {
-    const auto bundles = load_ensemble_bundles(dir, torch::kCPU);
-    std::vector<RuleFitSegment> segments;
+    const auto bundles = serving::load_ensemble_bundles(dir, torch::kCPU);
+    std::vector<serving::RuleFitSegment> segments;
     std::optional<data::SplitCuts> cuts;
     if (is_panel) cuts = data::panel_split_cuts(panel, options.warmup, options.split);
     for (const auto& ps : panel.symbols) {
@@ -49,12 +52,12 @@ nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data
           cuts ? data::split_at_cuts(series, options.warmup, *cuts)
                : data::chronological_split(series.size(), options.warmup, options.split);
       const auto& bars = series.bars;
-      segments.push_back({is_panel ? select_instrument(bundles, ps.symbol) : bundles, &series,
-                          bars.at(static_cast<size_t>(ranges.validation.begin)).timestamp,
+      segments.push_back({is_panel ? serving::select_instrument(bundles, ps.symbol) : bundles,
+                          &series, bars.at(static_cast<size_t>(ranges.validation.begin)).timestamp,
                           bars.at(static_cast<size_t>(ranges.validation.end - 1)).timestamp});
     }
-    const auto fit = fit_decision_rule(segments);
-    save_decision_rule(fit.rule, BundleDirectory(dir).rule_path());
+    const auto fit = serving::fit_decision_rule(segments);
+    serving::save_decision_rule(fit.rule, serving::BundleDirectory(dir).rule_path());
     return fit.rule.fit;
   } catch (const InputError& e) {
     return {{"error", e.message()}};
@@ -73,16 +76,16 @@ TrainAllSummary run_train_all(const TrainJob& base) {
   TrainAllSummary all;
   all.out = base.out_dir.empty() ? "out/ensemble" : base.out_dir;
   // A rule fitted for earlier bundles must not outlive them.
-  std::filesystem::remove(BundleDirectory(all.out).rule_path());
+  std::filesystem::remove(serving::BundleDirectory(all.out).rule_path());
   for (const auto& name : trainable_models()) {
     TrainJob job = base;
     job.model = name;
-    job.out_dir = BundleDirectory(all.out).model_dir(name);
+    job.out_dir = serving::BundleDirectory(all.out).model_dir(name);
     const bool rl = models::is_policy(name);
     job.env = rl ? "trading" : "";
     job.steps = rl ? base.steps : 0;    // --steps: the RL models
     job.epochs = rl ? 0 : base.epochs;  // --epochs: the forecasters
-    std::fprintf(stderr, "[train all] %s -> %s\n", name.c_str(), job.out_dir.c_str());
+    foxhunt::log(LogLevel::kInfo, kTrainAllLog, fmt::format("{} -> {}", name, job.out_dir));
     auto summary = run_train_job(job);
     all.interrupted = summary.interrupted;
     if (summary.bundle) all.bundles.push_back(*summary.bundle);
@@ -91,14 +94,14 @@ TrainAllSummary run_train_all(const TrainJob& base) {
   }
   all.complete = all.bundles.size() == trainable_models().size();
   if (all.complete) {
-    std::fprintf(stderr,
-                 "[train all] decision rule: fitting the weights on the validation split\n");
+    foxhunt::log(LogLevel::kInfo, kTrainAllLog,
+                 "decision rule: fitting the weights on the validation split");
     all.rule_fit = fit_ensemble_rule(all.out, base.data);
     if (all.rule_fit.contains("error"))
-      std::fprintf(stderr, "[train all] decision rule not fitted: %s\n",
-                   all.rule_fit["error"].get<std::string>().c_str());
+      foxhunt::log(LogLevel::kWarning, kTrainAllLog,
+                   "decision rule not fitted: " + all.rule_fit["error"].get<std::string>());
     else
-      all.rule = BundleDirectory(all.out).rule_path();
+      all.rule = serving::BundleDirectory(all.out).rule_path();
   }
   write_file_atomic((std::filesystem::path(all.out) / "summary.json").string(),
                     to_json(all).dump(2) + "\n");

@@ -34,10 +34,6 @@
 
 namespace foxhunt::jobs {
 
-using namespace foxhunt::serving;  // the areas below
-
-using namespace ::foxhunt::train;  // the trainers this job drives
-
 using market_data::load_market;
 using market_data::Market;
 using market_data::write_bundle;
@@ -97,7 +93,7 @@ std::optional<memory::Budget> run_budget(const TrainJob& job) {
 int64_t plan_auto_batch(const TrainJob& job, const std::string& model,
                         const nlohmann::json& model_options, int64_t max_batch, uint64_t seed,
                         std::optional<BatchPlanSummary>& plan_out,
-                        const nlohmann::json& trainer_options, EnvFactory env = nullptr) {
+                        const nlohmann::json& trainer_options, train::EnvFactory env = nullptr) {
   plan::PlanOptions po;
   po.model = model;
   po.model_options = model_options;
@@ -185,7 +181,7 @@ nlohmann::json rl_options(nlohmann::json base, const TrainJob& job) {
 const Container& resumed_checkpoint(const std::optional<Container>& resumed, const TrainJob& job,
                                     const char* algo) {
   FOXHUNT_INTERNAL_ASSERT(resumed.has_value(), "no resume checkpoint");
-  check_trainer_container(*resumed, job.resume, algo);
+  train::check_trainer_container(*resumed, job.resume, algo);
   FOXHUNT_CHECK(resumed->header["trainer"].contains("options"), "checkpoint", "'", job.resume,
                 "': trainer options missing");
   return *resumed;
@@ -199,7 +195,7 @@ std::shared_ptr<dist::Communicator> connect_ranks(const TrainJob& job,
   return dist::Communicator::connect(job.dist, device);
 }
 
-void add_distributed(TrainSummary& summary, const TrainResult& r, const TrainJob& job) {
+void add_distributed(TrainSummary& summary, const train::TrainResult& r, const TrainJob& job) {
   summary.world_size = job.dist.world_size();
   if (job.dist.world_size() <= 1 || !r.metrics.contains("distributed")) return;
   summary.distributed = r.metrics["distributed"];
@@ -241,17 +237,17 @@ Paths output_paths(const TrainJob& job) {
           (p / "summary.json").string()};
 }
 
-RunConfig run_config(const TrainJob& job, const Paths& paths, int64_t default_log_interval) {
-  RunConfig run;
+train::RunConfig run_config(const TrainJob& job, const Paths& paths, int64_t default_log_interval) {
+  train::RunConfig run;
   run.checkpoint_path = paths.checkpoint;
   run.metrics_path = paths.metrics;
   run.checkpoint_interval = job.checkpoint_interval;
   run.log_interval = job.log_interval > 0 ? job.log_interval : default_log_interval;
-  run.progress = job.dist.rank() > 0 ? ProgressMode::kOff : job.progress;
+  run.progress = job.dist.rank() > 0 ? train::ProgressMode::kOff : job.progress;
   return run;
 }
 
-TrainSummary summary_of(const TrainJob& job, const std::string& env, const TrainResult& r,
+TrainSummary summary_of(const TrainJob& job, const std::string& env, const train::TrainResult& r,
                         const Paths& paths, const nlohmann::json& options) {
   TrainSummary s;
   s.model = job.model;
@@ -266,10 +262,10 @@ TrainSummary summary_of(const TrainJob& job, const std::string& env, const Train
 
 // ---- RL ---------------------------------------------------------------------------------------
 
-std::optional<PolicyEvaluation> evaluation(Env& env, const Policy& policy, int64_t episodes,
-                                           uint64_t seed) {
+std::optional<PolicyEvaluation> evaluation(train::Env& env, const train::Policy& policy,
+                                           int64_t episodes, uint64_t seed) {
   if (episodes <= 0) return std::nullopt;
-  auto returns = evaluate_policy(env, policy, episodes, seed);
+  auto returns = train::evaluate_policy(env, policy, episodes, seed);
   PolicyEvaluation e;
   e.episodes = episodes;
   e.mean_return = std::accumulate(returns.begin(), returns.end(), 0.0) / returns.size();
@@ -288,8 +284,8 @@ nlohmann::json rl_bundle_training(const TrainSummary& s) {
 
 // What an RL job needs besides its options: environments, evaluation, market data.
 struct RlContext {
-  EnvFactory factory;
-  std::function<std::unique_ptr<Env>()> make_eval_env;
+  train::EnvFactory factory;
+  std::function<std::unique_ptr<train::Env>()> make_eval_env;
   int64_t eval_episodes = 0;
   std::string env_name;
   const Market* market = nullptr;  // trading env only (then a bundle)
@@ -299,7 +295,7 @@ struct RlContext {
 
 struct RlOutcome {
   std::optional<Paths> paths;
-  TrainResult result;
+  train::TrainResult result;
   nlohmann::json options;
   std::optional<PolicyEvaluation> eval;
   std::optional<BatchPlanSummary> batch_plan;
@@ -365,38 +361,38 @@ TrainSummary run_rl(const TrainJob& job, const std::optional<Container>& resumed
   FOXHUNT_CHECK(job.eval_episodes >= 0, kTrainJobComponent, "eval_episodes: expected >= 0, got ",
                 job.eval_episodes);
 
-  EnvFactory factory;
-  std::function<std::unique_ptr<Env>()> make_eval_env;
+  train::EnvFactory factory;
+  std::function<std::unique_ptr<train::Env>()> make_eval_env;
   int64_t eval_episodes = job.eval_episodes;
   // Periodic greedy evaluation keeps the best weights (CartPole learning oscillates late).
-  nlohmann::json dqn_defaults = to_json(DqnTrainerOptions().eval_interval(5000));
-  nlohmann::json ppo_defaults = to_json(PpoTrainerOptions().eval_interval(10000));
+  nlohmann::json dqn_defaults = to_json(train::DqnTrainerOptions().eval_interval(5000));
+  nlohmann::json ppo_defaults = to_json(train::PpoTrainerOptions().eval_interval(10000));
   std::optional<MarketDataInfo> data_info;
   std::optional<Market> market;
   if (env_name == "cartpole") {
-    factory = env_factory("cartpole");
-    make_eval_env = [factory] { return factory(kEvalEnvIndex); };
+    factory = train::env_factory("cartpole");
+    make_eval_env = [factory] { return factory(train::kEvalEnvIndex); };
   } else {
     // The reference trading configuration (ARCHITECTURE.md, "Memory accounting"): 256-d state,
     // hidden [128, 64], DQN lr 1e-4.
     market = load_market(job, resumed, false);
     data_info = market->info;
     // A panel: one policy trading every instrument (episodes drawn across them).
-    factory = trading_env_factory(market->datasets, data::Split::kTrain, job.trading_env);
-    make_eval_env = [factory] { return factory(kEvalEnvIndex); };
+    factory = train::trading_env_factory(market->datasets, data::Split::kTrain, job.trading_env);
+    make_eval_env = [factory] { return factory(train::kEvalEnvIndex); };
     data::TradingEnvOptions eval_options = job.trading_env;
     eval_options.random_start = false;
-    PanelTradingEnv probe(market->datasets, data::Split::kValidation, eval_options);
+    train::PanelTradingEnv probe(market->datasets, data::Split::kValidation, eval_options);
     eval_episodes = std::min(eval_episodes, probe.sequential_episodes());
     // Periodic evaluation on (up to 10) validation windows keeps the best weights.
     const int64_t periodic = std::min<int64_t>(10, probe.sequential_episodes());
-    dqn_defaults = to_json(DqnTrainerOptions()
+    dqn_defaults = to_json(train::DqnTrainerOptions()
                                .hidden({128, 64})
                                .learning_rate(1e-4)
                                .eval_interval(10000)
                                .eval_episodes(periodic));
-    ppo_defaults =
-        to_json(PpoTrainerOptions().hidden({128, 64}).eval_interval(16384).eval_episodes(periodic));
+    ppo_defaults = to_json(
+        train::PpoTrainerOptions().hidden({128, 64}).eval_interval(16384).eval_episodes(periodic));
   }
 
   RlContext ctx{factory,
@@ -412,17 +408,18 @@ TrainSummary run_rl(const TrainJob& job, const std::optional<Container>& resumed
       auto base = job.resume.empty()
                       ? dqn_defaults
                       : resumed_checkpoint(resumed, job, "dqn").header["trainer"]["options"];
-      const auto o = dqn_trainer_options_from_json(rl_options(base, job));
-      r = train_rl<DqnTrainer, models::DqnOptions>(job, ctx, o, o.buffer_size(), 1000);
+      const auto o = train::dqn_trainer_options_from_json(rl_options(base, job));
+      r = train_rl<train::DqnTrainer, models::DqnOptions>(job, ctx, o, o.buffer_size(), 1000);
       break;
     }
     case models::TrainerKind::kPpo: {
       auto base = job.resume.empty()
                       ? ppo_defaults
                       : resumed_checkpoint(resumed, job, "ppo").header["trainer"]["options"];
-      const auto o = ppo_trainer_options_from_json(rl_options(base, job));
+      const auto o = train::ppo_trainer_options_from_json(rl_options(base, job));
       // A minibatch larger than one rollout is pointless: clamp to n_envs * n_steps.
-      r = train_rl<PpoTrainer, models::PpoOptions>(job, ctx, o, o.n_envs() * o.n_steps(), 4096);
+      r = train_rl<train::PpoTrainer, models::PpoOptions>(job, ctx, o, o.n_envs() * o.n_steps(),
+                                                          4096);
       break;
     }
     case models::TrainerKind::kForecast:
@@ -541,7 +538,7 @@ struct NextBar {
   int64_t points = 0;  // test bars scored
 };
 
-std::vector<NextBar> next_bar_evaluations(models::Model& model, MarketBatchSource& source,
+std::vector<NextBar> next_bar_evaluations(models::Model& model, train::MarketBatchSource& source,
                                           const Market& market, const std::vector<double>& taus,
                                           uint64_t seed) {
   const size_t n = market.datasets.size();
@@ -651,12 +648,12 @@ TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& r
                   "' (", job.model, " gives each instrument its own id)");
   }
   nlohmann::json base =
-      resumed ? resumed->header["trainer"]["options"] : to_json(ForecastTrainerOptions());
+      resumed ? resumed->header["trainer"]["options"] : to_json(train::ForecastTrainerOptions());
   if (compact) base.update(compact_trainer_options(job.model));
   base.update(job.options);
   if (job.epochs > 0) base["epochs"] = job.epochs;
   if (job.seed) base["seed"] = *job.seed;
-  const auto o = forecast_trainer_options_from_json(base);
+  const auto o = train::forecast_trainer_options_from_json(base);
   // On resume the batch size is the checkpoint's: it fixes the batches of an epoch.
   // 0 = --batch auto, planned once the model and the data are known.
   int64_t batch = resumed ? resumed->header["trainer"]
@@ -676,16 +673,16 @@ TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& r
     // More than one epoch's windows in a batch is pointless: clamp to the training windows.
     size_t windows = 0;
     for (const auto& ds : market.datasets)
-      windows += ds->anchors(data::Split::kTrain, window_of(model->spec())).size();
+      windows += ds->anchors(data::Split::kTrain, train::window_of(model->spec())).size();
     batch = plan_auto_batch(job, job.model, model->options_json(), static_cast<int64_t>(windows),
                             o.seed(), batch_plan, to_json(o));
   }
   cap.enforce();
-  MarketBatchSource source(market.datasets, *model, batch, o.seed(), device);
+  train::MarketBatchSource source(market.datasets, *model, batch, o.seed(), device);
   if (!resumed) init_quantile_head(*model, market.raw(), source.spec());
   // --batch is per rank: an epoch is made of global batches of batch x world windows.
   source.set_shard(job.dist.rank(), job.dist.world_size());
-  ForecastTrainer trainer(*model, source, o);
+  train::ForecastTrainer trainer(*model, source, o);
   if (resumed) trainer.load_checkpoint(*resumed, job.resume);
   nlohmann::json extra = {{"data", to_json(market.info)}, {"batch_size", batch}};
   if (job.dist.world_size() > 1) extra["world_size"] = job.dist.world_size();
@@ -712,8 +709,8 @@ TrainSummary run_forecast(const TrainJob& job, const std::optional<Container>& r
   if (!result.interrupted) {
     const auto spec = source.spec();
     const std::vector<double> quantiles = model->spec().quantiles;
-    const double test_loss = mean_batch_loss(*model, source.test_batches(),
-                                             [&](int64_t i) { return source.test_batch(i); });
+    const double test_loss = train::mean_batch_loss(
+        *model, source.test_batches(), [&](int64_t i) { return source.test_batch(i); });
     const double baseline =
         quantiles.empty() ? NAN : unconditional_baseline(market.raw(), spec, quantiles);
     ForecastTestEvaluation e;

@@ -12,8 +12,6 @@
 
 namespace foxhunt::jobs::market_data {
 
-using namespace foxhunt::serving;
-
 namespace {
 
 constexpr const char* kTrainMarketComponent = "train";
@@ -190,7 +188,7 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
 std::string write_bundle(models::Model& model, const Market& market, const nlohmann::json& training,
                          const std::string& dir, const data::TradingEnvOptions& trading_env) {
   const auto& ds = market.first();
-  Bundle b;
+  serving::Bundle b;
   // Non-owning: the trainer keeps the model; the bundle only reads it while saving.
   b.model = std::shared_ptr<models::Model>(std::shared_ptr<void>(), &model);
   b.normalizer = ds.normalizer();
@@ -199,7 +197,8 @@ std::string write_bundle(models::Model& model, const Market& market, const nlohm
   b.instrument_id = ds.options().instrument_id;
   b.warmup = ds.options().warmup;
   b.trading_env = trading_env;
-  b.data = market.is_panel() ? fingerprint(*market.panel) : fingerprint(ds.series());
+  b.data =
+      market.is_panel() ? serving::fingerprint(*market.panel) : serving::fingerprint(ds.series());
   b.training = training;
   if (market.is_panel())
     for (size_t i = 0; i < market.datasets.size(); ++i) {
@@ -208,10 +207,10 @@ std::string write_bundle(models::Model& model, const Market& market, const nlohm
                                .instrument_id = d.options().instrument_id,
                                .normalizer = d.normalizer(),
                                .target_scale = d.options().target_scale,
-                               .data = fingerprint(d.series())});
+                               .data = serving::fingerprint(d.series())});
     }
-  const auto path = BundleDirectory::bundle_in(dir);
-  save_bundle(b, path);
+  const auto path = serving::BundleDirectory::bundle_in(dir);
+  serving::save_bundle(b, path);
   return path;
 }
 

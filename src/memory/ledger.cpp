@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <mutex>
 
+#include "foxhunt/core/log.h"
 #include "foxhunt/core/units.h"
 
 namespace foxhunt::memory {
@@ -155,8 +157,14 @@ void ledger_delete(void* data) {
   if (data == nullptr) return;
   auto* h = reinterpret_cast<BlockHeader*>(static_cast<char*>(data) - kHeader);
   if (h->magic != kMagic) {
-    // A deleter cannot throw; a wrong magic means memory corruption or a foreign pointer.
-    std::fprintf(stderr, "foxhunt: [memory] ledger_delete: bad block header at %p (bug)\n", data);
+    // A deleter cannot throw; a wrong magic means memory corruption or a foreign pointer. The
+    // report is formatted on the stack (the heap may be what is corrupt); log() does not throw.
+    char text[96];
+    const auto r =
+        fmt::format_to_n(text, sizeof(text), "ledger_delete: bad block header at {} (bug)",
+                         static_cast<const void*>(data));
+    foxhunt::log(LogLevel::kError, "memory",
+                 std::string_view(text, std::min(r.size, sizeof(text))));
     std::abort();
   }
   const std::uint64_t n = h->size;

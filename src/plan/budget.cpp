@@ -29,7 +29,16 @@
 
 namespace foxhunt::plan {
 
-using namespace ::foxhunt::memory;  // the ledger, scopes and profiles this area measures with
+// The ledger, scopes and device counters this area measures with.
+using memory::cuda_memory_available;
+using memory::cuda_stats_backend;
+using memory::device_live_bytes;
+using memory::device_peak_bytes;
+using memory::device_reset_peak;
+using memory::DeviceLimitGuard;
+using memory::measure_device_overheads;
+using memory::MemoryDevice;
+using memory::translate_oom;
 
 namespace {
 

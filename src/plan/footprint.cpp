@@ -16,10 +16,19 @@
 
 namespace foxhunt::plan {
 
+// The ledger, scopes and device counters this area measures with.
+using memory::cuda_memory_available;
+using memory::cuda_stats_backend;
+using memory::current_scope;
+using memory::device_live_bytes;
+using memory::device_peak_bytes;
+using memory::device_reset_peak;
+using memory::external_bytes;
+using memory::MemoryDevice;
+using memory::MemoryScope;
+using memory::scope_stats;
 using memory::Tag;
 using memory::tag_scope;
-
-using namespace ::foxhunt::memory;  // the ledger, scopes and profiles this area measures with
 
 using detail::effective_seq_len;
 using detail::tensor_bytes;

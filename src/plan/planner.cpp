@@ -22,7 +22,20 @@
 
 namespace foxhunt::plan {
 
-using namespace ::foxhunt::memory;  // the ledger, scopes and profiles this area measures with
+// The ledger, scopes and device counters this area measures with.
+using memory::clear_last_refusal;
+using memory::cuda_empty_cache;
+using memory::cuda_memory_available;
+using memory::cuda_stats_backend;
+using memory::device_in_use_bytes;
+using memory::device_live_bytes;
+using memory::device_peak_bytes;
+using memory::device_reset_peak;
+using memory::DeviceLimitGuard;
+using memory::external_bytes;
+using memory::MemoryDevice;
+using memory::MemoryScope;
+using memory::translate_oom;
 
 namespace {
 

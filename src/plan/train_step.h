@@ -19,8 +19,6 @@
 
 namespace foxhunt::plan::detail {
 
-using namespace ::foxhunt::memory;  // ledger counters and scopes
-
 /// numel x element size (0 for an undefined tensor).
 inline std::uint64_t tensor_bytes(const torch::Tensor& t) {
   return t.defined() ? static_cast<std::uint64_t>(t.numel()) * t.element_size() : 0;
@@ -144,22 +142,22 @@ inline std::uint64_t beyond(std::uint64_t a, std::uint64_t b) {
 /// tagged `<name>/optimizer`. Resets the ledger's peak twice (process-wide).
 inline StepMeasure measured_step(train::TrainerStep& step, const std::string& name,
                                  std::int64_t batch, memory::Tag prepare_tag,
-                                 const MemoryDevice& dev = {}) {
+                                 const memory::MemoryDevice& dev = {}) {
   StepMeasure m;
-  m.live_before = device_live_bytes(dev);
-  device_reset_peak(dev);
+  m.live_before = memory::device_live_bytes(dev);
+  memory::device_reset_peak(dev);
   {
-    MemoryScope s(memory::tag_scope(name, prepare_tag));
+    memory::MemoryScope s(memory::tag_scope(name, prepare_tag));
     step.prepare(batch);
   }
-  const std::uint64_t p1 = device_peak_bytes(dev);
+  const std::uint64_t p1 = memory::device_peak_bytes(dev);
   m.forward_backward_peak = beyond(p1, m.live_before);
-  device_reset_peak(dev);
+  memory::device_reset_peak(dev);
   {
-    MemoryScope opt(memory::tag_scope(name, memory::Tag::kOptimizer));
+    memory::MemoryScope opt(memory::tag_scope(name, memory::Tag::kOptimizer));
     step.apply();
   }
-  const std::uint64_t p2 = device_peak_bytes(dev);
+  const std::uint64_t p2 = memory::device_peak_bytes(dev);
   m.step_peak = beyond(p2, m.live_before);
   m.peak = std::max(p1, p2);
   return m;
@@ -192,7 +190,7 @@ inline std::unique_ptr<dist::GradientSync> make_comm_buckets(models::Model& m,
                                                              const TrainConfig& config,
                                                              const std::string& scope) {
   if (config.world_size <= 1) return nullptr;
-  MemoryScope s(scope);
+  memory::MemoryScope s(scope);
   return std::make_unique<dist::GradientSync>(trainable_parameters(m), nullptr,
                                               dist::bucket_bytes(config.bucket_mib));
 }

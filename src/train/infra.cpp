@@ -62,14 +62,16 @@ std::string format_duration(double seconds) {
   return fmt::format("{}h{:02}m{:02}s", s / 3600, s / 60 % 60, s % 60);
 }
 
-Progress::Progress(std::string label, int64_t total, int64_t start_step, ProgressMode mode)
+Progress::Progress(std::string label, int64_t total, int64_t start_step, ProgressMode mode,
+                   ProgressSink out)
     : label_(std::move(label)),
       total_(total),
       start_(start_step),
       t0_(std::chrono::steady_clock::now()),
-      last_draw_(t0_) {
+      last_draw_(t0_),
+      out_(std::move(out)) {
   if (mode == ProgressMode::kAuto)
-    mode = ::isatty(STDERR_FILENO) ? ProgressMode::kBar : ProgressMode::kLines;
+    mode = !out_ && progress_is_terminal() ? ProgressMode::kBar : ProgressMode::kLines;
   bar_ = mode == ProgressMode::kBar;
   lines_ = mode == ProgressMode::kLines;
 }
@@ -102,9 +104,15 @@ void Progress::draw(int64_t step, const std::string& extra, bool newline) {
   if (!extra.empty()) line += "  " + extra;
   if (bar_) line += "\x1b[K";  // clear the rest of the terminal line
   if (newline) line += "\n";
-  std::fputs(line.c_str(), stderr);
-  std::fflush(stderr);
+  write(line);
   drawn_ = true;
+}
+
+void Progress::write(std::string_view text) const {
+  if (out_)
+    out_(text);
+  else
+    write_progress(text);
 }
 
 void Progress::update(int64_t step, const std::string& extra) {
@@ -124,7 +132,7 @@ void Progress::log(int64_t step, const std::string& extra) {
 }
 
 void Progress::finish() {
-  if (bar_ && drawn_) std::fputs("\n", stderr);
+  if (bar_ && drawn_) write("\n");
   drawn_ = false;
 }
 

@@ -6,7 +6,7 @@ RunSession::RunSession(const RunConfig& run, std::string algo, std::string label
                        int64_t total_steps, int64_t start_step)
     : run_(run),
       log_(run.metrics_path),
-      progress_(std::move(label), total_steps, start_step, run.progress) {
+      progress_(std::move(label), total_steps, start_step, run.progress, run.progress_output) {
   clear_stop();
   result_.algo = std::move(algo);
   result_.total_steps = total_steps;

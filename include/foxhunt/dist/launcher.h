@@ -39,7 +39,8 @@ using RankArgs = std::function<std::vector<std::string>(int64_t rank, int64_t wo
 /// Runs `exe` with `args_of(rank, nproc, master)` for ranks 0..nproc-1 (`master` = "" picks
 /// 127.0.0.1 with a free port) and waits for all; `grace_s` seconds after a rank fails, the others
 /// are killed. Throws foxhunt::InputError for nproc < 1 and foxhunt::Error when a process cannot
-/// be started.
+/// be started. A rank whose `exe` cannot be run exits with 127; that, and each rank killed after
+/// a failure, is reported through core's log sink (core/log.h, component "dist").
 LaunchResult launch_local(const std::string& exe, const RankArgs& args_of, int64_t nproc,
                           std::string master, double grace_s);
 

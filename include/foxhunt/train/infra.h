@@ -11,8 +11,10 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "foxhunt/core/log.h"
 #include "foxhunt/core/random.h"
 
 namespace foxhunt::train {
@@ -21,9 +23,9 @@ using foxhunt::derive_seed;  // core/random.h: one Rng and the named seed stream
 using foxhunt::Rng;
 using foxhunt::SeedStream;
 
-/// How progress is shown on stderr.
+/// How progress is shown (on stderr unless a progress sink is given: core/log.h).
 enum class ProgressMode {
-  kAuto,   ///< a live bar when stderr is a terminal, plain periodic lines otherwise
+  kAuto,   ///< a live bar on a terminal (progress_is_terminal), plain lines otherwise
   kBar,    ///< always the live bar
   kLines,  ///< always plain lines, one per log interval
   kOff,    ///< nothing
@@ -36,6 +38,8 @@ struct RunConfig {
   std::string metrics_path;         ///< JSON-lines metrics file, appended to ("" = none)
   int64_t log_interval = 1000;      ///< steps between metrics lines (forecast: optimizer steps)
   ProgressMode progress = ProgressMode::kAuto;  ///< progress display on stderr
+  /// Where the progress display writes its text (empty: core's progress sink, core/log.h).
+  ProgressSink progress_output;
   int64_t stop_at_step = -1;  ///< stop (with a checkpoint) once this step is reached (-1: never)
   /// Called with every metrics line (after it is written), e.g. to watch a run from a test.
   std::function<void(const nlohmann::json&)> on_log;
@@ -75,12 +79,16 @@ class MetricsLog {
   std::vector<nlohmann::json> lines_;
 };
 
-/// Progress display on stderr: a live bar with rate and ETA on a terminal, periodic plain lines
-/// otherwise.
+/// Progress display: a live bar with rate and ETA on a terminal, periodic plain lines otherwise.
+/// Its text goes to `out`, or to core's progress sink (core/log.h: stderr unless one is
+/// installed).
 class Progress {
  public:
-  /// `label` prefixes each display (e.g. "dqn"), `total` steps, starting at `start_step`.
-  Progress(std::string label, int64_t total, int64_t start_step, ProgressMode mode);
+  /// `label` prefixes each display (e.g. "dqn"), `total` steps, starting at `start_step`; the
+  /// text is written to `out` (empty: write_progress). kAuto draws the bar only when the text
+  /// goes to a terminal (no `out`, and progress_is_terminal()).
+  Progress(std::string label, int64_t total, int64_t start_step, ProgressMode mode,
+           ProgressSink out = {});
   /// Updates the live bar (rate-limited to ~10 Hz); `extra` is appended (e.g. "loss 0.12").
   void update(int64_t step, const std::string& extra = "");
   /// Prints a plain line (lines mode) or refreshes the bar (bar mode): call once per log interval.
@@ -94,10 +102,12 @@ class Progress {
 
  private:
   void draw(int64_t step, const std::string& extra, bool newline);
+  void write(std::string_view text) const;
   std::string label_;
   int64_t total_, start_;
   bool bar_ = false, lines_ = false, drawn_ = false;
   std::chrono::steady_clock::time_point t0_, last_draw_;
+  ProgressSink out_;
 };
 
 /// Formats seconds as "1h02m03s", "2m03s" or "3.2s".
