@@ -34,7 +34,8 @@ statistic of compare_python.py on both sides).
 The table: model, batch, foxhunt us, ORT us, ratio (foxhunt / ORT: below 1 is foxhunt faster),
 ORT floor us, max abs diff, verdict. A report, not a gate: exit 0 unless an output check or a
 program fails (1); bad usage exits 2; --check-only with FOXHUNT_NO_PYTHON=1 exits 77 (skipped).
-The JSON (--out, default compare-onnxruntime.json) is written atomically.
+The JSON (--out, default BUILD/compare-onnxruntime.json in the --build directory, which git
+ignores) is written atomically.
 """
 
 from __future__ import annotations

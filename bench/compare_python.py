@@ -31,8 +31,8 @@ The table: model, batch, foxhunt us, eager us, ratio (foxhunt / eager: below 1 i
 faster), max abs diff, verdict ("<= 1.0x" or "SLOWER"). A report, not a gate: the exit code is 0
 unless an output check fails or a program fails (1); bad usage exits 2.
 
-The JSON (--out, default compare-python.json; with --check-only only when --out is given) is
-written atomically and holds every figure (the block means too), the thread count, torch
+The JSON (--out, default BUILD/compare-python.json in the --build directory, which git ignores;
+with --check-only only when --out is given) is written atomically and holds every figure (the block means too), the thread count, torch
 version, CPU model, timestamp and the output checks.
 
 With --check-only (what CI runs): export and output check only, no timing. There, FOXHUNT_NO_PYTHON=1
@@ -82,8 +82,8 @@ def add_common_args(p, default_out):
     p.add_argument("--min-time", default="0.5", metavar="S",
                    help="seconds of timed calls per model and batch on each side (default 0.5)")
     p.add_argument("--out", default=None, metavar="FILE",
-                   help=f"JSON report (default {default_out}; with --check-only none unless "
-                        "given)")
+                   help=f"JSON report (default BUILD/{default_out}, in the --build directory; "
+                        "with --check-only none unless given)")
     p.add_argument("--models", default=None, metavar="LIST",
                    help="comma-separated subset of the models (default: all that models_bench "
                         "exports)")
@@ -115,7 +115,7 @@ def check_common_args(a, p, default_out):
     if not os.path.isdir(a.build):
         p.error(f"--build: no directory '{a.build}'")
     if a.out is None and not a.check_only:
-        a.out = default_out
+        a.out = os.path.join(a.build, default_out)  # beside models_bench: no result in the tree
     if a.out is not None and not os.path.isdir(os.path.dirname(os.path.abspath(a.out))):
         p.error(f"--out: no directory for '{a.out}'")
     a.parser = p

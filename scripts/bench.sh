@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every benchmark program (bench/*.cpp, built into the build directory) and writes one JSON.
 #   scripts/bench.sh [--out FILE] [--filter REGEX] [--min-time S] [--compare OLD.json]
-# --out       where the combined JSON goes (default bench-results.json), written atomically
+# --out       where the combined JSON goes (default BUILD/bench-results.json, in the build
+#             directory, which git ignores), written atomically
 # --filter    Google Benchmark filter passed to every program (default: all benchmarks)
 # --min-time  minimum time per benchmark in seconds (default 0.2)
 # --compare   also compare with an earlier file: every benchmark whose real time changed by more
@@ -16,7 +17,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${FOXHUNT_BUILD_DIR:-build}"
-OUT="bench-results.json"
+OUT="$BUILD/bench-results.json"
 FILTER="."
 MIN_TIME="0.2"
 COMPARE=""
@@ -26,12 +27,13 @@ while [ $# -gt 0 ]; do
     --filter) FILTER="$2"; shift ;;
     --min-time) MIN_TIME="$2"; shift ;;
     --compare) COMPARE="$2"; shift ;;
-    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
     *) echo "bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 [ -z "$COMPARE" ] || [ -f "$COMPARE" ] || { echo "bench: --compare: no file '$COMPARE'" >&2; exit 2; }
+mkdir -p "$(dirname "$OUT")"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 failed=0

@@ -13,7 +13,8 @@
 namespace foxhunt::train {
 namespace {
 
-// One Euler step written out from MODELS.md, independently of the implementation.
+// One Euler step of CartPole-v1 (train/env.h: CartPole) written out by hand, independently of the
+// implementation.
 CartPoleState reference_step(const CartPoleState& s, int action) {
   const double f = action == 1 ? 10.0 : -10.0;
   const double temp = (f + 0.1 * 0.5 * s.theta_dot * s.theta_dot * std::sin(s.theta)) / 1.1;

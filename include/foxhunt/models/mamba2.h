@@ -9,7 +9,7 @@
 /// plain recurrence it must match. A streaming path (`prefill` + `step`) advances one bar in O(1)
 /// with a state carried over the whole history; `Mamba2Stream` gives per bar exactly what
 /// `forward` computes on that bar's window.
-/// The math follows docs/MODELS.md ("Mamba-2").
+/// The reference math is `ssd_sequential` below (the plain recurrence, Dao & Gu 2024).
 
 #include <torch/torch.h>
 

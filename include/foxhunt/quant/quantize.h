@@ -1,9 +1,9 @@
 #pragma once
 /// \file quantize.h
-/// INT8 building blocks on plain tensors (MODELS.md, INT8 section): quantization parameters from
-/// observed ranges, observers (min/max, moving average, per channel, histogram with an
-/// L2-optimal clip), quantize/dequantize, and fake quantization with the straight-through
-/// gradient for QAT.
+/// INT8 building blocks on plain tensors (the INT8 TFT, quant/tft_int8.h, is built on them):
+/// quantization parameters from observed ranges, observers (min/max, moving average, per
+/// channel, histogram with an L2-optimal clip), quantize/dequantize, and fake quantization with
+/// the straight-through gradient for QAT.
 ///
 /// Layout: a quantized tensor is a plain int8 tensor plus fp32 scales (and, for uint8 affine
 /// activations, zero points) kept beside it, not one of PyTorch's deprecated quantized tensor
