@@ -83,7 +83,7 @@ int backtest_walk_forward(const BacktestArgs& a) {
   j["verdict"] = verdict_json(a, failures);
   finish(a, j, table, "foxhunt backtest (walk-forward)", [&](HtmlReport& page) {
     page.heading("Refits");
-    page.preformatted(table.substr(0, table.find("backtest: ")));
+    page.preformatted(run.refits_table());
     harness::add_backtest_sections(page, run.run);
   });
   return run.interrupted ? 130 : verdict_exit(a, failures);
@@ -100,7 +100,7 @@ int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job) {
   j["verdict"] = verdict_json(a, failures);
   finish(a, j, table, "foxhunt backtest (panel)", [&](HtmlReport& page) {
     page.heading("Portfolio");
-    page.preformatted(table.substr(0, table.find("\n== ")));
+    page.preformatted(run.portfolio_table());
     for (const auto& s : run.symbols) {
       page.heading(s, 2);
       harness::add_backtest_sections(page, run.runs.at(s));

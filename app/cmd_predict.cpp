@@ -180,7 +180,7 @@ Registrar registered_predict = subcommand<PredictArgs>(
         so.from = from;
         if (!a->json) {
           std::printf("%-20s %12s", "time", "close");
-          for (const auto& m : ensemble.models()) std::printf(" %8s", m.name().c_str());
+          for (const auto& m : ensemble.model_names()) std::printf(" %8s", m.c_str());
           std::printf(" %9s %10s\n", "decision", "latency_us");
         }
         const auto print = [&](const data::Bar& bar, const serving::BarDecision& d) {

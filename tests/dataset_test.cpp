@@ -84,7 +84,7 @@ TEST_F(DatasetTest, Mamba2BatchShapesAndContents) {
   EXPECT_EQ(b.target.sizes(), (std::vector<int64_t>{8, 1}));
   EXPECT_EQ(b.size(), 8);
   // Row i, step k, feature j is the normalised bank value of bar anchor-31+k.
-  const auto& cols = mamba2_feature_columns();
+  const auto& cols = compact_feature_columns();
   for (int i : {0, 7})
     for (int k : {0, 31})
       for (int j : {0, 13, 31})
@@ -303,7 +303,7 @@ TEST_F(DatasetTest, SeededShuffledBatches) {
 TEST_F(DatasetTest, BadWindowsAreRejected) {
   const MarketDataset ds(series());
   std::vector<float> x(32 * 32), y(1);
-  const auto& cols = mamba2_feature_columns();
+  const auto& cols = compact_feature_columns();
   EXPECT_THROW(ds.fill_past(ds.options().warmup, kMamba2Window, cols, x.data()),
                InputError);  // window would reach into the warm-up
   EXPECT_THROW(ds.fill_target(ds.size() - 1, kMamba2Window, y.data()),

@@ -29,17 +29,17 @@ class FeaturesTest : public ::testing::Test {
 
 TEST_F(FeaturesTest, ExactCountsAndUniqueNames) {
   EXPECT_EQ(observed_feature_names().size(), static_cast<size_t>(kObservedFeatures));
-  EXPECT_EQ(tft_feature_names().size(), 225u);
+  EXPECT_EQ(past_feature_names().size(), 225u);
   EXPECT_EQ(calendar_feature_names().size(), 4u);
-  EXPECT_EQ(mamba2_feature_names().size(), 32u);
-  EXPECT_EQ(mamba2_feature_columns().size(), 32u);
+  EXPECT_EQ(compact_feature_names().size(), 32u);
+  EXPECT_EQ(compact_feature_columns().size(), 32u);
   EXPECT_EQ(rl_state_names().size(), 256u);
   EXPECT_EQ(kRlStateDim, 256);
   const auto rl = rl_state_names();
   EXPECT_EQ(std::set<std::string>(rl.begin(), rl.end()).size(), rl.size()) << "duplicate names";
   EXPECT_EQ(rl[254], "position");
   EXPECT_EQ(rl[255], "unrealized_pnl");
-  for (int64_t c : mamba2_feature_columns()) EXPECT_LT(c, kTftPastFeatures);  // subset of TFT
+  for (int64_t c : compact_feature_columns()) EXPECT_LT(c, kPastBankFeatures);  // subset of TFT
 }
 
 TEST_F(FeaturesTest, MatrixShapeAndFiniteValues) {
@@ -212,10 +212,10 @@ TEST_F(FeaturesTest, NormalizerJsonRoundTrip) {
 TEST_F(FeaturesTest, SelectColumnsPicksMamba2Subset) {
   const auto s = series(300, 5);
   const Matrix m = compute_observed_features(s);
-  const Matrix sub = m.select_columns(mamba2_feature_columns());
+  const Matrix sub = m.select_columns(compact_feature_columns());
   ASSERT_EQ(sub.cols, 32);
   EXPECT_EQ(sub.at(280, 0), m.at(280, column("ret_lag_0")));
-  EXPECT_EQ(sub.at(280, 31), m.at(280, column(mamba2_feature_names()[31])));
+  EXPECT_EQ(sub.at(280, 31), m.at(280, column(compact_feature_names()[31])));
   EXPECT_THROW(m.select_columns({250}), InputError);
 }
 

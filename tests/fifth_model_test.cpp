@@ -95,11 +95,22 @@ void register_linq() {
   models::register_model(std::move(e));
 }
 
-class FifthModelTest : public foxhunt::testing::SeededTest {};
+// Registered for the test's life only: the other tests of the process see the four.
+class FifthModelTest : public foxhunt::testing::SeededTest {
+ protected:
+  void SetUp() override {
+    SeededTest::SetUp();
+    register_linq();
+  }
+  void TearDown() override {
+    models::unregister_model(kName);
+    SeededTest::TearDown();
+  }
+};
 
 TEST_F(FifthModelTest, ARegisteredModelTrainsServesBudgetsBacktestsAndIsListed) {
-  register_linq();
   EXPECT_THROW(register_linq(), InputError);  // one name, one model
+  EXPECT_THROW(models::unregister_model("tft"), InputError);  // the built-in ones stay
   // Listed, measured, and its name is a model name everywhere.
   const auto listed = models::describe_models();
   ASSERT_EQ(listed.size(), 5u);
@@ -128,7 +139,7 @@ TEST_F(FifthModelTest, ARegisteredModelTrainsServesBudgetsBacktestsAndIsListed) 
 
   // Serves in the ensemble: a signal of its own once its window is full.
   auto ensemble = serving::Ensemble::load(job.out_dir);
-  ASSERT_EQ(ensemble.models().size(), 5u);
+  ASSERT_EQ(ensemble.model_names().size(), 5u);
   int64_t ready = 0;
   for (const auto& bar : data::generate_synthetic({.bars = 600, .seed = 4}).bars) {
     const auto d = ensemble.on_bar(bar);

@@ -105,11 +105,11 @@ TEST(FeatureTableTest, BatchBankAndStreamingEngineAreGeneratedFromTheTable) {
   ASSERT_EQ(table.size(), static_cast<size_t>(kObservedFeatures));
   EXPECT_EQ(observed_feature_names(), table);
   EXPECT_EQ(StreamingFeatures::column_names(), table);
-  EXPECT_EQ(tft_feature_names(),
-            std::vector<std::string>(table.begin(), table.begin() + kTftPastFeatures));
+  EXPECT_EQ(past_feature_names(),
+            std::vector<std::string>(table.begin(), table.begin() + kPastBankFeatures));
   // Anchors of the vocabulary: the first column, the last TFT column, the last RL lag.
   EXPECT_EQ(table.front(), "ret_lag_0");
-  EXPECT_EQ(table[static_cast<size_t>(kTftPastFeatures) - 1], "jump_flag");
+  EXPECT_EQ(table[static_cast<size_t>(kPastBankFeatures) - 1], "jump_flag");
   EXPECT_EQ(table.back(), "rv_20_lag_5");
   // A name is its kind's pattern with the parameters written in.
   EXPECT_EQ(feature_name({FeatureKind::kMacdSignal, 12, 26, 9}), "macd_signal_12_26_9");

@@ -75,11 +75,7 @@ class PyEnsemble {
       out.push_back(serving::to_json(e_.on_bar(bar)));
     return out.dump();
   }
-  std::vector<std::string> models() const {
-    std::vector<std::string> m;
-    for (const auto& s : e_.models()) m.push_back(s.name());
-    return m;
-  }
+  std::vector<std::string> models() const { return e_.model_names(); }
   double position() const { return e_.position(); }
 
  private:

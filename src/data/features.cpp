@@ -466,9 +466,9 @@ const std::vector<std::string>& observed_feature_names() {
   return names;
 }
 
-std::vector<std::string> tft_feature_names() {
+std::vector<std::string> past_feature_names() {
   const auto& all = observed_feature_names();
-  return {all.begin(), all.begin() + kTftPastFeatures};
+  return {all.begin(), all.begin() + kPastBankFeatures};
 }
 
 const std::vector<std::string>& calendar_feature_names() {
@@ -476,7 +476,7 @@ const std::vector<std::string>& calendar_feature_names() {
   return names;
 }
 
-const std::vector<std::string>& mamba2_feature_names() {
+const std::vector<std::string>& compact_feature_names() {
   // Short-horizon returns and volatility, range, volume, oscillators and trend distances.
   static const std::vector<std::string> names = {
       "ret_lag_0",   "ret_lag_1",    "ret_lag_2",    "ret_lag_3",    "ret_lag_4",
@@ -489,16 +489,16 @@ const std::vector<std::string>& mamba2_feature_names() {
   return names;
 }
 
-const std::vector<int64_t>& mamba2_feature_columns() {
+const std::vector<int64_t>& compact_feature_columns() {
   static const std::vector<int64_t> cols = [] {
     const auto& all = observed_feature_names();
     std::vector<int64_t> out;
-    for (const auto& n : mamba2_feature_names()) {
-      auto it = std::find(all.begin(), all.begin() + kTftPastFeatures, n);
-      FOXHUNT_INTERNAL_ASSERT(it != all.begin() + kTftPastFeatures, "unknown mamba2 feature ", n);
+    for (const auto& n : compact_feature_names()) {
+      auto it = std::find(all.begin(), all.begin() + kPastBankFeatures, n);
+      FOXHUNT_INTERNAL_ASSERT(it != all.begin() + kPastBankFeatures, "unknown mamba2 feature ", n);
       out.push_back(it - all.begin());
     }
-    FOXHUNT_INTERNAL_ASSERT(static_cast<int64_t>(out.size()) == kMamba2Features);
+    FOXHUNT_INTERNAL_ASSERT(static_cast<int64_t>(out.size()) == kCompactFeatures);
     return out;
   }();
   return cols;
@@ -608,15 +608,20 @@ void from_json(const nlohmann::json& j, Normalizer& n) {
   FOXHUNT_CHECK(n.clip >= 0, "features", "normalizer JSON: clip must be >= 0, got ", n.clip);
 }
 
-const FeatureSet& feature_set(const std::string& name) {
+const std::vector<FeatureSet>& feature_sets() {
   static const std::vector<FeatureSet> sets = [] {
-    std::vector<int64_t> tft(kTftPastFeatures);
-    for (int64_t c = 0; c < kTftPastFeatures; ++c) tft[static_cast<size_t>(c)] = c;
-    return std::vector<FeatureSet>{{"mamba2", mamba2_feature_columns(), kMamba2Features},
-                                   {"tft_past", tft, kTftPastFeatures},
+    std::vector<int64_t> tft(kPastBankFeatures);
+    for (int64_t c = 0; c < kPastBankFeatures; ++c) tft[static_cast<size_t>(c)] = c;
+    return std::vector<FeatureSet>{{"compact32", compact_feature_columns(), kCompactFeatures},
+                                   {"past225", tft, kPastBankFeatures},
                                    {"calendar", {}, kKnownFutureFeatures},
                                    {"rl_state", {}, kRlStateDim}};
   }();
+  return sets;
+}
+
+const FeatureSet& feature_set(const std::string& name) {
+  const auto& sets = feature_sets();
   for (const auto& s : sets)
     if (s.name == name) return s;
   std::string known;

@@ -117,9 +117,7 @@ inline std::vector<serving::Bundle> load_bundles(const BundleSource& src,
 
 // Bars until every model is ready, plus a few so first-call allocations are done.
 inline int64_t warmup_bars(const serving::Ensemble& e) {
-  int64_t w = 0;
-  for (const auto& m : e.models()) w = std::max(w, m.bundle().warmup + m.window());
-  return w + 8;
+  return e.warmup_bars() - 1 + 8;  // warmup_bars() counts the first ready bar
 }
 
 inline void warm(serving::Ensemble& e, BarFeed& feed, int64_t bars) {

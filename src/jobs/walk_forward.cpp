@@ -1,6 +1,7 @@
 #include "foxhunt/jobs/walk_forward.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <sstream>
@@ -215,27 +216,35 @@ nlohmann::json WalkForwardRun::to_json() const {
   return j;
 }
 
-std::string WalkForwardRun::table() const {
+std::string WalkForwardRun::refits_table() const {
   std::ostringstream os;
   os << fmt::format("walk-forward: {} refits every {} bars ({} window)\n", refits.size(), every,
                     rolling > 0 ? fmt::format("rolling {}", rolling) : "expanding");
-  os << fmt::format("{:<5} {:<23} {:<23} {:>8} {:>9} {:>9} {:>9} {:>9}\n", "fold", "trained on",
-                    "scored", "train s", "ensemble", "b&h", "tft", "dqn");
-  auto sharpe = [](const Refit& r, const char* s) {
-    auto it = r.sharpe.find(s);
-    return it == r.sharpe.end() ? NAN : it->second;
-  };
+  // The ensemble, buy-and-hold, then each model of the catalog that the folds scored.
+  std::vector<std::string> columns = {"ensemble", "buy_and_hold"};
+  for (const auto& m : models::model_names())
+    if (std::any_of(refits.begin(), refits.end(), [&](const Refit& r) { return r.sharpe.count(m); }))
+      columns.push_back(m);
+  os << fmt::format("{:<5} {:<23} {:<23} {:>8}", "fold", "trained on", "scored", "train s");
+  for (const auto& c : columns) os << fmt::format(" {:>9}", c == "buy_and_hold" ? "b&h" : c);
+  os << "\n";
   for (const auto& r : refits) {
     const std::string trained = day(r.train_first_timestamp) + ".." + day(r.train_last_timestamp);
     const std::string scored = day(r.first_timestamp) + ".." + day(r.last_timestamp);
-    os << fmt::format(
-        "{:<5} {:<23} {:<23} {:>8} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}\n", r.fold + 1, trained,
-        scored, r.reused ? "reused" : std::to_string(static_cast<int64_t>(r.seconds)),
-        sharpe(r, "ensemble"), sharpe(r, "buy_and_hold"), sharpe(r, "tft"), sharpe(r, "dqn"));
+    os << fmt::format("{:<5} {:<23} {:<23} {:>8}", r.fold + 1, trained, scored,
+                      r.reused ? "reused" : std::to_string(static_cast<int64_t>(r.seconds)));
+    for (const auto& c : columns) {
+      const auto it = r.sharpe.find(c);
+      os << fmt::format(" {:>9.2f}", it == r.sharpe.end() ? NAN : it->second);
+    }
+    os << "\n";
   }
   if (interrupted) os << "interrupted: rerun the same command to resume from the finished folds\n";
-  os << run.table();
   return os.str();
+}
+
+std::string WalkForwardRun::table() const {
+  return refits_table() + run.table();
 }
 
 }  // namespace foxhunt::jobs

@@ -1,5 +1,7 @@
 #include "foxhunt/models/catalog.h"
 
+#include <algorithm>
+
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/strings.h"
 #include "foxhunt/models/dqn.h"
@@ -12,6 +14,7 @@ namespace foxhunt::models {
 namespace {
 
 constexpr std::uint64_t kMiB = 1024ull * 1024;
+constexpr std::ptrdiff_t kBuiltInModels = 4;  // dqn, ppo, mamba2, tft
 
 }  // namespace
 
@@ -30,6 +33,17 @@ void register_model(CatalogEntry entry) {
   FOXHUNT_CHECK(!in_catalog(entry.name), "models", "register_model: a model named '", entry.name,
                 "' is already registered (", joined_model_names(), ")");
   mutable_catalog().push_back(std::move(entry));
+}
+
+void unregister_model(const std::string& name) {
+  auto& entries = mutable_catalog();
+  const auto it = std::find_if(entries.begin(), entries.end(),
+                               [&](const CatalogEntry& e) { return e.name == name; });
+  FOXHUNT_CHECK(it != entries.end(), "models", "unregister_model: no model named '", name,
+                "' (", joined_model_names(), ")");
+  FOXHUNT_CHECK(it - entries.begin() >= kBuiltInModels, "models", "unregister_model: '", name,
+                "' is built in; only models added by register_model can be removed");
+  entries.erase(it);
 }
 
 namespace {

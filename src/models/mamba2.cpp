@@ -845,7 +845,7 @@ torch::Tensor Mamba2Stream::push(const torch::Tensor& x_t) {
 // ---- registry adapter ---------------------------------------------------------------------
 
 IoSpec io_spec(const Mamba2Options& o) {
-  return forecaster_spec({{"x", InputRole::kPastFeatures, "mamba2", o.window(), o.input_dim()}},
+  return forecaster_spec({{"x", InputRole::kPastFeatures, "compact32", o.window(), o.input_dim()}},
                          o.window(), o.horizon(), o.quantiles());
 }
 

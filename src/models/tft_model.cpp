@@ -11,7 +11,7 @@ namespace foxhunt::models {
 
 IoSpec io_spec(const TftOptions& o) {
   return forecaster_spec(
-      {{"past", InputRole::kPastFeatures, "tft_past", o.window(), o.past_features()},
+      {{"past", InputRole::kPastFeatures, "past225", o.window(), o.past_features()},
        {"future", InputRole::kKnownFuture, "calendar", o.horizon(), o.future_features()},
        {"static_id", InputRole::kStaticId, "", 0, 0, true}},
       o.window(), o.horizon(), o.quantiles());

@@ -4,6 +4,7 @@
 
 #include "foxhunt/data/dataset.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -158,7 +159,7 @@ void save_bundle(const Bundle& b, const std::string& path) {
   nlohmann::json normalizer = b.normalizer;
   nlohmann::json spec_json = spec;
   c.header = {{"kind", "bundle"},
-              {"bundle_version", b.panel() ? kPanelBundleVersion : kBundleVersion},
+              {"bundle_version", kBundleVersion},
               {"foxhunt_version", FOXHUNT_VERSION},
               {"model", b.model->name()},
               {"precision", b.model->precision()},
@@ -175,8 +176,8 @@ void save_bundle(const Bundle& b, const std::string& path) {
                 {"episode_length", b.trading_env.episode_length}}},
               {"data", b.data},
               {"training", b.training}};
-  if (b.panel()) {
-    nlohmann::json list = nlohmann::json::array();
+  {
+    nlohmann::json list = nlohmann::json::array();  // empty: a model of one series
     for (const auto& i : b.instruments) {
       FOXHUNT_CHECK(!i.symbol.empty() && i.target_scale > 0, kBundleComponent, "'", path,
                     "': an instrument needs a symbol and a target scale > 0");
@@ -192,6 +193,26 @@ void save_bundle(const Bundle& b, const std::string& path) {
   c.blobs["module"] = models::module_to_bytes(b.model->module());
   write_container(path, c);
 }
+
+namespace {
+
+// Feature sets are named by what they hold; bundles written before name a set after the model
+// that read it. A stored name this build does not know is the current set with the same columns
+// and width (the bundle's feature spec lists them); any other name is returned as it is.
+std::string current_set_name(const std::string& stored, const nlohmann::json& stored_sets) {
+  const auto& sets = data::feature_sets();
+  if (std::any_of(sets.begin(), sets.end(), [&](const auto& s) { return s.name == stored; }))
+    return stored;
+  const auto it = stored_sets.find(stored);
+  if (it == stored_sets.end()) return stored;
+  const auto columns = it->at("columns").get<std::vector<int64_t>>();
+  const auto width = it->at("width").get<int64_t>();
+  for (const auto& s : sets)
+    if (s.columns == columns && s.width == width) return s.name;
+  return stored;
+}
+
+}  // namespace
 
 Bundle load_bundle(const std::string& path_in, const torch::Device& device,
                    const std::string& expected_model) {
@@ -215,9 +236,9 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
       "' file",
       kind == "trainer" ? " (a trainer checkpoint; its directory also holds bundle.fhb)" : "");
   const int version = h.value("bundle_version", -1);
-  FOXHUNT_CHECK(version == kBundleVersion || version == kPanelBundleVersion, kBundleComponent, "'",
-                path, "': bundle version ", version, ", this foxhunt reads versions ",
-                kBundleVersion, " and ", kPanelBundleVersion, "; retrain or convert it");
+  FOXHUNT_CHECK(version >= kOldestBundleVersion && version <= kBundleVersion, kBundleComponent,
+                "'", path, "': bundle version ", version, ", this foxhunt reads versions ",
+                kOldestBundleVersion, " to ", kBundleVersion, "; retrain or convert it");
   Bundle b;
   try {
     // Bundles written before INT8 models have no precision: they are FP32.
@@ -239,13 +260,18 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
       models::module_from_bytes(model->module(), it->second, path);
     }
     model->module().eval();
-    // The stored spec must be what this build's model publishes for those options.
+    // The stored spec must be what this build's model publishes for those options (feature sets
+    // by their current names).
+    const auto& features = h.at("features");
+    nlohmann::json stored_spec = h.at("spec");
+    for (auto& in : stored_spec.at("inputs"))
+      if (const auto fs = in.find("feature_set"); fs != in.end() && fs->is_string())
+        *fs = current_set_name(fs->get<std::string>(), features.at("sets"));
     const nlohmann::json spec = model->spec();
-    FOXHUNT_CHECK(spec == h.at("spec"), kBundleComponent, "'", path,
+    FOXHUNT_CHECK(spec == stored_spec, kBundleComponent, "'", path,
                   "': the stored I/O spec differs from what this build's '", model->name(),
                   "' publishes for the same options: stored ", h.at("spec").dump(), ", now ",
                   spec.dump());
-    const auto& features = h.at("features");
     const nlohmann::json bank = data::observed_feature_names();
     FOXHUNT_CHECK(features.at("bank") == bank, kBundleComponent, "'", path,
                   "': trained on a different feature bank (", features.at("bank").size(),
@@ -253,7 +279,7 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
                   "); retrain the model with this version");
     b.warmup = features.at("warmup").get<int64_t>();
     for (const auto& [name, set] : features.at("sets").items()) {
-      const auto& now = data::feature_set(name);
+      const auto& now = data::feature_set(current_set_name(name, features.at("sets")));
       FOXHUNT_CHECK(set.at("columns").get<std::vector<int64_t>>() == now.columns, kBundleComponent,
                     "'", path, "': feature set '", name, "' has other columns than this build's");
     }
@@ -283,10 +309,14 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
     }
     b.data = h.at("data").get<DataFingerprint>();
     b.training = h.at("training");
-    if (version == kPanelBundleVersion) {
+    // Version 2: a panel, its instruments listed; version 3: listed, none for one series.
+    constexpr int kPanelOnlyVersion = 2;
+    const bool listed =
+        version == kPanelOnlyVersion || (version > kPanelOnlyVersion && !h.at("instruments").empty());
+    if (listed) {
       const auto& list = h.at("instruments");
       FOXHUNT_CHECK(list.is_array() && !list.empty(), kBundleComponent, "'", path,
-                    "': a panel bundle (version ", kPanelBundleVersion,
+                    "': a panel bundle (version ", kPanelOnlyVersion,
                     ") needs a non-empty 'instruments' list");
       // The option that sizes the model's instrument input (the catalog names it), if any.
       const auto& sizing = models::catalog_entry(model->name()).instrument_count_option;

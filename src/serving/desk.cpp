@@ -10,6 +10,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/memory/ledger.h"
+#include "foxhunt/models/streaming.h"
 #include "model_inputs.h"
 
 namespace foxhunt::serving {
@@ -22,18 +23,22 @@ constexpr const char* kDeskComponent = "desk";
 struct Instrument {
   // `probe`: the bundles' own calibration (to measure an instrument's bytes); else the symbol's
   // (checked before: a panel bundle refuses a symbol it was not trained on).
+  // `streams`: each model's own per-instrument stream where it has one (DeskOptions::streams).
   Instrument(std::string s, const std::vector<detail::ModelPlan>& plans, uint64_t bytes,
-             bool probe = false)
+             bool streams, bool probe = false)
       : reservation(kInstrumentStateTag, bytes), symbol(std::move(s)) {
     histories.reserve(plans.size());
-    for (const auto& p : plans)
+    for (const auto& p : plans) {
       histories.emplace_back(p, probe ? p.bundle->calibration() : p.bundle->calibration(symbol));
+      this->streams.push_back(streams ? p.bundle->model->make_stream(p.spec.window) : nullptr);
+    }
   }
   // Declared first (and so released last): over the cap, nothing else is built.
   memory::ExternalReservation reservation;
   std::string symbol;
   data::StreamingFeatures features;
-  std::vector<detail::ModelHistory> histories;  // per model, in the desk's order
+  std::vector<detail::ModelHistory> histories;                // per model, in the desk's order
+  std::vector<std::unique_ptr<models::ModelStream>> streams;  // per model; null: batched forward
   double position = 0.0;
   double entry_close = 0.0;
 
@@ -45,6 +50,49 @@ struct Instrument {
     return n;
   }
 };
+
+// The explanation of one instrument's forecast (models::ServingModel::explain) from the raw
+// window its history holds.
+std::optional<models::Explanation> explain_row(const detail::ModelPlan& plan,
+                                               const detail::ModelHistory& h,
+                                               const data::StreamingFeatures& features,
+                                               const std::vector<int64_t>& next) {
+  detail::InstrumentRow row;
+  row.history = &h;
+  row.features = &features;
+  row.next_timestamps = &next;
+  row.static_id = h.cal.instrument_id;
+  auto batch = detail::build_batch(plan, {row});
+  const auto device = models::module_device(plan.bundle->model->module());
+  for (auto& t : batch.inputs) t = t.to(device);
+  return plan.bundle->model->explain(batch);
+}
+
+// One bar through an instrument's stream (models::ModelStream): every post-warm-up bar is
+// pushed; the signal is reported once the stream's window is full (before that the forecast
+// would cover fewer bars than training did). Returns true when `out` is ready.
+bool stream_step(const detail::ModelPlan& plan, models::ModelStream& stream,
+                 detail::ModelHistory& h, const data::StreamingFeatures& features,
+                 const std::vector<int64_t>& next, const DecisionRule& rule, ModelSignal& out) {
+  const auto& ring = h.past.at(0);
+  const auto device = models::module_device(plan.bundle->model->module());
+  models::StreamBar in;
+  in.past = torch::from_blob(const_cast<float*>(ring.latest()),
+                             {static_cast<int64_t>(plan.sets.at(0)->width)}, torch::kFloat32)
+                .to(device, /*non_blocking=*/false, /*copy=*/true);
+  for (const auto& spec : plan.spec.inputs) {
+    if (spec.role != models::InputRole::kKnownFuture) continue;
+    auto future = torch::empty({spec.steps, spec.features}, torch::kFloat32);
+    detail::fill_known_future(plan, spec, next, future.data_ptr<float>());
+    in.future = future.to(device);
+  }
+  in.static_id = h.cal.instrument_id;
+  const torch::Tensor forecast = stream.push(in);
+  if (++h.streamed < plan.spec.window) return false;
+  const auto f = forecast.to(torch::kCPU, torch::kFloat32).contiguous();
+  detail::fill_signal(plan, f.data_ptr<float>(), h, features, rule, out);
+  return true;
+}
 
 uint64_t symbol_heap_bytes(const std::string& s) {
   // Short symbols live inside the string object (small-string buffer of 15 chars).
@@ -107,9 +155,10 @@ Desk::Desk(std::vector<Bundle> bundles, const DecisionRule& rule, const DeskOpti
     d.bundles.push_back(std::make_unique<Bundle>(std::move(b)));
   }
   d.plans.reserve(d.bundles.size());
-  for (const auto& b : d.bundles) d.plans.emplace_back(*b, /*use_cache=*/true);
+  // A model streamed per instrument keeps raw rows; batched, its cached per-bar stage.
+  for (const auto& b : d.bundles) d.plans.emplace_back(*b, /*use_cache=*/!options.streams);
   d.scratch.resize(d.plans.size());
-  d.instrument_bytes = Instrument("", d.plans, 0, /*probe=*/true).fixed_bytes();
+  d.instrument_bytes = Instrument("", d.plans, 0, options.streams, /*probe=*/true).fixed_bytes();
   d.pool = std::make_unique<ThreadPool>(ThreadPool::workers_for(d.plans.size()));
   d.cost_us.assign(d.plans.size(), 0.0);
 }
@@ -166,6 +215,14 @@ void Desk::set_parallel(bool parallel) {
   impl_->options.parallel = parallel;
 }
 
+void Desk::set_explain(bool on) {
+  impl_->options.explain = on;
+}
+
+void Desk::set_memory_scopes(bool on) {
+  impl_->options.memory_scopes = on;
+}
+
 void Desk::clear() {
   impl_->instruments.clear();
   impl_->index.clear();
@@ -202,6 +259,7 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
           d.instruments[it->second]->features.check(sb.bar);
         }
       } catch (const InputError& e) {
+        if (!d.options.name_symbol_in_errors) throw;
         throw InputError(kDeskComponent, "symbol '" + sb.symbol + "': " + e.message());
       }
     }
@@ -210,8 +268,8 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
   // once all exist.
   std::vector<std::unique_ptr<Instrument>> created;
   for (const auto* s : fresh)
-    created.push_back(
-        std::make_unique<Instrument>(*s, d.plans, d.instrument_bytes + symbol_heap_bytes(*s)));
+    created.push_back(std::make_unique<Instrument>(
+        *s, d.plans, d.instrument_bytes + symbol_heap_bytes(*s), d.options.streams));
   for (auto& inst : created) {
     d.state_bytes += inst->reservation.bytes();
     d.index.emplace(inst->symbol, d.instruments.size());
@@ -270,8 +328,17 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
           detail::encode_pending(plan, hs, ids);
         }
       }
+      std::vector<size_t> streamed;  // instruments whose stream reported this bar
       for (size_t i : fed) {
         auto& h = inst[i]->histories[m];
+        if (auto* stream = inst[i]->streams[m].get()) {
+          auto& sig = out[i].decision.signals[m];
+          if (!stream_step(plan, *stream, h, inst[i]->features, next[i], d.rule, sig)) continue;
+          if (d.options.explain && detail::history_full(plan, h))
+            sig.explanation = explain_row(plan, h, inst[i]->features, next[i]);
+          streamed.push_back(i);
+          continue;
+        }
         if (!detail::history_full(plan, h)) continue;
         ready.push_back(i);
         detail::InstrumentRow r;
@@ -292,13 +359,18 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
         const float* v = y.data_ptr<float>();
         for (size_t k = 0; k < part.size(); ++k) {
           const size_t i = ready[b + k];
+          auto& sig = out[i].decision.signals[m];
           detail::fill_signal(plan, v + static_cast<int64_t>(k) * stride, *part[k].history,
-                              inst[i]->features, d.rule, out[i].decision.signals[m]);
+                              inst[i]->features, d.rule, sig);
+          // A cached plan's history holds the cached stage, not the raw window to explain.
+          if (d.options.explain && !plan.cached)
+            sig.explanation = explain_row(plan, *part[k].history, inst[i]->features, next[i]);
         }
       }
       const double us = detail::micros_since(tm);
       d.cost_us[m] = us;
       for (size_t i : ready) out[i].decision.signals[m].latency_us = us;
+      for (size_t i : streamed) out[i].decision.signals[m].latency_us = us;
     });
   if (d.options.parallel && tasks.size() > 1) {
     d.pool->run(tasks);

@@ -159,7 +159,7 @@ nlohmann::json PanelBacktestRun::to_json() const {
   return j;
 }
 
-std::string PanelBacktestRun::table() const {
+std::string PanelBacktestRun::portfolio_table() const {
   std::ostringstream os;
   os << fmt::format("portfolio of {} symbols (equal risk:", symbols.size());
   for (const auto& s : symbols) os << fmt::format(" {} {:.1f}%", s, 100 * weights.at(s));
@@ -180,6 +180,12 @@ std::string PanelBacktestRun::table() const {
         m, p.symbols, p.points, p.model_pinball, p.baseline_pinball, 100 * p.skill,
         100 * p.coverage_p10_p90);
   }
+  return os.str();
+}
+
+std::string PanelBacktestRun::table() const {
+  std::ostringstream os;
+  os << portfolio_table();
   for (const auto& s : symbols) {
     os << "\n== " << s << "\n" << runs.at(s).table();
   }

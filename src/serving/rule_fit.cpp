@@ -115,8 +115,7 @@ RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments, const Dec
                   "]");
     Ensemble ensemble(seg.bundles, rule);
     ensemble.set_parallel(false);
-    std::vector<std::string> these;
-    for (const auto& m : ensemble.models()) these.push_back(m.name());
+    const std::vector<std::string> these = ensemble.model_names();
     FOXHUNT_CHECK(names.empty() || names == these, kRuleFitComponent,
                   "every segment needs the same models in the same order");
     names = these;

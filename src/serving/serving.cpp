@@ -23,6 +23,7 @@
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/streaming.h"
+#include "foxhunt/serving/desk.h"
 #include "model_inputs.h"
 
 namespace foxhunt::serving {
@@ -338,109 +339,6 @@ void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
   if (state_->error) std::rethrow_exception(state_->error);
 }
 
-// ---- served model -------------------------------------------------------------------------------
-
-struct ServedModel::History {
-  explicit History(Bundle b)
-      : bundle(std::move(b)), plan(bundle), history(plan, bundle.calibration()) {}
-  Bundle bundle;
-  detail::ModelPlan plan;  // points into `bundle` (History never moves: held by pointer)
-  detail::ModelHistory history;
-  std::vector<float> normalized;  // scratch: the normalised bank row
-  // The model's O(window)-per-bar stream (models::ServingModel::make_stream), equal to its
-  // full-window forward; models without one run the full window from the history.
-  std::unique_ptr<models::ModelStream> stream;
-};
-
-ServedModel::ServedModel(Bundle bundle) {
-  FOXHUNT_CHECK(bundle.model != nullptr, kServingComponent,
-                "served model: the bundle has no model");
-  check_instrument_selected(bundle, "serving one instrument");
-  bundle.model->module().eval();
-  history_ = std::make_unique<History>(std::move(bundle));
-  auto& h = *history_;
-  h.stream = h.bundle.model->make_stream(h.plan.spec.window);
-}
-
-ServedModel::~ServedModel() = default;
-ServedModel::ServedModel(ServedModel&&) noexcept = default;
-
-const Bundle& ServedModel::bundle() const {
-  return history_->bundle;
-}
-
-std::string ServedModel::name() const {
-  return history_->plan.name;
-}
-
-std::vector<double> ServedModel::forecast_returns(const std::vector<float>& raw,
-                                                  const data::StreamingFeatures& features) const {
-  return detail::forecast_returns(history_->plan, raw, history_->history, features);
-}
-
-int64_t ServedModel::window() const {
-  return history_->plan.spec.window;
-}
-
-ModelSignal ServedModel::on_bar(const data::StreamingFeatures& features, double position,
-                                double unrealized_pnl, const std::vector<int64_t>& next_timestamps,
-                                const DecisionRule& rule, bool explain) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto& h = *history_;
-  const auto& plan = h.plan;
-  ModelSignal out;
-  out.model = plan.name;
-  if (!detail::push_bar(plan, h.history, features, h.normalized)) return out;
-  c10::InferenceMode guard;
-  if (h.stream) {
-    // Streams keep their own history: push every post-warm-up bar, report once the window is
-    // full (before that the forecast would cover fewer bars than training did).
-    const auto& ring = h.history.past.at(0);
-    const auto device = models::module_device(h.bundle.model->module());
-    models::StreamBar in;
-    in.past = torch::from_blob(const_cast<float*>(ring.latest()),
-                               {static_cast<int64_t>(plan.sets.at(0)->width)}, torch::kFloat32)
-                  .to(device, /*non_blocking=*/false, /*copy=*/true);
-    for (const auto& spec : plan.spec.inputs) {
-      if (spec.role != models::InputRole::kKnownFuture) continue;
-      auto future = torch::empty({spec.steps, spec.features}, torch::kFloat32);
-      detail::fill_known_future(plan, spec, next_timestamps, future.data_ptr<float>());
-      in.future = future.to(device);
-    }
-    in.static_id = h.bundle.instrument_id;
-    const torch::Tensor forecast = h.stream->push(in);
-    if (++h.history.streamed < plan.spec.window) return out;
-    const auto f = forecast.to(torch::kCPU, torch::kFloat32).contiguous();
-    detail::fill_signal(plan, f.data_ptr<float>(), h.history, features, rule, out);
-    if (explain && detail::history_full(plan, h.history)) {
-      // The window the stream holds, as one batch (the ring keeps the raw rows).
-      detail::InstrumentRow row;
-      row.history = &h.history;
-      row.features = &features;
-      row.next_timestamps = &next_timestamps;
-      row.static_id = h.bundle.instrument_id;
-      auto batch = detail::build_batch(plan, {row});
-      const auto device = models::module_device(h.bundle.model->module());
-      for (auto& t : batch.inputs) t = t.to(device);
-      out.explanation = h.bundle.model->explain(batch);
-    }
-    out.latency_us = detail::micros_since(t0);
-    return out;
-  }
-  if (!detail::history_full(plan, h.history)) return out;
-  detail::InstrumentRow row;
-  row.history = &h.history;
-  row.features = &features;
-  row.position = position;
-  row.unrealized_pnl = unrealized_pnl;
-  row.next_timestamps = &next_timestamps;
-  row.static_id = h.bundle.instrument_id;
-  const auto first = detail::forward_rows(plan, detail::build_batch(plan, {row}));
-  detail::fill_signal(plan, first.data_ptr<float>(), h.history, features, rule, out);
-  out.latency_us = detail::micros_since(t0);
-  return out;
-}
-
 // ---- ensemble -----------------------------------------------------------------------------------
 
 nlohmann::json to_json(const BarDecision& d) {
@@ -455,7 +353,7 @@ nlohmann::json to_json(const BarDecision& d) {
 }
 
 const std::vector<std::string>& explained_past_names() {
-  static const std::vector<std::string> names = data::tft_feature_names();
+  static const std::vector<std::string> names = data::past_feature_names();
   return names;
 }
 
@@ -510,83 +408,72 @@ Ensemble Ensemble::load(const std::string& dir, std::optional<DecisionRule> rule
   return Ensemble(load_ensemble_bundles(dir, device), r);
 }
 
-Ensemble::Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule)
-    : rule_(resolve_rule(rule, bundles)) {
+Ensemble::Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule) {
   FOXHUNT_CHECK(!bundles.empty(), kServingComponent, "an ensemble needs at least one bundle");
-  for (auto& b : bundles) {
-    horizon_ = std::max(horizon_, b.model->spec().horizon);
-    models_.emplace_back(std::move(b));
+  for (const auto& b : bundles) {
+    FOXHUNT_CHECK(b.model != nullptr, kServingComponent, "served model: the bundle has no model");
+    check_instrument_selected(b, "serving one instrument");
   }
-  // The caller and one worker per further core (on 2 cores: the TFT on the caller, the three
-  // small models on the worker). One worker per model, the caller idle, was slower: four threads
-  // on two cores, and a wake-up before the costliest model could start.
-  pool_ = std::make_unique<ThreadPool>(ThreadPool::workers_for(models_.size()));
-  cost_us_.assign(models_.size(), 0.0);
+  // The instrument: the one selected from a panel bundle; a one-series bundle serves any.
+  symbol_ = bundles.front().symbol.empty() ? "series" : bundles.front().symbol;
+  DeskOptions o;
+  o.streams = true;                 // one instrument: each model's own stream is fastest
+  o.name_symbol_in_errors = false;  // a bad bar's message as the feature engine says it
+  desk_ = std::make_unique<Desk>(std::move(bundles), rule, o);
 }
 
 Ensemble::~Ensemble() = default;
 Ensemble::Ensemble(Ensemble&&) noexcept = default;
 
-std::vector<int64_t> Ensemble::next_timestamps(int64_t horizon) const {
-  return detail::next_timestamps(features_.last_timestamp(), prev_timestamp_, horizon);
-}
-
 bool Ensemble::try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why) {
+  BarDecision d;
   try {
-    features_.check(bar);
+    d = on_bar(bar);
   } catch (const InputError& e) {
+    // Every bar is checked before any state changes (Desk::on_timestamp).
     if (why) *why = e.what();
     return false;
   }
-  auto d = on_bar(bar);
   if (out) *out = std::move(d);
   return true;
 }
 
-std::vector<size_t> Ensemble::task_order() const {
-  // The costliest model (its time on the previous bar) is handed out first, so that it starts at
-  // once and the small ones share the other threads meanwhile (longest task first).
-  return detail::longest_first(cost_us_);
+BarDecision Ensemble::on_bar(const data::Bar& bar) {
+  auto out = desk_->on_timestamp(bar.timestamp, {SymbolBar{symbol_, bar}});
+  ++bars_;
+  return std::move(out.front().decision);
+}
+
+void Ensemble::set_parallel(bool parallel) {
+  desk_->set_parallel(parallel);
 }
 
 std::vector<std::string> Ensemble::dispatch_order() const {
-  std::vector<std::string> names;
-  for (size_t i : task_order()) names.push_back(models_[i].name());
-  return names;
+  return desk_->dispatch_order();
 }
 
-BarDecision Ensemble::on_bar(const data::Bar& bar) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const int64_t prev = features_.bars_seen() > 0 ? features_.last_timestamp() : 0;
-  features_.update(bar);  // throws before any state changes for an invalid bar
-  prev_timestamp_ = prev;
+void Ensemble::set_explain(bool on) {
+  desk_->set_explain(on);
+}
 
-  BarDecision d;
-  d.timestamp = bar.timestamp;
-  d.position = position_;
-  const double upnl =
-      position_ != 0.0 && entry_close_ > 0 ? position_ * std::log(bar.close / entry_close_) : 0.0;
-  const auto next = next_timestamps(horizon_);
-  d.signals.resize(models_.size());
-  std::vector<std::function<void()>> tasks;
-  for (size_t i : task_order())
-    tasks.emplace_back([this, i, &d, upnl, &next] {
-      const auto start = std::chrono::steady_clock::now();
-      std::optional<memory::MemoryScope> scope;
-      if (memory_scopes_) scope.emplace(models_[i].name());
-      d.signals[i] = models_[i].on_bar(features_, position_, upnl, next, rule_, explain_);
-      cost_us_[i] = detail::micros_since(start);
-    });
-  if (parallel_ && tasks.size() > 1) {
-    pool_->run(tasks);
-  } else {
-    for (auto& t : tasks) t();
-  }
-  d.decision = combine_signals(rule_, d.signals);
-  if (d.decision != position_) entry_close_ = bar.close;
-  position_ = d.decision;
-  d.latency_us = detail::micros_since(t0);
-  return d;
+void Ensemble::set_memory_scopes(bool on) {
+  desk_->set_memory_scopes(on);
+}
+
+std::vector<std::string> Ensemble::model_names() const {
+  return desk_->model_names();
+}
+
+int64_t Ensemble::warmup_bars() const {
+  return desk_->warmup_bars();
+}
+
+const DecisionRule& Ensemble::rule() const {
+  return desk_->rule();
+}
+
+double Ensemble::position() const {
+  return desk_->position(symbol_);
 }
 
 }  // namespace foxhunt::serving

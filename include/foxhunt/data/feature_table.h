@@ -6,7 +6,7 @@
 /// engine (`StreamingFeatures`) are generated from it: each walks the table and computes the kind
 /// of every entry with the entry's parameters, so the names, the order and the windows cannot
 /// differ between train and serve. Adding a column of an existing kind, or changing a window, is
-/// one edit in `make_feature_table()` below (plus kObservedFeatures / kTftPastFeatures when the
+/// one edit in `make_feature_table()` below (plus kObservedFeatures / kPastBankFeatures when the
 /// counts change); a new kind also needs a case in each path's switch (the compiler warns when one
 /// is missing). Torch-free, constexpr.
 ///
@@ -267,7 +267,7 @@ constexpr std::array<FeatureSpec, kObservedFeatures> make_feature_table() {
   t.add(K::kSinceHigh, 60);
   t.add(K::kSinceLow, 60);
   t.add(K::kJumpFlag, 60);
-  if (t.n != kTftPastFeatures) throw "feature table: the TFT columns must be kTftPastFeatures";
+  if (t.n != kPastBankFeatures) throw "feature table: the TFT columns must be kPastBankFeatures";
   // The RL state's extra columns: longer lags of key features.
   t.range(K::kRetLag, 20, 29);
   t.range(K::kRangeLag, 10, 14);
@@ -279,7 +279,7 @@ constexpr std::array<FeatureSpec, kObservedFeatures> make_feature_table() {
 
 }  // namespace detail
 
-/// Every bank column, in column order: the first kTftPastFeatures are the TFT past-observed
+/// Every bank column, in column order: the first kPastBankFeatures are the TFT past-observed
 /// inputs, the rest the RL state's longer lags. `observed_feature_names()` are their names.
 inline constexpr std::array<FeatureSpec, kObservedFeatures> kFeatureTable =
     detail::make_feature_table();

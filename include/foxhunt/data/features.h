@@ -13,7 +13,7 @@
 /// | TFT past-observed | 225 | bank[0..224] |
 /// | TFT known-future  | 4   | sin/cos time of day, sin/cos day of week (from the timestamp) |
 /// | TFT static        | 1   | instrument id (int64, default 0) |
-/// | Mamba-2           | 32  | the named subset `mamba2_feature_names()` of bank[0..224] |
+/// | Mamba-2           | 32  | the named subset `compact_feature_names()` of bank[0..224] |
 /// | RL market state   | 254 | bank[0..249] + the 4 calendar features |
 /// | RL state          | 256 | RL market state + position + scaled unrealised PnL |
 ///
@@ -39,11 +39,11 @@ namespace foxhunt::data {
 /// Width of the past-observed feature bank.
 inline constexpr int64_t kObservedFeatures = 250;
 /// TFT past-observed inputs per bar (the first columns of the bank).
-inline constexpr int64_t kTftPastFeatures = 225;
+inline constexpr int64_t kPastBankFeatures = 225;
 /// TFT known-future (calendar) inputs per bar.
 inline constexpr int64_t kKnownFutureFeatures = 4;
 /// Mamba-2 inputs per bar.
-inline constexpr int64_t kMamba2Features = 32;
+inline constexpr int64_t kCompactFeatures = 32;
 /// RL market features per bar (bank + calendar).
 inline constexpr int64_t kRlMarketFeatures = kObservedFeatures + kKnownFutureFeatures;
 /// RL state width: market features + position + unrealised PnL.
@@ -76,13 +76,13 @@ struct Matrix {
 /// kFeatureTable entries (feature_table.h).
 const std::vector<std::string>& observed_feature_names();
 /// Names of the 225 TFT past-observed inputs (= the first 225 bank names).
-std::vector<std::string> tft_feature_names();
+std::vector<std::string> past_feature_names();
 /// Names of the 4 known-future calendar inputs.
 const std::vector<std::string>& calendar_feature_names();
 /// Names of the 32 Mamba-2 inputs (a documented subset of the TFT inputs).
-const std::vector<std::string>& mamba2_feature_names();
-/// Bank column indices of the Mamba-2 inputs, in `mamba2_feature_names()` order.
-const std::vector<int64_t>& mamba2_feature_columns();
+const std::vector<std::string>& compact_feature_names();
+/// Bank column indices of the Mamba-2 inputs, in `compact_feature_names()` order.
+const std::vector<int64_t>& compact_feature_columns();
 /// Names of the 256 RL state entries (bank, calendar, "position", "unrealized_pnl").
 std::vector<std::string> rl_state_names();
 
@@ -98,6 +98,8 @@ struct FeatureSet {
 /// "calendar" (4), "rl_state" (256: bank, calendar, position, unrealised PnL). Throws InputError
 /// naming the known sets otherwise.
 const FeatureSet& feature_set(const std::string& name);
+/// Every feature set, in a fixed order.
+const std::vector<FeatureSet>& feature_sets();
 
 /// Computes the past-observed bank for every bar: [bars, 250]. Row t uses bars 0..t only.
 /// Throws InputError for an empty series.

@@ -75,6 +75,9 @@ struct WalkForwardRun {
   nlohmann::json to_json() const;
   /// The refits' table, then the run's table.
   std::string table() const;
+  /// The refits' part of table(): one line per fold (dates, training time, the Sharpe of the
+  /// ensemble, buy-and-hold and each model).
+  std::string refits_table() const;
 };
 
 /// Runs the job. InputError for a series too short for one fold, a panel CSV, bad sizes.

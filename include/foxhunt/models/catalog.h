@@ -59,6 +59,9 @@ const std::vector<CatalogEntry>& catalog();
 /// catalog() and is not synchronised with readers). InputError for an empty name, a missing
 /// factory or a name already registered.
 void register_model(CatalogEntry entry);
+/// Removes a model that register_model added (same contract: nothing may be using it).
+/// InputError for a name not registered, or one of the built-in models.
+void unregister_model(const std::string& name);
 
 /// The entry named `name`; InputError naming `component` and the known names otherwise.
 const CatalogEntry& catalog_entry(const std::string& name, const char* component = "models");

@@ -23,12 +23,13 @@
 
 namespace foxhunt::serving {
 
-/// Bundle layout version of a model trained on one series; files with a version this build does
-/// not read are rejected with a clear error.
-inline constexpr int kBundleVersion = 1;
-/// Bundle layout version of a model trained on a panel (per-instrument calibrations): a build that
-/// reads only version 1 refuses it instead of serving every symbol with one normaliser.
-inline constexpr int kPanelBundleVersion = 2;
+/// Bundle layout version written: one format for a model trained on one series and on a panel
+/// (its `instruments` list, empty for one series), with the trading environment recorded. Files
+/// with a version this build does not read are rejected with a clear error.
+inline constexpr int kBundleVersion = 3;
+/// The oldest layout this build still reads: 1 (one series) and 2 (a panel; a build that read
+/// only version 1 refused it rather than serve every symbol with one normaliser) load as before.
+inline constexpr int kOldestBundleVersion = 1;
 /// File name of a model's bundle inside its training output directory.
 inline constexpr const char* kBundleFile = "bundle.fhb";
 

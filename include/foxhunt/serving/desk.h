@@ -13,9 +13,10 @@
 /// (`ServingModel::cached_width`: the TFT's past variable selection) runs it once per bar for
 /// all instruments in one batch and keeps its output per instrument, then runs the rest on the
 /// batch of windows (`forward_cached`), as its single-instrument stream does; other models run
-/// their full-window forward on the batch. The single-instrument Ensemble runs the O(window)
-/// streams of Mamba-2 and the TFT instead, equal to the forward to 1e-5 (models/streaming.h);
-/// desk_test.cpp checks the desk against it on one instrument.
+/// their full-window forward on the batch. With DeskOptions::streams each instrument runs the
+/// models' own O(window) streams instead (models::ModelStream), equal to the forward to 1e-5:
+/// the single-series Ensemble is a desk of one in that mode (serving.h), and desk_test.cpp
+/// checks the batched desk against it on one instrument.
 ///
 /// Symbols, normalisers and the TFT's instrument id: a bundle trained on one series serves every
 /// symbol with its own instrument id and normaliser, so the desk serves any symbol. A bundle
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "foxhunt/data/bars.h"
+#include "foxhunt/models/streaming.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
 
@@ -71,6 +73,17 @@ struct DeskOptions {
   /// Largest batch per forward (0: every instrument of a timestamp in one batch); larger
   /// timestamps are forwarded in chunks of this many instruments.
   int64_t max_batch = 0;
+  /// Each instrument runs its own O(window)-per-bar stream of every model that has one
+  /// (models::ServingModel::make_stream: Mamba-2's recurrent step, the TFT's stream), instead of
+  /// one batched forward per model: the lowest latency for one instrument (the Ensemble), while
+  /// a batch wins for many. Equal to the batched forward to 1e-5 (models/streaming.h).
+  bool streams = false;
+  /// Add each model's explanation (its variable selection and attention, where it has them) to
+  /// its signal: one more forward per instrument and bar.
+  bool explain = false;
+  /// An invalid bar's InputError names its symbol ("symbol 'X': ..."); off, the feature
+  /// engine's own message is thrown as it is (a desk of one instrument: the Ensemble).
+  bool name_symbol_in_errors = true;
 };
 
 /// Many instruments through one set of models (see the file comment).
@@ -118,6 +131,10 @@ class Desk {
   const DecisionRule& rule() const;
   /// Runs the models one by one (false) or concurrently (true).
   void set_parallel(bool parallel);
+  /// DeskOptions::explain.
+  void set_explain(bool on);
+  /// DeskOptions::memory_scopes.
+  void set_memory_scopes(bool on);
   /// Removes every instrument's state (bytes withdrawn from the ledger).
   void clear();
 

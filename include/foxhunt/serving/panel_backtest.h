@@ -63,6 +63,8 @@ struct PanelBacktestRun {
   nlohmann::json to_json() const;
   /// Terminal tables: the portfolio, then one line per symbol and strategy.
   std::string table() const;
+  /// The portfolio's part of table(): weights, each strategy's line, the pooled forecasts.
+  std::string portfolio_table() const;
 };
 
 /// Backtests every symbol of `panel` with `bundles` (see the file comment).

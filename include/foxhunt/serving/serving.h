@@ -186,51 +186,26 @@ struct BarDecision {
 /// latency_us, models: {model: {ready, raw, latency_us}}}.
 nlohmann::json to_json(const BarDecision& d);
 
-/// One served model with its per-instrument input history.
-class ServedModel {
- public:
-  /// Serves `bundle` (its model is put in eval mode).
-  explicit ServedModel(Bundle bundle);
-  ~ServedModel();
-  ServedModel(ServedModel&&) noexcept;
-  /// The bundle.
-  const Bundle& bundle() const;
-  /// Registry name.
-  std::string name() const;
-  /// Bars of history it needs after the feature warm-up before it is ready.
-  int64_t window() const;
-  /// Consumes the new bar (the engine has just accepted it) and computes the model's signal.
-  /// `position` and `unrealized_pnl` describe the runtime's holding into this bar;
-  /// `next_timestamps` are the expected times of the next `horizon` bars (for calendar inputs).
-  /// With `explain`, also fills the signal's explanation (models::ServingModel::explain).
-  ModelSignal on_bar(const data::StreamingFeatures& features, double position,
-                     double unrealized_pnl, const std::vector<int64_t>& next_timestamps,
-                     const DecisionRule& rule, bool explain = false);
-
-  /// A forecaster's raw quantiles (target units) as next-bar log-return quantiles.
-  std::vector<double> forecast_returns(const std::vector<float>& raw,
-                                       const data::StreamingFeatures& features) const;
-
- private:
-  struct History;  // the bundle, what it reads and its input history (serving.cpp)
-  std::unique_ptr<History> history_;
-};
-
 /// Loads DIR/{dqn,ppo,mamba2,tft}/bundle.fhb (what `foxhunt train all --out DIR` writes) onto
 /// `device`. Throws InputError naming every missing or bad bundle.
 std::vector<Bundle> load_ensemble_bundles(const std::string& dir,
                                           const torch::Device& device = torch::kCPU);
 
-/// The four-model ensemble on one instrument.
+class Desk;
+
+/// The ensemble on one instrument: a desk of one (serving/desk.h), whose models run their
+/// O(window)-per-bar streams where they have one (DeskOptions::streams). One runtime serves one
+/// series and a universe alike.
 class Ensemble {
  public:
-  /// Loads DIR/{dqn,ppo,mamba2,tft}/bundle.fhb (each DIR/<model>/bundle.fhb that `foxhunt train
-  /// all` writes). Throws InputError naming every missing or bad bundle.
+  /// Loads DIR/<model>/bundle.fhb for every catalog model (what `foxhunt train all` writes).
+  /// Throws InputError naming every missing or bad bundle.
   /// Without a rule: ensemble_rule(dir) (DIR/rule.json when there is one, else the defaults).
   static Ensemble load(const std::string& dir, std::optional<DecisionRule> rule = std::nullopt,
                        const torch::Device& device = torch::kCPU);
-  /// An ensemble of already loaded bundles (any subset of the four, any order); the rule is
-  /// resolved against them (resolve_rule).
+  /// An ensemble of already loaded bundles (any subset of the catalog, any order); the rule is
+  /// resolved against them (resolve_rule). A panel bundle must have its instrument selected
+  /// (select_instrument): InputError otherwise.
   explicit Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule = {});
   ~Ensemble();
   Ensemble(Ensemble&&) noexcept;
@@ -242,41 +217,31 @@ class Ensemble {
   /// Like on_bar, but returns false (state unchanged) for an invalid bar and says why.
   bool try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why);
   /// Runs the models one by one (false) or concurrently (true, the default).
-  void set_parallel(bool parallel) { parallel_ = parallel; }
+  void set_parallel(bool parallel);
   /// The models in the order the next bar hands them to the threads: by their time on the
   /// previous bar, longest first (the given order before the first bar).
   std::vector<std::string> dispatch_order() const;
   /// Adds each model's explanation to its signal (`predict --explain`; one more forward of the
   /// TFT with its selection weights and attention per bar). Off by default.
-  void set_explain(bool on) { explain_ = on; }
+  void set_explain(bool on);
   /// Runs each model's step under the ledger scope named after the model (memory/ledger.h), so
   /// that per-model serving bytes are exact; off by default (a scope costs a lock per step).
-  void set_memory_scopes(bool on) { memory_scopes_ = on; }
-  /// The served models in order.
-  const std::vector<ServedModel>& models() const { return models_; }
+  void set_memory_scopes(bool on);
+  /// The served models' names, in order.
+  std::vector<std::string> model_names() const;
+  /// Bars before every model is ready (feature warm-up plus the longest window, plus one).
+  int64_t warmup_bars() const;
   /// The decision rule.
-  const DecisionRule& rule() const { return rule_; }
+  const DecisionRule& rule() const;
   /// Position currently held (the last decision).
-  double position() const { return position_; }
+  double position() const;
   /// Bars accepted so far.
-  int64_t bars_seen() const { return features_.bars_seen(); }
+  int64_t bars_seen() const { return bars_; }
 
  private:
-  std::vector<int64_t> next_timestamps(int64_t horizon) const;
-
-  std::vector<ServedModel> models_;
-  DecisionRule rule_;
-  data::StreamingFeatures features_;
-  std::unique_ptr<ThreadPool> pool_;
-  bool parallel_ = true;
-  std::vector<double> cost_us_;  // each model's time on the previous bar (task order)
-  std::vector<size_t> task_order() const;
-  bool memory_scopes_ = false;
-  bool explain_ = false;
-  double position_ = 0.0;
-  double entry_close_ = 0.0;
-  int64_t prev_timestamp_ = 0;
-  int64_t horizon_ = 0;  ///< longest forecast horizon (future calendar rows needed)
+  std::unique_ptr<Desk> desk_;
+  std::string symbol_;  // the one instrument's name on the desk
+  int64_t bars_ = 0;
 };
 
 }  // namespace foxhunt::serving

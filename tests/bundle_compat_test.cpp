@@ -1,0 +1,83 @@
+// One bundle format: every bundle is written as version 3 (one series or a panel), and the
+// bundles written before (version 1, feature sets named after the models) still load and serve
+// the same numbers.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "foxhunt/core/container.h"
+#include "foxhunt/data/bars.h"
+#include "foxhunt/data/dataset.h"
+#include "foxhunt/serving/bundle.h"
+#include "serving_test_util.h"
+#include "test_util.h"
+
+namespace foxhunt::serving {
+namespace {
+
+using foxhunt::testing::TempDir;
+
+// `c` as an older build wrote it: version 1, no instruments list, no trading environment, and
+// the feature sets under the names they had then.
+void make_version_1(Container& c) {
+  auto& h = c.header;
+  h["bundle_version"] = 1;
+  h.erase("instruments");
+  h.erase("trading_env");
+  const std::map<std::string, std::string> old_names = {{"compact32", "mamba2"},
+                                                        {"past225", "tft_past"}};
+  for (auto& in : h["spec"]["inputs"]) {
+    const auto it = old_names.find(in.value("feature_set", std::string()));
+    if (it != old_names.end()) in["feature_set"] = it->second;
+  }
+  nlohmann::json sets = nlohmann::json::object();
+  for (const auto& [name, set] : h["features"]["sets"].items()) {
+    const auto it = old_names.find(name);
+    sets[it == old_names.end() ? name : it->second] = set;
+  }
+  h["features"]["sets"] = sets;
+}
+
+TEST(BundleCompatTest, EveryBundleIsVersion3AndVersion1BundlesStillServeTheSameNumbers) {
+  TempDir tmp;
+  const data::MarketDataset ds(data::generate_synthetic({.bars = 600, .seed = 9}));
+  int64_t renamed = 0;
+  for (auto& b : foxhunt::testing::untrained_bundles(ds, 3)) {
+    const auto now = tmp.file(b.name() + ".fhb");
+    save_bundle(b, now);
+    Container c = read_container(now);
+    EXPECT_EQ(c.header.at("bundle_version"), kBundleVersion);
+    EXPECT_EQ(kBundleVersion, 3);
+    ASSERT_TRUE(c.header.at("instruments").is_array());
+    EXPECT_TRUE(c.header.at("instruments").empty());  // one series: no instruments listed
+    const std::string before = c.header.at("spec").dump();
+    make_version_1(c);
+    renamed += c.header.at("spec").dump() != before;
+    const auto old = tmp.file(b.name() + "-v1.fhb");
+    write_container(old, c);
+
+    const auto fresh = load_bundle(now);
+    const auto legacy = load_bundle(old);
+    EXPECT_FALSE(legacy.panel());
+    EXPECT_EQ(legacy.trading_env.pnl_scale, data::TradingEnvOptions{}.pnl_scale);
+    const nlohmann::json spec_now = fresh.model->spec(), spec_old = legacy.model->spec();
+    EXPECT_EQ(spec_old, spec_now);
+    auto batch = fresh.model->example_batch(3, 0, torch::kCPU, 17);
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::equal(fresh.model->forward(batch)[0], legacy.model->forward(batch)[0]))
+        << b.name();
+  }
+  EXPECT_EQ(renamed, 2);  // the two forecasters' sets had other names
+  // A version this build never wrote is refused, naming the versions it reads.
+  Container c = read_container(tmp.file("dqn.fhb"));
+  c.header["bundle_version"] = 4;
+  write_container(tmp.file("v4.fhb"), c);
+  try {
+    load_bundle(tmp.file("v4.fhb"));
+    ADD_FAILURE() << "a version 4 bundle loaded";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("reads versions 1 to 3"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace foxhunt::serving
