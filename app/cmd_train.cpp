@@ -17,6 +17,7 @@ struct TrainArgs {
   static constexpr const char* kHelp =
       "Train one model (or all four) and write a checkpoint and a serving bundle";
   jobs::TrainJob job;
+  std::string batch;  // --batch as given: parsed into job.batch (jobs::BatchChoice)
   std::string options_json;
   std::string model_options_json;
   std::string progress = "auto";
@@ -87,7 +88,7 @@ Registrar registered_train = subcommand<TrainArgs>(
       auto* epochs = sub->add_option("--epochs", args->job.epochs, "Epochs (mamba2, tft)")
                          ->check(positive_number());
 
-      sub->add_option("--batch", args->job.batch,
+      sub->add_option("--batch", args->batch,
                       "Batch size: a number, or auto (largest batch the memory planner verifies "
                       "within the budget)");
       args->budget.add(sub, "",
@@ -166,6 +167,7 @@ Registrar registered_train = subcommand<TrainArgs>(
       nproc->excludes(world);
       return [args, seed, steps, epochs]() {
         auto& job = args->job;
+        job.batch = jobs::BatchChoice::parse(args->batch, "--batch");
         job.budget = args->budget.resolve("train");
         // One model trains for steps or epochs; `all` takes both (steps: dqn/ppo, epochs: the
         // forecasters).

@@ -15,6 +15,8 @@
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/rule_fit.h"
 #include "foxhunt/serving/serving.h"
+#include "train_job_parts.h"
+#include "train_market.h"
 
 namespace foxhunt::jobs {
 
@@ -25,36 +27,32 @@ constexpr const char* kTrainAllLog = "train all";  // the component its log line
 
 }  // namespace
 
-nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path) {
+namespace market_data {
+
+nlohmann::json fit_ensemble_rule(const std::string& dir, const MarketSeries& bars) {
   // Never a stale rule on failure.
   std::filesystem::remove(serving::BundleDirectory(dir).rule_path());
   const data::DatasetOptions options;
   // The bars the models trained on: one series, or a panel whose instruments share cut dates
   // (the same splits as training: data/dataset.h).
-  data::Panel panel;
-  const std::string text = data_path.empty() ? std::string() : read_file(data_path);
-  const bool is_panel = !data_path.empty() && data::has_symbol_column(text);
-  if (is_panel) {
-    panel = data::parse_panel_csv(text, data_path);
-  } else {
-    panel.symbols.push_back({"", data_path.empty()
-                                     ? data::generate_synthetic(data::SyntheticOptions{})
-                                     : data::parse_bars_csv(text, data_path)});
-  }
+  std::vector<std::pair<std::string, const data::BarSeries*>> instruments;
+  if (bars.is_panel())
+    for (const auto& ps : bars.panel->symbols) instruments.emplace_back(ps.symbol, &ps.series);
+  else
+    instruments.emplace_back("", &bars.series);
   try {
     const auto bundles = serving::load_ensemble_bundles(dir, torch::kCPU);
     std::vector<serving::RuleFitSegment> segments;
     std::optional<data::SplitCuts> cuts;
-    if (is_panel) cuts = data::panel_split_cuts(panel, options.warmup, options.split);
-    for (const auto& ps : panel.symbols) {
-      const auto& series = ps.series;
+    if (bars.is_panel()) cuts = data::panel_split_cuts(*bars.panel, options.warmup, options.split);
+    for (const auto& [symbol, series] : instruments) {
       const auto ranges =
-          cuts ? data::split_at_cuts(series, options.warmup, *cuts)
-               : data::chronological_split(series.size(), options.warmup, options.split);
-      const auto& bars = series.bars;
-      segments.push_back({is_panel ? serving::select_instrument(bundles, ps.symbol) : bundles,
-                          &series, bars.at(static_cast<size_t>(ranges.validation.begin)).timestamp,
-                          bars.at(static_cast<size_t>(ranges.validation.end - 1)).timestamp});
+          cuts ? data::split_at_cuts(*series, options.warmup, *cuts)
+               : data::chronological_split(series->size(), options.warmup, options.split);
+      const auto& b = series->bars;
+      segments.push_back({bars.is_panel() ? serving::select_instrument(bundles, symbol) : bundles,
+                          series, b.at(static_cast<size_t>(ranges.validation.begin)).timestamp,
+                          b.at(static_cast<size_t>(ranges.validation.end - 1)).timestamp});
     }
     const auto fit = serving::fit_decision_rule(segments);
     serving::save_decision_rule(fit.rule, serving::BundleDirectory(dir).rule_path());
@@ -62,6 +60,14 @@ nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data
   } catch (const InputError& e) {
     return {{"error", e.message()}};
   }
+}
+
+}  // namespace market_data
+
+nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path) {
+  // Never a stale rule, even when the bars cannot be read.
+  std::filesystem::remove(serving::BundleDirectory(dir).rule_path());
+  return market_data::fit_ensemble_rule(dir, market_data::load_market_series(data_path));
 }
 
 TrainAllSummary run_train_all(const TrainJob& base) {
@@ -77,6 +83,8 @@ TrainAllSummary run_train_all(const TrainJob& base) {
   all.out = base.out_dir.empty() ? "out/ensemble" : base.out_dir;
   // A rule fitted for earlier bundles must not outlive them.
   std::filesystem::remove(serving::BundleDirectory(all.out).rule_path());
+  // The series is read once: every model trains on these bars and the rule is fitted on them.
+  const auto bars = market_data::load_market_series(base.data);
   for (const auto& name : trainable_models()) {
     TrainJob job = base;
     job.model = name;
@@ -86,7 +94,7 @@ TrainAllSummary run_train_all(const TrainJob& base) {
     job.steps = rl ? base.steps : 0;    // --steps: the RL models
     job.epochs = rl ? 0 : base.epochs;  // --epochs: the forecasters
     foxhunt::log(LogLevel::kInfo, kTrainAllLog, fmt::format("{} -> {}", name, job.out_dir));
-    auto summary = run_train_job(job);
+    auto summary = run_train_job(job, &bars);
     all.interrupted = summary.interrupted;
     if (summary.bundle) all.bundles.push_back(*summary.bundle);
     all.models[name] = std::move(summary);
@@ -96,7 +104,7 @@ TrainAllSummary run_train_all(const TrainJob& base) {
   if (all.complete) {
     foxhunt::log(LogLevel::kInfo, kTrainAllLog,
                  "decision rule: fitting the weights on the validation split");
-    all.rule_fit = fit_ensemble_rule(all.out, base.data);
+    all.rule_fit = market_data::fit_ensemble_rule(all.out, bars);
     if (all.rule_fit.contains("error"))
       foxhunt::log(LogLevel::kWarning, kTrainAllLog,
                    "decision rule not fitted: " + all.rule_fit["error"].get<std::string>());

@@ -16,18 +16,11 @@ namespace {
 
 constexpr const char* kTrainMarketComponent = "train";
 
-// The series from --data or the embedded synthetic default; forecasting targets are scaled so
-// that training-split returns have unit variance (pinball losses of ~1e-4 train poorly).
 // The bars CSV of a run: --data, else (on resume) the file the checkpoint was trained on, else
 // "" for the embedded synthetic series.
-std::string data_path(const TrainJob& job, const std::optional<Container>& resumed) {
+std::string data_path(const TrainJob& job, const ResumedCheckpoint* resumed) {
   if (!job.data.empty() || !resumed) return job.data;
-  const auto& h = resumed->header;
-  const auto source = h["trainer"]
-                          .value("extra", nlohmann::json::object())
-                          .value("data", nlohmann::json::object())
-                          .value("source", std::string());
-  return source.rfind("synthetic", 0) == 0 ? std::string() : source;
+  return resumed->data_path;
 }
 
 // Candidate target volatilities, one chosen per series on the training and validation splits
@@ -91,15 +84,27 @@ double target_scale_of(const data::TargetVol& vol, const data::Matrix& raw,
 
 }  // namespace
 
-Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
-                   bool scale_targets) {
-  const std::string path = data_path(job, resumed);
+MarketSeries load_market_series(const std::string& path) {
+  MarketSeries bars;
+  const std::string text = path.empty() ? std::string() : read_file(path);
+  if (!path.empty() && data::has_symbol_column(text))
+    bars.panel = data::parse_panel_csv(text, path);
+  else
+    bars.series = path.empty() ? data::generate_synthetic(data::SyntheticOptions{})
+                               : data::parse_bars_csv(text, path);
+  return bars;
+}
+
+Market load_market(const TrainJob& job, const ResumedCheckpoint* resumed,
+                   const MarketSeries* preloaded, bool scale_targets) {
+  std::optional<MarketSeries> loaded;
+  if (!preloaded) loaded = load_market_series(data_path(job, resumed));
+  const MarketSeries& bars = preloaded ? *preloaded : *loaded;
   Market m;
   std::vector<data::BarSeries> series;
   data::DatasetOptions options;
-  const std::string text = path.empty() ? std::string() : read_file(path);
-  if (!path.empty() && data::has_symbol_column(text)) {
-    m.panel = data::parse_panel_csv(text, path);
+  if (bars.is_panel()) {
+    m.panel = *bars.panel;
     const auto cuts = data::panel_split_cuts(*m.panel, options.warmup, options.split);
     options.cuts = cuts;
     m.info.cuts = cuts;
@@ -108,8 +113,7 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
       series.push_back(ps.series);
     }
   } else {
-    series.push_back(path.empty() ? data::generate_synthetic(data::SyntheticOptions{})
-                                  : data::parse_bars_csv(text, path));
+    series.push_back(bars.series);
   }
   const size_t n = series.size();
   std::vector<data::SplitRanges> ranges;
@@ -128,10 +132,7 @@ Market load_market(const TrainJob& job, const std::optional<Container>& resumed,
     }
     if (resumed) {
       // A resumed run keeps the scaling its weights were trained for.
-      options.target_vol_feature = resumed->header["trainer"]
-                                       .value("extra", nlohmann::json::object())
-                                       .value("data", nlohmann::json::object())
-                                       .value("target_vol_feature", std::string());
+      options.target_vol_feature = resumed->target_vol_feature;
     } else {
       // The volatility the targets are divided by: the candidate whose constant forecast (where
       // the zero-weight head starts) scores best on the training and validation splits, its

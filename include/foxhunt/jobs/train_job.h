@@ -9,15 +9,51 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
 
+#include "foxhunt/core/container.h"
 #include "foxhunt/core/device.h"
 #include "foxhunt/data/trading_env.h"
 #include "foxhunt/dist/options.h"
 #include "foxhunt/jobs/train_summary.h"
 #include "foxhunt/memory/device_profile.h"
+#include "foxhunt/train/dqn_trainer.h"
+#include "foxhunt/train/forecast_trainer.h"
 #include "foxhunt/train/infra.h"
+#include "foxhunt/train/ppo_trainer.h"
 
 namespace foxhunt::jobs {
+
+/// The batch a job trains with: the trainer's default, the memory planner's (`auto`), or a
+/// fixed size. Parsed from text at the boundary (the CLI's --batch).
+/// Example: `BatchChoice::parse("auto", "--batch").is_auto()`.
+struct BatchChoice {
+  /// What chooses the batch.
+  enum class Kind {
+    kDefault,  ///< the trainer's default (a resumed forecaster: its checkpoint's)
+    kAuto,     ///< the largest batch the memory planner verifies within the budget
+    kFixed,    ///< `size`
+  };
+  Kind kind = Kind::kDefault;  ///< what chooses the batch
+  int64_t size = 0;            ///< kFixed: the batch size (> 0); 0 otherwise
+
+  /// "" = kDefault, "auto" = kAuto, a positive integer = kFixed. Anything else is an InputError
+  /// "[train] WHERE: expected a positive integer or 'auto', got 'TEXT'".
+  static BatchChoice parse(std::string_view text, const char* where);
+  /// A fixed batch of `n` (> 0; InputError otherwise).
+  static BatchChoice fixed(int64_t n);
+  /// The memory planner's batch.
+  static BatchChoice automatic() { return {Kind::kAuto, 0}; }
+  /// True for kAuto.
+  bool is_auto() const { return kind == Kind::kAuto; }
+  /// True for kDefault.
+  bool is_default() const { return kind == Kind::kDefault; }
+  /// The text parse() reads back: "", "auto" or the size.
+  std::string str() const;
+  bool operator==(const BatchChoice&) const = default;
+};
 
 /// What to train and where to write it.
 struct TrainJob {
@@ -26,7 +62,7 @@ struct TrainJob {
   std::string data;    ///< bars CSV (trading env, forecasting); "" = synthetic
   int64_t steps = 0;   ///< RL environment steps (0 = the trainer's default)
   int64_t epochs = 0;  ///< forecasting epochs (0 = the trainer's default)
-  std::string batch;   ///< "" = default, "auto" = batch planner, or a number
+  BatchChoice batch;   ///< the trainer's default, the batch planner's (auto), or a size
   /// Memory budget: given, the whole run is capped at it on its device. None = uncapped, except
   /// that batch "auto" plans for (and is capped at) the reference card's usable bytes.
   std::optional<memory::Budget> budget;
@@ -35,7 +71,9 @@ struct TrainJob {
                                  ///< resumed checkpoint's directory)
   std::string resume;            ///< trainer checkpoint to continue from ("" = fresh)
   Device device;                 ///< "cpu", "cuda", "cuda:N"
-  nlohmann::json options = nlohmann::json::object();  ///< trainer option overrides (JSON keys)
+  /// Trainer option overrides (JSON keys, as --options gives them); parsed once, when the job
+  /// starts, into an OptionsPatch of the model's trainer.
+  nlohmann::json options = nlohmann::json::object();
   nlohmann::json model_options = nlohmann::json::object();  ///< mamba2/tft model options
   /// The trading environment of env "trading" (costs, episode length, the RL state's PnL scale;
   /// its seed and random starts are the trainer's): recorded in the bundle, whose serving builds
@@ -49,6 +87,76 @@ struct TrainJob {
   /// `dist.world_size()`; rank 0 alone writes the checkpoint, metrics, summary and bundle.
   dist::DistOptions dist;
 };
+
+/// Typed overrides of a trainer's options (DqnTrainerOptions, PpoTrainerOptions or
+/// ForecastTrainerOptions): the values of the options a job names (its --options, or a short
+/// series' compact defaults), parsed once from JSON at the boundary. The options it does not
+/// name keep whatever they are layered over (merge_trainer_options).
+/// Example: `OptionsPatch<train::DqnTrainerOptions>::parse({{"gamma", 0.9}}, "options")`.
+template <class Options>
+class OptionsPatch {
+ public:
+  /// Names no option.
+  OptionsPatch() = default;
+  /// The options of the JSON object `j` (`where` names it in errors: "options"): not an object,
+  /// an unknown key or a wrong type is an InputError.
+  static OptionsPatch parse(const nlohmann::json& j, const char* where);
+  /// `base` with the named options set to this patch's values.
+  Options applied_to(Options base) const;
+  /// True when it names no option.
+  bool empty() const { return names_.empty(); }
+  /// The options it names, as their JSON keys.
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  Options values_;                  // the named options' values (the others: defaults, unused)
+  std::vector<std::string> names_;  // which options it sets
+};
+
+/// The job's flags that set trainer options (a flag left empty changes nothing).
+struct TrainerFlags {
+  /// --steps (RL trainers' total_steps) or --epochs (the forecaster's epochs); 0 = unchanged.
+  int64_t length = 0;
+  /// --batch N (RL trainers' batch_size; a forecaster's batch is its data source's).
+  std::optional<int64_t> batch_size;
+  std::optional<uint64_t> seed;         ///< --seed
+  std::optional<torch::Device> device;  ///< the job's device (RL trainers hold it)
+};
+
+/// The one place a train job layers its trainer's options, lowest first: the trainer's defaults
+/// for this run (`defaults`: the environment's or the series length's) or, resuming, the
+/// checkpoint's options instead (`resumed`); then `patches` in order (a short series' compact
+/// defaults, then --options); then the flags. A resumed job has no patches and only the length
+/// and device flags (run_train_job refuses the others), so it continues with its checkpoint's
+/// options.
+/// Example: `merge_trainer_options(train::DqnTrainerOptions(), std::nullopt, {patch}, flags)`.
+template <class Options>
+Options merge_trainer_options(const Options& defaults, const std::optional<Options>& resumed,
+                              const std::vector<OptionsPatch<Options>>& patches,
+                              const TrainerFlags& flags);
+
+/// What a train job reads from the trainer checkpoint it resumes, parsed once from the
+/// checkpoint's header (read_resumed_checkpoint).
+struct ResumedCheckpoint {
+  std::string path;   ///< the checkpoint file
+  std::string model;  ///< the model's registry name ("" when the header has none)
+  /// The model's options, in the catalog's JSON form (models::make_model builds from it).
+  nlohmann::json model_options = nlohmann::json::object();
+  /// The trainer's options, of the trainer the checkpoint was written by.
+  std::variant<train::DqnTrainerOptions, train::PpoTrainerOptions, train::ForecastTrainerOptions>
+      trainer_options;
+  int64_t batch_size = 64;  ///< a forecaster's batch (it fixes an epoch's batches)
+  int64_t world_size = 1;   ///< the world size it was written at
+  /// The bars CSV it trained on ("" for the embedded synthetic series or an environment).
+  std::string data_path;
+  std::string target_vol_feature;  ///< a forecaster's target volatility ("" = none)
+};
+
+/// Checks `c` (read from `path`) as a trainer checkpoint of `algo` ("dqn", "ppo" or
+/// "forecast"; train/checkpointing.h) holding its trainer's options, and reads what a job
+/// resumes from it. InputError when it is not one.
+ResumedCheckpoint read_resumed_checkpoint(const Container& c, const std::string& path,
+                                          const std::string& algo);
 
 /// Model names `foxhunt train` accepts.
 const std::vector<std::string>& trainable_models();
