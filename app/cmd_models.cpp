@@ -3,6 +3,7 @@
 
 #include "command.h"
 #include "foxhunt/core/units.h"
+#include "foxhunt/models/precision.h"
 #include "foxhunt/models/summary.h"
 #include "foxhunt/quant/precision.h"
 
@@ -40,9 +41,9 @@ Registrar registered_models = subcommand<ModelsArgs>(
                       static_cast<long long>(s.buffers),
                       human_bytes(static_cast<double>(s.buffer_bytes)).c_str(),
                       static_cast<long long>(s.seq_len));
-        for (const auto& name : quant::models_with_precision("int8")) {
+        for (const auto& name : quant::models_with_precision(models::Precision::kInt8)) {
           const auto p = quant::precision_bytes(name);
-          const auto& i8 = p["int8"];
+          const auto& i8 = p[models::to_string(models::Precision::kInt8)];
           std::printf(
               "\n%s int8: %s (%s int8 codes + %s fp32: scales, biases, LayerNorms, embedding, "
               "folded embedding maps), %.3fx fp32\n",

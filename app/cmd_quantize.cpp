@@ -25,7 +25,7 @@ Registrar registered_quantize = subcommand<QuantizeArgs>(
       auto& j = a->job;
       sub->add_option("model", a->model, "The model to quantize (tft)")
           ->required()
-          ->check(CLI::IsMember(quant::models_with_precision("int8")));
+          ->check(CLI::IsMember(quant::models_with_precision(models::Precision::kInt8)));
       sub->add_option("--bundle", j.bundle,
                       "FP32 bundle (DIR/tft/bundle.fhb, or the directory DIR/tft)")
           ->required();

@@ -27,6 +27,7 @@
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/precision.h"
 #include "foxhunt/models/summary.h"
 #include "foxhunt/plan/budget.h"
 #include "foxhunt/plan/planner.h"
@@ -305,7 +306,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
 void validate_quantize_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
   namespace fs = std::filesystem;
   // The model with an INT8 form (the TFT): its FP32 bundle is what is quantized.
-  const std::string quantizable = quant::models_with_precision("int8").front();
+  const std::string quantizable = quant::models_with_precision(models::Precision::kInt8).front();
   const fs::path fp = serving::BundleDirectory(options.out_dir).bundle_path(quantizable);
   FOXHUNT_CHECK(!options.out_dir.empty() && fs::exists(fp), "validate",
                 "quantize: needs the train step's TFT bundle ", fp.string());
@@ -322,13 +323,14 @@ void validate_quantize_step(const ValidateOptions& options, StepResult& result, 
   for (std::string l; std::getline(text, l);) log << "  " << l << "\n";
   result.details = jobs::to_json(s);
   const double delta = s.quantization.loss_delta_pct;
-  const auto& p = s.precisions;
-  const double ratio = p["int8"]["ratio_to_fp32"].get<double>();
+  const auto& fp32 = s.precisions[models::to_string(models::Precision::kFp32)];
+  const auto& int8 = s.precisions[models::to_string(models::Precision::kInt8)];
+  const double ratio = int8["ratio_to_fp32"].get<double>();
   result.ok = s.within_bound && ratio <= 0.35;  // the job's bound: +5% by default
   result.summary = fmt::format(
       "TFT PTQ: {} int8 vs {} fp32 ({:.2f}x), test loss {:+.2f}% vs fp32 (bound {:+.0f}%)",
-      human_bytes(p["int8"]["parameter_bytes"].get<double>()),
-      human_bytes(p["fp32"]["parameter_bytes"].get<double>()), ratio, delta, s.max_loss_delta_pct);
+      human_bytes(int8["parameter_bytes"].get<double>()),
+      human_bytes(fp32["parameter_bytes"].get<double>()), ratio, delta, s.max_loss_delta_pct);
 }
 
 void validate_backtest_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {

@@ -8,11 +8,15 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/checkpoint.h"
+#include "foxhunt/models/precision.h"
 #include "foxhunt/quant/tft_int8.h"
 
 namespace foxhunt::jobs {
 
 namespace {
+
+// The byte tables' keys are the precisions' text forms: to_string(Precision::kFp32), ...
+using models::Precision;
 
 int64_t live() {
   return static_cast<int64_t>(memory::live_bytes());
@@ -74,20 +78,22 @@ nlohmann::json to_json(const Int8MemoryReport& r) {
                           {"closed_form_bytes", c2.closed_form_bytes},
                           {"threshold_bytes", c2.threshold_bytes}}));
   const auto& c3 = r.int8_smaller_than_fp32;
-  checks.push_back(check(
-      "int8_smaller_than_fp32", c3.passed,
-      {{"code_bytes", c3.code_bytes},
-       {"scale_bytes", c3.scale_bytes},
-       {"fp32_weight_bytes_of_the_same_layers", c3.fp32_weight_bytes_of_the_same_layers},
-       {"weight_ratio", c3.weight_ratio},
-       {"resident_ratio_to_fp32_model", c3.resident_ratio_to_fp32_model},
-       {"ratio_to_the_same_layout_in_fp32", c3.ratio_to_the_same_layout_in_fp32},
-       {"peak_inference_bytes_batch1", c3.peak_inference_bytes_batch1},
-       {"peak_inference_bytes_" + big, c3.peak_inference_bytes_big_batch},
-       {"serving_bytes_batch1",
-        {{"fp32", c3.serving_bytes_batch1.fp32}, {"int8", c3.serving_bytes_batch1.int8}}},
-       {"serving_bytes_" + big,
-        {{"fp32", c3.serving_bytes_big_batch.fp32}, {"int8", c3.serving_bytes_big_batch.int8}}}}));
+  checks.push_back(
+      check("int8_smaller_than_fp32", c3.passed,
+            {{"code_bytes", c3.code_bytes},
+             {"scale_bytes", c3.scale_bytes},
+             {"fp32_weight_bytes_of_the_same_layers", c3.fp32_weight_bytes_of_the_same_layers},
+             {"weight_ratio", c3.weight_ratio},
+             {"resident_ratio_to_fp32_model", c3.resident_ratio_to_fp32_model},
+             {"ratio_to_the_same_layout_in_fp32", c3.ratio_to_the_same_layout_in_fp32},
+             {"peak_inference_bytes_batch1", c3.peak_inference_bytes_batch1},
+             {"peak_inference_bytes_" + big, c3.peak_inference_bytes_big_batch},
+             {"serving_bytes_batch1",
+              {{to_string(Precision::kFp32), c3.serving_bytes_batch1.fp32},
+               {to_string(Precision::kInt8), c3.serving_bytes_batch1.int8}}},
+             {"serving_bytes_" + big,
+              {{to_string(Precision::kFp32), c3.serving_bytes_big_batch.fp32},
+               {to_string(Precision::kInt8), c3.serving_bytes_big_batch.int8}}}}));
   const auto& c4 = r.int8_3d_inference;
   checks.push_back(check("int8_3d_inference", c4.passed,
                          {{"input_batch1", c4.input_batch1},
@@ -107,8 +113,9 @@ nlohmann::json to_json(const Int8MemoryReport& r) {
       {"checks", checks},
       {"passed", r.passed()},
       {"model", models::to_json(r.model)},
-      {"fp32", {{"resident_bytes", c1.resident_bytes}, {"parameter_bytes", c1.parameter_bytes}}},
-      {"int8",
+      {to_string(Precision::kFp32),
+       {{"resident_bytes", c1.resident_bytes}, {"parameter_bytes", c1.parameter_bytes}}},
+      {to_string(Precision::kInt8),
        {{"resident_bytes", c2.resident_bytes},
         {"code_bytes", c3.code_bytes},
         {"fp32_bytes", r.int8_fp32_bytes}}},

@@ -10,6 +10,7 @@
 #include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/models/precision.h"
 #include "foxhunt/models/tft.h"
 #include "foxhunt/quant/tft_int8.h"
 #include "foxhunt/serving/bundle.h"
@@ -19,6 +20,9 @@
 namespace foxhunt::jobs {
 
 namespace {
+
+// The byte tables' keys are the precisions' text forms: to_string(Precision::kFp32), ...
+using models::Precision;
 
 constexpr const char* kQuantizeJobComponent = "quantize";
 
@@ -63,7 +67,8 @@ nlohmann::json to_json(const QuantizeSummary& s) {
   nlohmann::json j = s.quantization;
   j["out"] = s.out;
   j["precisions"] = s.precisions;
-  j["resident_bytes"] = {{"fp32", s.fp32_resident_bytes}, {"int8", s.int8_resident_bytes}};
+  j["resident_bytes"] = {{to_string(Precision::kFp32), s.fp32_resident_bytes},
+                         {to_string(Precision::kInt8), s.int8_resident_bytes}};
   j["qat"] = s.qat ? nlohmann::json(*s.qat) : nlohmann::json(nullptr);
   j["layer_errors"] = s.layer_errors;
   j["seconds"] = s.seconds;
@@ -89,7 +94,7 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = models::to_torch(job.device);
   serving::Bundle b = serving::load_bundle(job.bundle, device, "tft");
-  FOXHUNT_CHECK(b.model->precision() == "fp32", kQuantizeJobComponent, "'", job.bundle,
+  FOXHUNT_CHECK(b.model->precision() == Precision::kFp32, kQuantizeJobComponent, "'", job.bundle,
                 "': expected an FP32 bundle, got precision '", b.model->precision(), "'");
   auto net = models::TftNet(std::dynamic_pointer_cast<models::TftNetImpl>(b.model->module_ptr()));
   FOXHUNT_INTERNAL_ASSERT(net.ptr() != nullptr, "tft bundle without a TftNet");
@@ -169,10 +174,12 @@ std::string format_quantize_summary(const QuantizeSummary& s) {
   const auto& p = s.precisions;
   const auto& q = s.quantization;
   os << "quantize " << q.method << ": " << s.out << "\n";
-  os << "  bytes        fp32 " << human_bytes(p["fp32"]["parameter_bytes"].get<double>())
-     << "  int8 " << human_bytes(p["int8"]["parameter_bytes"].get<double>()) << " ("
-     << human_bytes(p["int8"]["int8_bytes"].get<double>()) << " int8 + "
-     << human_bytes(p["int8"]["fp32_bytes"].get<double>()) << " fp32)\n";
+  const auto& fp32 = p[to_string(Precision::kFp32)];
+  const auto& int8 = p[to_string(Precision::kInt8)];
+  os << "  bytes        fp32 " << human_bytes(fp32["parameter_bytes"].get<double>()) << "  int8 "
+     << human_bytes(int8["parameter_bytes"].get<double>()) << " ("
+     << human_bytes(int8["int8_bytes"].get<double>()) << " int8 + "
+     << human_bytes(int8["fp32_bytes"].get<double>()) << " fp32)\n";
   os << fmt::format(
       "  test loss    fp32 {:.6f}  int8 {:.6f}  delta {:+.2f}% (bound {:+.2f}%: {})\n",
       q.fp32_test_loss, q.int8_test_loss, q.loss_delta_pct, s.max_loss_delta_pct,

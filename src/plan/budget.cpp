@@ -78,8 +78,7 @@ namespace {
 // The four models built, their serving batches made, then the forwards run on one thread each,
 // all at once: the ledger's peak over the whole run, beyond what was live before it.
 std::uint64_t measure_concurrent_serving(std::int64_t batch, std::uint64_t seed,
-                                         const std::map<std::string, std::string>& precision,
-                                         const MemoryDevice& dev) {
+                                         const PrecisionMap& precision, const MemoryDevice& dev) {
   const torch::Device tdev = models::to_torch(dev);
   const auto before = device_live_bytes(dev);
   device_reset_peak(dev);
@@ -87,8 +86,7 @@ std::uint64_t measure_concurrent_serving(std::int64_t batch, std::uint64_t seed,
   std::vector<models::Batch> batches;
   for (const auto& name : models::model_names()) {
     torch::manual_seed(seed);
-    const auto p = precision.find(name);
-    ms.push_back(make_model_at(name, p == precision.end() ? "fp32" : p->second));
+    ms.push_back(make_model_at(name, precision.of(name)));
     if (dev.is_cuda()) ms.back()->to(tdev);
     ms.back()->module().eval();
     batches.push_back(ms.back()->example_batch(batch, 0, tdev, seed));
@@ -157,8 +155,19 @@ std::map<std::string, std::uint64_t> targets_from_json(const nlohmann::json& j,
   return base;
 }
 
-std::map<std::string, std::string> parse_precisions(const std::string& text) {
-  std::map<std::string, std::string> out;
+PrecisionMap::PrecisionMap(
+    std::initializer_list<std::pair<std::string_view, std::string_view>> text) {
+  for (const auto& [model, precision] : text)
+    (*this)[std::string(model)] = models::parse_precision(precision, "budget");
+}
+
+models::Precision PrecisionMap::of(const std::string& model) const {
+  const auto it = find(model);
+  return it == end() ? models::Precision::kFp32 : it->second;
+}
+
+PrecisionMap parse_precisions(const std::string& text) {
+  PrecisionMap out;
   std::stringstream ss(text);
   for (std::string pair; std::getline(ss, pair, ',');) {
     const auto eq = pair.find('=');
@@ -167,10 +176,11 @@ std::map<std::string, std::string> parse_precisions(const std::string& text) {
     const std::string model = pair.substr(0, eq), precision = pair.substr(eq + 1);
     FOXHUNT_CHECK(is_model(model), "budget", "precision '", pair, "': unknown model '", model,
                   "'; expected one of: ", known_models());
-    FOXHUNT_CHECK(quant::has_precision(model, precision), "budget", "precision '", pair,
-                  "': ", model, " has ", join(quant::precisions(model), " and "), ", got '",
+    const auto p = models::try_parse_precision(precision);
+    FOXHUNT_CHECK(p && quant::has_precision(model, *p), "budget", "precision '", pair, "': ", model,
+                  " has ", models::precisions_text(quant::precisions(model), " and "), ", got '",
                   precision, "'");
-    out[model] = precision;
+    out[model] = *p;
   }
   return out;
 }
@@ -233,8 +243,9 @@ std::string BudgetReport::table() const {
   std::ostringstream os;
   std::string precisions;
   for (const auto& r : rows)
-    if (r.precision != "fp32")
-      precisions += (precisions.empty() ? "" : ", ") + r.model + " " + r.precision;
+    if (r.precision != models::Precision::kFp32)
+      precisions +=
+          (precisions.empty() ? "" : ", ") + r.model + " " + models::to_string(r.precision);
   os << fmt::format(
       "budget {} ({} B, {}); memory = parameters + buffers + peak inference "
       "activations of batch 1 / {}{}\n",
@@ -291,8 +302,9 @@ BudgetReport measure_budget(const BudgetOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   const MemoryDevice dev = o.device.resolved();
   for (const auto& [m, p] : o.precision)
-    FOXHUNT_CHECK(!dev.is_cuda() || p == "fp32", "budget", "precision ", m, "=", p, " on ",
-                  dev.str(), ": the INT8 TFT runs on the CPU only; expected fp32 on CUDA");
+    FOXHUNT_CHECK(!dev.is_cuda() || p == models::Precision::kFp32, "budget", "precision ", m, "=",
+                  p, " on ", dev.str(),
+                  ": the INT8 TFT runs on the CPU only; expected fp32 on CUDA");
   FOXHUNT_CHECK(!dev.is_cuda() || cuda_memory_available(), "budget", "device ", o.device,
                 ": no CUDA device is available (", cuda_stats_backend(), ")");
   auto targets = default_targets(dev);
@@ -319,8 +331,7 @@ BudgetReport measure_budget(const BudgetOptions& o) {
     r.model = name;
     std::vector<std::int64_t> batches = {1};
     if (o.serving_batch != 1) batches.push_back(o.serving_batch);
-    const auto pit = o.precision.find(name);
-    r.precision = pit == o.precision.end() ? "fp32" : pit->second;
+    r.precision = o.precision.of(name);
     r.footprint = measure_inference_footprint(name, batches, 0, o.seed, {}, r.precision, o.device);
     std::uint64_t act = 0;
     for (const auto& run : r.footprint.runs) act = std::max(act, run.activation_bytes);

@@ -305,7 +305,7 @@ nlohmann::json InferenceFootprint::to_json() const {
   return j;
 }
 
-std::unique_ptr<models::Model> make_model_at(const std::string& name, const std::string& precision,
+std::unique_ptr<models::Model> make_model_at(const std::string& name, models::Precision precision,
                                              const nlohmann::json& model_options) {
   return quant::make_model_at(name, precision, model_options, "footprint");
 }
@@ -314,7 +314,16 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
                                                const std::vector<std::int64_t>& batches,
                                                std::int64_t seq_len, std::uint64_t seed,
                                                const nlohmann::json& model_options,
-                                               const std::string& precision, const Device& device) {
+                                               std::string_view precision, const Device& device) {
+  return measure_inference_footprint(model, batches, seq_len, seed, model_options,
+                                     models::parse_precision(precision, "footprint"), device);
+}
+
+InferenceFootprint measure_inference_footprint(const std::string& model,
+                                               const std::vector<std::int64_t>& batches,
+                                               std::int64_t seq_len, std::uint64_t seed,
+                                               const nlohmann::json& model_options,
+                                               models::Precision precision, const Device& device) {
   FOXHUNT_CHECK(!batches.empty(), "footprint",
                 "inference batches: expected at least one, got none");
   for (auto b : batches)
@@ -322,8 +331,8 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
   FOXHUNT_CHECK(seq_len >= 0, "footprint", "seq_len: expected >= 0 (0 = model default), got ",
                 seq_len);
   const MemoryDevice dev = device.resolved();
-  FOXHUNT_CHECK(!dev.is_cuda() || precision == "fp32", "footprint", "precision '", precision,
-                "' of '", model, "' on ", dev.str(),
+  FOXHUNT_CHECK(!dev.is_cuda() || precision == models::Precision::kFp32, "footprint", "precision '",
+                precision, "' of '", model, "' on ", dev.str(),
                 ": the INT8 TFT runs on the CPU only; expected fp32");
   FOXHUNT_CHECK(!dev.is_cuda() || cuda_memory_available(), "footprint", "device ", dev.str(),
                 ": no CUDA device is available (", cuda_stats_backend(), ")");

@@ -1,7 +1,6 @@
 #include "foxhunt/quant/precision.h"
 
 #include "foxhunt/core/error.h"
-#include "foxhunt/core/strings.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/tft.h"
@@ -10,23 +9,25 @@
 namespace foxhunt::quant {
 namespace {
 
+using models::Precision;
+
 // One quantized form of a catalog model.
 struct QuantizedForm {
   const char* model;
-  const char* precision;
+  Precision precision;
   std::unique_ptr<models::Model> (*make)(const nlohmann::json& options);
   nlohmann::json (*bytes)();  // every precision's bytes at default options
 };
 
 const std::vector<QuantizedForm>& forms() {
   static const std::vector<QuantizedForm> f = {
-      {"tft", "int8", &make_int8_tft_model,
+      {"tft", Precision::kInt8, &make_int8_tft_model,
        [] { return tft_precision_bytes(models::TftOptions()); }},
   };
   return f;
 }
 
-const QuantizedForm* find_form(const std::string& model, const std::string& precision) {
+const QuantizedForm* find_form(const std::string& model, Precision precision) {
   for (const auto& f : forms())
     if (model == f.model && precision == f.precision) return &f;
   return nullptr;
@@ -34,47 +35,63 @@ const QuantizedForm* find_form(const std::string& model, const std::string& prec
 
 }  // namespace
 
-std::vector<std::string> precisions(const std::string& model) {
+std::vector<Precision> precisions(const std::string& model) {
   models::catalog_entry(model, "quant");
-  std::vector<std::string> p = {"fp32"};
+  std::vector<Precision> p = {Precision::kFp32};
   for (const auto& f : forms())
-    if (model == f.model) p.emplace_back(f.precision);
+    if (model == f.model) p.push_back(f.precision);
   return p;
 }
 
-bool has_precision(const std::string& model, const std::string& precision) {
+bool has_precision(const std::string& model, Precision precision) {
   if (!models::in_catalog(model)) return false;
-  return precision == "fp32" || find_form(model, precision) != nullptr;
+  return precision == Precision::kFp32 || find_form(model, precision) != nullptr;
 }
 
-std::vector<std::string> models_with_precision(const std::string& precision) {
+std::vector<std::string> models_with_precision(Precision precision) {
   std::vector<std::string> out;
   for (const auto& e : models::catalog())
     if (has_precision(e.name, precision)) out.push_back(e.name);
   return out;
 }
 
-std::unique_ptr<models::Model> make_model_at(const std::string& model, const std::string& precision,
+std::unique_ptr<models::Model> make_model_at(const std::string& model, Precision precision,
                                              const nlohmann::json& options, const char* component) {
   const nlohmann::json o = options.is_null() ? nlohmann::json::object() : options;
-  if (precision == "fp32") return models::make_model(model, o);
+  if (precision == Precision::kFp32) return models::make_model(model, o);
   const auto* f = find_form(model, precision);
   FOXHUNT_CHECK(f != nullptr, component, "precision of '", model, "': expected ",
-                join(precisions(model), " or "), ", got '", precision, "'");
+                models::precisions_text(precisions(model), " or "), ", got '", precision, "'");
   return f->make(o);
 }
 
 std::string quantized_forms_text() {
   std::string out;
   for (const auto& f : forms())
-    out += (out.empty() ? "the " : " and the ") + std::string(f.precision) + " " + f.model;
+    out += (out.empty() ? "the " : " and the ") + std::string(models::to_string(f.precision)) +
+           " " + f.model;
   return out;
 }
 
 nlohmann::json precision_bytes(const std::string& model) {
   for (const auto& f : forms())
     if (model == f.model) return f.bytes();
-  return {{"fp32", {{"parameter_bytes", models::make_model(model)->parameter_bytes()}}}};
+  return {{models::to_string(Precision::kFp32),
+           {{"parameter_bytes", models::make_model(model)->parameter_bytes()}}}};
+}
+
+bool has_precision(const std::string& model, std::string_view precision) {
+  const auto p = models::try_parse_precision(precision);
+  return p.has_value() && has_precision(model, *p);
+}
+
+std::vector<std::string> models_with_precision(std::string_view precision) {
+  return models_with_precision(models::parse_precision(precision, "quant"));
+}
+
+std::unique_ptr<models::Model> make_model_at(const std::string& model, std::string_view precision,
+                                             const nlohmann::json& options, const char* component) {
+  return make_model_at(model, models::parse_precision(precision, component), options, component);
 }
 
 }  // namespace foxhunt::quant

@@ -804,7 +804,7 @@ class Int8TftModel final : public models::ForecasterAdapter<Int8Tft> {
  public:
   explicit Int8TftModel(Int8Tft net)
       : ForecasterAdapter("tft", net, models::io_spec(net->options)) {}
-  std::string precision() const override { return "int8"; }
+  models::Precision precision() const override { return models::Precision::kInt8; }
   std::vector<torch::Tensor> forward(const models::Batch& b) override {
     check_inputs(b);
     return {net_->forward(b.inputs[0], b.inputs[1], b.inputs[2])};

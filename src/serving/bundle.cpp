@@ -242,20 +242,22 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
   Bundle b;
   try {
     // Bundles written before INT8 models have no precision: they are FP32.
-    const std::string precision = h.value("precision", std::string("fp32"));
+    const std::string precision =
+        h.value("precision", std::string(models::to_string(models::Precision::kFp32)));
+    const auto p = models::try_parse_precision(precision);  // another text: refused below
     std::unique_ptr<models::Model> model;
-    if (precision == "fp32") {
+    if (p == models::Precision::kFp32) {
       model = models::model_from_container(c, path, device, expected_model);
     } else {
       const std::string name = h.value("model", std::string("?"));
-      FOXHUNT_CHECK(quant::has_precision(name, precision), kBundleComponent, "'", path,
+      FOXHUNT_CHECK(p && quant::has_precision(name, *p), kBundleComponent, "'", path,
                     "': precision '", precision, "' of a '", name, "' model; this build serves ",
                     "fp32 models and ", quant::quantized_forms_text());
       FOXHUNT_CHECK(expected_model.empty() || expected_model == name, kBundleComponent, "'", path,
                     "': expected a '", expected_model, "' bundle, got '", name, "'");
       auto it = c.blobs.find("module");
       FOXHUNT_CHECK(it != c.blobs.end(), kBundleComponent, "'", path, "': no 'module' blob");
-      model = quant::make_model_at(name, precision, h.at("options"), kBundleComponent);
+      model = quant::make_model_at(name, *p, h.at("options"), kBundleComponent);
       model->to(device);
       models::module_from_bytes(model->module(), it->second, path);
     }

@@ -21,6 +21,7 @@
 
 #include "foxhunt/core/device.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/models/precision.h"
 #include "foxhunt/models/spec.h"
 
 namespace foxhunt::models {
@@ -53,9 +54,10 @@ class ServingModel {
 
   /// Registry name: "dqn", "ppo", "mamba2" or "tft".
   virtual std::string name() const = 0;
-  /// Numeric form of the weights: "fp32" (every model as trained), "int8" (a converted INT8
-  /// TFT, quant/tft_int8.h) or "int8-qat" (an FP32 TFT training with fake quantization).
-  virtual std::string precision() const { return "fp32"; }
+  /// Numeric form of the weights (models/precision.h): kFp32 (every model as trained), kInt8
+  /// (a converted INT8 TFT, quant/tft_int8.h) or kInt8Qat (an FP32 TFT training with fake
+  /// quantization).
+  virtual Precision precision() const { return Precision::kFp32; }
   /// The underlying module (parameters, buffers, train/eval, device moves).
   virtual torch::nn::Module& module() = 0;
   /// Shared handle to the underlying module (for optimizers and cloning).

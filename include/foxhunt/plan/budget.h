@@ -37,15 +37,19 @@
 /// and the entry.
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "foxhunt/core/device.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/device_profile.h"
+#include "foxhunt/models/precision.h"
 #include "foxhunt/plan/footprint.h"
 
 namespace foxhunt::plan {
@@ -81,6 +85,18 @@ std::map<std::string, std::uint64_t> targets_from_json(const nlohmann::json& j,
 std::map<std::string, std::uint64_t> load_targets(
     const std::string& path, const memory::MemoryDevice& device = memory::MemoryDevice{});
 
+/// Serving precision per model (registry name -> precision; a model absent is kFp32). A map with
+/// one more constructor, from text pairs, so that `options.precision = {{"tft", "int8"}}` reads
+/// as the --precision flag does (each precision parsed with models::parse_precision, component
+/// "budget"; InputError for another text).
+struct PrecisionMap : std::map<std::string, models::Precision> {
+  using std::map<std::string, models::Precision>::map;
+  PrecisionMap() = default;
+  PrecisionMap(std::initializer_list<std::pair<std::string_view, std::string_view>> text);
+  /// The precision of `model`: its entry, kFp32 when it has none.
+  models::Precision of(const std::string& model) const;
+};
+
 /// What to validate.
 struct BudgetOptions {
   /// The budget: by default the reference card's usable bytes (Budget::of_profile).
@@ -99,19 +115,19 @@ struct BudgetOptions {
   std::int64_t training_batch = 64;
   /// Device measured: "cpu" (the ledger) or "cuda[:N]" (the caching allocator, capped).
   Device device;
-  /// Serving precision per model (absent = "fp32"; the TFT also has "int8", quant/tft_int8.h).
+  /// Serving precision per model (absent = kFp32; the TFT also has kInt8, quant/tft_int8.h).
   /// Training views stay fp32: QAT trains fp32 master weights.
-  std::map<std::string, std::string> precision;
+  PrecisionMap precision;
 };
 
 /// Parses "tft=int8" (comma-separated pairs) into a precision map; InputError naming the pair
 /// for an unknown model, a precision the model lacks, or a malformed pair.
-std::map<std::string, std::string> parse_precisions(const std::string& text);
+PrecisionMap parse_precisions(const std::string& text);
 
 /// One model's line.
 struct BudgetRow {
-  std::string model;                      ///< registry name
-  std::string precision = "fp32";         ///< serving precision measured
+  std::string model;                                       ///< registry name
+  models::Precision precision = models::Precision::kFp32;  ///< serving precision measured
   InferenceFootprint footprint;           ///< measured (runs: batch 1, serving batch)
   std::uint64_t memory_bytes = 0;         ///< parameters + buffers + max activations
   std::uint64_t target_bytes = 0;         ///< 0 = no target (a failure)

@@ -46,9 +46,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "foxhunt/core/device.h"
+#include "foxhunt/models/precision.h"
 #include "foxhunt/train/env.h"
 
 namespace foxhunt::models {
@@ -244,20 +246,26 @@ struct InferenceFootprint {
 
 /// Builds `model` in eval mode and runs one forward pass under c10::InferenceMode at each batch
 /// size of `batches` (e.g. {1, 64}), after a warm-up forward at the largest (derived_bytes).
-/// `seq_len` 0 = the model's default window. `precision` "int8" measures the INT8 TFT
+/// `seq_len` 0 = the model's default window. `precision` kInt8 measures the INT8 TFT
 /// (quant/tft_int8.h) in its exact layout (the bytes do not depend on the values, so no calibration
-/// is needed); other models have only "fp32". `device` "cpu" measures with the ledger (tags
+/// is needed); other models have only kFp32. `device` "cpu" measures with the ledger (tags
 /// M/parameters, M/activations); "cuda[:N]" builds on the CPU, moves the model to the card and
 /// measures allocated bytes there (construction = allocated growth of the move, activations = the
 /// allocator's peak beyond it). The INT8 TFT runs on the CPU only (InputError on CUDA).
+InferenceFootprint measure_inference_footprint(
+    const std::string& model, const std::vector<std::int64_t>& batches, std::int64_t seq_len = 0,
+    std::uint64_t seed = 42, const nlohmann::json& model_options = {},
+    models::Precision precision = models::Precision::kFp32, const Device& device = Device::cpu());
+/// The same with the precision as text ("fp32", "int8"; the boundary and tests), parsed with
+/// models::parse_precision (InputError "[footprint] precision: ..." for another text).
 InferenceFootprint measure_inference_footprint(const std::string& model,
                                                const std::vector<std::int64_t>& batches,
-                                               std::int64_t seq_len = 0, std::uint64_t seed = 42,
-                                               const nlohmann::json& model_options = {},
-                                               const std::string& precision = "fp32",
+                                               std::int64_t seq_len, std::uint64_t seed,
+                                               const nlohmann::json& model_options,
+                                               std::string_view precision,
                                                const Device& device = Device::cpu());
-/// The model `name` at `precision` ("fp32", or "int8" for the TFT); InputError otherwise.
-std::unique_ptr<models::Model> make_model_at(const std::string& name, const std::string& precision,
+/// The model `name` at `precision` (kFp32, or kInt8 for the TFT); InputError otherwise.
+std::unique_ptr<models::Model> make_model_at(const std::string& name, models::Precision precision,
                                              const nlohmann::json& model_options = {});
 
 /// JSON of a TrainConfig: {step, trainer_options, optimizer, seq_len, batch, lr, seed, ...}.

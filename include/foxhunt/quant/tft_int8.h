@@ -194,7 +194,7 @@ class QatTftModel final : public models::ForecasterAdapter<models::TftNet> {
   /// Wraps `net` (shared: the trained weights are the net's). With `initial` scales (e.g. PTQ
   /// calibration) the observers start there instead of at the first batch.
   explicit QatTftModel(models::TftNet net, QatOptions options = {}, InputScales initial = {});
-  std::string precision() const override { return "int8-qat"; }
+  models::Precision precision() const override { return models::Precision::kInt8Qat; }
   std::vector<torch::Tensor> forward(const models::Batch& batch) override;
   models::Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                               uint64_t seed) const override;

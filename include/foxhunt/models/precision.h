@@ -1,0 +1,72 @@
+#pragma once
+/// \file precision.h
+/// The numeric form of a model's weights as a typed key: fp32 (every catalog model as trained),
+/// int8 (a converted INT8 form; quant/precision.h registers which models have one) and int8-qat
+/// (an FP32 model training with fake quantization, quant/tft_int8.h). Code compares Precision
+/// values; the text ("fp32", "int8", "int8-qat") is written with to_string and read with
+/// parse_precision at the boundary only (CLI flags, bundle headers, JSON). Torch-free.
+///
+/// Example:
+///   const models::Precision p = models::parse_precision("int8", "budget");
+///   if (p != models::Precision::kFp32) ...;     // typed comparison
+///   fmt::format("{}", models::to_string(p));    // "int8"
+#include <array>
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace foxhunt::models {
+
+/// The numeric form of a model's weights.
+enum class Precision : std::uint8_t {
+  kFp32,     ///< "fp32": every catalog model as trained
+  kInt8,     ///< "int8": a converted INT8 form (registered in quant/precision.h)
+  kInt8Qat,  ///< "int8-qat": an FP32 model training with fake quantization
+};
+
+/// Every precision, in declaration order.
+inline constexpr std::array<Precision, 3> kAllPrecisions = {Precision::kFp32, Precision::kInt8,
+                                                            Precision::kInt8Qat};
+
+/// The text form: "fp32", "int8" or "int8-qat" (bundle headers, JSON, tables, messages).
+constexpr const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kInt8:
+      return "int8";
+    case Precision::kInt8Qat:
+      return "int8-qat";
+  }
+  return "?";
+}
+
+/// Parses "fp32", "int8" or "int8-qat". InputError "[where] precision: expected fp32, int8 or
+/// int8-qat, got '...'" for anything else.
+Precision parse_precision(std::string_view text, const char* where);
+
+/// The precision `text` names, or nullopt (for callers that word their own error).
+std::optional<Precision> try_parse_precision(std::string_view text);
+
+/// The text forms of `items` joined by `separator`: ({kFp32, kInt8}, " or ") == "fp32 or int8".
+std::string precisions_text(const std::vector<Precision>& items, const char* separator);
+
+/// Writes to_string(p).
+std::ostream& operator<<(std::ostream& os, Precision p);
+/// JSON form: the string to_string(p).
+void to_json(nlohmann::json& j, Precision p);
+/// From a JSON string; InputError "[precision] ..." for another value or another text.
+void from_json(const nlohmann::json& j, Precision& p);
+
+/// Text comparison for tests and boundary code (`EXPECT_EQ(m->precision(), "int8")`): true
+/// when `text` is to_string(p). Library code compares Precision values instead.
+bool operator==(Precision p, std::string_view text);
+/// Element-wise text comparison (tests: `EXPECT_EQ(quant::precisions("tft"), names)`).
+bool operator==(const std::vector<Precision>& a, const std::vector<std::string>& b);
+
+}  // namespace foxhunt::models

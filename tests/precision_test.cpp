@@ -1,0 +1,94 @@
+// Precision as a typed key (models/precision.h): its text forms, the error for another text, and
+// the registry above it (quant/precision.h) refusing a precision a model does not have.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "foxhunt/core/error.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/models/precision.h"
+#include "foxhunt/plan/budget.h"
+#include "foxhunt/quant/precision.h"
+#include "test_util.h"
+
+namespace foxhunt {
+namespace {
+
+using models::Precision;
+using testing::input_error;
+
+TEST(PrecisionTest, TextRoundTripsForAllThree) {
+  const std::vector<std::pair<Precision, std::string>> all = {
+      {Precision::kFp32, "fp32"}, {Precision::kInt8, "int8"}, {Precision::kInt8Qat, "int8-qat"}};
+  ASSERT_EQ(models::kAllPrecisions.size(), all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const auto& [p, text] = all[i];
+    SCOPED_TRACE(text);
+    EXPECT_EQ(models::kAllPrecisions[i], p);
+    EXPECT_EQ(std::string(models::to_string(p)), text);
+    EXPECT_EQ(models::parse_precision(text, "test"), p);
+    EXPECT_EQ(models::try_parse_precision(text), p);
+    std::ostringstream os;
+    os << p;
+    EXPECT_EQ(os.str(), text);
+    const nlohmann::json j = p;
+    EXPECT_EQ(j, nlohmann::json(text));
+    EXPECT_EQ(j.get<Precision>(), p);
+  }
+  EXPECT_EQ(models::precisions_text({Precision::kFp32, Precision::kInt8}, " or "), "fp32 or int8");
+}
+
+TEST(PrecisionTest, AnotherTextNamesTheAcceptedValuesAndWhatCame) {
+  EXPECT_EQ(input_error([] { models::parse_precision("int4", "budget"); }),
+            "[budget] precision: expected fp32, int8 or int8-qat, got 'int4'");
+  // Case and whitespace are not forgiven: the text forms are exact.
+  EXPECT_EQ(input_error([] { models::parse_precision("FP32", "bundle"); }),
+            "[bundle] precision: expected fp32, int8 or int8-qat, got 'FP32'");
+  EXPECT_EQ(input_error([] { models::parse_precision("", "x"); }),
+            "[x] precision: expected fp32, int8 or int8-qat, got ''");
+  EXPECT_FALSE(models::try_parse_precision("int8 ").has_value());
+  EXPECT_EQ(input_error([] { (void)nlohmann::json("int16").get<Precision>(); }),
+            "[precision] precision: expected fp32, int8 or int8-qat, got 'int16'");
+  EXPECT_EQ(input_error([] { (void)nlohmann::json(8).get<Precision>(); }),
+            "[precision] expected fp32, int8 or int8-qat, got 8");
+}
+
+TEST(PrecisionTest, MakeModelAtRefusesAPrecisionTheModelLacks) {
+  EXPECT_EQ(quant::precisions("tft"), (std::vector<Precision>{Precision::kFp32, Precision::kInt8}));
+  EXPECT_EQ(quant::precisions("dqn"), std::vector<Precision>{Precision::kFp32});
+  EXPECT_TRUE(quant::has_precision("tft", Precision::kInt8));
+  EXPECT_FALSE(quant::has_precision("dqn", Precision::kInt8));
+  EXPECT_FALSE(quant::has_precision("tft", Precision::kInt8Qat));  // a training form, not built
+  EXPECT_EQ(quant::models_with_precision(Precision::kInt8), std::vector<std::string>{"tft"});
+  EXPECT_TRUE(quant::models_with_precision(Precision::kInt8Qat).empty());
+
+  EXPECT_EQ(input_error([] { quant::make_model_at("dqn", Precision::kInt8, nullptr, "here"); }),
+            "[here] precision of 'dqn': expected fp32, got 'int8'");
+  EXPECT_EQ(input_error([] { quant::make_model_at("tft", Precision::kInt8Qat, nullptr, "here"); }),
+            "[here] precision of 'tft': expected fp32 or int8, got 'int8-qat'");
+  EXPECT_EQ(input_error([] { quant::make_model_at("tft", "int4", nullptr, "here"); }),
+            "[here] precision: expected fp32, int8 or int8-qat, got 'int4'");
+  EXPECT_EQ(quant::make_model_at("tft", Precision::kInt8, nullptr, "t")->precision(),
+            Precision::kInt8);
+  EXPECT_EQ(quant::make_model_at("ppo", Precision::kFp32, nullptr, "t")->precision(),
+            Precision::kFp32);
+}
+
+// The budget's precision map: typed values, built from text pairs as the --precision flag is.
+TEST(PrecisionTest, BudgetPrecisionMapParsesItsTextPairs) {
+  plan::PrecisionMap m = {{"tft", "int8"}};
+  EXPECT_EQ(m.of("tft"), Precision::kInt8);
+  EXPECT_EQ(m.of("dqn"), Precision::kFp32);
+  EXPECT_EQ(plan::parse_precisions("tft=int8"), m);
+  EXPECT_EQ(input_error([] {
+              [[maybe_unused]] plan::PrecisionMap bad = {{"tft", "int4"}};
+            }),
+            "[budget] precision: expected fp32, int8 or int8-qat, got 'int4'");
+  EXPECT_EQ(input_error([] { plan::parse_precisions("tft=int8-qat"); }),
+            "[budget] precision 'tft=int8-qat': tft has fp32 and int8, got 'int8-qat'");
+}
+
+}  // namespace
+}  // namespace foxhunt
