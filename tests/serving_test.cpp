@@ -18,8 +18,8 @@
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
-#include "foxhunt/jobs/safetensors.h"
 #include "foxhunt/models/checkpoint.h"
+#include "foxhunt/models/safetensors.h"
 #include "foxhunt/serving/bar_stream.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
@@ -27,7 +27,7 @@
 #include "test_util.h"
 
 namespace foxhunt::serving {
-using namespace foxhunt::jobs;
+using foxhunt::models::load_safetensors;
 namespace {
 
 using foxhunt::testing::run_cli;
