@@ -28,7 +28,7 @@
 #include "foxhunt/train/checkpointing.h"
 #include "foxhunt/train/dqn_trainer.h"
 #include "foxhunt/train/forecast_trainer.h"
-#include "foxhunt/train/market.h"
+#include "foxhunt/train/market_sources.h"
 #include "foxhunt/train/ppo_trainer.h"
 #include "train_market.h"
 
