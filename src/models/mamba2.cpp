@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "foxhunt/models/adapter.h"
 #include "foxhunt/models/options_io.h"
 #include "foxhunt/models/quantile_loss.h"
 #include "fused_path.h"
