@@ -11,8 +11,8 @@ void check_input_count(const std::string& component, const IoSpec& spec, const B
   if (batch.inputs.size() == spec.inputs.size()) return;
   std::string names;
   for (const auto& i : spec.inputs) names += (names.empty() ? "" : ", ") + i.name;
-  throw InputError(component, detail::cat("expected ", spec.inputs.size(), " input(s) (", names,
-                                          "), got ", batch.inputs.size()));
+  throw InputError(component, ::foxhunt::detail::cat("expected ", spec.inputs.size(), " input(s) (",
+                                                     names, "), got ", batch.inputs.size()));
 }
 
 std::string shape_str(const std::vector<int64_t>& sizes) {
