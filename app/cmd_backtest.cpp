@@ -5,11 +5,11 @@
 
 #include "command.h"
 #include "foxhunt/core/file_io.h"
-#include "foxhunt/core/report.h"
 #include "foxhunt/data/panel.h"
 #include "foxhunt/harness/reports.h"
 #include "foxhunt/jobs/walk_forward.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/report/html_report.h"
 #include "foxhunt/serving/backtest.h"
 #include "foxhunt/serving/panel_backtest.h"
 #include "foxhunt/train/infra.h"

@@ -1,10 +1,10 @@
 // foxhunt export / import: a bundle's weights as a safetensors file for Python users, and back
-// (library: serving/bundle.h, jobs/safetensors.h).
+// (library: serving/bundle.h, models/safetensors.h).
 #include <iostream>
 
 #include "command.h"
 #include "foxhunt/core/error.h"
-#include "foxhunt/jobs/safetensors.h"
+#include "foxhunt/models/safetensors.h"
 #include "foxhunt/serving/bundle.h"
 
 namespace foxhunt::cli {
@@ -43,7 +43,7 @@ Registrar export_reg = subcommand<ExportArgs>(
       sub->add_flag("--json", a->json, "Print a JSON summary only");
       return [a]() {
         auto b = serving::load_bundle(a->bundle);
-        const auto tensors = jobs::module_tensors(b.model->module());
+        const auto tensors = models::module_tensors(b.model->module());
         const std::map<std::string, std::string> metadata = {
             {"format", "foxhunt-weights"},
             {"foxhunt_version", FOXHUNT_VERSION},
@@ -52,7 +52,7 @@ Registrar export_reg = subcommand<ExportArgs>(
             {"spec", nlohmann::json(b.model->spec()).dump()},
             {"target_scale", nlohmann::json(b.target_scale).dump()},
             {"data_hash", b.data.hash}};
-        jobs::save_safetensors(a->out, tensors, metadata);
+        models::save_safetensors(a->out, tensors, metadata);
         int64_t bytes = 0;
         for (const auto& [name, t] : tensors)
           bytes += t.numel() * static_cast<int64_t>(t.element_size());
@@ -78,7 +78,7 @@ Registrar import_reg = subcommand<ImportArgs>(
       sub->add_flag("--json", a->json, "Print a JSON summary only");
       return [a]() {
         auto b = serving::load_bundle(a->into);
-        const auto file = jobs::load_safetensors(a->weights);
+        const auto file = models::load_safetensors(a->weights);
         // A foxhunt export names its model and options: refuse weights of another model.
         if (auto it = file.metadata.find("model"); it != file.metadata.end())
           FOXHUNT_CHECK(it->second == b.name(), "import", "'", a->weights, "' holds '", it->second,
@@ -88,7 +88,7 @@ Registrar import_reg = subcommand<ImportArgs>(
               nlohmann::json::parse(it->second, nullptr, false) == b.model->options_json(),
               "import", "'", a->weights, "': model options ", it->second,
               " differ from the bundle's ", b.model->options_json().dump());
-        jobs::load_module_tensors(b.model->module(), file, a->weights);  // all checks first
+        models::load_module_tensors(b.model->module(), file, a->weights);  // all checks first
         serving::save_bundle(b, a->out);
         const nlohmann::json summary = {
             {"model", b.name()}, {"out", a->out}, {"tensors", file.tensors.size()}};

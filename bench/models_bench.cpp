@@ -24,9 +24,9 @@
 #include <iostream>
 #include <map>
 
-#include "foxhunt/jobs/safetensors.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/safetensors.h"
 #include "foxhunt/models/tft.h"
 
 #include "bench_main.h"
@@ -209,7 +209,7 @@ int register_all() {
 // --export DIR: each model's weights, example inputs ("input.b<B>.<i>") and C++ outputs
 // ("output.b<B>.<j>") with the options and I/O names in the metadata.
 int export_models(const std::string& dir) {
-  namespace rt = foxhunt::jobs;
+  namespace rt = foxhunt::models;
   foxhunt::runtime_init();
   for (const auto& name : foxhunt::models::model_names()) {
     auto model = bench_model(name);

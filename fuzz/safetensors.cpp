@@ -1,11 +1,11 @@
-// safetensors import (`foxhunt import`, jobs/safetensors.h): the 8-byte header length, the JSON
+// safetensors import (`foxhunt import`, models/safetensors.h): the 8-byte header length, the JSON
 // header, dtypes, shapes and data offsets.
-#include "foxhunt/jobs/safetensors.h"
+#include "foxhunt/models/safetensors.h"
 #include "fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace foxhunt;
   fuzz::expect_parse_or_input_error(
-      [&] { (void)jobs::decode_safetensors(fuzz::text_of(data, size), "fuzz.safetensors"); });
+      [&] { (void)models::decode_safetensors(fuzz::text_of(data, size), "fuzz.safetensors"); });
   return 0;
 }

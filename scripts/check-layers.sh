@@ -2,15 +2,17 @@
 # Fails when a file includes a header of an area it may not depend on (see ARCHITECTURE.md).
 # The allowed sets mirror the DEPS of foxhunt_area() in CMakeLists.txt, closed transitively:
 # each area may include itself and the areas below it on its own branch of the graph.
-#   core <- memory <- dist;  core <- models <- quant;  core <- data;
-#   memory, quant, data <- serving;  all but serving <- train <- plan;  plan, serving <- jobs
-#   <- harness <- app/tests/bench
-# (data and models are siblings: data produces matrices, models consume tensors; train joins them.)
+#   core <- memory <- dist;  core <- models <- quant;  core <- data;  core <- report;
+#   memory, quant, data <- serving;  all but serving <- train <- plan;  plan, serving <- jobs;
+#   jobs, report <- harness <- app/tests/bench
+# (data and models are siblings: data produces matrices, models consume tensors; train joins them.
+# report renders typed results as HTML/SVG/Markdown: it knows no model, only core.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 declare -A allowed=(
   [core]="core"
+  [report]="core report"
   [memory]="core memory"
   [dist]="core memory dist"
   [models]="core models"
@@ -20,7 +22,7 @@ declare -A allowed=(
   [plan]="core memory dist models quant data train plan"
   [serving]="core memory models quant data serving"
   [jobs]="core memory dist models quant data serving train plan jobs"
-  [harness]="core memory dist models quant data serving train plan jobs harness"
+  [harness]="core report memory dist models quant data serving train plan jobs harness"
 )
 
 bad=0

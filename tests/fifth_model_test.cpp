@@ -11,6 +11,7 @@
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/panel.h"
 #include "foxhunt/jobs/train_job.h"
+#include "foxhunt/models/adapter.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"

@@ -7,6 +7,7 @@
 #include "foxhunt/core/units.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/dqn.h"
+#include "foxhunt/models/json_get.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/ppo.h"
 #include "foxhunt/models/summary.h"

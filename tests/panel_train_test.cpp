@@ -22,7 +22,7 @@
 #include "foxhunt/serving/desk.h"
 #include "foxhunt/serving/serving.h"
 #include "foxhunt/train/batches.h"
-#include "foxhunt/train/market.h"
+#include "foxhunt/train/market_sources.h"
 #include "test_util.h"
 
 namespace foxhunt {

@@ -1,5 +1,6 @@
-// Tests of foxhunt/core/report.h: escaping, ticks, SVG charts, the HTML/Markdown documents, and a
-// real render in headless Chromium checked by tests/python/check_screenshot.py.
+// Tests of foxhunt/report/ (chart.h, html_report.h): escaping, ticks, SVG charts, the
+// HTML/Markdown documents, and a real render in headless Chromium checked by
+// tests/python/check_screenshot.py.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,8 +18,9 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
-#include "foxhunt/core/report.h"
 #include "foxhunt/core/stats.h"
+#include "foxhunt/report/chart.h"
+#include "foxhunt/report/html_report.h"
 #include "test_util.h"
 
 #ifndef FOXHUNT_SOURCE_DIR

@@ -1,6 +1,6 @@
 // safetensors: bit-exact round trips, DQN export/import, rejection of every corruption class,
 // load_module_tensors checks, and a cross-check with Python's safetensors (tests/python/).
-#include "foxhunt/jobs/safetensors.h"
+#include "foxhunt/models/safetensors.h"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@
 #include "foxhunt/models/model.h"
 #include "test_util.h"
 
-namespace foxhunt::jobs {
+namespace foxhunt::models {
 namespace {
 
 using foxhunt::testing::SeededTest;
@@ -459,4 +459,4 @@ TEST_F(SafetensorsTest, PythonReadsTheFile) {
 }
 
 }  // namespace
-}  // namespace foxhunt::jobs
+}  // namespace foxhunt::models

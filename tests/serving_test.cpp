@@ -1,6 +1,6 @@
-// Serving: bundles (round trip, foreign and old files), the decision rule, the concurrent
-// ensemble against a serial run, the boundary (a rejected bar changes nothing), and
-// `foxhunt predict --json`.
+// Serving: bundles (round trip, foreign and old files), the decision rule, greedy and sampled
+// actions, explanations, the concurrent ensemble against a serial run and the thread pool. The
+// streams and the CLI: serving_stream_test.cpp.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -18,53 +18,26 @@
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
-#include "foxhunt/jobs/safetensors.h"
 #include "foxhunt/models/checkpoint.h"
+#include "foxhunt/models/safetensors.h"
 #include "foxhunt/serving/bar_stream.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
+#include "serving_test_fixture.h"
 #include "serving_test_util.h"
 #include "test_util.h"
 
 namespace foxhunt::serving {
-using namespace foxhunt::jobs;
 namespace {
 
+using foxhunt::testing::bars;
+using foxhunt::testing::fresh_bundles;
+using foxhunt::testing::live_csv;
 using foxhunt::testing::run_cli;
+using foxhunt::testing::save_all;
+using foxhunt::testing::saved_fresh_bundles;
+using foxhunt::testing::ServingTest;
 using foxhunt::testing::TempDir;
-
-data::BarSeries bars(int64_t n, uint64_t seed = 5) {
-  return data::generate_synthetic({.bars = n, .seed = seed});
-}
-
-// Bundles of freshly initialised models with the normaliser of `ds` (what `train` writes,
-// without the training).
-std::vector<Bundle> fresh_bundles(const data::MarketDataset& ds) {
-  return foxhunt::testing::untrained_bundles(ds, 77);
-}
-
-void save_all(const std::vector<Bundle>& bundles, const std::filesystem::path& dir) {
-  for (const auto& b : bundles) {
-    std::filesystem::create_directories(dir / b.name());
-    save_bundle(b, (dir / b.name() / kBundleFile).string());
-  }
-}
-
-// `train all`'s directory without the training: fresh bundles with the normaliser of `n`
-// synthetic bars, saved under tmp/b. Returns that directory.
-std::string saved_fresh_bundles(const TempDir& tmp, int64_t n) {
-  save_all(fresh_bundles(data::MarketDataset(bars(n))), tmp.path() / "b");
-  return (tmp.path() / "b").string();
-}
-
-// `series` written to tmp/live.csv, the file predict streams; returns its path.
-std::string live_csv(const TempDir& tmp, const data::BarSeries& series) {
-  const std::string csv = tmp.file("live.csv");
-  data::write_bars_csv(csv, series);
-  return csv;
-}
-
-class ServingTest : public foxhunt::testing::SeededTest {};
 
 TEST_F(ServingTest, ABundleIsNamedByItsFileOrItsModelDirectory) {
   TempDir tmp;
@@ -500,323 +473,6 @@ TEST(ThreadPoolTest, TheCallerTakesTheFirstTaskAndWorkersTheRest) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   EXPECT_EQ(ThreadPool::workers_for(4), std::min(4, cores) - 1);
   EXPECT_EQ(ThreadPool::workers_for(1), 0);
-}
-
-TEST_F(ServingTest, StreamedForecastsEqualTheFullWindowForward) {
-  // The Mamba-2 and TFT streams inside the runtime against the models' own full-window forward
-  // on the same normalised rows and calendar.
-  const data::MarketDataset ds(bars(700));
-  auto bundles = fresh_bundles(ds);
-  std::vector<Bundle> forecasters = {bundles[2], bundles[3]};
-  Ensemble e(forecasters);
-  e.set_parallel(false);
-  const auto series = bars(400, 19);
-  data::StreamingFeatures f;
-  std::vector<std::vector<float>> rows;
-  int checked = 0;
-  for (size_t i = 0; i < series.bars.size(); ++i) {
-    const auto d = e.on_bar(series.bars[i]);
-    f.update(series.bars[i]);
-    if (!f.ready()) continue;
-    std::vector<float> row;
-    f.normalized_row(ds.normalizer(), row);
-    rows.push_back(row);
-    if (i % 17 != 0 || !d.signals[1].ready) continue;
-    c10::InferenceMode guard;
-    // Mamba-2: its 32 columns over the last 32 rows.
-    const auto& cols = data::feature_set("mamba2").columns;
-    auto x = torch::empty({1, 32, 32});
-    for (int64_t t = 0; t < 32; ++t)
-      for (int64_t j = 0; j < 32; ++j)
-        x[0][t][j] = rows[rows.size() - 32 + t][static_cast<size_t>(cols[j])];
-    auto m = bundles[2].model->forward({{x}, {}})[0][0][0];
-    for (int64_t q = 0; q < 3; ++q)
-      EXPECT_NEAR(d.signals[0].raw[q], m[q].item<float>(), 1e-5) << "mamba2 bar " << i;
-    // TFT: 225 columns over the last 60 rows; the calendar of the next 5 expected bars.
-    auto past = torch::empty({1, 60, 225});
-    for (int64_t t = 0; t < 60; ++t)
-      for (int64_t j = 0; j < 225; ++j) past[0][t][j] = rows[rows.size() - 60 + t][j];
-    auto future = torch::empty({1, 5, 4});
-    const int64_t step = series.bars[i].timestamp - series.bars[i - 1].timestamp;
-    for (int64_t k = 0; k < 5; ++k) {
-      const auto cal = data::calendar_features(series.bars[i].timestamp + (k + 1) * step);
-      for (int64_t c = 0; c < 4; ++c) future[0][k][c] = cal[c];
-    }
-    auto t =
-        bundles[3].model->forward({{past, future, torch::zeros({1}, torch::kLong)}, {}})[0][0][0];
-    for (int64_t q = 0; q < 3; ++q)
-      EXPECT_NEAR(d.signals[1].raw[q], t[q].item<float>(), 1e-5) << "tft bar " << i;
-    ++checked;
-  }
-  EXPECT_EQ(checked, 5);  // bars 323, 340, 357, 374, 391: after every warm-up
-}
-
-TEST_F(ServingTest, ForecastsUndoTheBundlesTargetVolatility) {
-  // Served next-bar quantiles = raw model output / target_scale * the divisor training used at
-  // that bar, for each kind of target volatility (none, a bank column, the absret windows).
-  const data::MarketDataset ds(bars(700));
-  const auto series = bars(420, 23);
-  const auto raw = data::compute_observed_features(series);
-  for (const std::string vol_name : {"", "rv_20", "absret_mean_60", "absret_ewm_10"}) {
-    SCOPED_TRACE(vol_name);
-    auto b = std::move(fresh_bundles(ds)[2]);  // mamba2
-    b.target_vol_feature = vol_name;
-    const auto vol = data::parse_target_vol(vol_name, "test");
-    std::vector<Bundle> one;
-    one.push_back(std::move(b));
-    Ensemble e(one);
-    e.set_parallel(false);
-    int checked = 0;
-    for (size_t i = 0; i < series.bars.size(); ++i) {
-      const auto d = e.on_bar(series.bars[i]);
-      if (!d.signals[0].ready) continue;
-      const double divisor = data::target_divisor_at(vol, raw, static_cast<int64_t>(i));
-      ASSERT_EQ(d.signals[0].forecast.size(), 3u);
-      for (size_t q = 0; q < 3; ++q) {
-        const double want = d.signals[0].raw[q] / 250.0 * divisor;
-        EXPECT_NEAR(d.signals[0].forecast[q], want, 1e-5 * std::fabs(want) + 1e-12)
-            << "bar " << i << " quantile " << q;
-      }
-      ++checked;
-    }
-    EXPECT_GT(checked, 100);
-  }
-}
-
-TEST_F(ServingTest, RejectedBarLeavesTheStateUnchanged) {
-  const data::MarketDataset ds(bars(700));
-  Ensemble clean(fresh_bundles(ds));
-  Ensemble probed(fresh_bundles(ds));
-  const auto series = bars(360, 13);
-  for (size_t i = 0; i < series.bars.size(); ++i) {
-    const auto& bar = series.bars[i];
-    if (i == 300 || i == 330) {
-      // NaN, a repeated time, a time going back, a non-positive price: each rejected.
-      data::Bar nan = bar, same = series.bars[i - 1], back = bar, neg = bar;
-      nan.close = std::nan("");
-      back.timestamp = series.bars[i - 2].timestamp;
-      neg.low = -1.0;
-      for (const auto& bad : {nan, same, back, neg}) {
-        EXPECT_THROW(probed.on_bar(bad), InputError);
-        std::string why;
-        EXPECT_FALSE(probed.try_on_bar(bad, nullptr, &why));
-        EXPECT_FALSE(why.empty());
-      }
-    }
-    const auto a = clean.on_bar(bar);
-    const auto b = probed.on_bar(bar);
-    ASSERT_EQ(a.decision, b.decision) << i;
-    for (size_t k = 0; k < a.signals.size(); ++k) ASSERT_EQ(a.signals[k].raw, b.signals[k].raw);
-  }
-  EXPECT_EQ(clean.bars_seen(), probed.bars_seen());
-}
-
-TEST_F(ServingTest, PredictJsonLinesParse) {
-  TempDir tmp;
-  const std::string dir = saved_fresh_bundles(tmp, 700);
-  const auto series = bars(340, 17);
-  const std::string csv = live_csv(tmp, series);
-  const int64_t from = series.bars[320].timestamp;
-  auto r = run_cli("predict --bundles " + dir + " --data " + csv + " --json --from " +
-                   std::to_string(from));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::string line;
-  int64_t n = 0, prev = 0;
-  while (std::getline(lines, line)) {
-    const auto j = nlohmann::json::parse(line);  // every line is one JSON object
-    ASSERT_TRUE(j.contains("timestamp") && j.contains("signals") && j.contains("decision") &&
-                j.contains("latency_us"))
-        << line;
-    EXPECT_GE(j["timestamp"].get<int64_t>(), from);
-    EXPECT_GT(j["timestamp"].get<int64_t>(), prev);
-    prev = j["timestamp"].get<int64_t>();
-    for (const char* m : {"dqn", "ppo", "mamba2", "tft"}) EXPECT_TRUE(j["signals"].contains(m));
-    EXPECT_FALSE(j["signals"]["tft"].is_null());  // past every warm-up
-    EXPECT_LE(std::abs(j["decision"].get<double>()), 1.0);
-    ++n;
-  }
-  EXPECT_EQ(n, 340 - 320);
-  // A bad bar stops with exit 2 naming the line, or is skipped with a warning.
-  {
-    std::ofstream out(csv, std::ios::app);
-    out << series.bars.back().timestamp << ",1,1,1,1,1\n";  // time does not advance
-  }
-  auto bad = run_cli("predict --bundles " + dir + " --data " + csv + " --json");
-  EXPECT_EQ(bad.exit_code, 2) << bad.err;
-  EXPECT_NE(bad.err.find(":342"), std::string::npos) << bad.err;
-  auto skip = run_cli("predict --bundles " + dir + " --data " + csv +
-                      " --json --skip-bad-bars --from " + std::to_string(from));
-  EXPECT_EQ(skip.exit_code, 0) << skip.err;
-  EXPECT_NE(skip.err.find("skipped"), std::string::npos) << skip.err;
-}
-
-TEST_F(ServingTest, StreamBarsSkipsOrStopsAtABadBarAndReportsFromATime) {
-  TempDir tmp;
-  const auto series = bars(60, 5);
-  const std::string csv = live_csv(tmp, series);
-  const std::string dir = saved_fresh_bundles(tmp, 700);
-  std::string text = read_file(csv);
-  // Line 62: a malformed row; line 63: a bar whose time does not advance.
-  text += "oops\n" + std::to_string(series.bars.back().timestamp) + ",1,1,1,1,1\n";
-  const auto run = [&](BarStreamOptions o, std::vector<std::string>* skips) {
-    auto e = Ensemble::load(dir);
-    std::istringstream in(text);
-    std::vector<int64_t> times;
-    const auto stats = stream_bars(
-        e, in, o,
-        [&](const data::Bar& b, const BarDecision& d) {
-          EXPECT_EQ(b.timestamp, d.timestamp);
-          times.push_back(d.timestamp);
-        },
-        [&](const std::string& m) {
-          if (skips) skips->push_back(m);
-        });
-    EXPECT_EQ(static_cast<int64_t>(times.size()), stats.reported);
-    if (!times.empty()) {
-      EXPECT_GE(times.front(), o.from);
-    }
-    return stats;
-  };
-  BarStreamOptions o;
-  o.source = "live.csv";
-  try {
-    run(o, nullptr);
-    ADD_FAILURE() << "a bad bar must stop the stream";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("live.csv:62"), std::string::npos) << e.what();
-  }
-  o.skip_bad = true;
-  o.from = series.bars[50].timestamp;
-  std::vector<std::string> skips;
-  const auto stats = run(o, &skips);
-  EXPECT_EQ(stats.bars, 60);
-  EXPECT_EQ(stats.reported, 10);  // bars 50..59
-  EXPECT_EQ(stats.skipped, 2);
-  ASSERT_EQ(skips.size(), 2u);
-  EXPECT_NE(skips[0].find("live.csv:62: skipped"), std::string::npos) << skips[0];
-  EXPECT_NE(skips[1].find("live.csv:63: skipped"), std::string::npos) << skips[1];
-  EXPECT_EQ(stats.latency_us.count, 60u);
-  // No bar at all is an input error.
-  auto e = Ensemble::load(dir);
-  std::istringstream empty("timestamp,open,high,low,close,volume\n");
-  EXPECT_THROW(stream_bars(e, empty, o, nullptr), InputError);
-}
-
-TEST_F(ServingTest, ExportImportRoundTripThroughSafetensors) {
-  TempDir tmp;
-  const data::MarketDataset ds(bars(600));
-  auto bundles = fresh_bundles(ds);
-  save_all(bundles, tmp.path());
-  const auto dqn = (tmp.path() / "dqn" / kBundleFile).string();
-  const auto st = tmp.file("dqn.safetensors");
-  auto ex = run_cli("export " + dqn + " --format safetensors --out " + st + " --json");
-  ASSERT_EQ(ex.exit_code, 0) << ex.err;
-  EXPECT_EQ(nlohmann::json::parse(ex.out)["tensors"], 6);
-  const auto file = load_safetensors(st);
-  EXPECT_EQ(file.metadata.at("model"), "dqn");
-  EXPECT_EQ(nlohmann::json::parse(file.metadata.at("options")), bundles[0].model->options_json());
-  // Import into a bundle of a freshly seeded DQN: its weights become the exported ones.
-  torch::manual_seed(999);
-  Bundle other = bundles[0];
-  other.model = models::make_model("dqn");
-  const auto other_path = tmp.file("other.fhb");
-  save_bundle(other, other_path);
-  const auto merged = tmp.file("merged.fhb");
-  auto im = run_cli("import " + st + " --into " + other_path + " --out " + merged);
-  ASSERT_EQ(im.exit_code, 0) << im.err;
-  const auto back = load_bundle(merged);
-  for (const auto& p : bundles[0].model->module().named_parameters())
-    EXPECT_TRUE(torch::equal(p.value(), back.model->module().named_parameters()[p.key()]))
-        << p.key();
-  // Weights of another model are refused, and nothing is written.
-  const auto ppo = (tmp.path() / "ppo" / kBundleFile).string();
-  auto bad = run_cli("import " + st + " --into " + ppo + " --out " + tmp.file("bad.fhb"));
-  EXPECT_EQ(bad.exit_code, 2) << bad.err;
-  EXPECT_NE(bad.err.find("'dqn' weights"), std::string::npos) << bad.err;
-  EXPECT_FALSE(std::filesystem::exists(tmp.file("bad.fhb")));
-}
-
-// The whole path a user takes: an ISO-dated CSV, `train all`, the CSV deleted, `predict`.
-TEST(ServingEndToEndTest, TrainAllThenPredictFromBundlesAlone_SLOW) {
-  TempDir tmp;
-  auto series = bars(1400, 23);
-  std::string csv_text = "Date,Open,High,Low,Close,Volume\n";
-  for (size_t i = 0; i < series.bars.size(); ++i) {
-    auto& b = series.bars[i];
-    b.timestamp = 1704067200 + static_cast<int64_t>(i) * 3600;  // hourly bars from 2024-01-01
-    const std::time_t t = b.timestamp;
-    char when[32];
-    std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-    std::ostringstream row;
-    row.precision(17);
-    row << when << ',' << b.open << ',' << b.high << ',' << b.low << ',' << b.close << ','
-        << b.volume << '\n';
-    csv_text += row.str();
-  }
-  const std::string csv = tmp.file("hourly.csv");
-  std::ofstream(csv) << csv_text;
-  const auto out = (tmp.path() / "ens").string();
-  auto train = run_cli("train all --data " + csv + " --steps 600 --epochs 1 --out " + out +
-                       " --progress off --json");
-  ASSERT_EQ(train.exit_code, 0) << train.err;
-  const auto summary = nlohmann::json::parse(train.out);
-  EXPECT_TRUE(summary["complete"].get<bool>());
-  EXPECT_EQ(summary["bundles"].size(), 4u);
-  // The decision rule was fitted on the validation split (15% of the bars after the warm-up)
-  // and written next to the bundles.
-  const auto rule_path = BundleDirectory(out).rule_path();
-  ASSERT_TRUE(std::filesystem::exists(rule_path)) << summary.dump();
-  EXPECT_EQ(summary["rule"], rule_path);
-  const auto fitted = load_decision_rule(rule_path);
-  const auto ranges = data::chronological_split(1400, data::DatasetOptions{}.warmup);
-  EXPECT_EQ(fitted.fit["bars"], ranges.validation.size());
-  EXPECT_EQ(fitted.fit["last_timestamp"], series.bars[ranges.validation.end - 1].timestamp);
-  EXPECT_EQ(summary["rule_fit"]["weights"], fitted.fit["weights"]);
-  for (const char* m : {"dqn", "ppo", "mamba2", "tft"}) {
-    EXPECT_TRUE(std::filesystem::exists(tmp.path() / "ens" / m / kBundleFile)) << m;
-    const auto b = load_bundle((tmp.path() / "ens" / m / kBundleFile).string());
-    EXPECT_EQ(b.data.rows, 1400) << m;
-    EXPECT_EQ(b.data.first_timestamp, 1704067200) << m;
-  }
-  // Serve on the last 300 bars only, after the training file is gone.
-  std::string live_text = "Date,Open,High,Low,Close,Volume\n";
-  {
-    std::istringstream all(csv_text);
-    std::string line;
-    std::vector<std::string> rows;
-    std::getline(all, line);
-    while (std::getline(all, line)) rows.push_back(line);
-    for (size_t i = rows.size() - 340; i < rows.size(); ++i) live_text += rows[i] + "\n";
-  }
-  std::filesystem::remove(csv);
-  const std::string live = tmp.file("live.csv");
-  std::ofstream(live) << live_text;
-  auto pred = run_cli("predict --bundles " + out + " --data " + live + " --json");
-  ASSERT_EQ(pred.exit_code, 0) << pred.err;
-  std::istringstream lines(pred.out);
-  std::string line;
-  int64_t n = 0, decided = 0;
-  while (std::getline(lines, line)) {
-    const auto j = nlohmann::json::parse(line);
-    ++n;
-    decided += !j["signals"]["tft"].is_null();
-  }
-  EXPECT_EQ(n, 340);
-  EXPECT_EQ(decided, 340 - (256 + 60 - 1));
-  // --explain: the TFT's top variables and attention on each bar it forecasts.
-  auto explained = run_cli("predict --bundles " + out + " --data " + live + " --json --explain");
-  ASSERT_EQ(explained.exit_code, 0) << explained.err;
-  std::istringstream elines(explained.out);
-  int64_t with = 0;
-  while (std::getline(elines, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (!j["models"]["tft"].contains("explain")) continue;
-    ++with;
-    EXPECT_EQ(j["models"]["tft"]["explain"]["attention"].size(), 60u);
-    EXPECT_EQ(j["models"]["tft"]["explain"]["past"].size(), 10u);
-  }
-  EXPECT_EQ(with, decided);
 }
 
 }  // namespace

@@ -18,6 +18,9 @@
 
 namespace foxhunt::data::csv {
 
+/// The error component of bars and their CSV rows.
+inline constexpr const char* kBarsComponent = "bars";
+
 /// The bar columns, in the order of a headerless 6-column file.
 enum Column { kTimestamp = 0, kOpen, kHigh, kLow, kClose, kVolume, kNumColumns };
 /// Column names as errors print them.
@@ -88,5 +91,9 @@ std::ostream& operator<<(std::ostream& os, const RowPlace& at);
 /// without it an empty field is an error, as in the single-series format.
 Bar parse_row(const std::vector<std::string_view>& fields, const Layout& layout, RowState& state,
               const RowPlace& at, bool blank_ohlcv = false, bool* close_only_row = nullptr);
+
+/// Checks one bar's values (finite prices > 0, low <= open, close <= high, finite volume >= 0);
+/// `prefix` locates it ("file:line: " or "source: bar i: "). Throws InputError "[bars] ...".
+void check_bar_values(const Bar& b, const std::string& prefix);
 
 }  // namespace foxhunt::data::csv

@@ -8,6 +8,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/stats.h"
+#include "foxhunt/report/chart.h"
 
 namespace foxhunt::harness {
 

@@ -15,7 +15,6 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
-#include "foxhunt/core/report.h"
 #include "foxhunt/core/sanitizers.h"
 #include "foxhunt/core/stats.h"
 #include "foxhunt/core/units.h"

@@ -7,6 +7,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/memory/ledger.h"
+#include "foxhunt/models/adapter.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/precision.h"
 #include "foxhunt/quant/tft_int8.h"

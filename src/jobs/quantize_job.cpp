@@ -15,7 +15,7 @@
 #include "foxhunt/quant/tft_int8.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/train/forecast_trainer.h"
-#include "foxhunt/train/market.h"
+#include "foxhunt/train/market_sources.h"
 
 namespace foxhunt::jobs {
 

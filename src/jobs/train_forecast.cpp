@@ -11,7 +11,7 @@
 #include "foxhunt/models/model.h"
 #include "foxhunt/train/batches.h"
 #include "foxhunt/train/forecast_trainer.h"
-#include "foxhunt/train/market.h"
+#include "foxhunt/train/market_sources.h"
 #include "train_job_parts.h"
 
 namespace foxhunt::jobs::detail {

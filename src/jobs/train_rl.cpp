@@ -10,7 +10,7 @@
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/train/dqn_trainer.h"
-#include "foxhunt/train/market.h"
+#include "foxhunt/train/market_sources.h"
 #include "foxhunt/train/ppo_trainer.h"
 #include "train_job_parts.h"
 

@@ -1,5 +1,6 @@
 #include "foxhunt/models/dqn.h"
 
+#include "foxhunt/models/adapter.h"
 #include "foxhunt/models/lean.h"
 #include "foxhunt/models/options_io.h"
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "foxhunt/models/adapter.h"
 #include "foxhunt/models/lean.h"
 #include "foxhunt/models/options_io.h"
 

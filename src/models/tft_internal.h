@@ -1,5 +1,5 @@
 #pragma once
-// What tft.cpp and tft_stream.cpp share (private to models/).
+// What tft.cpp, tft_net.cpp and tft_stream.cpp share (private to models/).
 #include <torch/torch.h>
 
 #include <tuple>
@@ -8,6 +8,9 @@ namespace foxhunt::models::detail {
 
 /// ELU; at inference on contiguous CPU fp32 the vector kernel (kernels::elu), else LibTorch's.
 torch::Tensor fast_elu(const torch::Tensor& x);
+
+/// Xavier-uniform weights and zero bias for a linear layer.
+void init_xavier(torch::nn::Linear& l);
 
 using LstmState = std::tuple<torch::Tensor, torch::Tensor>;
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "foxhunt/models/adapter.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/tft.h"
 

@@ -25,7 +25,7 @@
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
 #include "foxhunt/quant/precision.h"
-#include "train_step.h"
+#include "probe_step.h"
 
 namespace foxhunt::plan {
 

@@ -12,7 +12,7 @@
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/memory/tags.h"
 #include "foxhunt/models/model.h"
-#include "train_step.h"
+#include "probe_step.h"
 
 namespace foxhunt::plan {
 

@@ -18,7 +18,7 @@
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/summary.h"
 #include "foxhunt/train/trainer_step.h"
-#include "train_step.h"
+#include "probe_step.h"
 
 namespace foxhunt::plan {
 

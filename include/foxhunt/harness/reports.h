@@ -1,14 +1,14 @@
 #pragma once
 /// \file reports.h
-/// The sections of the product's reports (core/report.h pages: self-contained HTML with inline
-/// SVG, and the same content as Markdown): stress runs and backtests, alone (`foxhunt stress
+/// The sections of the product's reports (report/html_report.h pages: self-contained HTML with
+/// inline SVG, and the same content as Markdown): stress runs and backtests, alone (`foxhunt stress
 /// --report`, `foxhunt backtest --report`) or together (`foxhunt validate`).
 
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "foxhunt/core/report.h"
 #include "foxhunt/harness/stress.h"
+#include "foxhunt/report/html_report.h"
 #include "foxhunt/serving/backtest.h"
 
 namespace foxhunt::harness {

@@ -3,51 +3,32 @@
 /// The type-erased model handles. `ServingModel` is what serving needs (forward, the I/O spec,
 /// metadata); `Model` adds the probing helpers the planner and tests use (a synthetic example
 /// batch and a training loss). Each of the four models (dqn, ppo, mamba2, tft) has a concrete
-/// `torch::nn::Module` in its own header and a `ModelAdapter` implementing `Model`.
+/// `torch::nn::Module` in its own header and a `ModelAdapter` (adapter.h) implementing `Model`;
+/// `make_model` builds one by name. The inputs and explanations (batch.h), the input checks
+/// (input_checks.h) and the device helpers (torch_device.h) that callers of a model use come
+/// with this header.
 
 #include <torch/torch.h>
 
-#include <cmath>
 #include <cstdint>
-#include <functional>
-#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
-#include "foxhunt/core/device.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/models/batch.h"
+#include "foxhunt/models/input_checks.h"
 #include "foxhunt/models/precision.h"
 #include "foxhunt/models/spec.h"
+#include "foxhunt/models/torch_device.h"
 
 namespace foxhunt::models {
 
 class ModelStream;
 
-/// The inputs of one forward pass plus an optional training target.
-/// The meaning of each input tensor is model-specific and documented by `Model::input_names()`.
-struct Batch {
-  std::vector<torch::Tensor> inputs;  ///< e.g. {state} for dqn, {past, future, static_id} for tft
-  torch::Tensor target;               ///< training target (undefined when only inferring)
-  /// Batch size (first dimension of the first input).
-  int64_t size() const { return inputs.empty() ? 0 : inputs.front().size(0); }
-};
-
 /// A model as serving sees it: forward, its I/O contract and metadata.
-/// What a model's interpretable parts say about one forecast (the TFT's variable selection and
-/// attention; pytorch-forecasting's interpret_output reports the same quantities).
-struct Explanation {
-  std::vector<double> past_weights;    ///< per past-observed variable: selection weight, mean
-                                       ///< over the window (sums to 1)
-  std::vector<double> future_weights;  ///< per known-future variable: mean over the horizon
-  std::vector<double> attention;       ///< the first forecast step's attention over the window
-                                       ///< bars, oldest first (head-averaged)
-};
-
 class ServingModel {
  public:
   virtual ~ServingModel() = default;
@@ -129,67 +110,6 @@ class Model : public ServingModel {
   virtual torch::nn::Linear quantile_head() { return torch::nn::Linear{nullptr}; }
 };
 
-/// A synthetic batch for a policy model (seeded local generator): the spec's state input
-/// ~ N(0, 1) [batch, state], and a target whose column 0 is a uniformly random action followed by
-/// the columns `more(gen, batch)` returns (each [batch, k]).
-Batch policy_example_batch(
-    const IoSpec& spec, int64_t batch, const torch::Device& device, uint64_t seed,
-    const std::function<std::vector<torch::Tensor>(at::Generator&, int64_t)>& more);
-/// Throws InputError naming `component` unless a policy reading `state_dim` values and choosing
-/// among `actions` discrete actions is well formed: state_dim > 0 and actions > 1.
-void check_policy_sizes(const std::string& component, int64_t state_dim, int64_t actions);
-
-/// Output shapes of a quantile forecaster: {[batch, horizon, Q]} from its spec.
-std::vector<std::vector<int64_t>> forecaster_output_shapes(const IoSpec& spec, int64_t batch);
-/// Training loss of a quantile forecaster: the pinball loss of `pred` [batch, horizon, Q] against
-/// `target` [batch, horizon] (checked, naming `component`) at the spec's quantile levels.
-torch::Tensor forecaster_loss(const std::string& component, const IoSpec& spec,
-                              const torch::Tensor& pred, const torch::Tensor& target);
-
-/// Throws InputError unless `batch` holds exactly the inputs of `spec` (names them).
-void check_input_count(const std::string& component, const IoSpec& spec, const Batch& batch);
-
-/// Shared plumbing of the registry adapters: name, module handles and options JSON for a
-/// `TORCH_MODULE` holder `Net` whose Impl has an `options` member with an ADL `to_json`.
-template <typename Net>
-class ModelAdapter : public Model {
- public:
-  /// Wraps `net` under the registry name `name`; `spec` is its I/O contract (fixed by the
-  /// options, so it is computed once).
-  ModelAdapter(std::string name, Net net, IoSpec spec)
-      : name_(std::move(name)), net_(std::move(net)), spec_(std::move(spec)) {}
-  std::string name() const override { return name_; }
-  IoSpec spec() const override { return spec_; }
-  torch::nn::Module& module() override { return *net_; }
-  std::shared_ptr<torch::nn::Module> module_ptr() override { return net_.ptr(); }
-  nlohmann::json options_json() const override { return to_json(net_->options); }
-
- protected:
-  /// Throws InputError unless `b` holds exactly the spec's inputs (cheap: no allocation).
-  void check_inputs(const Batch& b) const { check_input_count(name_, spec_, b); }
-
-  std::string name_;  ///< registry name
-  Net net_;           ///< the module
-  IoSpec spec_;       ///< the I/O contract
-};
-
-/// A ModelAdapter for a quantile forecaster: the output shapes ({[batch, horizon, Q]}) and the
-/// training loss (the pinball loss of forward()'s output against `batch.target`) follow from the
-/// spec; the model adds forward() and example_batch().
-template <typename Net>
-class ForecasterAdapter : public ModelAdapter<Net> {
- public:
-  using ModelAdapter<Net>::ModelAdapter;
-  /// {[batch, horizon, Q]} (forecaster_output_shapes).
-  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
-    return forecaster_output_shapes(this->spec_, batch);
-  }
-  /// The pinball loss of the forecasts against `b.target` (forecaster_loss).
-  torch::Tensor loss(const Batch& b) override {
-    return forecaster_loss(this->name_, this->spec_, this->forward(b)[0], b.target);
-  }
-};
-
 /// Builds a model by registry name, with options from JSON (missing keys take defaults; unknown
 /// keys are an error). Throws foxhunt::InputError for an unknown name.
 std::unique_ptr<Model> make_model(const std::string& name,
@@ -197,105 +117,5 @@ std::unique_ptr<Model> make_model(const std::string& name,
 
 /// The registered model names, in canonical order: dqn, ppo, mamba2, tft.
 std::vector<std::string> model_names();
-
-/// Input validation helper shared by all models: checks rank, sizes (-1 = any), dtype, device and
-/// (for floating tensors) that every value is finite. Names the component, the tensor, and the
-/// expected vs received values in the error.
-void check_input(const std::string& component, const std::string& tensor_name,
-                 const torch::Tensor& t, const std::vector<int64_t>& expected_sizes,
-                 torch::ScalarType dtype, const torch::Device& device);
-
-/// While alive on this thread, the input checks skip the finite-value scan of tensors that are
-/// not on the CPU, because the caller scanned the values on the host before copying them (the
-/// serving runtime does): serving on CUDA then never waits for the device in an input check.
-/// Rank, sizes, dtype and device are still checked, and CPU tensors are always scanned.
-class HostValidatedInputs {
- public:
-  HostValidatedInputs();
-  ~HostValidatedInputs();
-  HostValidatedInputs(const HostValidatedInputs&) = delete;  // a scope, not a value
-  /// True while a scope is alive on this thread.
-  static bool active();
-
- private:
-  bool previous_;
-};
-
-/// Same as check_input, but the dtype may be any floating type.
-void check_float_input(const std::string& component, const std::string& tensor_name,
-                       const torch::Tensor& t, const std::vector<int64_t>& expected_sizes,
-                       const torch::Device& device);
-
-/// Formats sizes as "[a, b, c]" (-1 printed as "*").
-std::string shape_str(const std::vector<int64_t>& sizes);
-
-/// Device of the first parameter of a module (CPU when it has none).
-torch::Device module_device(const torch::nn::Module& m);
-
-/// The torch::Device of a parsed device value (a plain "cuda" stays the current CUDA device).
-torch::Device to_torch(const Device& d);
-
-namespace json_detail {
-template <typename T>
-struct IsVector : std::false_type {};
-template <typename U, typename A>
-struct IsVector<std::vector<U, A>> : std::true_type {};
-
-/// What `v` should have been to read as T exactly ("" when it does): the JSON type, and the
-/// range of T, checked before get<T>(), whose conversions of an out-of-range number are
-/// undefined behaviour (1e80 into an int64_t, 1e300 into a float).
-template <typename T>
-std::string json_mismatch(const nlohmann::json& v) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return v.is_boolean() ? "" : "true or false";
-  } else if constexpr (std::is_integral_v<T>) {
-    if (!v.is_number_integer()) return "an integer";
-    const bool fits = v.is_number_unsigned() ? std::in_range<T>(v.get<uint64_t>())
-                                             : std::in_range<T>(v.get<int64_t>());
-    return fits ? ""
-                : "an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
-                      std::to_string(std::numeric_limits<T>::max()) + "]";
-  } else if constexpr (std::is_floating_point_v<T>) {
-    if (!v.is_number()) return "a number";
-    const double d = v.get<double>();
-    return std::isfinite(d) && std::abs(d) > static_cast<double>(std::numeric_limits<T>::max())
-               ? "a number within the range of " + std::string(sizeof(T) == 4 ? "float" : "double")
-               : "";
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    return v.is_string() ? "" : "a string";
-  } else if constexpr (IsVector<T>::value) {
-    using U = typename T::value_type;
-    if (!v.is_array()) return "an array";
-    for (const auto& e : v)
-      if (auto inner = json_mismatch<U>(e); !inner.empty()) return "an array of " + inner;
-    return "";
-  } else {
-    return "";  // other types: get<T>() says what is wrong
-  }
-}
-}  // namespace json_detail
-
-/// Reads `key` from `j` into `value` when present; the helper behind options_from_json.
-/// Throws InputError naming the component and the key when the type or range does not match.
-template <typename T>
-void json_get(const nlohmann::json& j, const char* component, const char* key, T& value) {
-  auto it = j.find(key);
-  if (it == j.end()) return;
-  // The JSON type is checked first, so that a wrong type is said in words (and 2.5 is not
-  // silently truncated to an integer option's 2).
-  const std::string expected = json_detail::json_mismatch<T>(*it);
-  if (!expected.empty())
-    throw InputError(component, std::string("option '") + key + "': expected " + expected +
-                                    ", got " + it->type_name() + " " + it->dump());
-  try {
-    value = it->template get<T>();
-  } catch (const std::exception& e) {
-    throw InputError(component, std::string("option '") + key + "': " + e.what());
-  }
-}
-
-/// Rejects keys of `j` not in `allowed` with an error listing the allowed ones.
-void check_known_keys(const nlohmann::json& j, const char* component,
-                      const std::vector<std::string>& allowed);
 
 }  // namespace foxhunt::models

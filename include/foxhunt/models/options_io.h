@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "foxhunt/models/model.h"
+#include "foxhunt/models/json_get.h"
 
 namespace foxhunt::models {
 

@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/models/adapter.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/tft.h"
 #include "foxhunt/quant/quantize.h"

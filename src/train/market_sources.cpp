@@ -1,4 +1,4 @@
-#include "foxhunt/train/market.h"
+#include "foxhunt/train/market_sources.h"
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/features.h"

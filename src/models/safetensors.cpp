@@ -1,4 +1,4 @@
-#include "foxhunt/jobs/safetensors.h"
+#include "foxhunt/models/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -13,7 +13,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 
-namespace foxhunt::jobs {
+namespace foxhunt::models {
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors stores little-endian bytes; a big-endian host needs byte swapping");
@@ -370,4 +370,4 @@ void load_module_tensors(torch::nn::Module& module, const SafetensorsFile& file,
   for (const auto& [name, t] : file.tensors) targets.at(name).copy_(t);
 }
 
-}  // namespace foxhunt::jobs
+}  // namespace foxhunt::models

@@ -1,9 +1,11 @@
-// HtmlReport: the self-contained HTML and Markdown report documents (report.h).
+// HtmlReport: the self-contained HTML and Markdown report documents (html_report.h).
+#include "foxhunt/report/html_report.h"
+
 #include <utility>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
-#include "foxhunt/core/report.h"
+#include "foxhunt/report/escape.h"
 
 namespace foxhunt {
 

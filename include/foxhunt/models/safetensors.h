@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-namespace foxhunt::jobs {
+namespace foxhunt::models {
 
 /// Named tensors in a fixed order (the order they are written in, and read back in).
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
@@ -73,4 +73,4 @@ void load_module_tensors(torch::nn::Module& module, const SafetensorsFile& file,
 /// a dtype the format (or this implementation) does not support.
 std::string safetensors_dtype_name(torch::ScalarType dtype);
 
-}  // namespace foxhunt::jobs
+}  // namespace foxhunt::models

@@ -1,5 +1,5 @@
 #pragma once
-/// \file market.h
+/// \file market_sources.h
 /// Glue between the market-data layer (data/) and the trainers: the TradingEnv adapter to the
 /// Env interface, and a BatchSource that builds Mamba-2 / TFT batches from a MarketDataset on
 /// demand (windows are never all materialised: a TFT epoch would need gigabytes).

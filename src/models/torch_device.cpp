@@ -1,0 +1,39 @@
+#include "foxhunt/models/torch_device.h"
+
+#include <string>
+
+#include "foxhunt/core/error.h"
+
+namespace foxhunt::models {
+
+torch::Device module_device(const torch::nn::Module& m) {
+  for (const auto& p : m.parameters()) return p.device();
+  for (const auto& b : m.buffers()) return b.device();  // buffers-only modules (the INT8 TFT)
+  return torch::kCPU;
+}
+
+torch::Device to_torch(const Device& d) {
+  if (d.is_cpu()) return torch::kCPU;
+  if (!torch::cuda::is_available()) {
+    // Say what was found in one line, not LibTorch's multi-line CUDA text with its URL.
+    std::string why = "LibTorch reports no CUDA device";
+    try {
+      (void)torch::empty({1}, torch::Device(torch::kCUDA));
+    } catch (const c10::Error& e) {
+      why = e.what_without_backtrace();
+      why = why.substr(0, why.find('\n'));
+      // Its first sentence: LibTorch goes on with URLs and hints that do not apply here.
+      const auto stop = why.find(". ");
+      if (stop != std::string::npos) why = why.substr(0, stop);
+    }
+    throw InputError("device", "device " + d.str() +
+                                   ": expected a usable CUDA device, found none (" + why +
+                                   "); use device cpu");
+  }
+  const auto count = static_cast<int>(torch::cuda::device_count());
+  FOXHUNT_CHECK(d.index() < count, "device", "device ", d.str(),
+                ": expected a CUDA device index below ", count, " (the devices visible here)");
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(d.index()));
+}
+
+}  // namespace foxhunt::models
