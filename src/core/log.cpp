@@ -40,27 +40,31 @@ bool is_default(const Sink& sink, Fn* fallback) {
 }  // namespace
 
 const char* to_string(LogLevel level) {
-  switch (level) {
-    case LogLevel::kInfo:
-      return "info";
-    case LogLevel::kWarning:
-      return "warning";
-    case LogLevel::kError:
-      return "error";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"info", "warning", "error"};  // in the enum's order
+  const auto i = static_cast<size_t>(level);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
-LogSink set_log_sink(LogSink sink) {
-  auto next = sink && !is_default(sink, &default_log_sink)
-                  ? std::make_shared<const LogSink>(std::move(sink))
-                  : nullptr;
-  std::shared_ptr<const LogSink> previous;
+namespace {
+
+// Installs `sink` in `slot` (the default when empty or the default itself); returns the previous
+// one (the default when none was installed).
+template <typename Sink, typename Fn>
+Sink exchange_sink(std::shared_ptr<const Sink> Sinks::*slot, Sink sink, Fn* fallback) {
+  auto next =
+      sink && !is_default(sink, fallback) ? std::make_shared<const Sink>(std::move(sink)) : nullptr;
+  std::shared_ptr<const Sink> previous;
   {
     std::lock_guard<std::mutex> lock(sinks().mutex);
-    previous = std::exchange(sinks().log, std::move(next));
+    previous = std::exchange(sinks().*slot, std::move(next));
   }
-  return previous ? *previous : LogSink(&default_log_sink);
+  return previous ? *previous : Sink(fallback);
+}
+
+}  // namespace
+
+LogSink set_log_sink(LogSink sink) {
+  return exchange_sink(&Sinks::log, std::move(sink), &default_log_sink);
 }
 
 void default_log_sink(LogLevel level, std::string_view component, std::string_view message) {
@@ -89,15 +93,7 @@ void log(LogLevel level, std::string_view component, std::string_view message) n
 }
 
 ProgressSink set_progress_sink(ProgressSink sink) {
-  auto next = sink && !is_default(sink, &default_progress_sink)
-                  ? std::make_shared<const ProgressSink>(std::move(sink))
-                  : nullptr;
-  std::shared_ptr<const ProgressSink> previous;
-  {
-    std::lock_guard<std::mutex> lock(sinks().mutex);
-    previous = std::exchange(sinks().progress, std::move(next));
-  }
-  return previous ? *previous : ProgressSink(&default_progress_sink);
+  return exchange_sink(&Sinks::progress, std::move(sink), &default_progress_sink);
 }
 
 void default_progress_sink(std::string_view text) {

@@ -49,15 +49,8 @@ BatchChoice BatchChoice::fixed(int64_t n) {
 }
 
 std::string BatchChoice::str() const {
-  switch (kind) {
-    case Kind::kDefault:
-      return "";
-    case Kind::kAuto:
-      return "auto";
-    case Kind::kFixed:
-      return std::to_string(size);
-  }
-  return "";
+  if (kind == Kind::kFixed) return std::to_string(size);
+  return kind == Kind::kAuto ? "auto" : "";
 }
 
 // ---- trainer options --------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 /// \file tags.h
 /// The memory tags (ARCHITECTURE.md, "Memory accounting"): what a ledger scope `<owner>/<tag>`
 /// counts. One enum instead of free strings, so a misspelt tag is a compile error. Torch-free.
+#include <iterator>
 #include <string>
 
 namespace foxhunt::memory {
@@ -18,19 +19,11 @@ enum class Tag {
 /// The tag's name in scopes, reports and JSON: "parameters", "gradients", "optimizer",
 /// "activations", "comm_buckets".
 constexpr const char* tag_name(Tag t) {
-  switch (t) {
-    case Tag::kParameters:
-      return "parameters";
-    case Tag::kGradients:
-      return "gradients";
-    case Tag::kOptimizer:
-      return "optimizer";
-    case Tag::kActivations:
-      return "activations";
-    case Tag::kCommBuckets:
-      return "comm_buckets";
-  }
-  return "?";
+  // In the enum's order.
+  constexpr const char* kNames[] = {"parameters", "gradients", "optimizer", "activations",
+                                    "comm_buckets"};
+  const auto i = static_cast<size_t>(t);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 /// The scope of `owner`'s tag: "<owner>/<tag>" ("tft/optimizer").

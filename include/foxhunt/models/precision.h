@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <iosfwd>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,15 +36,9 @@ inline constexpr std::array<Precision, 3> kAllPrecisions = {Precision::kFp32, Pr
 
 /// The text form: "fp32", "int8" or "int8-qat" (bundle headers, JSON, tables, messages).
 constexpr const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kInt8:
-      return "int8";
-    case Precision::kInt8Qat:
-      return "int8-qat";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"fp32", "int8", "int8-qat"};  // in the enum's order
+  const auto i = static_cast<size_t>(p);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 /// Parses "fp32", "int8" or "int8-qat". InputError "[where] precision: expected fp32, int8 or
