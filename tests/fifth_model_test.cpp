@@ -46,7 +46,7 @@ class LinqModel final : public models::Model {
  public:
   LinqModel()
       : spec_(models::forecaster_spec(
-            {{"x", models::InputRole::kPastFeatures, "mamba2", kWindow, kInputs}}, kWindow, 1,
+            {{"x", models::InputRole::kPastFeatures, "compact32", kWindow, kInputs}}, kWindow, 1,
             {0.1, 0.5, 0.9})) {}
   std::string name() const override { return kName; }
   torch::nn::Module& module() override { return *net_; }

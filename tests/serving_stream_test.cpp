@@ -62,7 +62,7 @@ TEST_F(ServingTest, StreamedForecastsEqualTheFullWindowForward) {
     if (i % 17 != 0 || !d.signals[1].ready) continue;
     c10::InferenceMode guard;
     // Mamba-2: its 32 columns over the last 32 rows.
-    const auto& cols = data::feature_set("mamba2").columns;
+    const auto& cols = data::feature_set("compact32").columns;
     auto x = torch::empty({1, 32, 32});
     for (int64_t t = 0; t < 32; ++t)
       for (int64_t j = 0; j < 32; ++j)
