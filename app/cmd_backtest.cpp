@@ -119,9 +119,8 @@ Registrar registered_backtest = subcommand<BacktestArgs>(
                       "equal-risk portfolio); bars up to the end of the training data only warm "
                       "up")
           ->required();
-      sub->add_option("--cost-bps", a->job.cost_bps,
-                      "Cost per unit of position change, basis points of notional")
-          ->capture_default_str();
+      add_defaulted(sub, "--cost-bps", &a->job.cost_bps,
+                    "Cost per unit of position change, basis points of notional");
       sub->add_option(
           "--from", a->job.from,
           "First scored bar (Unix seconds or ISO 8601); must be after the training data");
@@ -133,11 +132,10 @@ Registrar registered_backtest = subcommand<BacktestArgs>(
                       "Decision rule JSON (default: DIR/rule.json that train all fits, else the "
                       "built-in rule; see foxhunt predict)");
       add_device_flag(sub, &a->job.device);
-      sub->add_option("--gate", a->gate,
-                      "Verdict that makes the exit code 1: 'forecasters' (each forecaster beats "
-                      "its best naive baseline on the scored bars; pooled on a panel) or 'none'")
-          ->check(CLI::IsMember({"forecasters", "none"}))
-          ->capture_default_str();
+      add_defaulted(sub, "--gate", &a->gate,
+                    "Verdict that makes the exit code 1: 'forecasters' (each forecaster beats "
+                    "its best naive baseline on the scored bars; pooled on a panel) or 'none'")
+          ->check(CLI::IsMember({"forecasters", "none"}));
       add_seed_flag(sub, &a->job.seed, "Seed of the random policy and the bootstrap");
       sub->add_option("--report", a->report,
                       "Write DIR/report.html (plots), DIR/report.md and DIR/backtest.json");

@@ -23,12 +23,10 @@ struct BenchMemoryArgs {
 Registrar registered_bench_memory = subcommand<BenchMemoryArgs>(
     "bench-memory", 58, [](CLI::App* sub, std::shared_ptr<BenchMemoryArgs> a) -> Runner {
       auto& o = a->options;
-      sub->add_option("--inferences", o.inferences, "INT8 inferences of the leak check")
-          ->capture_default_str();
-      sub->add_option("--batch", o.big_batch, "The large inference batch")->capture_default_str();
-      sub->add_option("--threshold-bytes", o.int8_threshold_bytes,
-                      "Check 2: cap on the INT8 model's resident bytes")
-          ->capture_default_str();
+      add_defaulted(sub, "--inferences", &o.inferences, "INT8 inferences of the leak check");
+      add_defaulted(sub, "--batch", &o.big_batch, "The large inference batch");
+      add_defaulted(sub, "--threshold-bytes", &o.int8_threshold_bytes,
+                    "Check 2: cap on the INT8 model's resident bytes");
       sub->add_option("--model-options", a->model_options, "TFT options JSON (default: full size)");
       add_seed_flag(sub, &o.seed, "Weights and inputs");
       sub->add_flag("--no-qat", a->no_qat, "Skip the QAT training-bytes report");

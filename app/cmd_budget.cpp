@@ -34,18 +34,16 @@ struct BudgetArgs {
 Registrar registered_budget = subcommand<BudgetArgs>(
     "budget", 45, [](CLI::App* sub, std::shared_ptr<BudgetArgs> a) -> Runner {
       a->budget.add(sub, memory::kReferenceProfile);
-      sub->add_option("--headroom-mib", a->headroom_mib, "Free memory required after all models")
-          ->capture_default_str();
+      add_defaulted(sub, "--headroom-mib", &a->headroom_mib,
+                    "Free memory required after all models");
       sub->add_option("--targets", a->targets,
                       "JSON file of per-model targets: {\"targets_mib\": {\"dqn\": 150, ...}}");
-      sub->add_option("--serving-batch", a->o.serving_batch,
-                      "Serving batch measured beside batch 1")
-          ->capture_default_str();
+      add_defaulted(sub, "--serving-batch", &a->o.serving_batch,
+                    "Serving batch measured beside batch 1");
       add_seed_flag(sub, &a->o.seed, "Seed of the models and the synthetic batches");
-      sub->add_option("--training-batch", a->o.training_batch,
-                      "Training batch of the training and mixed views")
-          ->check(positive_number())
-          ->capture_default_str();
+      add_defaulted(sub, "--training-batch", &a->o.training_batch,
+                    "Training batch of the training and mixed views")
+          ->check(positive_number());
       sub->add_option("--precision", a->precision,
                       "Serving precision per model, e.g. tft=int8 (default fp32 for all)");
       add_device_flag(sub, &a->o.device,

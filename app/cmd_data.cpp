@@ -128,16 +128,14 @@ Registrar registered_data =
       auto* gen = sub->add_subcommand("generate",
                                       "Write seeded synthetic bars (regimes, jumps, "
                                       "volatility clustering) to a CSV, atomically");
-      gen->add_option("--bars", args->synth.bars, "Number of bars")
-          ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
-          ->capture_default_str();
+      add_defaulted(gen, "--bars", &args->synth.bars, "Number of bars")
+          ->check(CLI::Range(int64_t{1}, int64_t{100000000}));
       add_seed_flag(gen, &args->synth.seed, "Seed");
-      gen->add_option("--start", args->synth.start_timestamp, "Timestamp of the first bar (Unix s)")
-          ->check(non_negative_number())
-          ->capture_default_str();
-      gen->add_option("--bar-seconds", args->synth.bar_seconds, "Seconds between bars")
-          ->check(CLI::Range(int64_t{1}, int64_t{86400 * 7}))
-          ->capture_default_str();
+      add_defaulted(gen, "--start", &args->synth.start_timestamp,
+                    "Timestamp of the first bar (Unix s)")
+          ->check(non_negative_number());
+      add_defaulted(gen, "--bar-seconds", &args->synth.bar_seconds, "Seconds between bars")
+          ->check(CLI::Range(int64_t{1}, int64_t{86400 * 7}));
       gen->add_option("--out", args->out, "Output CSV path")->required();
       gen->add_flag("--json", args->json, "Print what was written as JSON only");
 

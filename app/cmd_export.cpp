@@ -36,9 +36,8 @@ Registrar export_reg = subcommand<ExportArgs>(
       sub->add_option("bundle", a->bundle,
                       "Bundle file (DIR/<model>/bundle.fhb) or its model directory (DIR/<model>)")
           ->required();
-      sub->add_option("--format", a->format, "Output format")
-          ->check(CLI::IsMember({"safetensors"}))
-          ->capture_default_str();
+      add_defaulted(sub, "--format", &a->format, "Output format")
+          ->check(CLI::IsMember({"safetensors"}));
       sub->add_option("--out", a->out, "Output file (.safetensors)")->required();
       sub->add_flag("--json", a->json, "Print a JSON summary only");
       return [a]() {

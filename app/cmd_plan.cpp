@@ -27,30 +27,25 @@ Registrar registered_plan =
     subcommand<PlanArgs>("plan", 40, [](CLI::App* sub, std::shared_ptr<PlanArgs> a) -> Runner {
       sub->add_option("model", a->o.model, "Model name (see `foxhunt models`)")->required();
       a->budget.add(sub, memory::kReferenceProfile);
-      sub->add_option("--step", a->step,
-                      "Step measured: trainer (the trainer's own update: DQN target network and "
-                      "replay buffer, PPO rollout, forecast step) or synthetic (example batch + "
-                      "Model::loss, the first planner's stand-in)")
-          ->capture_default_str();
+      add_defaulted(sub, "--step", &a->step,
+                    "Step measured: trainer (the trainer's own update: DQN target network and "
+                    "replay buffer, PPO rollout, forecast step) or synthetic (example batch + "
+                    "Model::loss, the first planner's stand-in)");
       sub->add_option("--trainer-options", a->trainer_options,
                       "JSON overrides of the trainer's options (--step trainer), e.g. "
                       "'{\"buffer_size\": 20000}'");
-      sub->add_option("--optimizer", a->optimizer,
-                      "adam, adamw, sgd or sgd-momentum (others than adam need --step synthetic)")
-          ->capture_default_str();
+      add_defaulted(sub, "--optimizer", &a->optimizer,
+                    "adam, adamw, sgd or sgd-momentum (others than adam need --step synthetic)");
       add_device_flag(sub, &a->o.train.device,
                       "cpu (the ledger, the card emulated by its usable bytes) or cuda[:N] (the "
                       "caching allocator, capped by its memory fraction)");
-      sub->add_option("--seq-len", a->o.train.seq_len,
-                      "Window length (0 = model default; ignored by models without a time axis)")
-          ->capture_default_str();
-      sub->add_option("--margin", a->o.margin, "Fraction of the budget kept free by the prediction")
-          ->capture_default_str();
+      add_defaulted(sub, "--seq-len", &a->o.train.seq_len,
+                    "Window length (0 = model default; ignored by models without a time axis)");
+      add_defaulted(sub, "--margin", &a->o.margin,
+                    "Fraction of the budget kept free by the prediction");
       sub->add_flag("--pow2", a->o.pow2, "Round the batch down to a power of two");
-      sub->add_option("--min-batch", a->o.min_batch, "Smallest batch allowed")
-          ->capture_default_str();
-      sub->add_option("--max-batch", a->o.max_batch, "Largest batch allowed (clamp)")
-          ->capture_default_str();
+      add_defaulted(sub, "--min-batch", &a->o.min_batch, "Smallest batch allowed");
+      add_defaulted(sub, "--max-batch", &a->o.max_batch, "Largest batch allowed (clamp)");
       add_seed_flag(sub, &a->o.train.seed, "Seed of the model and the synthetic batches");
       sub->add_flag(
           "--no-verify", a->no_verify,

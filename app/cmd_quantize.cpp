@@ -33,21 +33,17 @@ Registrar registered_quantize = subcommand<QuantizeArgs>(
       auto* ptq = sub->add_flag("--ptq", a->ptq, "Post-training quantization (default)");
       auto* qat = sub->add_flag("--qat", a->qat, "Quantization-aware fine-tuning after PTQ");
       ptq->excludes(qat);
-      sub->add_option("--calib", j.calib, "Calibration windows (training split)")
-          ->capture_default_str();
-      sub->add_option("--percentile", j.percentile,
-                      "Activation clip: 0 = L2-optimal, else this percentile of |x|")
-          ->capture_default_str();
-      sub->add_option("--epochs", j.epochs, "QAT epochs")->capture_default_str();
-      sub->add_option("--lr", j.learning_rate, "QAT learning rate")->capture_default_str();
-      sub->add_option("--observer-steps", j.observer_steps,
-                      "QAT steps before the activation observers freeze")
-          ->capture_default_str();
-      sub->add_option("--batch", j.batch, "Windows per batch")->capture_default_str();
-      sub->add_option("--max-loss-delta-pct", j.max_loss_delta_pct,
-                      "Accuracy bound: exit 1 when the INT8 test loss exceeds the FP32 one by "
-                      "more than this percent (the bundle is written either way)")
-          ->capture_default_str();
+      add_defaulted(sub, "--calib", &j.calib, "Calibration windows (training split)");
+      add_defaulted(sub, "--percentile", &j.percentile,
+                    "Activation clip: 0 = L2-optimal, else this percentile of |x|");
+      add_defaulted(sub, "--epochs", &j.epochs, "QAT epochs");
+      add_defaulted(sub, "--lr", &j.learning_rate, "QAT learning rate");
+      add_defaulted(sub, "--observer-steps", &j.observer_steps,
+                    "QAT steps before the activation observers freeze");
+      add_defaulted(sub, "--batch", &j.batch, "Windows per batch");
+      add_defaulted(sub, "--max-loss-delta-pct", &j.max_loss_delta_pct,
+                    "Accuracy bound: exit 1 when the INT8 test loss exceeds the FP32 one by "
+                    "more than this percent (the bundle is written either way)");
       sub->add_option("--data", j.data, "Bars CSV (default: the bundle's training data)");
       add_seed_flag(sub, &j.seed, "Seed (QAT batches, dropout)");
       add_device_flag(sub, &j.device);

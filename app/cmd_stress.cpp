@@ -30,9 +30,8 @@ struct StressArgs {
 
 Registrar registered_stress = subcommand<StressArgs>(
     "stress", 65, [](CLI::App* sub, std::shared_ptr<StressArgs> a) -> Runner {
-      sub->add_option("--scenario", a->scenario,
-                      "all, or a comma-separated list of concurrent, train, switch, soak, server")
-          ->capture_default_str();
+      add_defaulted(sub, "--scenario", &a->scenario,
+                    "all, or a comma-separated list of concurrent, train, switch, soak, server");
       sub->add_option("--bundles", a->o.bundles,
                       "Directory with dqn/ ppo/ mamba2/ tft/ bundles (default: fresh default "
                       "models)");
@@ -43,31 +42,21 @@ Registrar registered_stress = subcommand<StressArgs>(
                     "Enforce this card's usable bytes for the whole run (ledger cap on CPU, "
                     "allocator memory fraction on CUDA); default: no cap",
                     "Enforce this cap in MiB instead");
-      sub->add_option("--iterations", a->o.iterations, "concurrent: bars")->capture_default_str();
-      sub->add_option("--instruments", a->o.instruments,
-                      "concurrent, soak, server: synthetic instruments per bar, served by a desk "
-                      "in one batch per model (1: one instrument through the ensemble)")
-          ->capture_default_str();
-      sub->add_option("--soak", a->o.soak, "soak: bars of the whole ensemble")
-          ->capture_default_str();
+      add_defaulted(sub, "--iterations", &a->o.iterations, "concurrent: bars");
+      add_defaulted(sub, "--instruments", &a->o.instruments,
+                    "concurrent, soak, server: synthetic instruments per bar, served by a desk "
+                    "in one batch per model (1: one instrument through the ensemble)");
+      add_defaulted(sub, "--soak", &a->o.soak, "soak: bars of the whole ensemble");
       sub->add_flag("--long", a->long_soak, "soak: 1,000,000 bars");
-      sub->add_option("--cycles", a->o.switch_cycles, "switch: load/unload cycles")
-          ->capture_default_str();
-      sub->add_option("--rate", a->o.rate, "server: Poisson arrivals per second")
-          ->capture_default_str();
-      sub->add_option("--duration", a->o.duration_s, "server: seconds of arrivals")
-          ->capture_default_str();
-      sub->add_option("--p99-ms", a->o.p99_ms, "server: the p99 bound of a valid run")
-          ->capture_default_str();
-      sub->add_option("--min-queries", a->o.min_queries, "server: queries a valid run needs")
-          ->capture_default_str();
-      sub->add_option("--train-steps", a->o.train_steps, "train: RL environment steps")
-          ->capture_default_str();
-      sub->add_option("--train-epochs", a->o.train_epochs, "train: forecaster epochs")
-          ->capture_default_str();
-      sub->add_option("--leak-threshold", a->o.leak_threshold_bytes_per_1k,
-                      "Leak threshold on the memory slope, bytes per 1,000 inferences")
-          ->capture_default_str();
+      add_defaulted(sub, "--cycles", &a->o.switch_cycles, "switch: load/unload cycles");
+      add_defaulted(sub, "--rate", &a->o.rate, "server: Poisson arrivals per second");
+      add_defaulted(sub, "--duration", &a->o.duration_s, "server: seconds of arrivals");
+      add_defaulted(sub, "--p99-ms", &a->o.p99_ms, "server: the p99 bound of a valid run");
+      add_defaulted(sub, "--min-queries", &a->o.min_queries, "server: queries a valid run needs");
+      add_defaulted(sub, "--train-steps", &a->o.train_steps, "train: RL environment steps");
+      add_defaulted(sub, "--train-epochs", &a->o.train_epochs, "train: forecaster epochs");
+      add_defaulted(sub, "--leak-threshold", &a->o.leak_threshold_bytes_per_1k,
+                    "Leak threshold on the memory slope, bytes per 1,000 inferences");
       add_seed_flag(sub, &a->o.seed, "Seed of the bars and the fresh models");
       sub->add_option("--report", a->report,
                       "Write DIR/report.html (plots), DIR/report.md and DIR/stress.json");

@@ -109,27 +109,24 @@ Registrar registered_train = subcommand<TrainArgs>(
                       "Trainer option overrides as a JSON object, e.g. '{\"learning_rate\":1e-3}'");
       sub->add_option("--model-options", args->model_options_json,
                       "mamba2/tft model options as a JSON object, e.g. '{\"d_model\":32}'");
-      sub->add_option("--env-cost-bps", args->job.trading_env.cost_bps,
-                      "Trading env: cost in basis points per unit of position change")
-          ->check(non_negative_number())
-          ->capture_default_str();
-      sub->add_option("--pnl-scale", args->job.trading_env.pnl_scale,
-                      "Trading env: scale of the unrealised PnL in the RL state (recorded in the "
-                      "bundle; serving uses it)")
-          ->check(CLI::Range(1e-6, 1e6))
-          ->capture_default_str();
-      sub->add_option("--eval-episodes", args->job.eval_episodes,
-                      "Greedy evaluation episodes after RL training (0 = none)")
-          ->check(non_negative_number())
-          ->capture_default_str();
+      add_defaulted(sub, "--env-cost-bps", &args->job.trading_env.cost_bps,
+                    "Trading env: cost in basis points per unit of position change")
+          ->check(non_negative_number());
+      add_defaulted(sub, "--pnl-scale", &args->job.trading_env.pnl_scale,
+                    "Trading env: scale of the unrealised PnL in the RL state (recorded in the "
+                    "bundle; serving uses it)")
+          ->check(CLI::Range(1e-6, 1e6));
+      add_defaulted(sub, "--eval-episodes", &args->job.eval_episodes,
+                    "Greedy evaluation episodes after RL training (0 = none)")
+          ->check(non_negative_number());
       sub->add_option("--log-interval", args->job.log_interval, "Steps between metrics lines")
           ->check(positive_number());
       sub->add_option("--checkpoint-interval", args->job.checkpoint_interval,
                       "Steps between checkpoints (default: only at the end)")
           ->check(positive_number());
-      sub->add_option("--progress", args->progress, "auto, bar, lines or off (progress on stderr)")
-          ->check(CLI::IsMember({"auto", "bar", "lines", "off"}))
-          ->capture_default_str();
+      add_defaulted(sub, "--progress", &args->progress,
+                    "auto, bar, lines or off (progress on stderr)")
+          ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
       sub->add_option("--threads", args->threads,
                       "Intra-op threads (default: FOXHUNT_THREADS, else OMP_NUM_THREADS, else 1)")
           ->check(positive_number());
@@ -150,10 +147,9 @@ Registrar registered_train = subcommand<TrainArgs>(
       sub->add_option("--master", args->master,
                       "Data-parallel: HOST:PORT of rank 0's rendezvous (default " + d.master() +
                           "; with --nproc: 127.0.0.1 and a free port)");
-      sub->add_option("--backend", args->backend,
-                      "Data-parallel: auto (gloo on cpu, nccl on cuda), gloo or nccl")
-          ->check(CLI::IsMember({"auto", "gloo", "nccl"}))
-          ->capture_default_str();
+      add_defaulted(sub, "--backend", &args->backend,
+                    "Data-parallel: auto (gloo on cpu, nccl on cuda), gloo or nccl")
+          ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
       sub->add_option("--timeout", args->timeout_s,
                       "Data-parallel: seconds to wait for the other ranks before failing "
                       "(default " +

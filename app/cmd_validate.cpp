@@ -16,39 +16,30 @@ struct ValidateArgs {
 
 Registrar registered_validate = subcommand<ValidateArgs>(
     "validate", 100, [](CLI::App* sub, std::shared_ptr<ValidateArgs> args) -> Runner {
-      add_device_flag(sub, &args->options.device);
-      add_seed_flag(sub, &args->options.seed, "Seed for every random draw");
+      auto& o = args->options;
+      add_device_flag(sub, &o.device);
+      add_seed_flag(sub, &o.seed, "Seed for every random draw");
       sub->add_option(
-          "--skip", args->options.skip,
+          "--skip", o.skip,
           "Step names to skip (models, train, quantize, plan, budget, stress, backtest)");
-      sub->add_option("--train-bars", args->options.train_bars, "Synthetic bars for the train step")
-          ->check(CLI::Range(int64_t{1000}, int64_t{10000000}))
-          ->capture_default_str();
-      sub->add_option("--train-threads", args->options.train_threads,
-                      "Intra-op threads of the train step (0 = one per core, at most 4)")
-          ->check(non_negative_number())
-          ->capture_default_str();
-      sub->add_option("--rl-steps", args->options.rl_steps,
-                      "DQN/PPO environment steps in the train step")
-          ->check(positive_number())
-          ->capture_default_str();
-      sub->add_option("--epochs", args->options.forecast_epochs,
-                      "Mamba-2/TFT epochs in the train step")
-          ->check(positive_number())
-          ->capture_default_str();
-      sub->add_option("--out", args->options.out_dir,
+      add_defaulted(sub, "--train-bars", &o.train_bars, "Synthetic bars for the train step")
+          ->check(CLI::Range(int64_t{1000}, int64_t{10000000}));
+      add_defaulted(sub, "--train-threads", &o.train_threads,
+                    "Intra-op threads of the train step (0 = one per core, at most 4)")
+          ->check(non_negative_number());
+      add_defaulted(sub, "--rl-steps", &o.rl_steps, "DQN/PPO environment steps in the train step")
+          ->check(positive_number());
+      add_defaulted(sub, "--epochs", &o.forecast_epochs, "Mamba-2/TFT epochs in the train step")
+          ->check(positive_number());
+      sub->add_option("--out", o.out_dir,
                       "Keep the train step's data and checkpoints in this directory");
-      sub->add_option("--report", args->options.report_dir,
-                      "Directory of the report (report.html, report.md, validate.json); '' = none")
-          ->capture_default_str();
-      sub->add_option("--backtest-bars", args->options.backtest_bars,
-                      "Held-out synthetic bars after the training bars, for the backtest step")
-          ->check(CLI::Range(int64_t{50}, int64_t{10000000}))
-          ->capture_default_str();
-      sub->add_option("--stress-soak", args->options.stress_soak,
-                      "Bars of the stress step's leak soak")
-          ->check(positive_number())
-          ->capture_default_str();
+      add_defaulted(sub, "--report", &o.report_dir,
+                    "Directory of the report (report.html, report.md, validate.json); '' = none");
+      add_defaulted(sub, "--backtest-bars", &o.backtest_bars,
+                    "Held-out synthetic bars after the training bars, for the backtest step")
+          ->check(CLI::Range(int64_t{50}, int64_t{10000000}));
+      add_defaulted(sub, "--stress-soak", &o.stress_soak, "Bars of the stress step's leak soak")
+          ->check(positive_number());
       sub->add_flag("--json", args->json,
                     "Print the report as JSON only (progress goes to stderr)");
       return [args]() {

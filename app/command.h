@@ -95,13 +95,19 @@ struct BudgetFlags {
 /// for this command ("" = the generic line); the default shown is `*target`'s.
 CLI::Option* add_device_flag(CLI::App* sub, Device* target, const std::string& help = "");
 
+/// Adds option `name` to `sub`, bound to `*target`, its default shown in --help (chain ->check()
+/// for the values it takes).
+template <typename T>
+CLI::Option* add_defaulted(CLI::App* sub, const std::string& name, T* target,
+                           const std::string& help) {
+  return sub->add_option(name, *target, help)->capture_default_str();
+}
+
 /// Adds --seed to `sub`, bound to `*target` (a number >= 0, its default shown); `help` says what
 /// it seeds.
 template <typename T>
 CLI::Option* add_seed_flag(CLI::App* sub, T* target, const std::string& help) {
-  return sub->add_option("--seed", *target, help)
-      ->check(non_negative_number())
-      ->capture_default_str();
+  return add_defaulted(sub, "--seed", target, help)->check(non_negative_number());
 }
 
 /// The JSON object given to flag `flag` of `component` (--options '{"lr": 1e-3}'); InputError

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails when a file includes a header of an area it may not depend on (see ARCHITECTURE.md).
-# The allowed sets mirror the DEPS of foxhunt_area() in CMakeLists.txt, closed transitively:
-# each area may include itself and the areas below it on its own branch of the graph.
+# The allowed sets are the DEPS of foxhunt_area() in CMakeLists.txt, closed transitively (read
+# from there): each area may include itself and the areas below it on its own branch of the graph.
 #   core <- memory <- dist;  core <- models <- quant;  core <- data;  core <- report;
 #   memory, quant, data <- serving;  all but serving <- train <- plan;  plan, serving <- jobs;
 #   jobs, report <- harness <- app/tests/bench
@@ -10,20 +10,37 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-declare -A allowed=(
-  [core]="core"
-  [report]="core report"
-  [memory]="core memory"
-  [dist]="core memory dist"
-  [models]="core models"
-  [quant]="core models quant"
-  [data]="core data"
-  [train]="core memory dist models quant data train"
-  [plan]="core memory dist models quant data train plan"
-  [serving]="core memory models quant data serving"
-  [jobs]="core memory dist models quant data serving train plan jobs"
-  [harness]="core report memory dist models quant data serving train plan jobs harness"
-)
+# The areas in their CMakeLists.txt order (FOXHUNT_AREAS) and the direct DEPS each one's
+# foxhunt_area() line gives it.
+read -ra areas < <(sed -nE 's/^set\(FOXHUNT_AREAS (.*)\)$/\1/p' CMakeLists.txt)
+declare -A deps
+while read -r name rest; do
+  deps[$name]=${rest#*DEPS}
+done < <(sed -nE 's/^foxhunt_area\((.*)\)$/\1/p' CMakeLists.txt)
+for area in "${areas[@]}"; do
+  if [ -z "${deps[$area]+x}" ]; then
+    echo "check-layers: CMakeLists.txt: FOXHUNT_AREAS lists '$area' but no foxhunt_area($area)" >&2
+    exit 1
+  fi
+done
+# allowed[AREA]: AREA and the areas its DEPS reach, in the order of `areas`.
+declare -A reach allowed
+for area in "${areas[@]}"; do
+  reach=()
+  todo=("$area")
+  while [ ${#todo[@]} -gt 0 ]; do
+    a=${todo[0]}
+    todo=("${todo[@]:1}")
+    [ -n "${reach[$a]+x}" ] && continue
+    reach[$a]=1
+    todo+=(${deps[$a]})
+  done
+  set=""
+  for a in "${areas[@]}"; do
+    [ -n "${reach[$a]+x}" ] && set+="${set:+ }$a"
+  done
+  allowed[$area]=$set
+done
 
 bad=0
 checked=0

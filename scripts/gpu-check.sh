@@ -56,6 +56,26 @@ since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }  # no 
 # The step's JSON where it wrote valid JSON, else the tail of its log as a JSON string.
 json_or_log() { [ -s "$1" ] && "$PY" -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null \
   && cat "$1" || "$PY" -c 'import json,sys,os; print(json.dumps("no JSON written; log tail: " + (open(sys.argv[1], errors="replace").read()[-3000:] if os.path.exists(sys.argv[1]) else "(no log)")))' "$2"; }
+# Records step NAME from exit status RC (done when 0) and start time T, with $WORK/BASE.json as its
+# detail, or the tail of $WORK/BASE.log (BASE: NAME unless given).
+record() {  # name rc t [base]
+  step "$1" "$([ "$2" = 0 ] && echo done || echo failed)" "$(since "$3")" \
+    "$(json_or_log "$WORK/${4:-$1}.json" "$WORK/${4:-$1}.log")"
+}
+# Runs `foxhunt ARGS...` as step NAME: stdout to $WORK/NAME.json, stderr to $WORK/NAME.log.
+foxhunt_step() {  # name args...
+  local name=$1 t
+  shift
+  t=$(now)
+  $TO "$BIN/foxhunt" "$@" >"$WORK/$name.json" 2>"$WORK/$name.log"
+  record "$name" $? "$t"
+}
+# True where there are a CUDA device and the foxhunt binary; else records step NAME as skipped.
+cuda_and_binary() {  # name
+  [ -x "$BIN/foxhunt" ] && [ $HAVE_GPU = 1 ] && return 0
+  step "$1" skipped "$(since "$t")" '"no CUDA device or no binary"'
+  return 1
+}
 json_file_or() { [ -s "$1" ] && "$PY" -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null \
   && cat "$1" || echo "$2"; }
 
@@ -127,15 +147,11 @@ else
   else
     $TO "$BIN/foxhunt_tests" --gtest_filter='*_CUDA*' --gtest_output="json:$WORK/cuda_tests.json" \
       >"$WORK/cuda_tests.log" 2>&1
-    rc=$?
-    step tests "$([ $rc = 0 ] && echo done || echo failed)" "$(since "$t")" \
-      "$(json_or_log "$WORK/cuda_tests.json" "$WORK/cuda_tests.log")"
+    record tests $? "$t" cuda_tests
   fi
   # 4. stress on the emulated 4 GB card
   t=$(now)
-  if [ ! -x "$BIN/foxhunt" ] || [ $HAVE_GPU = 0 ]; then
-    step stress skipped "$(since "$t")" '"no CUDA device or no binary"'
-  else
+  if cuda_and_binary stress; then
     $TO "$BIN/foxhunt" stress --device cuda --device-profile rtx3050ti-4gb \
       --scenario concurrent,switch,soak --json >"$WORK/stress.json" 2>"$WORK/stress.log"
     rc=$?
@@ -147,50 +163,32 @@ else
         >"$WORK/stress_gdb.log" 2>&1
       tail -c 6000 "$WORK/stress_gdb.log" >>"$WORK/stress.log"
     fi
-    step stress "$([ $rc = 0 ] && echo done || echo failed)" "$(since "$t")" \
-      "$(json_or_log "$WORK/stress.json" "$WORK/stress.log")"
+    record stress $rc "$t"
   fi
   # 5. budget and plan (on the card where there is one, the CPU ledger otherwise)
-  t=$(now)
   if [ -x "$BIN/foxhunt" ]; then
-    $TO "$BIN/foxhunt" budget --device "$PLAN_DEVICE" --device-profile rtx3050ti-4gb --json \
-      >"$WORK/budget.json" 2>"$WORK/budget.log"
-    step budget "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
-      "$(json_or_log "$WORK/budget.json" "$WORK/budget.log")"
+    foxhunt_step budget budget --device "$PLAN_DEVICE" --device-profile rtx3050ti-4gb --json
     for m in dqn ppo mamba2 tft; do
-      t=$(now)
-      $TO "$BIN/foxhunt" plan "$m" --device "$PLAN_DEVICE" --device-profile rtx3050ti-4gb --json \
-        >"$WORK/plan_$m.json" 2>"$WORK/plan_$m.log"
-      step "plan_$m" "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
-        "$(json_or_log "$WORK/plan_$m.json" "$WORK/plan_$m.log")"
+      foxhunt_step "plan_$m" plan "$m" --device "$PLAN_DEVICE" --device-profile rtx3050ti-4gb --json
     done
   else
     step budget skipped 0 '"no binary"'
   fi
   # 5b. --batch auto on CUDA: planned on the card, trained under the enforced cap
   t=$(now)
-  if [ ! -x "$BIN/foxhunt" ] || [ $HAVE_GPU = 0 ]; then
-    step train_auto skipped "$(since "$t")" '"no CUDA device or no binary"'
-  else
-    $TO "$BIN/foxhunt" train tft --batch auto --device cuda --device-profile rtx3050ti-4gb --epochs 1 \
-      --progress off --json --out "$WORK/train_auto" >"$WORK/train_auto.json" 2>"$WORK/train_auto.log"
-    step train_auto "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
-      "$(json_or_log "$WORK/train_auto.json" "$WORK/train_auto.log")"
+  if cuda_and_binary train_auto; then
+    foxhunt_step train_auto train tft --batch auto --device cuda --device-profile rtx3050ti-4gb \
+      --epochs 1 --progress off --json --out "$WORK/train_auto"
   fi
   # 6. data-parallel training with CUDA tensors (Gloo on one GPU; NCCL when there are two)
   t=$(now)
-  if [ ! -x "$BIN/foxhunt" ] || [ $HAVE_GPU = 0 ]; then
-    step dist skipped "$(since "$t")" '"no CUDA device or no binary"'
-  else
+  if cuda_and_binary dist; then
     backends="gloo"
     [ "$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)" -ge 2 ] &&
       backends="gloo nccl"
     for b in $backends; do
-      t=$(now)
-      $TO "$BIN/foxhunt" train mamba2 --device cuda --nproc 2 --backend "$b" --epochs 1 --progress off \
-        --timeout 120 --json --out "$WORK/dist_$b" >"$WORK/dist_$b.json" 2>"$WORK/dist_$b.log"
-      step "dist_$b" "$([ $? = 0 ] && echo done || echo failed)" "$(since "$t")" \
-        "$(json_or_log "$WORK/dist_$b.json" "$WORK/dist_$b.log")"
+      foxhunt_step "dist_$b" train mamba2 --device cuda --nproc 2 --backend "$b" --epochs 1 \
+        --progress off --timeout 120 --json --out "$WORK/dist_$b"
     done
   fi
 fi

@@ -19,7 +19,6 @@ namespace {
 
 using foxhunt::testing::BarsTest;
 using foxhunt::testing::run_cli;
-using foxhunt::testing::same_bars;
 using foxhunt::testing::TempDir;
 
 TEST_F(BarsTest, GenerateWriteLoadRoundTripIsExact) {

@@ -17,8 +17,6 @@ namespace foxhunt::data {
 namespace {
 
 using foxhunt::testing::BarsTest;
-using foxhunt::testing::expect_bar;
-using foxhunt::testing::same_bars;
 using foxhunt::testing::TempDir;
 
 // ---- parsing -------------------------------------------------------------------------------

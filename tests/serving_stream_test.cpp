@@ -31,14 +31,6 @@ namespace foxhunt::serving {
 namespace {
 
 using foxhunt::models::load_safetensors;
-using foxhunt::testing::bars;
-using foxhunt::testing::fresh_bundles;
-using foxhunt::testing::live_csv;
-using foxhunt::testing::run_cli;
-using foxhunt::testing::save_all;
-using foxhunt::testing::saved_fresh_bundles;
-using foxhunt::testing::ServingTest;
-using foxhunt::testing::TempDir;
 
 TEST_F(ServingTest, StreamedForecastsEqualTheFullWindowForward) {
   // The Mamba-2 and TFT streams inside the runtime against the models' own full-window forward

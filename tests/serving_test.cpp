@@ -30,15 +30,6 @@
 namespace foxhunt::serving {
 namespace {
 
-using foxhunt::testing::bars;
-using foxhunt::testing::fresh_bundles;
-using foxhunt::testing::live_csv;
-using foxhunt::testing::run_cli;
-using foxhunt::testing::save_all;
-using foxhunt::testing::saved_fresh_bundles;
-using foxhunt::testing::ServingTest;
-using foxhunt::testing::TempDir;
-
 TEST_F(ServingTest, ABundleIsNamedByItsFileOrItsModelDirectory) {
   TempDir tmp;
   const auto dir = saved_fresh_bundles(tmp, 900);

@@ -1,7 +1,8 @@
 #pragma once
 // Helpers shared by serving_test.cpp (bundles, the decision rule, the ensemble) and
 // serving_stream_test.cpp (streamed forecasts, predict, export/import): synthetic bars, fresh
-// bundles saved as `train all` writes them, the live CSV predict streams, and the fixture.
+// bundles saved as `train all` writes them, the live CSV predict streams, and the fixture;
+// with test_util.h's TempDir and run_cli, all in the tests' namespace.
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -53,3 +54,15 @@ inline std::string live_csv(const TempDir& tmp, const data::BarSeries& series) {
 class ServingTest : public SeededTest {};
 
 }  // namespace foxhunt::testing
+
+// The serving tests (namespace foxhunt::serving) call the helpers above unqualified.
+namespace foxhunt::serving {
+using foxhunt::testing::bars;
+using foxhunt::testing::fresh_bundles;
+using foxhunt::testing::live_csv;
+using foxhunt::testing::run_cli;
+using foxhunt::testing::save_all;
+using foxhunt::testing::saved_fresh_bundles;
+using foxhunt::testing::ServingTest;
+using foxhunt::testing::TempDir;
+}  // namespace foxhunt::serving

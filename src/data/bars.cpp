@@ -207,15 +207,9 @@ double parse_double(std::string_view field, int column, const csv::RowPlace& at)
 }
 
 const char* format_name(csv::TimestampFormat f) {
-  switch (f) {
-    case csv::TimestampFormat::kSeconds:
-      return "Unix seconds";
-    case csv::TimestampFormat::kMilliseconds:
-      return "Unix milliseconds";
-    case csv::TimestampFormat::kIso:
-      return "ISO 8601";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"Unix seconds", "Unix milliseconds", "ISO 8601"};  // enum order
+  const auto i = static_cast<size_t>(f);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 /// A parsed timestamp, or the reason it is not one.

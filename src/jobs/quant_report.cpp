@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
+#include <string_view>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/memory/ledger.h"
@@ -49,67 +51,58 @@ quant::InputScales calibrate(models::TftNet& net, const Int8MemoryOptions& o) {
   return cal.scales();
 }
 
-// One check's JSON: its figures, name and verdict.
-nlohmann::json check(const char* name, bool passed, nlohmann::json figures) {
+}  // namespace
+
+// The JSON keys are the field names (in a check, "..._big_batch" is named by the batch: see
+// check() below).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(QatTrainingBytes, fp32_master_weights, gradients,
+                                   gradient_tensors, optimizer_adam, observers,
+                                   forward_peak_fake_quant, forward_peak_fp32, fake_quant_overhead,
+                                   saved_activations_fake_quant)
+// "fp32" and "int8": the precisions' text forms, to_string(Precision::kFp32), ...
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Fp32Int8Bytes, fp32, int8)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Fp32BaselineCheck, passed, parameter_bytes, resident_bytes,
+                                   peak_inference_bytes_batch1, peak_inference_bytes_big_batch)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Int8UnderThresholdCheck, passed, resident_bytes,
+                                   closed_form_bytes, threshold_bytes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Int8SmallerCheck, passed, code_bytes, scale_bytes,
+                                   fp32_weight_bytes_of_the_same_layers, weight_ratio,
+                                   resident_ratio_to_fp32_model, ratio_to_the_same_layout_in_fp32,
+                                   peak_inference_bytes_batch1, peak_inference_bytes_big_batch,
+                                   serving_bytes_batch1, serving_bytes_big_batch)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Int8InferenceCheck, passed, input_batch1, output_batch1,
+                                   input_big_batch, output_big_batch, two_d_window_error)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Int8NoLeakCheck, passed, inferences, baseline_live_bytes,
+                                   after_live_bytes, leaked_bytes, max_retained_between_calls_bytes)
+
+namespace {
+
+// One check's JSON: its fields, "..._big_batch" named "..._batch<N>", and its name.
+nlohmann::json check(const char* name, const nlohmann::json& fields, int64_t big_batch) {
+  constexpr std::string_view kBig = "big_batch";
+  nlohmann::json figures = nlohmann::json::object();
+  for (const auto& [key, value] : fields.items()) {
+    if (key.ends_with(kBig))
+      figures[key.substr(0, key.size() - kBig.size()) + "batch" + std::to_string(big_batch)] =
+          value;
+    else
+      figures[key] = value;
+  }
   figures["name"] = name;
-  figures["passed"] = passed;
   return figures;
 }
 
 }  // namespace
 
-// The JSON keys are the field names.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(QatTrainingBytes, fp32_master_weights, gradients,
-                                   gradient_tensors, optimizer_adam, observers,
-                                   forward_peak_fake_quant, forward_peak_fp32, fake_quant_overhead,
-                                   saved_activations_fake_quant)
-
 nlohmann::json to_json(const Int8MemoryReport& r) {
-  const std::string big = "batch" + std::to_string(r.big_batch);
-  nlohmann::json checks = nlohmann::json::array();
   const auto& c1 = r.fp32_baseline;
-  checks.push_back(check("fp32_baseline", c1.passed,
-                         {{"parameter_bytes", c1.parameter_bytes},
-                          {"resident_bytes", c1.resident_bytes},
-                          {"peak_inference_bytes_batch1", c1.peak_inference_bytes_batch1},
-                          {"peak_inference_bytes_" + big, c1.peak_inference_bytes_big_batch}}));
   const auto& c2 = r.int8_under_threshold;
-  checks.push_back(check("int8_under_threshold", c2.passed,
-                         {{"resident_bytes", c2.resident_bytes},
-                          {"closed_form_bytes", c2.closed_form_bytes},
-                          {"threshold_bytes", c2.threshold_bytes}}));
   const auto& c3 = r.int8_smaller_than_fp32;
-  checks.push_back(
-      check("int8_smaller_than_fp32", c3.passed,
-            {{"code_bytes", c3.code_bytes},
-             {"scale_bytes", c3.scale_bytes},
-             {"fp32_weight_bytes_of_the_same_layers", c3.fp32_weight_bytes_of_the_same_layers},
-             {"weight_ratio", c3.weight_ratio},
-             {"resident_ratio_to_fp32_model", c3.resident_ratio_to_fp32_model},
-             {"ratio_to_the_same_layout_in_fp32", c3.ratio_to_the_same_layout_in_fp32},
-             {"peak_inference_bytes_batch1", c3.peak_inference_bytes_batch1},
-             {"peak_inference_bytes_" + big, c3.peak_inference_bytes_big_batch},
-             {"serving_bytes_batch1",
-              {{to_string(Precision::kFp32), c3.serving_bytes_batch1.fp32},
-               {to_string(Precision::kInt8), c3.serving_bytes_batch1.int8}}},
-             {"serving_bytes_" + big,
-              {{to_string(Precision::kFp32), c3.serving_bytes_big_batch.fp32},
-               {to_string(Precision::kInt8), c3.serving_bytes_big_batch.int8}}}}));
-  const auto& c4 = r.int8_3d_inference;
-  checks.push_back(check("int8_3d_inference", c4.passed,
-                         {{"input_batch1", c4.input_batch1},
-                          {"output_batch1", c4.output_batch1},
-                          {"input_" + big, c4.input_big_batch},
-                          {"output_" + big, c4.output_big_batch},
-                          {"two_d_window_error", c4.two_d_window_error}}));
-  const auto& c5 = r.int8_no_leak;
-  checks.push_back(
-      check("int8_no_leak", c5.passed,
-            {{"inferences", c5.inferences},
-             {"baseline_live_bytes", c5.baseline_live_bytes},
-             {"after_live_bytes", c5.after_live_bytes},
-             {"leaked_bytes", c5.leaked_bytes},
-             {"max_retained_between_calls_bytes", c5.max_retained_between_calls_bytes}}));
+  const nlohmann::json checks = nlohmann::json::array(
+      {check("fp32_baseline", c1, r.big_batch), check("int8_under_threshold", c2, r.big_batch),
+       check("int8_smaller_than_fp32", c3, r.big_batch),
+       check("int8_3d_inference", r.int8_3d_inference, r.big_batch),
+       check("int8_no_leak", r.int8_no_leak, r.big_batch)});
   nlohmann::json j = {
       {"checks", checks},
       {"passed", r.passed()},

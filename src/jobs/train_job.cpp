@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
@@ -156,15 +157,9 @@ namespace {
 
 // The checkpoint algorithm of a model's trainer (train/checkpointing.h).
 const char* trainer_algo(models::TrainerKind kind) {
-  switch (kind) {
-    case models::TrainerKind::kDqn:
-      return "dqn";
-    case models::TrainerKind::kPpo:
-      return "ppo";
-    case models::TrainerKind::kForecast:
-      break;
-  }
-  return "forecast";
+  constexpr const char* kAlgos[] = {"dqn", "ppo", "forecast"};  // in the enum's order
+  const auto i = static_cast<size_t>(kind);
+  return i < std::size(kAlgos) ? kAlgos[i] : "forecast";
 }
 
 }  // namespace

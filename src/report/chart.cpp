@@ -16,12 +16,7 @@ namespace foxhunt {
 
 namespace {
 
-using report_detail::finite2;
-using report_detail::kMaxAbs;
-using report_detail::kReportComponent;
-using report_detail::Range;
-using report_detail::unit_scale;
-using report_detail::UnitScale;
+using namespace report_detail;  // scale.h: the helpers shared with scale.cpp
 
 /// The common ten-colour categorical palette, used in order when a series has no colour.
 constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",

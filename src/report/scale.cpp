@@ -15,12 +15,7 @@ namespace foxhunt {
 
 namespace {
 
-using report_detail::finite2;
-using report_detail::kMaxAbs;
-using report_detail::kReportComponent;
-using report_detail::Range;
-using report_detail::unit_scale;
-using report_detail::UnitScale;
+using namespace report_detail;  // scale.h: the helpers shared with chart.cpp
 
 /// Drops trailing zeros after a decimal point ("1.50" -> "1.5", "2.00" -> "2"), and "-0" -> "0".
 std::string trim_zeros(std::string s) {
