@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/strings.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/precision.h"
 #include "foxhunt/models/tft.h"
+#include "foxhunt/quant/precision.h"
 #include "foxhunt/quant/tft_int8.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/train/forecast_trainer.h"
@@ -93,7 +95,11 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
                 "epochs: expected >= 1, got ", job.epochs);
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = models::to_torch(job.device);
-  serving::Bundle b = serving::load_bundle(job.bundle, device, "tft");
+  serving::Bundle b = serving::load_bundle(job.bundle, device);
+  FOXHUNT_CHECK(quant::has_precision(b.name(), Precision::kInt8), kQuantizeJobComponent, "'",
+                job.bundle, "': expected a bundle of a model with an INT8 form (",
+                join(quant::models_with_precision(Precision::kInt8), ", "), "), got '", b.name(),
+                "'");
   FOXHUNT_CHECK(b.model->precision() == Precision::kFp32, kQuantizeJobComponent, "'", job.bundle,
                 "': expected an FP32 bundle, got precision '", b.model->precision(), "'");
   auto net = models::TftNet(std::dynamic_pointer_cast<models::TftNetImpl>(b.model->module_ptr()));

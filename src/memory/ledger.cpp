@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -159,12 +160,11 @@ void ledger_delete(void* data) {
   if (h->magic != kMagic) {
     // A deleter cannot throw; a wrong magic means memory corruption or a foreign pointer. The
     // report is formatted on the stack (the heap may be what is corrupt); log() does not throw.
-    char text[96];
-    const auto r =
-        fmt::format_to_n(text, sizeof(text), "ledger_delete: bad block header at {} (bug)",
-                         static_cast<const void*>(data));
-    foxhunt::log(LogLevel::kError, "memory",
-                 std::string_view(text, std::min(r.size, sizeof(text))));
+    // Inline storage: this short message never reaches the heap.
+    fmt::basic_memory_buffer<char, 96> text;
+    fmt::format_to(std::back_inserter(text), "ledger_delete: bad block header at {} (bug)",
+                   static_cast<const void*>(data));
+    foxhunt::log(LogLevel::kError, "memory", std::string_view(text.data(), text.size()));
     std::abort();
   }
   const std::uint64_t n = h->size;

@@ -16,8 +16,6 @@ namespace foxhunt {
 
 namespace {
 
-using namespace report_detail;  // scale.h: the helpers shared with scale.cpp
-
 /// The common ten-colour categorical palette, used in order when a series has no colour.
 constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};

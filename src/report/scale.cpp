@@ -15,8 +15,6 @@ namespace foxhunt {
 
 namespace {
 
-using namespace report_detail;  // scale.h: the helpers shared with chart.cpp
-
 /// Drops trailing zeros after a decimal point ("1.50" -> "1.5", "2.00" -> "2"), and "-0" -> "0".
 std::string trim_zeros(std::string s) {
   if (s.find('.') != std::string::npos && s.find('e') == std::string::npos) {

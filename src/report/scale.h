@@ -1,5 +1,5 @@
 #pragma once
-// Private to report/: what chart.cpp and scale.cpp share: the error component, the clamp that
+// Private to report/ (only chart.cpp and scale.cpp include it): what they share: the error component, the clamp that
 // keeps axis spans finite, the display scale of a unit (B, KiB, ...; k, M, ...) and a running
 // range of finite values.
 
@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-namespace foxhunt::report_detail {
+namespace foxhunt {
 
 inline constexpr const char* kReportComponent = "report";
 
@@ -63,4 +63,4 @@ inline bool finite2(double a, double b) {
   return std::isfinite(a) && std::isfinite(b);
 }
 
-}  // namespace foxhunt::report_detail
+}  // namespace foxhunt

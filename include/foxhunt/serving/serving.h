@@ -1,6 +1,7 @@
 #pragma once
 /// \file serving.h
-/// The serving runtime: the four bundles of an ensemble, fed one bar at a time. Each new bar
+/// The decision rule, and the ensemble of one instrument (a desk of one: serving/desk.h is the one
+/// stream runtime), fed one bar at a time. Each new bar
 /// updates one streaming feature engine (data/streaming_features.h) per instrument; the four
 /// models then run concurrently on a small thread pool (outputs bit-identical to running them
 /// one by one) and their signals are combined into one target position in [-1, 1].
