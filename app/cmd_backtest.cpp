@@ -168,13 +168,15 @@ Registrar registered_backtest = subcommand<BacktestArgs>(
       return [a, wf]() {
         // A --report path that cannot hold the files fails now, before the run.
         if (!a->report.empty()) check_output_dir(a->report, "--report");
+        // The input's kind, decided once (a stream's header: data::has_symbol_column).
+        const bool panel = data::has_symbol_column(read_file(a->job.data));
         if (wf->count() > 0) {
           FOXHUNT_CHECK(a->job.bundles.empty(), "backtest",
                         "--walk-forward trains its own ensembles (under --work); drop --bundles");
           FOXHUNT_CHECK(a->job.from.empty() && a->job.to.empty(), "backtest",
                         "--walk-forward scores every fold after --initial; --from/--to do not "
                         "apply");
-          FOXHUNT_CHECK(!data::has_symbol_column(read_file(a->job.data)), "backtest",
+          FOXHUNT_CHECK(!panel, "backtest",
                         "--walk-forward: expected one series, got a panel (a symbol column) in ",
                         a->job.data);
           return backtest_walk_forward(*a);
@@ -184,7 +186,7 @@ Registrar registered_backtest = subcommand<BacktestArgs>(
         serving::BacktestJob job = a->job;
         job.rule = serving::ensemble_rule(job.bundles, a->rule);
         job.explain = a->explain || !a->report.empty();
-        if (data::has_symbol_column(read_file(job.data))) {
+        if (panel) {
           FOXHUNT_CHECK(job.symbol.empty(), "backtest",
                         "--symbol applies to one series; a panel serves each symbol as itself");
           return backtest_panel(*a, job);

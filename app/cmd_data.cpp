@@ -10,6 +10,7 @@
 #include "foxhunt/core/fields.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/bars.h"
+#include "foxhunt/data/market_data.h"
 #include "foxhunt/data/panel.h"
 
 namespace foxhunt::cli {
@@ -58,8 +59,7 @@ int run_generate(const DataArgs& a) {
 }
 
 /// A file with a symbol column: one line per symbol (bars, first/last bar, missing bars).
-int inspect_panel(const DataArgs& a, const std::string& text) {
-  const auto panel = data::parse_panel_csv(text, a.input);  // InputError -> exit 2
+int inspect_panel(const DataArgs& a, const data::Panel& panel) {
   const auto symbols = data::summarize_panel(panel);
   if (a.json) {
     nlohmann::json list = nlohmann::json::array();
@@ -96,9 +96,10 @@ int inspect_panel(const DataArgs& a, const std::string& text) {
 }
 
 int run_inspect(const DataArgs& a) {
-  const std::string text = read_file(a.input);
-  if (data::has_symbol_column(text)) return inspect_panel(a, text);
-  const auto series = data::parse_bars_csv(text, a.input);  // InputError "file:line: ..." -> exit 2
+  // InputError "file:line: ..." -> exit 2.
+  const auto bars = data::load_market_data(a.input);
+  if (bars.is_panel()) return inspect_panel(a, *bars.panel);
+  const auto& series = bars.series;
   const auto s = data::summarize_bars(series);
   if (a.json) {
     print_json(summary_json(s, a.input).dump(2));

@@ -29,7 +29,7 @@ constexpr const char* kTrainAllLog = "train all";  // the component its log line
 
 namespace market_data {
 
-nlohmann::json fit_ensemble_rule(const std::string& dir, const MarketSeries& bars) {
+nlohmann::json fit_ensemble_rule(const std::string& dir, const data::MarketData& bars) {
   // Never a stale rule on failure.
   std::filesystem::remove(serving::BundleDirectory(dir).rule_path());
   const data::DatasetOptions options;
@@ -67,7 +67,7 @@ nlohmann::json fit_ensemble_rule(const std::string& dir, const MarketSeries& bar
 nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path) {
   // Never a stale rule, even when the bars cannot be read.
   std::filesystem::remove(serving::BundleDirectory(dir).rule_path());
-  return market_data::fit_ensemble_rule(dir, market_data::load_market_series(data_path));
+  return market_data::fit_ensemble_rule(dir, data::load_market_data(data_path));
 }
 
 TrainAllSummary run_train_all(const TrainJob& base) {
@@ -84,7 +84,7 @@ TrainAllSummary run_train_all(const TrainJob& base) {
   // A rule fitted for earlier bundles must not outlive them.
   std::filesystem::remove(serving::BundleDirectory(all.out).rule_path());
   // The series is read once: every model trains on these bars and the rule is fitted on them.
-  const auto bars = market_data::load_market_series(base.data);
+  const auto bars = data::load_market_data(base.data);
   for (const auto& name : trainable_models()) {
     TrainJob job = base;
     job.model = name;

@@ -168,7 +168,7 @@ TrainSummary run_train_job(const TrainJob& job) {
   return run_train_job(job, nullptr);
 }
 
-TrainSummary run_train_job(const TrainJob& given, const market_data::MarketSeries* preloaded) {
+TrainSummary run_train_job(const TrainJob& given, const data::MarketData* preloaded) {
   using detail::kTrainJobComponent;
   (void)models::to_torch(given.device);  // a device that is not there: one line, before any work
   // Data-parallel ranks on one machine share `--device cuda`: rank r takes GPU r mod count (as

@@ -31,9 +31,9 @@ std::string forecaster_names();
 // What a job starts from, read once by run_train_job: the --resume checkpoint and its header, the
 // job's --options parsed for its trainer, and market data a caller already loaded.
 struct JobInputs {
-  const Container* container = nullptr;      // the --resume checkpoint (null: a fresh run)
-  std::optional<ResumedCheckpoint> resumed;  // its header
-  const market_data::MarketSeries* preloaded = nullptr;  // `train all`'s bars (null: load)
+  const Container* container = nullptr;         // the --resume checkpoint (null: a fresh run)
+  std::optional<ResumedCheckpoint> resumed;     // its header
+  const data::MarketData* preloaded = nullptr;  // `train all`'s bars (null: load)
   std::variant<OptionsPatch<train::DqnTrainerOptions>, OptionsPatch<train::PpoTrainerOptions>,
                OptionsPatch<train::ForecastTrainerOptions>>
       options;  // --options, typed for the model's trainer
@@ -109,6 +109,6 @@ namespace foxhunt::jobs {
 
 // run_train_job (train_job.h) on market data already loaded (`train all`: `preloaded`, read
 // once for every model); null: the job loads its own.
-TrainSummary run_train_job(const TrainJob& job, const market_data::MarketSeries* preloaded);
+TrainSummary run_train_job(const TrainJob& job, const data::MarketData* preloaded);
 
 }  // namespace foxhunt::jobs

@@ -84,22 +84,11 @@ double target_scale_of(const data::TargetVol& vol, const data::Matrix& raw,
 
 }  // namespace
 
-MarketSeries load_market_series(const std::string& path) {
-  MarketSeries bars;
-  const std::string text = path.empty() ? std::string() : read_file(path);
-  if (!path.empty() && data::has_symbol_column(text))
-    bars.panel = data::parse_panel_csv(text, path);
-  else
-    bars.series = path.empty() ? data::generate_synthetic(data::SyntheticOptions{})
-                               : data::parse_bars_csv(text, path);
-  return bars;
-}
-
 Market load_market(const TrainJob& job, const ResumedCheckpoint* resumed,
-                   const MarketSeries* preloaded, bool scale_targets) {
-  std::optional<MarketSeries> loaded;
-  if (!preloaded) loaded = load_market_series(data_path(job, resumed));
-  const MarketSeries& bars = preloaded ? *preloaded : *loaded;
+                   const data::MarketData* preloaded, bool scale_targets) {
+  std::optional<data::MarketData> loaded;
+  if (!preloaded) loaded = data::load_market_data(data_path(job, resumed));
+  const data::MarketData& bars = preloaded ? *preloaded : *loaded;
   Market m;
   std::vector<data::BarSeries> series;
   data::DatasetOptions options;

@@ -11,6 +11,7 @@
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/data/market_data.h"
 #include "foxhunt/data/panel.h"
 #include "foxhunt/jobs/train_job.h"
 #include "foxhunt/jobs/train_summary.h"
@@ -34,18 +35,6 @@ struct Market {
   }
 };
 
-// The bars of a job's data, parsed once: `train all` loads them before its first model and hands
-// them to every model and to the rule fit.
-struct MarketSeries {
-  std::optional<data::Panel> panel;  // a CSV with a symbol column: its instruments
-  data::BarSeries series;            // otherwise the one series (a CSV or the synthetic default)
-  bool is_panel() const { return panel.has_value(); }
-};
-
-// The bars of `path` (a bars CSV; a CSV with a symbol column is a panel) or, for "", the
-// embedded synthetic default.
-MarketSeries load_market_series(const std::string& path);
-
 // The market data of a job: `preloaded` when given, else the bars of --data (or, on resume, of
 // the file the checkpoint trained on). A panel gets one dataset per symbol, split at common cut
 // dates. Forecasting targets (`scale_targets`) are divided by a target volatility chosen on the
@@ -53,11 +42,11 @@ MarketSeries load_market_series(const std::string& path);
 // checkpoint's) and scaled per instrument so that its training returns have unit variance
 // (pinball losses of ~1e-4 train poorly).
 Market load_market(const TrainJob& job, const ResumedCheckpoint* resumed,
-                   const MarketSeries* preloaded, bool scale_targets);
+                   const data::MarketData* preloaded, bool scale_targets);
 
 // fit_ensemble_rule (train_job.h) on bars already loaded: `train all` fits its rule on the series
 // its models trained on without reading the CSV again.
-nlohmann::json fit_ensemble_rule(const std::string& dir, const MarketSeries& bars);
+nlohmann::json fit_ensemble_rule(const std::string& dir, const data::MarketData& bars);
 
 // The serving bundle of a model trained on market data: weights, options, spec, the dataset's
 // normaliser and fingerprint, and the training record (`training`: the summary's JSON so far).

@@ -1,8 +1,8 @@
 #include "foxhunt/jobs/walk_forward.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -223,7 +223,8 @@ std::string WalkForwardRun::refits_table() const {
   // The ensemble, buy-and-hold, then each model of the catalog that the folds scored.
   std::vector<std::string> columns = {"ensemble", "buy_and_hold"};
   for (const auto& m : models::model_names())
-    if (std::any_of(refits.begin(), refits.end(), [&](const Refit& r) { return r.sharpe.count(m); }))
+    if (std::any_of(refits.begin(), refits.end(),
+                    [&](const Refit& r) { return r.sharpe.count(m); }))
       columns.push_back(m);
   os << fmt::format("{:<5} {:<23} {:<23} {:>8}", "fold", "trained on", "scored", "train s");
   for (const auto& c : columns) os << fmt::format(" {:>9}", c == "buy_and_hold" ? "b&h" : c);
