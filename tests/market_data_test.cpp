@@ -31,12 +31,8 @@ TEST(MarketDataTest, APanelASeriesOrTheSyntheticDefault) {
   EXPECT_EQ(synthetic.series.size(), generate_synthetic(SyntheticOptions{}).size());
   // A bad file names itself and the line.
   std::ofstream(tmp.file("bad.csv")) << "timestamp,close\n1700000000,abc\n";
-  try {
-    load_market_data(tmp.file("bad.csv"));
-    ADD_FAILURE() << "a bad close was accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.csv:2"), std::string::npos) << e.what();
-  }
+  foxhunt::testing::expect_input_error([&] { load_market_data(tmp.file("bad.csv")); }, "",
+                                       {"bad.csv:2"});
 }
 
 }  // namespace
