@@ -132,6 +132,11 @@ struct Desk::Impl {
   int64_t horizon = 0;                      // longest forecast horizon
   uint64_t instrument_bytes = 0;            // one instrument's state, symbol buffer aside
   uint64_t state_bytes = 0;
+
+  // Every check of on_timestamp's bars, no state changed; returns the symbols not seen before
+  // (pointers into `bars`).
+  std::vector<const std::string*> check(int64_t timestamp,
+                                        const std::vector<SymbolBar>& bars) const;
 };
 
 Desk Desk::load(const std::string& dir, std::optional<DecisionRule> rule,
@@ -229,41 +234,49 @@ void Desk::clear() {
   impl_->state_bytes = 0;
 }
 
+std::vector<const std::string*> Desk::Impl::check(int64_t timestamp,
+                                                  const std::vector<SymbolBar>& bars) const {
+  std::unordered_set<std::string> seen;
+  std::vector<const std::string*> fresh;
+  // A fresh engine checks a new symbol's first bar; built only when one arrives (its rings are
+  // allocated on construction: not on every timestamp).
+  std::optional<data::StreamingFeatures> blank;
+  for (const auto& sb : bars) {
+    FOXHUNT_CHECK(!sb.symbol.empty(), kDeskComponent, "timestamp ", timestamp,
+                  ": a bar has an empty symbol");
+    FOXHUNT_CHECK(seen.insert(sb.symbol).second, kDeskComponent, "timestamp ", timestamp,
+                  ": symbol '", sb.symbol, "' has two bars (expected at most one per symbol)");
+    FOXHUNT_CHECK(sb.bar.timestamp == timestamp, kDeskComponent, "symbol '", sb.symbol,
+                  "': expected a bar at timestamp ", timestamp, ", got ", sb.bar.timestamp);
+    auto it = index.find(sb.symbol);
+    try {
+      if (it == index.end()) {
+        // A panel bundle serves only the symbols it was trained on.
+        for (const auto& p : plans) (void)p.bundle->calibration(sb.symbol);
+        if (!blank) blank.emplace();
+        blank->check(sb.bar);
+        fresh.push_back(&sb.symbol);
+      } else {
+        instruments[it->second]->features.check(sb.bar);
+      }
+    } catch (const InputError& e) {
+      if (!options.name_symbol_in_errors) throw;
+      throw InputError(kDeskComponent, "symbol '" + sb.symbol + "': " + e.message());
+    }
+  }
+  return fresh;
+}
+
+void Desk::check(int64_t timestamp, const std::vector<SymbolBar>& bars) const {
+  (void)impl_->check(timestamp, bars);
+}
+
 std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
                                                    const std::vector<SymbolBar>& bars) {
   const auto t0 = std::chrono::steady_clock::now();
   auto& d = *impl_;
   // 1. Check everything before any state changes.
-  std::unordered_set<std::string> seen;
-  std::vector<const std::string*> fresh;
-  {
-    // A fresh engine checks a new symbol's first bar; built only when one arrives (its rings
-    // are allocated on construction: not on every timestamp).
-    std::optional<data::StreamingFeatures> blank;
-    for (const auto& sb : bars) {
-      FOXHUNT_CHECK(!sb.symbol.empty(), kDeskComponent, "timestamp ", timestamp,
-                    ": a bar has an empty symbol");
-      FOXHUNT_CHECK(seen.insert(sb.symbol).second, kDeskComponent, "timestamp ", timestamp,
-                    ": symbol '", sb.symbol, "' has two bars (expected at most one per symbol)");
-      FOXHUNT_CHECK(sb.bar.timestamp == timestamp, kDeskComponent, "symbol '", sb.symbol,
-                    "': expected a bar at timestamp ", timestamp, ", got ", sb.bar.timestamp);
-      auto it = d.index.find(sb.symbol);
-      try {
-        if (it == d.index.end()) {
-          // A panel bundle serves only the symbols it was trained on.
-          for (const auto& p : d.plans) (void)p.bundle->calibration(sb.symbol);
-          if (!blank) blank.emplace();
-          blank->check(sb.bar);
-          fresh.push_back(&sb.symbol);
-        } else {
-          d.instruments[it->second]->features.check(sb.bar);
-        }
-      } catch (const InputError& e) {
-        if (!d.options.name_symbol_in_errors) throw;
-        throw InputError(kDeskComponent, "symbol '" + sb.symbol + "': " + e.message());
-      }
-    }
-  }
+  const auto fresh = impl_->check(timestamp, bars);
   // 2. State for new symbols (each declared to the ledger before it is built), committed only
   // once all exist.
   std::vector<std::unique_ptr<Instrument>> created;

@@ -426,14 +426,13 @@ Ensemble::~Ensemble() = default;
 Ensemble::Ensemble(Ensemble&&) noexcept = default;
 
 bool Ensemble::try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why) {
-  BarDecision d;
   try {
-    d = on_bar(bar);
+    desk_->check(bar.timestamp, {SymbolBar{symbol_, bar}});  // no state changes
   } catch (const InputError& e) {
-    // Every bar is checked before any state changes (Desk::on_timestamp).
     if (why) *why = e.what();
     return false;
   }
+  auto d = on_bar(bar);  // an error past the checks is not the bar's: it propagates
   if (out) *out = std::move(d);
   return true;
 }

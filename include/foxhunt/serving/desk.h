@@ -107,6 +107,9 @@ class Desk {
   /// nothing changes then (every bar is checked before any state changes).
   std::vector<InstrumentDecision> on_timestamp(int64_t timestamp,
                                                const std::vector<SymbolBar>& bars);
+  /// The checks on_timestamp makes before any state changes (the same InputErrors), without
+  /// feeding the bars.
+  void check(int64_t timestamp, const std::vector<SymbolBar>& bars) const;
 
   /// Instruments seen so far.
   int64_t instruments() const;
