@@ -495,7 +495,8 @@ const std::vector<int64_t>& compact_feature_columns() {
     std::vector<int64_t> out;
     for (const auto& n : compact_feature_names()) {
       auto it = std::find(all.begin(), all.begin() + kPastBankFeatures, n);
-      FOXHUNT_INTERNAL_ASSERT(it != all.begin() + kPastBankFeatures, "unknown mamba2 feature ", n);
+      FOXHUNT_INTERNAL_ASSERT(it != all.begin() + kPastBankFeatures, "unknown compact32 feature ",
+                              n);
       out.push_back(it - all.begin());
     }
     FOXHUNT_INTERNAL_ASSERT(static_cast<int64_t>(out.size()) == kCompactFeatures);
@@ -610,10 +611,10 @@ void from_json(const nlohmann::json& j, Normalizer& n) {
 
 const std::vector<FeatureSet>& feature_sets() {
   static const std::vector<FeatureSet> sets = [] {
-    std::vector<int64_t> tft(kPastBankFeatures);
-    for (int64_t c = 0; c < kPastBankFeatures; ++c) tft[static_cast<size_t>(c)] = c;
+    std::vector<int64_t> past(kPastBankFeatures);
+    for (int64_t c = 0; c < kPastBankFeatures; ++c) past[static_cast<size_t>(c)] = c;
     return std::vector<FeatureSet>{{"compact32", compact_feature_columns(), kCompactFeatures},
-                                   {"past225", tft, kPastBankFeatures},
+                                   {"past225", past, kPastBankFeatures},
                                    {"calendar", {}, kKnownFutureFeatures},
                                    {"rl_state", {}, kRlStateDim}};
   }();

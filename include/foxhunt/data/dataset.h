@@ -97,7 +97,7 @@ struct DatasetOptions {
   int64_t warmup = kFeatureWarmup;
   /// |normalised feature| cap.
   double clip = 10.0;
-  /// Static instrument id fed to the TFT.
+  /// The instrument's static id (models with a static-id input).
   int64_t instrument_id = 0;
   /// Split at these dates (a panel's common cut dates) instead of by `split`'s fractions.
   std::optional<SplitCuts> cuts = std::nullopt;

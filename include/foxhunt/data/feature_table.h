@@ -267,7 +267,8 @@ constexpr std::array<FeatureSpec, kObservedFeatures> make_feature_table() {
   t.add(K::kSinceHigh, 60);
   t.add(K::kSinceLow, 60);
   t.add(K::kJumpFlag, 60);
-  if (t.n != kPastBankFeatures) throw "feature table: the TFT columns must be kPastBankFeatures";
+  if (t.n != kPastBankFeatures)
+    throw "feature table: the " past225 " columns must be kPastBankFeatures";
   // The RL state's extra columns: longer lags of key features.
   t.range(K::kRetLag, 20, 29);
   t.range(K::kRangeLag, 10, 14);
@@ -279,7 +280,7 @@ constexpr std::array<FeatureSpec, kObservedFeatures> make_feature_table() {
 
 }  // namespace detail
 
-/// Every bank column, in column order: the first kPastBankFeatures are the TFT past-observed
+/// Every bank column, in column order: the first kPastBankFeatures are the "past225"
 /// inputs, the rest the RL state's longer lags. `observed_feature_names()` are their names.
 inline constexpr std::array<FeatureSpec, kObservedFeatures> kFeatureTable =
     detail::make_feature_table();

@@ -5,17 +5,17 @@
 ///
 /// One bank of kObservedFeatures (250) past-observed market features is computed per bar.
 /// Every column is strictly causal: row t depends on bars 0..t only (rolling windows end at t,
-/// EMAs run forward from bar 0). Columns 0..224 are the TFT past-observed inputs; the 25 extra
-/// columns are longer lags used only by the RL state. The model inputs are views of this bank:
+/// EMAs run forward from bar 0). Columns 0..224 are the past-observed set "past225"; the 25
+/// extra columns are longer lags used only by the RL state. The feature sets a model's I/O spec
+/// names (models/spec.h) are views of this bank; data never knows which model reads which:
 ///
-/// | consumer | width | columns |
+/// | feature set | width | columns |
 /// |---|---|---|
-/// | TFT past-observed | 225 | bank[0..224] |
-/// | TFT known-future  | 4   | sin/cos time of day, sin/cos day of week (from the timestamp) |
-/// | TFT static        | 1   | instrument id (int64, default 0) |
-/// | Mamba-2           | 32  | the named subset `compact_feature_names()` of bank[0..224] |
-/// | RL market state   | 254 | bank[0..249] + the 4 calendar features |
-/// | RL state          | 256 | RL market state + position + scaled unrealised PnL |
+/// | "past225"  | 225 | bank[0..224] |
+/// | "calendar" | 4   | sin/cos time of day, sin/cos day of week (known future, from the timestamp)
+/// | | "compact32" | 32 | the named subset `compact_feature_names()` of bank[0..224] | | RL market
+/// state | 254 | bank[0..249] + the 4 calendar features | | "rl_state" | 256 | RL market state +
+/// position + scaled unrealised PnL |
 ///
 /// Warm-up: the longest lookback is 240 bars (plus lags of shorter features); rows before
 /// `kFeatureWarmup` (256) use truncated windows and are dropped by the datasets.
@@ -38,11 +38,11 @@ namespace foxhunt::data {
 
 /// Width of the past-observed feature bank.
 inline constexpr int64_t kObservedFeatures = 250;
-/// TFT past-observed inputs per bar (the first columns of the bank).
+/// Width of the "past225" set (the first columns of the bank).
 inline constexpr int64_t kPastBankFeatures = 225;
-/// TFT known-future (calendar) inputs per bar.
+/// Known-future (calendar) values per bar.
 inline constexpr int64_t kKnownFutureFeatures = 4;
-/// Mamba-2 inputs per bar.
+/// Width of the "compact32" set.
 inline constexpr int64_t kCompactFeatures = 32;
 /// RL market features per bar (bank + calendar).
 inline constexpr int64_t kRlMarketFeatures = kObservedFeatures + kKnownFutureFeatures;
@@ -75,13 +75,13 @@ struct Matrix {
 /// Names of the 250 bank columns, in column order (unique): the names the bank builder gives the
 /// kFeatureTable entries (feature_table.h).
 const std::vector<std::string>& observed_feature_names();
-/// Names of the 225 TFT past-observed inputs (= the first 225 bank names).
+/// Names of the 225 columns of "past225" (= the first 225 bank names).
 std::vector<std::string> past_feature_names();
 /// Names of the 4 known-future calendar inputs.
 const std::vector<std::string>& calendar_feature_names();
-/// Names of the 32 Mamba-2 inputs (a documented subset of the TFT inputs).
+/// Names of the 32 columns of "compact32" (a documented subset of "past225").
 const std::vector<std::string>& compact_feature_names();
-/// Bank column indices of the Mamba-2 inputs, in `compact_feature_names()` order.
+/// Bank column indices of "compact32", in `compact_feature_names()` order.
 const std::vector<int64_t>& compact_feature_columns();
 /// Names of the 256 RL state entries (bank, calendar, "position", "unrealized_pnl").
 std::vector<std::string> rl_state_names();
@@ -89,12 +89,12 @@ std::vector<std::string> rl_state_names();
 /// A named set of per-bar inputs that a model's I/O spec (models/spec.h) asks for by name.
 /// Bank sets are columns of the normalised bank; "calendar" is the 4 calendar features.
 struct FeatureSet {
-  std::string name;              ///< e.g. "mamba2", "tft_past", "calendar", "rl_state"
+  std::string name;              ///< "compact32", "past225", "calendar", "rl_state"
   std::vector<int64_t> columns;  ///< bank columns, in input order (empty for calendar/rl_state)
   int64_t width = 0;             ///< values per bar
 };
 
-/// The feature set called `name`: "mamba2" (32 named bank columns), "tft_past" (bank 0..224),
+/// The feature set called `name`: "compact32" (32 named bank columns), "past225" (bank 0..224),
 /// "calendar" (4), "rl_state" (256: bank, calendar, position, unrealised PnL). Throws InputError
 /// naming the known sets otherwise.
 const FeatureSet& feature_set(const std::string& name);

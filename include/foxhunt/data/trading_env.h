@@ -1,6 +1,6 @@
 #pragma once
 /// \file trading_env.h
-/// A single-instrument trading environment for DQN and PPO. Torch-free (observations are
+/// A single-instrument trading environment for the RL policies. Torch-free (observations are
 /// std::vector<float>; train/batches.h stacks them).
 ///
 /// Mechanics, per step at bar t (the agent sees bar t's close and features):
