@@ -268,7 +268,7 @@ constexpr std::array<FeatureSpec, kObservedFeatures> make_feature_table() {
   t.add(K::kSinceLow, 60);
   t.add(K::kJumpFlag, 60);
   if (t.n != kPastBankFeatures)
-    throw "feature table: the " past225 " columns must be kPastBankFeatures";
+    throw "feature table: the past225 columns must be kPastBankFeatures";
   // The RL state's extra columns: longer lags of key features.
   t.range(K::kRetLag, 20, 29);
   t.range(K::kRangeLag, 10, 14);
