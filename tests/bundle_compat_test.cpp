@@ -67,6 +67,28 @@ TEST(BundleCompatTest, EveryBundleIsVersion3AndVersion1BundlesStillServeTheSameN
         << b.name();
   }
   EXPECT_EQ(renamed, 2);  // the two forecasters' sets had other names
+
+  // A panel bundle as version 2 wrote it (instruments listed, no trading environment) loads as
+  // a panel; written today (version 3) it lists them the same way.
+  auto panel = foxhunt::testing::untrained_bundles(ds, 3).front();
+  for (const char* symbol : {"AAA", "BBB"})
+    panel.instruments.push_back({.symbol = symbol,
+                                 .instrument_id = static_cast<int64_t>(panel.instruments.size()),
+                                 .normalizer = ds.normalizer(),
+                                 .target_scale = 2.0,
+                                 .data = fingerprint(ds.series())});
+  save_bundle(panel, tmp.file("panel.fhb"));
+  Container v2 = read_container(tmp.file("panel.fhb"));
+  EXPECT_EQ(v2.header.at("instruments").size(), 2u);
+  v2.header["bundle_version"] = 2;
+  v2.header.erase("trading_env");
+  write_container(tmp.file("panel-v2.fhb"), v2);
+  for (const char* file : {"panel.fhb", "panel-v2.fhb"}) {
+    const auto b = load_bundle(tmp.file(file));
+    ASSERT_TRUE(b.panel()) << file;
+    EXPECT_EQ(b.symbols_text(), "AAA, BBB") << file;
+    EXPECT_EQ(b.calibration("BBB").instrument_id, 1) << file;
+  }
   // A version this build never wrote is refused, naming the versions it reads.
   Container c = read_container(tmp.file("dqn.fhb"));
   c.header["bundle_version"] = 4;
