@@ -261,11 +261,11 @@ TEST(BudgetPrecisionTest, Int8TftIsMeasuredInItsLayout) {
     const auto& b = int8.rows[i];
     SCOPED_TRACE(b.model);
     if (b.model != "tft") {
-      EXPECT_EQ(b.precision, "fp32");
+      EXPECT_EQ(b.precision, models::Precision::kFp32);
       EXPECT_EQ(a.footprint.parameter_bytes, b.footprint.parameter_bytes);
       continue;
     }
-    EXPECT_EQ(b.precision, "int8");
+    EXPECT_EQ(b.precision, models::Precision::kInt8);
     EXPECT_EQ(b.footprint.parameter_bytes, 0u);
     EXPECT_EQ(
         b.footprint.buffer_bytes,

@@ -70,18 +70,20 @@ TEST(CatalogTest, EveryEntryReachesItsTrainerAndTheBudgetAndTheEnsemble) {
 }
 
 TEST(CatalogTest, PrecisionsAreFp32AndTheRegisteredInt8Tft) {
-  EXPECT_EQ(quant::models_with_precision("int8"), std::vector<std::string>{"tft"});
-  EXPECT_EQ(quant::models_with_precision("fp32"), models::model_names());
-  EXPECT_EQ(quant::precisions("tft"), (std::vector<std::string>{"fp32", "int8"}));
-  EXPECT_EQ(quant::precisions("dqn"), std::vector<std::string>{"fp32"});
-  EXPECT_FALSE(quant::has_precision("dqn", "int8"));
-  EXPECT_FALSE(quant::has_precision("lstm", "fp32"));
+  using models::Precision;
+  EXPECT_EQ(quant::models_with_precision(Precision::kInt8), std::vector<std::string>{"tft"});
+  EXPECT_EQ(quant::models_with_precision(Precision::kFp32), models::model_names());
+  EXPECT_EQ(quant::precisions("tft"), (std::vector<Precision>{Precision::kFp32, Precision::kInt8}));
+  EXPECT_EQ(quant::precisions("dqn"), std::vector<Precision>{Precision::kFp32});
+  EXPECT_FALSE(quant::has_precision("dqn", Precision::kInt8));
+  EXPECT_FALSE(quant::has_precision("lstm", Precision::kFp32));
   EXPECT_EQ(quant::quantized_forms_text(), "the int8 tft");
-  auto i8 = quant::make_model_at("tft", "int8", nullptr, "t");
-  EXPECT_EQ(i8->precision(), "int8");
-  EXPECT_EQ(quant::make_model_at("ppo", "fp32", nullptr, "t")->precision(), "fp32");
+  auto i8 = quant::make_model_at("tft", Precision::kInt8, nullptr, "t");
+  EXPECT_EQ(i8->precision(), Precision::kInt8);
+  EXPECT_EQ(quant::make_model_at("ppo", Precision::kFp32, nullptr, "t")->precision(),
+            Precision::kFp32);
   try {
-    quant::make_model_at("dqn", "int8", nullptr, "here");
+    quant::make_model_at("dqn", Precision::kInt8, nullptr, "here");
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("precision of 'dqn': expected fp32, got 'int8'"),

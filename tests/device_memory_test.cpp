@@ -178,17 +178,19 @@ TEST(DeviceMemoryTest, BudgetOnCudaWithoutAGpuIsAnInputError) {
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
   EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
-  EXPECT_THROW(plan::measure_inference_footprint("dqn", {1}, 0, 42, {}, "fp32", "cuda"),
-               InputError);
+  EXPECT_THROW(
+      plan::measure_inference_footprint("dqn", {1}, 0, 42, {}, models::Precision::kFp32, "cuda"),
+      InputError);
 }
 
 TEST(DeviceMemoryTest, CudaFootprintsRejectTheCpuOnlyInt8Tft) {
   // Checked before any device is touched, so it holds with or without a GPU.
-  EXPECT_THROW(plan::measure_inference_footprint("tft", {1}, 0, 42, {}, "int8", "cuda"),
-               InputError);
+  EXPECT_THROW(
+      plan::measure_inference_footprint("tft", {1}, 0, 42, {}, models::Precision::kInt8, "cuda"),
+      InputError);
   plan::BudgetOptions o;
   o.device = "cuda";
-  o.precision = {{"tft", "int8"}};
+  o.precision = {{"tft", models::Precision::kInt8}};
   EXPECT_THROW(plan::validate_budget(o), InputError);
 }
 
@@ -320,13 +322,14 @@ TEST_P(CudaModelTest, InferenceFootprintMatchesTheLedger_CUDA) {
     return plan::measure_inference_footprint(name, {1, 64});
   }();
   const auto with_cudnn =
-      plan::measure_inference_footprint(name, {1, 64}, 0, 42, {}, "fp32", "cuda");
+      plan::measure_inference_footprint(name, {1, 64}, 0, 42, {}, models::Precision::kFp32, "cuda");
   for (const auto& r : with_cudnn.runs)
     RecordProperty("cudnn_activation_bytes_batch_" + std::to_string(r.batch),
                    std::to_string(r.activation_bytes));
   const auto gpu = [&] {
     CudnnOff native_rnn;
-    return plan::measure_inference_footprint(name, {1, 64}, 0, 42, {}, "fp32", "cuda");
+    return plan::measure_inference_footprint(name, {1, 64}, 0, 42, {}, models::Precision::kFp32,
+                                             "cuda");
   }();
   for (size_t i = 0; i < gpu.runs.size() && i < cpu.runs.size(); ++i) {
     RecordProperty("native_activation_bytes_batch_" + std::to_string(gpu.runs[i].batch),

@@ -110,7 +110,7 @@ class FifthModelTest : public foxhunt::testing::SeededTest {
 };
 
 TEST_F(FifthModelTest, ARegisteredModelTrainsServesBudgetsBacktestsAndIsListed) {
-  EXPECT_THROW(register_linq(), InputError);  // one name, one model
+  EXPECT_THROW(register_linq(), InputError);                  // one name, one model
   EXPECT_THROW(models::unregister_model("tft"), InputError);  // the built-in ones stay
   // Listed, measured, and its name is a model name everywhere.
   const auto listed = models::describe_models();

@@ -254,8 +254,7 @@ TEST_F(LedgerTest, FourThreadsKeepExactTotals) {
   // Free everything from the main thread: credited back to each thread's scope.
   held.clear();
   EXPECT_EQ(live_bytes(), base);
-  for (int t = 0; t < kThreads; ++t)
-    EXPECT_EQ(scope_stats(thread_scope(t)).live_bytes, 0u) << t;
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(scope_stats(thread_scope(t)).live_bytes, 0u) << t;
 }
 
 TEST_F(LedgerTest, SetLimitReturnsTheOldOneAndGuardRestores) {

@@ -68,7 +68,9 @@ TEST(PrecisionTest, MakeModelAtRefusesAPrecisionTheModelLacks) {
             "[here] precision of 'dqn': expected fp32, got 'int8'");
   EXPECT_EQ(input_error([] { quant::make_model_at("tft", Precision::kInt8Qat, nullptr, "here"); }),
             "[here] precision of 'tft': expected fp32 or int8, got 'int8-qat'");
-  EXPECT_EQ(input_error([] { quant::make_model_at("tft", "int4", nullptr, "here"); }),
+  EXPECT_EQ(input_error([] {
+              quant::make_model_at("tft", models::parse_precision("int4", "here"), nullptr, "here");
+            }),
             "[here] precision: expected fp32, int8 or int8-qat, got 'int4'");
   EXPECT_EQ(quant::make_model_at("tft", Precision::kInt8, nullptr, "t")->precision(),
             Precision::kInt8);
@@ -76,16 +78,14 @@ TEST(PrecisionTest, MakeModelAtRefusesAPrecisionTheModelLacks) {
             Precision::kFp32);
 }
 
-// The budget's precision map: typed values, built from text pairs as the --precision flag is.
+// The budget's precision map: typed values, parsed from the --precision flag's text.
 TEST(PrecisionTest, BudgetPrecisionMapParsesItsTextPairs) {
-  plan::PrecisionMap m = {{"tft", "int8"}};
+  const plan::PrecisionMap m = {{"tft", Precision::kInt8}};
   EXPECT_EQ(m.of("tft"), Precision::kInt8);
   EXPECT_EQ(m.of("dqn"), Precision::kFp32);
   EXPECT_EQ(plan::parse_precisions("tft=int8"), m);
-  EXPECT_EQ(input_error([] {
-              [[maybe_unused]] plan::PrecisionMap bad = {{"tft", "int4"}};
-            }),
-            "[budget] precision: expected fp32, int8 or int8-qat, got 'int4'");
+  EXPECT_EQ(input_error([] { plan::parse_precisions("tft=int4"); }),
+            "[budget] precision 'tft=int4': tft has fp32 and int8, got 'int4'");
   EXPECT_EQ(input_error([] { plan::parse_precisions("tft=int8-qat"); }),
             "[budget] precision 'tft=int8-qat': tft has fp32 and int8, got 'int8-qat'");
 }

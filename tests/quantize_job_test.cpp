@@ -86,7 +86,7 @@ TEST(QuantizeJobTest, PtqBundleServesThroughTheSameRuntime) {
 
   // The INT8 bundle loads as int8 and gives the same forecasts on every load.
   auto a = load_bundle(q8), b = load_bundle(q8, torch::kCPU, "tft");
-  EXPECT_EQ(a.model->precision(), "int8");
+  EXPECT_EQ(a.model->precision(), models::Precision::kInt8);
   EXPECT_EQ(a.training["quantization"]["method"], "ptq");
   EXPECT_EQ(a.model->parameter_bytes(), 0);
   EXPECT_EQ(a.model->buffer_bytes(), layout.total_bytes());
@@ -245,7 +245,7 @@ TEST(QuantizeJobTest, PtqAndQatStayCloseToFp32_SLOW) {
   EXPECT_GT(qat["qat"]["steps"].get<int64_t>(), 0);
   // The QAT bundle is the same INT8 form as PTQ's and loads bit-exactly.
   auto a = load_bundle(tmp.file("qat.fhb")), b = load_bundle(tmp.file("qat.fhb"));
-  EXPECT_EQ(a.model->precision(), "int8");
+  EXPECT_EQ(a.model->precision(), models::Precision::kInt8);
   EXPECT_EQ(a.training["quantization"]["method"], "qat");
   auto batch = a.model->example_batch(4, 0, torch::kCPU, 3);
   EXPECT_TRUE(torch::equal(a.model->forward(batch)[0], b.model->forward(batch)[0]));

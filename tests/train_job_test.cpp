@@ -162,8 +162,8 @@ Container forecast_checkpoint(const std::string& source) {
 }
 
 TEST(ResumedCheckpointTest, ReadsWhatTheJobResumesFrom) {
-  const auto r =
-      jobs::read_resumed_checkpoint(forecast_checkpoint("/data/bars.csv"), "x.ckpt", "forecast");
+  const auto r = jobs::read_resumed_checkpoint(forecast_checkpoint("/data/bars.csv"), "x.ckpt",
+                                               models::TrainerKind::kForecast);
   EXPECT_EQ(r.path, "x.ckpt");
   EXPECT_EQ(r.model, "tft");
   EXPECT_EQ(r.model_options, (nlohmann::json{{"hidden", 8}}));
@@ -175,16 +175,16 @@ TEST(ResumedCheckpointTest, ReadsWhatTheJobResumesFrom) {
   EXPECT_EQ(r.data_path, "/data/bars.csv");
   EXPECT_EQ(r.target_vol_feature, "absret_mean_60");
   // The embedded synthetic series is no file.
-  EXPECT_EQ(
-      jobs::read_resumed_checkpoint(forecast_checkpoint("synthetic(seed=42)"), "x.ckpt", "forecast")
-          .data_path,
-      "");
+  EXPECT_EQ(jobs::read_resumed_checkpoint(forecast_checkpoint("synthetic(seed=42)"), "x.ckpt",
+                                          models::TrainerKind::kForecast)
+                .data_path,
+            "");
 }
 
 TEST(ResumedCheckpointTest, DefaultsWhereOlderCheckpointsSayNothing) {
   auto c = forecast_checkpoint("");
   c.header["trainer"].erase("extra");
-  const auto r = jobs::read_resumed_checkpoint(c, "x.ckpt", "forecast");
+  const auto r = jobs::read_resumed_checkpoint(c, "x.ckpt", models::TrainerKind::kForecast);
   EXPECT_EQ(r.batch_size, 64);
   EXPECT_EQ(r.world_size, 1);
   EXPECT_EQ(r.data_path, "");
@@ -193,12 +193,16 @@ TEST(ResumedCheckpointTest, DefaultsWhereOlderCheckpointsSayNothing) {
 
 TEST(ResumedCheckpointTest, RefusesAnotherTrainersOrOneWithoutOptions) {
   testing::expect_input_error(
-      [] { (void)jobs::read_resumed_checkpoint(forecast_checkpoint(""), "x.ckpt", "dqn"); },
+      [] {
+        (void)jobs::read_resumed_checkpoint(forecast_checkpoint(""), "x.ckpt",
+                                            models::TrainerKind::kDqn);
+      },
       "checkpoint", {"'x.ckpt'", "expected a 'dqn' trainer checkpoint, got 'forecast'"});
   auto c = forecast_checkpoint("");
   c.header["trainer"].erase("options");
-  testing::expect_input_error([&] { (void)jobs::read_resumed_checkpoint(c, "x.ckpt", "forecast"); },
-                              "checkpoint", {"'x.ckpt': trainer options missing"});
+  testing::expect_input_error(
+      [&] { (void)jobs::read_resumed_checkpoint(c, "x.ckpt", models::TrainerKind::kForecast); },
+      "checkpoint", {"'x.ckpt': trainer options missing"});
 }
 
 // ---- train all reads its series once ----------------------------------------------------------

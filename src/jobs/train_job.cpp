@@ -153,17 +153,6 @@ TrainSummary summary_of(const TrainJob& job, const std::string& env, const train
 
 }  // namespace detail
 
-namespace {
-
-// The checkpoint algorithm of a model's trainer (train/checkpointing.h).
-const char* trainer_algo(models::TrainerKind kind) {
-  constexpr const char* kAlgos[] = {"dqn", "ppo", "forecast"};  // in the enum's order
-  const auto i = static_cast<size_t>(kind);
-  return i < std::size(kAlgos) ? kAlgos[i] : "forecast";
-}
-
-}  // namespace
-
 TrainSummary run_train_job(const TrainJob& job) {
   return run_train_job(job, nullptr);
 }
@@ -215,7 +204,7 @@ TrainSummary run_train_job(const TrainJob& given, const data::MarketData* preloa
   if (!job.resume.empty()) {
     container = read_container(job.resume);
     in.container = &*container;
-    in.resumed = read_resumed_checkpoint(*container, job.resume, trainer_algo(kind));
+    in.resumed = read_resumed_checkpoint(*container, job.resume, kind);
   }
   dist::validate(job.dist);
   TrainSummary summary =

@@ -2,6 +2,7 @@
 // their one merge, and the header of a resumed checkpoint. JSON is read here, at the boundary
 // (--options, the checkpoint file), and nowhere in the job itself.
 #include <charconv>
+#include <iterator>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/jobs/train_job.h"
@@ -119,9 +120,15 @@ template train::ForecastTrainerOptions merge_trainer_options(
 
 // ---- resumed checkpoint -----------------------------------------------------------------------
 
+const char* trainer_algo(models::TrainerKind kind) {
+  constexpr const char* kAlgos[] = {"dqn", "ppo", "forecast"};  // in the enum's order
+  const auto i = static_cast<size_t>(kind);
+  return i < std::size(kAlgos) ? kAlgos[i] : "forecast";
+}
+
 ResumedCheckpoint read_resumed_checkpoint(const Container& c, const std::string& path,
-                                          const std::string& algo) {
-  train::check_trainer_container(c, path, algo);
+                                          models::TrainerKind kind) {
+  train::check_trainer_container(c, path, trainer_algo(kind));
   const auto& h = c.header;
   const auto& t = h.at("trainer");
   FOXHUNT_CHECK(t.contains("options"), "checkpoint", "'", path, "': trainer options missing");
@@ -130,12 +137,17 @@ ResumedCheckpoint read_resumed_checkpoint(const Container& c, const std::string&
   r.model = h.value("model", std::string());
   r.model_options = h.value("options", nlohmann::json::object());
   const auto& options = t.at("options");
-  if (algo == "dqn")
-    r.trainer_options = train::dqn_trainer_options_from_json(options);
-  else if (algo == "ppo")
-    r.trainer_options = train::ppo_trainer_options_from_json(options);
-  else
-    r.trainer_options = train::forecast_trainer_options_from_json(options);
+  switch (kind) {
+    case models::TrainerKind::kDqn:
+      r.trainer_options = train::dqn_trainer_options_from_json(options);
+      break;
+    case models::TrainerKind::kPpo:
+      r.trainer_options = train::ppo_trainer_options_from_json(options);
+      break;
+    case models::TrainerKind::kForecast:
+      r.trainer_options = train::forecast_trainer_options_from_json(options);
+      break;
+  }
   auto extra = t.value("extra", nlohmann::json::object());
   if (!extra.is_object()) extra = nlohmann::json::object();
   r.batch_size = extra.value("batch_size", int64_t{64});

@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <iterator>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>

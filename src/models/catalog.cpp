@@ -39,8 +39,8 @@ void unregister_model(const std::string& name) {
   auto& entries = mutable_catalog();
   const auto it = std::find_if(entries.begin(), entries.end(),
                                [&](const CatalogEntry& e) { return e.name == name; });
-  FOXHUNT_CHECK(it != entries.end(), "models", "unregister_model: no model named '", name,
-                "' (", joined_model_names(), ")");
+  FOXHUNT_CHECK(it != entries.end(), "models", "unregister_model: no model named '", name, "' (",
+                joined_model_names(), ")");
   FOXHUNT_CHECK(it - entries.begin() >= kBuiltInModels, "models", "unregister_model: '", name,
                 "' is built in; only models added by register_model can be removed");
   entries.erase(it);

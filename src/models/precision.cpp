@@ -43,15 +43,4 @@ void from_json(const nlohmann::json& j, Precision& p) {
   p = parse_precision(j.get_ref<const std::string&>(), "precision");
 }
 
-bool operator==(Precision p, std::string_view text) {
-  return text == to_string(p);
-}
-
-bool operator==(const std::vector<Precision>& a, const std::vector<std::string>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
 }  // namespace foxhunt::models

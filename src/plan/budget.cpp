@@ -155,12 +155,6 @@ std::map<std::string, std::uint64_t> targets_from_json(const nlohmann::json& j,
   return base;
 }
 
-PrecisionMap::PrecisionMap(
-    std::initializer_list<std::pair<std::string_view, std::string_view>> text) {
-  for (const auto& [model, precision] : text)
-    (*this)[std::string(model)] = models::parse_precision(precision, "budget");
-}
-
 models::Precision PrecisionMap::of(const std::string& model) const {
   const auto it = find(model);
   return it == end() ? models::Precision::kFp32 : it->second;

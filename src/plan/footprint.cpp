@@ -314,15 +314,6 @@ InferenceFootprint measure_inference_footprint(const std::string& model,
                                                const std::vector<std::int64_t>& batches,
                                                std::int64_t seq_len, std::uint64_t seed,
                                                const nlohmann::json& model_options,
-                                               std::string_view precision, const Device& device) {
-  return measure_inference_footprint(model, batches, seq_len, seed, model_options,
-                                     models::parse_precision(precision, "footprint"), device);
-}
-
-InferenceFootprint measure_inference_footprint(const std::string& model,
-                                               const std::vector<std::int64_t>& batches,
-                                               std::int64_t seq_len, std::uint64_t seed,
-                                               const nlohmann::json& model_options,
                                                models::Precision precision, const Device& device) {
   FOXHUNT_CHECK(!batches.empty(), "footprint",
                 "inference batches: expected at least one, got none");

@@ -80,18 +80,4 @@ nlohmann::json precision_bytes(const std::string& model) {
            {{"parameter_bytes", models::make_model(model)->parameter_bytes()}}}};
 }
 
-bool has_precision(const std::string& model, std::string_view precision) {
-  const auto p = models::try_parse_precision(precision);
-  return p.has_value() && has_precision(model, *p);
-}
-
-std::vector<std::string> models_with_precision(std::string_view precision) {
-  return models_with_precision(models::parse_precision(precision, "quant"));
-}
-
-std::unique_ptr<models::Model> make_model_at(const std::string& model, std::string_view precision,
-                                             const nlohmann::json& options, const char* component) {
-  return make_model_at(model, models::parse_precision(precision, component), options, component);
-}
-
 }  // namespace foxhunt::quant

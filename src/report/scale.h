@@ -1,7 +1,7 @@
 #pragma once
-// Private to report/ (only chart.cpp and scale.cpp include it): what they share: the error component, the clamp that
-// keeps axis spans finite, the display scale of a unit (B, KiB, ...; k, M, ...) and a running
-// range of finite values.
+// Private to report/ (only chart.cpp and scale.cpp include it): what they share: the error
+// component, the clamp that keeps axis spans finite, the display scale of a unit (B, KiB, ...; k,
+// M, ...) and a running range of finite values.
 
 #include <algorithm>
 #include <cmath>

@@ -236,8 +236,8 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
       "' file",
       kind == "trainer" ? " (a trainer checkpoint; its directory also holds bundle.fhb)" : "");
   const int version = h.value("bundle_version", -1);
-  FOXHUNT_CHECK(version >= kOldestBundleVersion && version <= kBundleVersion, kBundleComponent,
-                "'", path, "': bundle version ", version, ", this foxhunt reads versions ",
+  FOXHUNT_CHECK(version >= kOldestBundleVersion && version <= kBundleVersion, kBundleComponent, "'",
+                path, "': bundle version ", version, ", this foxhunt reads versions ",
                 kOldestBundleVersion, " to ", kBundleVersion, "; retrain or convert it");
   Bundle b;
   try {
@@ -313,8 +313,8 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
     b.training = h.at("training");
     // Version 2: a panel, its instruments listed; version 3: listed, none for one series.
     constexpr int kPanelOnlyVersion = 2;
-    const bool listed =
-        version == kPanelOnlyVersion || (version > kPanelOnlyVersion && !h.at("instruments").empty());
+    const bool listed = version == kPanelOnlyVersion ||
+                        (version > kPanelOnlyVersion && !h.at("instruments").empty());
     if (listed) {
       const auto& list = h.at("instruments");
       FOXHUNT_CHECK(list.is_array() && !list.empty(), kBundleComponent, "'", path,

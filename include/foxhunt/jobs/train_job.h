@@ -19,6 +19,7 @@
 #include "foxhunt/dist/options.h"
 #include "foxhunt/jobs/train_summary.h"
 #include "foxhunt/memory/device_profile.h"
+#include "foxhunt/models/catalog.h"
 #include "foxhunt/train/dqn_trainer.h"
 #include "foxhunt/train/forecast_trainer.h"
 #include "foxhunt/train/infra.h"
@@ -152,11 +153,14 @@ struct ResumedCheckpoint {
   std::string target_vol_feature;  ///< a forecaster's target volatility ("" = none)
 };
 
-/// Checks `c` (read from `path`) as a trainer checkpoint of `algo` ("dqn", "ppo" or
-/// "forecast"; train/checkpointing.h) holding its trainer's options, and reads what a job
-/// resumes from it. InputError when it is not one.
+/// The checkpoint algorithm id that a trainer of `kind` writes (train/checkpointing.h).
+const char* trainer_algo(models::TrainerKind kind);
+
+/// Checks `c` (read from `path`) as a checkpoint of the trainer `kind` (its trainer_algo id)
+/// holding its trainer's options, and reads what a job resumes from it. InputError when it is
+/// not one.
 ResumedCheckpoint read_resumed_checkpoint(const Container& c, const std::string& path,
-                                          const std::string& algo);
+                                          models::TrainerKind kind);
 
 /// Model names `foxhunt train` accepts.
 const std::vector<std::string>& trainable_models();

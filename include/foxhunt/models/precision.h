@@ -58,10 +58,5 @@ void to_json(nlohmann::json& j, Precision p);
 /// From a JSON string; InputError "[precision] ..." for another value or another text.
 void from_json(const nlohmann::json& j, Precision& p);
 
-/// Text comparison for tests and boundary code (`EXPECT_EQ(m->precision(), "int8")`): true
-/// when `text` is to_string(p). Library code compares Precision values instead.
-bool operator==(Precision p, std::string_view text);
-/// Element-wise text comparison (tests: `EXPECT_EQ(quant::precisions("tft"), names)`).
-bool operator==(const std::vector<Precision>& a, const std::vector<std::string>& b);
 
 }  // namespace foxhunt::models

@@ -85,14 +85,9 @@ std::map<std::string, std::uint64_t> targets_from_json(const nlohmann::json& j,
 std::map<std::string, std::uint64_t> load_targets(
     const std::string& path, const memory::MemoryDevice& device = memory::MemoryDevice{});
 
-/// Serving precision per model (registry name -> precision; a model absent is kFp32). A map with
-/// one more constructor, from text pairs, so that `options.precision = {{"tft", "int8"}}` reads
-/// as the --precision flag does (each precision parsed with models::parse_precision, component
-/// "budget"; InputError for another text).
+/// Serving precision per model (registry name -> precision; a model absent is kFp32).
 struct PrecisionMap : std::map<std::string, models::Precision> {
   using std::map<std::string, models::Precision>::map;
-  PrecisionMap() = default;
-  PrecisionMap(std::initializer_list<std::pair<std::string_view, std::string_view>> text);
   /// The precision of `model`: its entry, kFp32 when it has none.
   models::Precision of(const std::string& model) const;
 };

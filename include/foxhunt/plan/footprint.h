@@ -256,14 +256,6 @@ InferenceFootprint measure_inference_footprint(
     const std::string& model, const std::vector<std::int64_t>& batches, std::int64_t seq_len = 0,
     std::uint64_t seed = 42, const nlohmann::json& model_options = {},
     models::Precision precision = models::Precision::kFp32, const Device& device = Device::cpu());
-/// The same with the precision as text ("fp32", "int8"; the boundary and tests), parsed with
-/// models::parse_precision (InputError "[footprint] precision: ..." for another text).
-InferenceFootprint measure_inference_footprint(const std::string& model,
-                                               const std::vector<std::int64_t>& batches,
-                                               std::int64_t seq_len, std::uint64_t seed,
-                                               const nlohmann::json& model_options,
-                                               std::string_view precision,
-                                               const Device& device = Device::cpu());
 /// The model `name` at `precision` (kFp32, or kInt8 for the TFT); InputError otherwise.
 std::unique_ptr<models::Model> make_model_at(const std::string& name, models::Precision precision,
                                              const nlohmann::json& model_options = {});

@@ -41,15 +41,5 @@ std::string quantized_forms_text();
 /// N}, "int8": {...}} (keys: models::to_string; the quantized forms add their own breakdown).
 nlohmann::json precision_bytes(const std::string& model);
 
-/// \name Text forms, for the boundary and tests: the precision as text ("fp32", "int8").
-/// @{
-/// False for a text that names no precision.
-bool has_precision(const std::string& model, std::string_view precision);
-/// InputError "[quant] precision: ..." for a text that names no precision.
-std::vector<std::string> models_with_precision(std::string_view precision);
-/// The text parsed with models::parse_precision(precision, component), then as above.
-std::unique_ptr<models::Model> make_model_at(const std::string& model, std::string_view precision,
-                                             const nlohmann::json& options, const char* component);
-/// @}
 
 }  // namespace foxhunt::quant
