@@ -148,3 +148,36 @@ if not (os.path.exists(panel_out) and os.path.getsize(panel_out) > 0):
 PYEOF
   rm -rf "$tmp"
 fi
+
+# A real trade tape from the package data of the pinned `mlfinpy` wheel on PyPI (pure Python, MIT;
+# only its data file is read, mlfinpy is not installed): E-mini S&P 500 futures prints,
+# mlfinpy/dataset/data/tick_data.csv, copied byte for byte as emini_tick_data.csv (500,000 prints,
+# "DateTime,Price,Volume", 2013-09-01 17:00 to 2013-09-03 13:51, millisecond timestamps; the tape
+# tests and the README's tape workflow read it). The wheel declares Python >= 3.11, so the download
+# names that version (the wheel is py3-none-any: any interpreter can read the zip).
+MLFINPY_PIN="0.1.2"
+TAPE="$DATA_DIR/emini_tick_data.csv"
+if [ -s "$TAPE" ]; then
+  log "data: $TAPE present"
+else
+  log "data: fetching the E-mini tape (mlfinpy==${MLFINPY_PIN} wheel, package data only)"
+  mkdir -p "$DATA_DIR"
+  tmp="$(mktemp -d)"
+  # Not fatal: without it only the tape tests skip (naming the file).
+  "$PY" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
+    --dest "$tmp" "mlfinpy==${MLFINPY_PIN}" &&
+  "$PY" - "$tmp" "$TAPE" <<'PYEOF' || log "data: could not write $TAPE (the tape tests need it)"
+import glob, os, sys, zipfile
+tmp, out = sys.argv[1], sys.argv[2]
+wheel = glob.glob(os.path.join(tmp, "mlfinpy-*.whl"))[0]
+with zipfile.ZipFile(wheel) as z:
+    raw = z.read("mlfinpy/dataset/data/tick_data.csv")
+part = out + ".tmp"
+with open(part, "wb") as f:
+    f.write(raw)
+os.replace(part, out)  # atomic: a half-written file is never left under the final name
+prints = raw.count(b"\n") - 1  # lines after the header
+print(f"[setup] data: wrote {out} ({prints} prints)", file=sys.stderr)
+PYEOF
+  rm -rf "$tmp"
+fi
