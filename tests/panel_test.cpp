@@ -300,7 +300,8 @@ TEST(PanelTest, SingleSeriesReaderStillRejectsASymbolColumn) {
     EXPECT_EQ(e.message(),
               "s.csv:1: unknown column 'symbol' in header (known: timestamp (or date, datetime, "
               "time), open, high, low, close, volume; ignored: adj close, dividends, stock "
-              "splits)");
+              "splits and the tape-bar columns vwap, prints, buy volume, sell volume, duration, "
+              "realized variance, start ns, end ns)");
   }
 }
 

@@ -100,6 +100,10 @@ int column_index(std::string_view name) {
     if (n == kColumnNames[i]) return i;
   if (n == "adjclose" || n == "adjustedclose" || n == "dividends" || n == "stocksplits")
     return kIgnoredColumn;
+  // The flow columns of bars built from a tape (tape_bars.h): read by the tape tools only.
+  if (n == "vwap" || n == "prints" || n == "buyvolume" || n == "sellvolume" || n == "duration" ||
+      n == "realizedvariance" || n == "startns" || n == "endns")
+    return kIgnoredColumn;
   return -1;
 }
 
@@ -135,7 +139,9 @@ Layout layout_from_header(const std::vector<std::string_view>& fields, const std
     FOXHUNT_CHECK(c != -1, kBarsComponent, where(source, line), "unknown column '", fields[i],
                   "' in header (known: ", symbol_column ? "symbol (or ticker, instrument), " : "",
                   "timestamp (or date, datetime, time), open, high, low, "
-                  "close, volume; ignored: adj close, dividends, stock splits)");
+                  "close, volume; ignored: adj close, dividends, stock splits and the tape-bar "
+                  "columns vwap, prints, buy volume, sell volume, duration, realized variance, "
+                  "start ns, end ns)");
     if (c == kIgnoredColumn) {
       adj_close = adj_close || normalize_name(fields[i]).starts_with("adj");
       continue;

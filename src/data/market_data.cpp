@@ -1,6 +1,8 @@
 #include "foxhunt/data/market_data.h"
 
+#include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/data/tape.h"
 
 namespace foxhunt::data {
 
@@ -11,6 +13,11 @@ MarketData load_market_data(const std::string& path) {
     return bars;
   }
   const std::string text = read_file(path);
+  // A tape's header would fail as "unknown column 'Price'": say what the file is instead.
+  FOXHUNT_CHECK(!has_tape_header(text), "bars", path,
+                ": a tape of trade prints (timestamp, price, size), expected bars here: build "
+                "bars from it first (`foxhunt data bars --ticks ",
+                path, " --bar time:60s --out bars.csv`, or data/tape_bars.h)");
   if (has_symbol_column(text))
     bars.panel = parse_panel_csv(text, path);
   else

@@ -15,6 +15,8 @@
 /// - Known columns the reader does not use are ignored: `adj close` (`Adj Close`, `Adj_Close`,
 ///   `AdjClose`, `Adjusted Close`), `dividends`, `stock splits` (Yahoo / yfinance exports). The
 ///   unadjusted `close` is always the price; a file with `Adj Close` but no `Close` is an error.
+///   The flow columns of bars built from a tape (tape_bars.h: `vwap`, `prints`, `buy_volume`,
+///   `sell_volume`, `duration`, `realized_variance`, `start_ns`, `end_ns`) are ignored too.
 ///   Any other column name is an error (a typo must not silently drop data).
 /// - Without a header the column count decides: 6 = timestamp,open,high,low,close,volume;
 ///   2 = timestamp,close; 1 = close.

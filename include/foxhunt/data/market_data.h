@@ -23,7 +23,7 @@ struct MarketData {
 
 /// The bars of `path`: a panel when its header has a symbol column, else one series; for an
 /// empty path the embedded synthetic default (SyntheticOptions{}). InputError naming the file and
-/// line for a bad file.
+/// line for a bad file, and naming the bar builder for a tape of prints (tape.h).
 MarketData load_market_data(const std::string& path);
 
 }  // namespace foxhunt::data
