@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "data_cache.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/tft.h"
 
@@ -102,23 +103,14 @@ inline nlohmann::json run_cli_json(const std::string& args, int exit_code) {
 /// Where scripts/setup.sh put the S&P 500 daily closes (1999-2018, 5,031 bars, date,close):
 /// $FOXHUNT_DATA_DIR, else $XDG_CACHE_HOME/foxhunt, else ~/.cache/foxhunt.
 inline std::string sp500_csv() {
-  if (const char* d = std::getenv("FOXHUNT_DATA_DIR")) return std::string(d) + "/sp500_close.csv";
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string cache = xdg ? xdg : std::string(home ? home : "/root") + "/.cache";
-  return cache + "/foxhunt/sp500_close.csv";
+  return data_cache_file("sp500_close.csv");
 }
 
 /// Where scripts/setup.sh put the long-format panel next to sp500_csv()
 /// (date,symbol,open,high,low,close,volume): SP500 and NASDAQ daily OHLCV 1999-2018, 5,031 bars
 /// each, and WTI daily closes 1986-2019 (8,321 close-only rows).
 inline std::string panel_csv() {
-  if (const char* d = std::getenv("FOXHUNT_DATA_DIR"))
-    return std::string(d) + "/panel_sp500_nasdaq_wti.csv";
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string cache = xdg ? xdg : std::string(home ? home : "/root") + "/.cache";
-  return cache + "/foxhunt/panel_sp500_nasdaq_wti.csv";
+  return data_cache_file("panel_sp500_nasdaq_wti.csv");
 }
 
 /// A fresh temporary directory removed at the end of the scope.
