@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "foxhunt/core/container.h"
+#include "foxhunt/core/file_io.h"
 #include "test_util.h"
 
 namespace foxhunt {
@@ -122,4 +123,45 @@ TEST(CliTest, ForecastTargetsAreScaledByTheVolatilityChosenOnTrainAndValidation)
   const auto bundle = foxhunt::read_container(s["bundle"].get<std::string>());
   EXPECT_EQ(bundle.header.value("target_vol_feature", std::string("?")),
             s["data"]["target_vol_feature"].get<std::string>());
+}
+
+TEST(CliTest, TapeInspectAndBars) {
+  // A tape is inspected as prints (not refused as "unknown column 'Price'"), and `data bars`
+  // writes bars that `data inspect` reads as a bar CSV.
+  foxhunt::testing::TempDir dir;
+  const std::string tape = dir.file("tape.csv");
+  foxhunt::write_file_atomic(tape,
+                             "DateTime,Price,Volume\n"
+                             "2013-09-01 17:00:00.083,1640.25,8\n"
+                             "2013-09-01 17:00:00.083,1640.25,1\n"
+                             "2013-09-01 17:01:10.500,1640.5,2\n");
+  const auto s = foxhunt::testing::run_cli_json("data inspect --json " + tape, 0);
+  EXPECT_EQ(s["kind"], "tape");
+  EXPECT_EQ(s["prints"], 3);
+  EXPECT_EQ(s["price_increment"], 0.25);
+  EXPECT_EQ(s["identical_consecutive"], 1);
+  const std::string bars = dir.file("bars.csv");
+  const auto b = foxhunt::testing::run_cli_json(
+      "data bars --json --ticks " + tape + " --bar time:60s --out " + bars, 0);
+  EXPECT_EQ(b["bars"], 2);
+  EXPECT_EQ(b["bar"], "time:1m");
+  const auto back = foxhunt::testing::run_cli_json("data inspect --json " + bars, 0);
+  EXPECT_EQ(back["rows"], 2);
+  EXPECT_EQ(back["first_timestamp"], 1378054800);
+  const auto bad =
+      foxhunt::testing::run_cli("data bars --ticks " + tape + " --bar time:5 --out " + bars);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("expected time:<N><unit>"), std::string::npos) << bad.err;
+  // A print out of order: refused naming FILE:LINE, or dropped and counted.
+  const std::string late = dir.file("late.csv");
+  foxhunt::write_file_atomic(late,
+                             "DateTime,Price,Volume\n2013-09-01 17:00:01,1,1\n"
+                             "2013-09-01 17:00:00,1,1\n");
+  const auto refused = foxhunt::testing::run_cli("data inspect " + late);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find(late + ":3: print at"), std::string::npos) << refused.err;
+  const auto dropped =
+      foxhunt::testing::run_cli_json("data inspect --json --on-bad drop " + late, 0);
+  EXPECT_EQ(dropped["dropped"]["out_of_order"], 1);
+  EXPECT_EQ(dropped["prints"], 1);
 }
