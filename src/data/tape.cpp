@@ -117,7 +117,7 @@ int month_days(int64_t y, int m) {
 }
 
 /// `n` digits at `p` as a number, or -1 when one is not a digit.
-inline int digits(const char* p, int n) {
+inline int tape_digits(const char* p, int n) {
   int v = 0;
   for (int k = 0; k < n; ++k) {
     const unsigned d = static_cast<unsigned>(p[k] - '0');
@@ -382,7 +382,7 @@ int64_t TapeCsvReader::Impl::parse_time(std::string_view t) {
   if (has_cached_date && std::memcmp(s, cached_date.data(), 10) == 0) {
     day_ns = cached_day_ns;
   } else {
-    const int y = digits(s, 4), m = digits(s + 5, 2), d = digits(s + 8, 2);
+    const int y = tape_digits(s, 4), m = tape_digits(s + 5, 2), d = tape_digits(s + 8, 2);
     if (y < 0 || m < 0 || d < 0) bad_time("");
     if (m < 1 || m > 12) bad_time(fmt::format("month {:02} not in 01-12", m));
     if (d < 1 || d > month_days(y, m))
@@ -393,7 +393,7 @@ int64_t TapeCsvReader::Impl::parse_time(std::string_view t) {
     cached_day_ns = day_ns;
     has_cached_date = true;
   }
-  const int hh = digits(s + 11, 2), mm = digits(s + 14, 2), ss = digits(s + 17, 2);
+  const int hh = tape_digits(s + 11, 2), mm = tape_digits(s + 14, 2), ss = tape_digits(s + 17, 2);
   if (hh < 0 || mm < 0 || ss < 0) bad_time("");
   if (hh > 23) bad_time(fmt::format("hour {:02} not in 00-23", hh));
   if (mm > 59) bad_time(fmt::format("minute {:02} not in 00-59", mm));

@@ -17,7 +17,7 @@ constexpr int64_t kNsPerSecond = 1'000'000'000;
 constexpr int64_t kNsPerMilli = 1'000'000;
 
 /// floor(a / b) for b > 0.
-int64_t floor_div(int64_t a, int64_t b) {
+int64_t tape_floor_div(int64_t a, int64_t b) {
   const int64_t q = a / b;
   return (a % b != 0 && a < 0) ? q - 1 : q;
 }
@@ -85,8 +85,8 @@ TapeSummary summarize_tape(const Tape& tape, const TapeSummaryOptions& options) 
   for (int64_t i = 1; i < n; ++i) {
     const auto k = static_cast<size_t>(i);
     const bool same_time = tape.time_ns[k] == tape.time_ns[k - 1];
-    if (same_time ||
-        floor_div(tape.time_ns[k], kNsPerMilli) == floor_div(tape.time_ns[k - 1], kNsPerMilli))
+    if (same_time || tape_floor_div(tape.time_ns[k], kNsPerMilli) ==
+                         tape_floor_div(tape.time_ns[k - 1], kNsPerMilli))
       ++same_ms;
     const bool identical =
         same_time && tape.price[k] == tape.price[k - 1] && tape.size[k] == tape.size[k - 1] &&
@@ -111,7 +111,7 @@ TapeSummary summarize_tape(const Tape& tape, const TapeSummaryOptions& options) 
   const auto gap_ns = static_cast<int64_t>(options.gap_seconds * kNsPerSecond);
   TapeSession session{t.front(), t.front(), 0};
   std::vector<double> per_second;
-  int64_t second = floor_div(t.front(), kNsPerSecond);
+  int64_t second = tape_floor_div(t.front(), kNsPerSecond);
   int64_t in_second = 0;
   for (size_t k = 0; k < t.size(); ++k) {
     if (k > 0 && t[k] - t[k - 1] > gap_ns) {
@@ -120,7 +120,7 @@ TapeSummary summarize_tape(const Tape& tape, const TapeSummaryOptions& options) 
     }
     session.last_ns = t[k];
     ++session.prints;
-    const int64_t sec = floor_div(t[k], kNsPerSecond);
+    const int64_t sec = tape_floor_div(t[k], kNsPerSecond);
     if (sec != second) {
       per_second.push_back(static_cast<double>(in_second));
       second = sec;
