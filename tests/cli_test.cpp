@@ -133,7 +133,7 @@ TEST(CliTest, TapeInspectAndBars) {
   foxhunt::write_file_atomic(tape,
                              "DateTime,Price,Volume\n"
                              "2013-09-01 17:00:00.083,1640.25,8\n"
-                             "2013-09-01 17:00:00.083,1640.25,1\n"
+                             "2013-09-01 17:00:00.083,1640.25,8\n"
                              "2013-09-01 17:01:10.500,1640.5,2\n");
   const auto s = foxhunt::testing::run_cli_json("data inspect --json " + tape, 0);
   EXPECT_EQ(s["kind"], "tape");
