@@ -7,7 +7,9 @@
 ///
 /// Adding a fifth model: its module and ModelAdapter in models/, one CatalogEntry below, and (if
 /// it trains with a new kind of step) a TrainerKind with its case in train/trainer_step.cpp and
-/// jobs/train_job.cpp, which the compiler's -Wswitch points to.
+/// jobs/train_job.cpp, which the compiler's -Wswitch points to. A policy trained by the DQN or
+/// PPO trainer also gives the entry's policy_options/policy_shape hooks and overrides
+/// Model::as_value_policy() or as_actor_critic() (policy.h).
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
