@@ -2,7 +2,6 @@
 // their one merge, and the header of a resumed checkpoint. JSON is read here, at the boundary
 // (--options, the checkpoint file), and nowhere in the job itself.
 #include <charconv>
-#include <iterator>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/jobs/train_job.h"
@@ -120,15 +119,9 @@ template train::ForecastTrainerOptions merge_trainer_options(
 
 // ---- resumed checkpoint -----------------------------------------------------------------------
 
-const char* trainer_algo(models::TrainerKind kind) {
-  constexpr const char* kAlgos[] = {"dqn", "ppo", "forecast"};  // in the enum's order
-  const auto i = static_cast<size_t>(kind);
-  return i < std::size(kAlgos) ? kAlgos[i] : "forecast";
-}
-
 ResumedCheckpoint read_resumed_checkpoint(const Container& c, const std::string& path,
                                           models::TrainerKind kind) {
-  train::check_trainer_container(c, path, trainer_algo(kind));
+  train::check_trainer_container(c, path, models::trainer_algo(kind));
   const auto& h = c.header;
   const auto& t = h.at("trainer");
   FOXHUNT_CHECK(t.contains("options"), "checkpoint", "'", path, "': trainer options missing");

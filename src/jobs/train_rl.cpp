@@ -65,7 +65,7 @@ struct RlOutcome {
 
 // One RL recipe: plan the batch (--batch auto, at most `plan_clamp`), train, evaluate greedily,
 // and bundle the network when it trained on market data.
-template <typename Trainer, typename NetOptions, typename Options>
+template <typename Trainer, typename Options>
 RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t plan_clamp,
                    int64_t log_interval) {
   RlOutcome out;
@@ -74,16 +74,15 @@ RlOutcome train_rl(const TrainJob& job, const RlContext& ctx, Options o, int64_t
     nlohmann::json net;
     {
       auto probe = ctx.factory(0);
-      net = models::to_json(NetOptions()
-                                .state_dim(probe->observation_size())
-                                .hidden(o.hidden())
-                                .actions(probe->action_count()));
+      net = models::policy_options(job.model,
+                                   {probe->observation_size(), o.hidden(), probe->action_count()},
+                                   kTrainJobComponent);
     }
     o.batch_size(plan_auto_batch(job, job.model, net, plan_clamp, o.seed(), out.batch_plan,
                                  to_json(o), ctx.factory));
   }
   cap.enforce();
-  Trainer trainer(o, ctx.factory);
+  Trainer trainer(o, ctx.factory, job.model);
   if (ctx.resumed) trainer.load_checkpoint(*ctx.resumed, job.resume);
   nlohmann::json extra = nlohmann::json::object();
   if (ctx.data_info) extra["data"] = to_json(*ctx.data_info);
@@ -178,14 +177,13 @@ TrainSummary run_rl(const TrainJob& job, const JobInputs& in) {
   switch (models::catalog_entry(job.model).trainer) {
     case models::TrainerKind::kDqn: {
       const auto o = rl_trainer_options(job, in, dqn_defaults);
-      r = train_rl<train::DqnTrainer, models::DqnOptions>(job, ctx, o, o.buffer_size(), 1000);
+      r = train_rl<train::DqnTrainer>(job, ctx, o, o.buffer_size(), 1000);
       break;
     }
     case models::TrainerKind::kPpo: {
       const auto o = rl_trainer_options(job, in, ppo_defaults);
       // A minibatch larger than one rollout is pointless: clamp to n_envs * n_steps.
-      r = train_rl<train::PpoTrainer, models::PpoOptions>(job, ctx, o, o.n_envs() * o.n_steps(),
-                                                          4096);
+      r = train_rl<train::PpoTrainer>(job, ctx, o, o.n_envs() * o.n_steps(), 4096);
       break;
     }
     case models::TrainerKind::kForecast:

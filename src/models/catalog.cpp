@@ -16,6 +16,17 @@ namespace {
 constexpr std::uint64_t kMiB = 1024ull * 1024;
 constexpr std::ptrdiff_t kBuiltInModels = 4;  // dqn, ppo, mamba2, tft
 
+// The RL trainers' sizing hooks of a policy whose options have state_dim, hidden and actions.
+template <typename Options>
+nlohmann::json sized_options(const PolicyShape& s) {
+  return to_json(Options().state_dim(s.state_dim).hidden(s.hidden).actions(s.actions));
+}
+template <typename Options, Options (*from_json)(const nlohmann::json&)>
+PolicyShape shape_of(const nlohmann::json& options) {
+  const Options o = from_json(options);
+  return {o.state_dim(), o.hidden(), o.actions()};
+}
+
 }  // namespace
 
 namespace {
@@ -56,10 +67,12 @@ std::vector<CatalogEntry>& mutable_catalog() {
   static std::vector<CatalogEntry> entries = {
       {"dqn", Family::kPolicy, TrainerKind::kDqn, "double DQN policy (MLP over the state)",
        &make_dqn_model, nlohmann::json::object(), nlohmann::json::object(), 1 * kMiB, 1 * kMiB,
-       6 * kMiB},
+       6 * kMiB, 1.0, "", &sized_options<DqnOptions>,
+       &shape_of<DqnOptions, &dqn_options_from_json>},
       {"ppo", Family::kPolicy, TrainerKind::kPpo, "PPO actor-critic policy (MLP trunk, two heads)",
        &make_ppo_model, nlohmann::json::object(), nlohmann::json::object(), 1 * kMiB, 1 * kMiB,
-       145 * kMiB},
+       145 * kMiB, 1.0, "", &sized_options<PpoOptions>,
+       &shape_of<PpoOptions, &ppo_options_from_json>},
       {"mamba2", Family::kForecaster, TrainerKind::kForecast,
        "Mamba-2 (SSD) quantile forecaster over a window of bars", &make_mamba2_model,
        nlohmann::json{{"d_model", 16}, {"n_layers", 1}}, nlohmann::json::object(), 11 * kMiB,
@@ -104,6 +117,44 @@ std::string joined_model_names(Family family, const char* separator) {
 
 bool is_policy(const std::string& name) {
   return catalog_entry(name).family == Family::kPolicy;
+}
+
+const CatalogEntry& trainer_model(TrainerKind kind) {
+  for (const auto& e : catalog())
+    if (e.trainer == kind) return e;
+  // The built-in models cannot be removed, and each trainer kind trains one of them.
+  FOXHUNT_FAIL("models", "no catalog entry for trainer kind ", static_cast<int>(kind));
+}
+
+std::string trainer_algo(TrainerKind kind) {
+  switch (kind) {
+    case TrainerKind::kDqn:
+    case TrainerKind::kPpo:
+      return trainer_model(kind).name;
+    case TrainerKind::kForecast:
+      return "forecast";
+  }
+  FOXHUNT_FAIL("models", "unknown trainer kind ", static_cast<int>(kind));
+}
+
+nlohmann::json policy_options(const std::string& name, const PolicyShape& shape,
+                              const char* component) {
+  const auto& e = catalog_entry(name, component);
+  FOXHUNT_CHECK(e.policy_options != nullptr, component, "model '", name,
+                "': expected a policy an RL trainer can size (",
+                joined_model_names(Family::kPolicy, ", "),
+                "), got one without CatalogEntry::policy_options");
+  return e.policy_options(shape);
+}
+
+PolicyShape policy_shape(const std::string& name, const nlohmann::json& options,
+                         const char* component) {
+  const auto& e = catalog_entry(name, component);
+  FOXHUNT_CHECK(e.policy_shape != nullptr, component, "model '", name,
+                "': expected a policy an RL trainer can size (",
+                joined_model_names(Family::kPolicy, ", "),
+                "), got one without CatalogEntry::policy_shape");
+  return e.policy_shape(options.is_null() ? nlohmann::json::object() : options);
 }
 
 }  // namespace foxhunt::models

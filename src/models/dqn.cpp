@@ -3,6 +3,7 @@
 #include "foxhunt/models/adapter.h"
 #include "foxhunt/models/lean.h"
 #include "foxhunt/models/options_io.h"
+#include "foxhunt/models/policy.h"
 
 namespace foxhunt::models {
 
@@ -41,9 +42,21 @@ IoSpec io_spec(const DqnOptions& o) {
 
 namespace {
 
-class DqnModel final : public ModelAdapter<DqnNet> {
+class DqnModel final : public ModelAdapter<DqnNet>, public ValuePolicy {
  public:
   explicit DqnModel(DqnOptions o) : ModelAdapter("dqn", DqnNet(o), io_spec(o)) {}
+  /// Wraps an existing network (a clone): draws nothing from the generator.
+  explicit DqnModel(const DqnNet& net) : ModelAdapter("dqn", net, io_spec(net->options)) {}
+
+  ValuePolicy* as_value_policy() override { return this; }
+  torch::Tensor action_values(const torch::Tensor& states) override {
+    return net_->forward(states);
+  }
+  std::unique_ptr<Model> clone_model(const torch::Device& device) override {
+    auto copy = std::dynamic_pointer_cast<DqnNetImpl>(net_->clone(device));
+    FOXHUNT_INTERNAL_ASSERT(copy != nullptr, "DqnNetImpl::clone did not return a DqnNetImpl");
+    return std::make_unique<DqnModel>(DqnNet(copy));
+  }
 
   Batch example_batch(int64_t batch, int64_t, const torch::Device& device,
                       uint64_t seed) const override {

@@ -50,29 +50,20 @@ PolicyOutput ActorCriticImpl::forward(const torch::Tensor& state) {
   return {policy->forward(state), value->forward(state).squeeze(-1)};
 }
 
-torch::Tensor ppo_loss(const PolicyOutput& out, const torch::Tensor& actions,
-                       const torch::Tensor& old_log_prob, const torch::Tensor& advantages,
-                       const torch::Tensor& returns, double clip, double vf_coef, double ent_coef) {
-  auto log_probs = torch::log_softmax(out.logits, -1);
-  auto new_log_prob = log_probs.gather(1, actions.to(torch::kLong).view({-1, 1})).squeeze(1);
-  auto ratio = torch::exp(new_log_prob - old_log_prob);
-  auto surr1 = ratio * advantages;
-  auto surr2 = torch::clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages;
-  auto policy_loss = -torch::min(surr1, surr2).mean();
-  auto value_loss = torch::mse_loss(out.value, returns);
-  auto entropy = -(log_probs.exp() * log_probs).sum(-1).mean();
-  return policy_loss + vf_coef * value_loss - ent_coef * entropy;
-}
-
 IoSpec io_spec(const PpoOptions& o) {
   return policy_spec(o.state_dim(), o.actions(), {"logits", "value"});
 }
 
 namespace {
 
-class PpoModel final : public ModelAdapter<ActorCritic> {
+class PpoModel final : public ModelAdapter<ActorCritic>, public ActorCriticPolicy {
  public:
   explicit PpoModel(PpoOptions o) : ModelAdapter("ppo", ActorCritic(o), io_spec(o)) {}
+
+  ActorCriticPolicy* as_actor_critic() override { return this; }
+  PolicyOutput policy_and_value(const torch::Tensor& states) override {
+    return net_->forward(states);
+  }
 
   Batch example_batch(int64_t batch, int64_t, const torch::Device& device,
                       uint64_t seed) const override {

@@ -221,26 +221,27 @@ torch::Tensor obs_tensor(const std::vector<float>& obs, const torch::Device& dev
 }
 }  // namespace
 
-DqnTrainer::DqnTrainer(DqnTrainerOptions options, EnvFactory make_env)
+DqnTrainer::DqnTrainer(DqnTrainerOptions options, EnvFactory make_env, const std::string& model)
     : o_(std::move(options)),
       make_env_(make_env),
       env_(make_checked_env(make_env)),
       buffer_((check_options(o_), o_.buffer_size()), env_->observation_size()),
       rng_(derive_seed(o_.seed(), SeedStream::kTrainerRng)) {
-  torch::manual_seed(o_.seed());
-  model_ = models::make_model("dqn", models::to_json(models::DqnOptions()
-                                                         .state_dim(env_->observation_size())
-                                                         .hidden(o_.hidden())
-                                                         .actions(env_->action_count())));
-  model_->to(o_.device());
-  auto impl = std::dynamic_pointer_cast<models::DqnNetImpl>(model_->module_ptr());
-  FOXHUNT_INTERNAL_ASSERT(impl != nullptr, "registry 'dqn' did not build a DqnNetImpl");
-  online_ = models::DqnNet(impl);
-  target_ =
-      models::DqnNet(std::dynamic_pointer_cast<models::DqnNetImpl>(online_->clone(o_.device())));
-  for (auto& p : target_->parameters()) p.set_requires_grad(false);
-  target_->eval();
-  optimizer_ = std::make_unique<FusedAdam>(online_->parameters(),
+  build_model(models::TrainerKind::kDqn, model,
+              {env_->observation_size(), o_.hidden(), env_->action_count()}, o_.seed(), o_.device(),
+              "dqn_trainer");
+  online_ = model_->as_value_policy();
+  FOXHUNT_CHECK(online_ != nullptr, "dqn_trainer", "model '", model_->name(),
+                "': expected a model with action values (Model::as_value_policy), got one "
+                "without");
+  // The target network: a clone, drawing from LibTorch's generator as Cloneable::clone does.
+  target_model_ = online_->clone_model(o_.device());
+  target_ = target_model_->as_value_policy();
+  FOXHUNT_INTERNAL_ASSERT(target_ != nullptr, "the clone of '", model_->name(),
+                          "' has no action values");
+  for (auto& p : target_model_->module().parameters()) p.set_requires_grad(false);
+  target_model_->module().eval();
+  optimizer_ = std::make_unique<FusedAdam>(model_->module().parameters(),
                                            torch::optim::AdamOptions(o_.learning_rate()));
   if (o_.eval_interval() > 0) {
     eval_env_ = make_env_(kEvalEnvIndex);
@@ -255,8 +256,9 @@ DqnTrainer::DqnTrainer(DqnTrainerOptions options, EnvFactory make_env)
 DqnTrainer::~DqnTrainer() = default;
 
 void DqnTrainer::set_data_parallel(std::shared_ptr<dist::Communicator> comm) {
-  const auto seed = attach_data_parallel(std::move(comm), {online_.get(), target_.get()},
-                                         online_->parameters(), o_.seed());
+  const auto seed =
+      attach_data_parallel(std::move(comm), {&model_->module(), &target_model_->module()},
+                           model_->module().parameters(), o_.seed());
   if (!seed) return;  // rank 0 keeps its streams
   // This rank's own experience: exploration, replay sampling and episodes from its seed.
   rng_ = Rng(derive_seed(*seed, SeedStream::kTrainerRng));
@@ -274,13 +276,13 @@ double DqnTrainer::epsilon() const {
 
 int64_t DqnTrainer::greedy_action(const std::vector<float>& obs) {
   torch::NoGradGuard no_grad;
-  return online_->forward(obs_tensor(obs, o_.device())).argmax(1).item<int64_t>();
+  return online_->action_values(obs_tensor(obs, o_.device())).argmax(1).item<int64_t>();
 }
 
 void DqnTrainer::update_target(double tau) {
   torch::NoGradGuard no_grad;
-  auto src = online_->parameters();
-  auto dst = target_->parameters();
+  auto src = model_->module().parameters();
+  auto dst = target_model_->module().parameters();
   for (size_t i = 0; i < src.size(); ++i) {
     if (tau >= 1.0)
       dst[i].copy_(src[i]);
@@ -300,12 +302,12 @@ void DqnTrainer::prepare_update(int64_t batch) {
   torch::Tensor y;
   {
     torch::NoGradGuard no_grad;
-    auto q_next_target = target_->forward(s.next_obs);
-    auto q_next_online = o_.double_dqn() ? online_->forward(s.next_obs) : torch::Tensor();
+    auto q_next_target = target_->action_values(s.next_obs);
+    auto q_next_online = o_.double_dqn() ? online_->action_values(s.next_obs) : torch::Tensor();
     y = dqn_targets(s.rewards, s.terminated, q_next_online, q_next_target, o_.gamma(),
                     o_.double_dqn());
   }
-  auto q = online_->forward(s.obs).gather(1, s.actions.unsqueeze(1)).squeeze(1);
+  auto q = online_->action_values(s.obs).gather(1, s.actions.unsqueeze(1)).squeeze(1);
   auto loss = torch::nn::functional::huber_loss(
       q, y, torch::nn::functional::HuberLossFuncOptions().delta(o_.huber_delta()));
   optimizer_->zero_grad();
@@ -313,7 +315,7 @@ void DqnTrainer::prepare_update(int64_t batch) {
   loss.backward();
   if (dp_) dp_->finish();
   if (o_.max_grad_norm() > 0)
-    torch::nn::utils::clip_grad_norm_(online_->parameters(), o_.max_grad_norm());
+    torch::nn::utils::clip_grad_norm_(model_->module().parameters(), o_.max_grad_norm());
   pending_loss_ = loss.detach();
 }
 
@@ -329,7 +331,7 @@ double DqnTrainer::apply_update() {
 
 nlohmann::json DqnTrainer::metrics_line(double elapsed, double rate) const {
   nlohmann::json j = {
-      {"algo", "dqn"},
+      {"algo", algo()},
       {"step", step_},
       {"total_steps", o_.total_steps()},
       {"episodes", episodes_},
@@ -348,10 +350,10 @@ nlohmann::json DqnTrainer::metrics_line(double elapsed, double rate) const {
 }
 
 TrainResult DqnTrainer::train(const RunConfig& run) {
-  RunSession session(run, "dqn", "dqn", o_.total_steps(), step_);
+  RunSession session(run, algo(), algo(), o_.total_steps(), step_);
   // Environment steps are cheap: ranks agree on stopping every 64 of them.
   if (dp_) session.set_stop_agreement([this](bool s) { return dp_->agree_stop(s); }, 64);
-  online_->train();
+  model_->module().train();
 
   if (!started_) {
     obs_ = env_->reset(derive_seed(stream_seed(o_.seed()), SeedStream::kFirstReset));
@@ -403,7 +405,7 @@ TrainResult DqnTrainer::train(const RunConfig& run) {
         ++loss_count_;
       }
     }
-    evaluate_when_due(step_ - 1, o_, eval_env_.get(), *online_);
+    evaluate_when_due(step_ - 1, o_, eval_env_.get(), model_->module());
     if (session.log_due(step_ - 1, step_)) write_log();
     if (session.checkpoint_due(step_ - 1, step_)) checkpoint();
     session.update(step_);
@@ -412,7 +414,7 @@ TrainResult DqnTrainer::train(const RunConfig& run) {
   const bool completed = step_ >= o_.total_steps();
   if (dp_) dp_->check_now(updates_);
   // The final weights are the best evaluated ones (the checkpoint then holds them too).
-  if (completed && o_.keep_best() && best_.restore(*online_)) update_target(1.0);
+  if (completed && o_.keep_best() && best_.restore(model_->module())) update_target(1.0);
   checkpoint();
   auto metrics = metrics_line(session.elapsed(), session.rate(step_));
   metrics["loss"] = json_number(last_loss_);
@@ -434,7 +436,7 @@ void DqnTrainer::save_checkpoint(const std::string& path) {
   auto env_state = env_->save_state();
   t["env_state"] = env_state ? nlohmann::json(*env_state) : nlohmann::json(nullptr);
   Container c = checkpoint_container(t, *optimizer_);
-  c.blobs["target"] = models::module_to_bytes(*target_);
+  c.blobs["target"] = models::module_to_bytes(target_model_->module());
   c.blobs["replay"] = buffer_.to_bytes();
   write_container(path, c);
 }
@@ -442,8 +444,8 @@ void DqnTrainer::save_checkpoint(const std::string& path) {
 void DqnTrainer::load_checkpoint(const Container& c, const std::string& path) {
   try {
     const auto& t = restore_common(c, path, *env_, *optimizer_);
-    models::module_from_bytes(*online_, require_blob(c, "module", path), path);
-    models::module_from_bytes(*target_, require_blob(c, "target", path), path);
+    models::module_from_bytes(model_->module(), require_blob(c, "module", path), path);
+    models::module_from_bytes(target_model_->module(), require_blob(c, "target", path), path);
     buffer_.from_bytes(require_blob(c, "replay", path), path);
     visit_state(StateReader(t));
     if (started_ && !t.at("env_state").is_null()) {

@@ -94,7 +94,7 @@ struct PpoTrainer::Pending {
   double clip = 0;
 };
 
-PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env)
+PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env, const std::string& model)
     : o_(std::move(options)), rng_(derive_seed(o_.seed(), SeedStream::kTrainerRng)) {
   check_options(o_);
   FOXHUNT_CHECK(static_cast<bool>(make_env), "ppo_trainer", "expected an environment factory");
@@ -107,19 +107,18 @@ PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env)
                   " / actions ", envs_.back()->action_count(), ", environment 0 has ",
                   envs_[0]->observation_size(), " / ", envs_[0]->action_count());
   }
-  torch::manual_seed(o_.seed());
-  model_ = models::make_model("ppo", models::to_json(models::PpoOptions()
-                                                         .state_dim(envs_[0]->observation_size())
-                                                         .hidden(o_.hidden())
-                                                         .actions(envs_[0]->action_count())));
-  model_->to(o_.device());
-  auto impl = std::dynamic_pointer_cast<models::ActorCriticImpl>(model_->module_ptr());
-  FOXHUNT_INTERNAL_ASSERT(impl != nullptr, "registry 'ppo' did not build an ActorCriticImpl");
-  net_ = models::ActorCritic(impl);
+  build_model(models::TrainerKind::kPpo, model,
+              {envs_[0]->observation_size(), o_.hidden(), envs_[0]->action_count()}, o_.seed(),
+              o_.device(), "ppo_trainer");
+  net_ = model_->as_actor_critic();
+  FOXHUNT_CHECK(net_ != nullptr, "ppo_trainer", "model '", model_->name(),
+                "': expected an actor-critic (Model::as_actor_critic), got a model without "
+                "policy logits and value");
   // FusedAdam (fused_adam.h): CartPole 100k steps in 6.1 s instead of 6.8-7.0 s (the DQN uses it
   // too; see ARCHITECTURE.md, Performance).
-  optimizer_ = std::make_unique<FusedAdam>(
-      net_->parameters(), torch::optim::AdamOptions(o_.learning_rate()).eps(o_.adam_eps()));
+  optimizer_ =
+      std::make_unique<FusedAdam>(model_->module().parameters(),
+                                  torch::optim::AdamOptions(o_.learning_rate()).eps(o_.adam_eps()));
   if (o_.eval_interval() > 0) {
     eval_env_ = make_env(kEvalEnvIndex);
     FOXHUNT_CHECK(eval_env_ && eval_env_->observation_size() == envs_[0]->observation_size() &&
@@ -137,8 +136,8 @@ PpoTrainer::PpoTrainer(PpoTrainerOptions options, EnvFactory make_env)
 PpoTrainer::~PpoTrainer() = default;
 
 void PpoTrainer::set_data_parallel(std::shared_ptr<dist::Communicator> comm) {
-  const auto seed =
-      attach_data_parallel(std::move(comm), {net_.get()}, net_->parameters(), o_.seed());
+  const auto seed = attach_data_parallel(std::move(comm), {&model_->module()},
+                                         model_->module().parameters(), o_.seed());
   if (!seed) return;  // rank 0 keeps its streams
   // This rank's own environments and action sampling.
   rng_ = Rng(derive_seed(*seed, SeedStream::kTrainerRng));
@@ -172,7 +171,7 @@ int64_t PpoTrainer::greedy_action(const std::vector<float>& obs) {
   torch::NoGradGuard no_grad;
   auto t = torch::empty({1, static_cast<int64_t>(obs.size())}, torch::kFloat);
   std::memcpy(t.data_ptr<float>(), obs.data(), obs.size() * sizeof(float));
-  return net_->forward(t.to(o_.device())).logits.argmax(1).item<int64_t>();
+  return net_->policy_and_value(t.to(o_.device())).logits.argmax(1).item<int64_t>();
 }
 
 PpoTrainer::Rollout PpoTrainer::synthetic_rollout(int64_t rows, uint64_t seed) const {
@@ -204,7 +203,7 @@ void PpoTrainer::prepare_minibatch(const Rollout& rollout, const torch::Tensor& 
   auto mb_ret = rollout.returns.index_select(0, idx);
   if (o_.normalize_advantage() && mb_adv.size(0) > 1)
     mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
-  p->out = net_->forward(mb_obs);
+  p->out = net_->policy_and_value(mb_obs);
   p->loss = models::ppo_loss(p->out, p->actions, p->log_probs, mb_adv, mb_ret, clip, o_.vf_coef(),
                              o_.ent_coef());
   optimizer_->zero_grad();
@@ -212,7 +211,7 @@ void PpoTrainer::prepare_minibatch(const Rollout& rollout, const torch::Tensor& 
   p->loss.backward();
   if (dp_) dp_->finish();
   if (o_.max_grad_norm() > 0)
-    torch::nn::utils::clip_grad_norm_(net_->parameters(), o_.max_grad_norm());
+    torch::nn::utils::clip_grad_norm_(model_->module().parameters(), o_.max_grad_norm());
   p->clip = clip;
   pending_ = std::move(p);
 }
@@ -263,7 +262,7 @@ PpoTrainer::UpdateStats PpoTrainer::update(const Rollout& rollout, double clip) 
 }
 
 nlohmann::json PpoTrainer::metrics_line(double elapsed, double rate) const {
-  nlohmann::json j = {{"algo", "ppo"},
+  nlohmann::json j = {{"algo", algo()},
                       {"step", step_},
                       {"total_steps", o_.total_steps()},
                       {"episodes", episodes_},
@@ -279,9 +278,9 @@ nlohmann::json PpoTrainer::metrics_line(double elapsed, double rate) const {
 }
 
 TrainResult PpoTrainer::train(const RunConfig& run) {
-  RunSession session(run, "ppo", "ppo", o_.total_steps(), step_);
+  RunSession session(run, algo(), algo(), o_.total_steps(), step_);
   if (dp_) session.set_stop_agreement([this](bool s) { return dp_->agree_stop(s); });
-  net_->train();
+  model_->module().train();
 
   const int64_t N = o_.n_envs(), T = o_.n_steps();
   const int64_t D = envs_[0]->observation_size();
@@ -317,7 +316,7 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
       torch::Tensor logp_all;
       {
         torch::NoGradGuard no_grad;
-        out = net_->forward(obs);
+        out = net_->policy_and_value(obs);
         logp_all = torch::log_softmax(out.logits, -1).to(torch::kCPU).contiguous();
       }
       obs_buf[t].copy_(obs.to(torch::kCPU));
@@ -367,7 +366,7 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
           std::memcpy(fo.data_ptr<float>() + static_cast<int64_t>(k) * D, final_obs[k].data(),
                       static_cast<size_t>(D) * sizeof(float));
         torch::NoGradGuard no_grad;
-        auto v = net_->forward(fo.to(o_.device())).value.to(torch::kCPU).contiguous();
+        auto v = net_->policy_and_value(fo.to(o_.device())).value.to(torch::kCPU).contiguous();
         for (size_t k = 0; k < truncated_envs.size(); ++k)
           rew_a[t][truncated_envs[k]] += static_cast<float>(o_.gamma()) * v.data_ptr<float>()[k];
       }
@@ -376,7 +375,7 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
     torch::Tensor last_values;
     {
       torch::NoGradGuard no_grad;
-      last_values = net_->forward(obs_batch()).value.to(torch::kCPU);
+      last_values = net_->policy_and_value(obs_batch()).value.to(torch::kCPU);
     }
     auto gae = compute_gae(rew_buf, val_buf, end_buf, last_values, o_.gamma(), o_.gae_lambda());
 
@@ -402,7 +401,7 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
                    {"clip_range", clip},
                    {"lr_used", lr}};
 
-    evaluate_when_due(step_before, o_, eval_env_.get(), *net_);
+    evaluate_when_due(step_before, o_, eval_env_.get(), model_->module());
     if (session.log_due(step_before, step_)) write_log();
     if (session.checkpoint_due(step_before, step_)) checkpoint();
     session.update(step_);
@@ -412,7 +411,7 @@ TrainResult PpoTrainer::train(const RunConfig& run) {
   const bool completed = step_ >= o_.total_steps();
   if (dp_) dp_->check_now(minibatch_steps_);
   // The final weights are the best evaluated ones (the checkpoint then holds them too).
-  if (completed && o_.keep_best()) best_.restore(*net_);
+  if (completed && o_.keep_best()) best_.restore(model_->module());
   checkpoint();
   return finish_run(session, completed, metrics_line(session.elapsed(), session.rate(step_)));
 }
@@ -443,7 +442,7 @@ void PpoTrainer::load_checkpoint(const Container& c, const std::string& path) {
     const auto n_envs = t.at("options").at("n_envs").get<int64_t>();
     FOXHUNT_CHECK(n_envs == o_.n_envs(), "checkpoint", "'", path, "': trained with n_envs ", n_envs,
                   ", this trainer has ", o_.n_envs());
-    models::module_from_bytes(*net_, require_blob(c, "module", path), path);
+    models::module_from_bytes(model_->module(), require_blob(c, "module", path), path);
     visit_state(StateReader(t));
     const auto& env_states = t.at("env_states");
     for (size_t i = 0; i < envs_.size() && started_; ++i) {

@@ -9,6 +9,17 @@ void RlTrainerBase::load_checkpoint(const std::string& path) {
   load_checkpoint(read_trainer_checkpoint(path, algo()), path);
 }
 
+void RlTrainerBase::build_model(models::TrainerKind kind, const std::string& name,
+                                const models::PolicyShape& shape, uint64_t seed,
+                                const torch::Device& device, const char* component) {
+  algo_ = models::trainer_algo(kind);
+  const std::string model = name.empty() ? models::trainer_model(kind).name : name;
+  auto options = models::policy_options(model, shape, component);
+  torch::manual_seed(seed);
+  model_ = models::make_model(model, options);
+  model_->to(device);
+}
+
 TrainResult RlTrainerBase::finish_run(RunSession& session, bool completed, nlohmann::json metrics) {
   if (dp_) metrics["distributed"] = dp_->summary();
   return session.finish(step_, episodes_, completed, std::move(metrics));

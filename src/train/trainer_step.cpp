@@ -6,9 +6,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/catalog.h"
-#include "foxhunt/models/dqn.h"
 #include "foxhunt/models/model.h"
-#include "foxhunt/models/ppo.h"
 #include "foxhunt/train/dqn_trainer.h"
 #include "foxhunt/train/forecast_trainer.h"
 #include "foxhunt/train/infra.h"
@@ -31,26 +29,15 @@ std::uint64_t parameter_bytes(models::Model& m) {
   return n;
 }
 
-// The RL network's shape from the model options.
-struct RlShape {
-  std::int64_t state_dim = 0, actions = 0;
-  std::vector<std::int64_t> hidden;
-};
-// The network shape from the model options, read with the model's own parser (its defaults,
-// declared once in models/dqn.h and ppo.h; unknown keys and bad values are InputError there).
-template <typename NetOptions>
-RlShape rl_shape(const nlohmann::json& o, NetOptions (*from_json)(const nlohmann::json&)) {
-  const NetOptions n = from_json(o.is_null() ? nlohmann::json::object() : o);
-  RlShape s;
-  s.state_dim = n.state_dim();
-  s.actions = n.actions();
-  s.hidden = n.hidden();
-  return s;
+// The RL network's shape from the model options, read by the model's own catalog hook (its
+// defaults; unknown keys and bad values are InputError there).
+models::PolicyShape rl_shape(const TrainerStepSpec& spec) {
+  return models::policy_shape(spec.model, spec.model_options, kTrainerStepComponent);
 }
 
 // The environments of an RL step: the given factory (checked against the model options) or a
 // synthetic one of the model's shape.
-EnvFactory rl_envs(const TrainerStepSpec& spec, const RlShape& shape) {
+EnvFactory rl_envs(const TrainerStepSpec& spec, const models::PolicyShape& shape) {
   if (!spec.env) {
     const std::uint64_t seed = spec.seed;
     return [shape, seed](std::int64_t i) -> std::unique_ptr<Env> {
@@ -82,14 +69,14 @@ nlohmann::json trainer_json(const TrainerStepSpec& spec) {
 class DqnStep final : public TrainerStep {
  public:
   explicit DqnStep(const TrainerStepSpec& spec) {
-    const RlShape shape = rl_shape(spec.model_options, &models::dqn_options_from_json);
+    const models::PolicyShape shape = rl_shape(spec);
     nlohmann::json j = trainer_json(spec);
     j["hidden"] = shape.hidden;
     DqnTrainerOptions o = dqn_trainer_options_from_json(j);
     // Random actions and no update while the first transitions come in.
     o.learning_starts(std::max(o.learning_starts(), kDqnWarmTransitions));
     o.total_steps(std::max(o.total_steps(), o.learning_starts() + 1));
-    trainer_ = std::make_unique<DqnTrainer>(o, rl_envs(spec, shape));
+    trainer_ = std::make_unique<DqnTrainer>(o, rl_envs(spec, shape), spec.model);
     RunConfig run;
     run.progress = ProgressMode::kOff;
     run.stop_at_step = kDqnWarmTransitions;
@@ -119,13 +106,13 @@ class DqnStep final : public TrainerStep {
 class PpoStep final : public TrainerStep {
  public:
   explicit PpoStep(const TrainerStepSpec& spec) : seed_(spec.seed) {
-    const RlShape shape = rl_shape(spec.model_options, &models::ppo_options_from_json);
+    const models::PolicyShape shape = rl_shape(spec);
     nlohmann::json j = trainer_json(spec);
     j["hidden"] = shape.hidden;
     const PpoTrainerOptions o = ppo_trainer_options_from_json(j);
     rollout_rows_ = o.n_envs() * o.n_steps();
     clip_ = o.clip_range();
-    trainer_ = std::make_unique<PpoTrainer>(o, rl_envs(spec, shape));
+    trainer_ = std::make_unique<PpoTrainer>(o, rl_envs(spec, shape), spec.model);
     describe_ = detail::cat("PpoTrainer minibatch step: rollout of max(batch, n_envs ", o.n_envs(),
                             " x n_steps ", o.n_steps(), ") rows on the device, clipped loss, ",
                             "FusedAdam, grad clip ", o.max_grad_norm());

@@ -153,12 +153,9 @@ struct ResumedCheckpoint {
   std::string target_vol_feature;  ///< a forecaster's target volatility ("" = none)
 };
 
-/// The checkpoint algorithm id that a trainer of `kind` writes (train/checkpointing.h).
-const char* trainer_algo(models::TrainerKind kind);
-
-/// Checks `c` (read from `path`) as a checkpoint of the trainer `kind` (its trainer_algo id)
-/// holding its trainer's options, and reads what a job resumes from it. InputError when it is
-/// not one.
+/// Checks `c` (read from `path`) as a checkpoint of the trainer `kind` (its
+/// models::trainer_algo id) holding its trainer's options, and reads what a job resumes from it.
+/// InputError when it is not one.
 ResumedCheckpoint read_resumed_checkpoint(const Container& c, const std::string& path,
                                           models::TrainerKind kind);
 

@@ -7,7 +7,9 @@
 ///
 /// Adding a fifth model: its module and ModelAdapter in models/, one CatalogEntry below, and (if
 /// it trains with a new kind of step) a TrainerKind with its case in train/trainer_step.cpp and
-/// jobs/train_job.cpp, which the compiler's -Wswitch points to.
+/// jobs/train_job.cpp, which the compiler's -Wswitch points to. A policy trained by the DQN or
+/// PPO trainer also gives the entry's policy_options/policy_shape hooks and overrides
+/// Model::as_value_policy() or as_actor_critic() (policy.h).
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -24,6 +26,13 @@ enum class Family { kPolicy, kForecaster };
 
 /// The training step a model runs (train/ maps each kind to its trainer classes).
 enum class TrainerKind { kDqn, kPpo, kForecast };
+
+/// The network sizes an RL trainer builds a policy with (from its environment and options).
+struct PolicyShape {
+  std::int64_t state_dim = 0;        ///< observation width
+  std::vector<std::int64_t> hidden;  ///< hidden layer widths
+  std::int64_t actions = 0;          ///< number of discrete actions
+};
 
 /// One model of the catalog.
 struct CatalogEntry {
@@ -48,6 +57,12 @@ struct CatalogEntry {
   /// The model option that sizes its instrument input (the number of instrument ids it embeds),
   /// "" for a model without one. Training on a panel sets it to at least the instrument count.
   std::string instrument_count_option = {};
+  /// A policy's options JSON for a network of `shape`, its other options at their defaults (the
+  /// RL trainers build their model from it); null for a model no RL trainer sizes.
+  nlohmann::json (*policy_options)(const PolicyShape& shape) = nullptr;
+  /// The network shape a policy's options JSON describes (missing keys at their defaults;
+  /// unknown keys and bad values are InputErrors); null for a model no RL trainer sizes.
+  PolicyShape (*policy_shape)(const nlohmann::json& options) = nullptr;
 };
 
 /// Every model, in canonical order (dqn, ppo, mamba2, tft): reports list models in this order.
@@ -79,5 +94,23 @@ std::string joined_model_names(Family family, const char* separator);
 
 /// Whether `name` is an RL policy (InputError for an unknown name).
 bool is_policy(const std::string& name);
+
+/// The model a trainer of `kind` builds when its caller names none: the first catalog entry
+/// trained by it (the built-in dqn for kDqn, ppo for kPpo, mamba2 for kForecast).
+const CatalogEntry& trainer_model(TrainerKind kind);
+/// The algorithm id a trainer of `kind` writes into its checkpoints and metrics ("algo"): the
+/// name of the model it was written for (trainer_model) for the RL kinds, "forecast" for the
+/// forecast trainer, which trains any forecaster.
+std::string trainer_algo(TrainerKind kind);
+
+/// The options JSON of policy `name` for a network of `shape` (CatalogEntry::policy_options).
+/// InputError naming `component` for an unknown name or a model without that hook.
+nlohmann::json policy_options(const std::string& name, const PolicyShape& shape,
+                              const char* component = "models");
+/// The network shape of policy `name` with options JSON `options` (CatalogEntry::policy_shape;
+/// null means {}). InputError naming `component` for an unknown name or a model without that
+/// hook, and as the model's reader throws for bad options.
+PolicyShape policy_shape(const std::string& name, const nlohmann::json& options,
+                         const char* component = "models");
 
 }  // namespace foxhunt::models

@@ -2,7 +2,8 @@
 /// \file model.h
 /// The type-erased model handles. `ServingModel` is what serving needs (forward, the I/O spec,
 /// metadata); `Model` adds the probing helpers the planner and tests use (a synthetic example
-/// batch and a training loss). Each of the four models (dqn, ppo, mamba2, tft) has a concrete
+/// batch and a training loss) and the hooks the RL trainers train a policy through (policy.h).
+/// Each of the four models (dqn, ppo, mamba2, tft) has a concrete
 /// `torch::nn::Module` in its own header and a `ModelAdapter` (adapter.h) implementing `Model`;
 /// `make_model` builds one by name. The inputs and explanations (batch.h), the input checks
 /// (input_checks.h) and the device helpers (torch_device.h) that callers of a model use come
@@ -27,6 +28,8 @@
 namespace foxhunt::models {
 
 class ModelStream;
+class ValuePolicy;
+class ActorCriticPolicy;
 
 /// A model as serving sees it: forward, its I/O contract and metadata.
 class ServingModel {
@@ -108,6 +111,14 @@ class Model : public ServingModel {
   /// or one per level applied to every step: training starts it at the empirical quantiles of
   /// the targets (jobs/train_job.cpp). Empty (the default) for a model without one.
   virtual torch::nn::Linear quantile_head() { return torch::nn::Linear{nullptr}; }
+  /// The action-value hooks (policy.h) a value-based RL trainer (train/dqn_trainer.h) trains
+  /// this model through; null (the default) for a model without action values. Valid while the
+  /// model lives.
+  virtual ValuePolicy* as_value_policy() { return nullptr; }
+  /// The actor-critic hooks (policy.h) a policy-gradient trainer (train/ppo_trainer.h) trains
+  /// this model through; null (the default) for a model that is not an actor-critic. Valid
+  /// while the model lives.
+  virtual ActorCriticPolicy* as_actor_critic() { return nullptr; }
 };
 
 /// Builds a model by registry name, with options from JSON (missing keys take defaults; unknown

@@ -1,6 +1,7 @@
 #pragma once
 /// \file ppo.h
 /// PPO actor-critic: separate policy and value MLPs (tanh), categorical policy over the actions.
+/// Its output (PolicyOutput) and loss (ppo_loss) are the actor-critic hooks' (policy.h).
 
 #include <torch/torch.h>
 
@@ -8,6 +9,7 @@
 
 #include "foxhunt/models/mlp.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/policy.h"
 
 namespace foxhunt::models {
 
@@ -32,12 +34,6 @@ IoSpec io_spec(const PpoOptions& o);
 /// Closed-form parameter count (82,564 for the defaults).
 int64_t parameter_count(const PpoOptions& o);
 
-/// Output of the actor-critic.
-struct PolicyOutput {
-  torch::Tensor logits;  ///< [batch, actions]
-  torch::Tensor value;   ///< [batch]
-};
-
 /// The actor-critic network.
 class ActorCriticImpl : public torch::nn::Cloneable<ActorCriticImpl> {
  public:
@@ -52,13 +48,6 @@ class ActorCriticImpl : public torch::nn::Cloneable<ActorCriticImpl> {
   Mlp value{nullptr};
 };
 TORCH_MODULE(ActorCritic);
-
-/// PPO clipped surrogate loss (to minimise): -mean(min(r A, clip(r, 1-eps, 1+eps) A))
-/// + vf_coef * MSE(value, returns) - ent_coef * entropy. Returns the total.
-torch::Tensor ppo_loss(const PolicyOutput& out, const torch::Tensor& actions,
-                       const torch::Tensor& old_log_prob, const torch::Tensor& advantages,
-                       const torch::Tensor& returns, double clip = 0.2, double vf_coef = 0.5,
-                       double ent_coef = 0.0);
 
 /// Registry adapter for the PPO actor-critic.
 std::unique_ptr<Model> make_ppo_model(const nlohmann::json& options);

@@ -14,7 +14,8 @@
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/memory/ledger.h"
-#include "foxhunt/models/dqn.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/models/policy.h"
 #include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/env.h"
 #include "foxhunt/train/infra.h"
@@ -136,8 +137,11 @@ class ReplayBuffer {
 /// The DQN trainer.
 class DqnTrainer final : public RlTrainerBase {
  public:
-  /// Builds the Q-network (seeded), its target copy, Adam and the environment (index 0).
-  DqnTrainer(DqnTrainerOptions options, EnvFactory make_env);
+  /// Builds the Q-network (seeded), its target copy, Adam and the environment (index 0). The
+  /// network is the catalog's model `model` ("" = models::trainer_model(TrainerKind::kDqn)),
+  /// sized by its CatalogEntry::policy_options hook and trained through its
+  /// Model::as_value_policy() hooks; InputError naming it for a model without them.
+  DqnTrainer(DqnTrainerOptions options, EnvFactory make_env, const std::string& model = "");
   ~DqnTrainer();
 
   /// Trains until total_steps (or a stop request / run.stop_at_step); writes metrics and
@@ -148,7 +152,6 @@ class DqnTrainer final : public RlTrainerBase {
   void save_checkpoint(const std::string& path);
   using RlTrainerBase::load_checkpoint;
   void load_checkpoint(const Container& c, const std::string& source) override;
-  const char* algo() const override { return "dqn"; }
   void set_data_parallel(std::shared_ptr<dist::Communicator> comm) override;
 
   /// Greedy action (argmax Q) for one observation.
@@ -170,8 +173,8 @@ class DqnTrainer final : public RlTrainerBase {
 
   /// Epsilon at the current step.
   double epsilon() const;
-  /// The online Q-network.
-  models::DqnNet q_network() const { return online_; }
+  /// The online Q-network's module (the trained model's, model()).
+  std::shared_ptr<torch::nn::Module> q_network() const { return model_->module_ptr(); }
   /// Options in use.
   const DqnTrainerOptions& options() const { return o_; }
 
@@ -187,8 +190,9 @@ class DqnTrainer final : public RlTrainerBase {
   EnvFactory make_env_;
   std::unique_ptr<Env> env_, eval_env_;
   memory::ExternalReservation envs_reservation_;
-  models::DqnNet online_{nullptr};
-  models::DqnNet target_{nullptr};
+  models::ValuePolicy* online_ = nullptr;  // model_'s hooks
+  std::unique_ptr<models::Model> target_model_;
+  models::ValuePolicy* target_ = nullptr;  // target_model_'s hooks
   std::unique_ptr<torch::optim::Adam> optimizer_;
   ReplayBuffer buffer_;
   Rng rng_;

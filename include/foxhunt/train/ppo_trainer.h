@@ -2,7 +2,7 @@
 /// \file ppo_trainer.h
 /// PPO (Schulman et al. 2017) on N copies of a discrete-action Env: synchronous rollouts, GAE,
 /// clipped surrogate, value loss, entropy bonus, minibatch epochs with per-minibatch advantage
-/// normalisation, orthogonal init (in models::ActorCritic), gradient clipping, Adam (eps 1e-5)
+/// normalisation, orthogonal init (the model's), gradient clipping, Adam (eps 1e-5)
 /// with a linearly decaying learning rate. Deterministic given the seed; exact resume.
 
 #include <torch/torch.h>
@@ -14,7 +14,8 @@
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/memory/ledger.h"
-#include "foxhunt/models/ppo.h"
+#include "foxhunt/models/model.h"
+#include "foxhunt/models/policy.h"
 #include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/env.h"
 #include "foxhunt/train/infra.h"
@@ -100,8 +101,11 @@ GaeResult compute_gae(const torch::Tensor& rewards, const torch::Tensor& values,
 /// The PPO trainer.
 class PpoTrainer final : public RlTrainerBase {
  public:
-  /// Builds the actor-critic (seeded), Adam, and n_envs environments (indices 0..n-1).
-  PpoTrainer(PpoTrainerOptions options, EnvFactory make_env);
+  /// Builds the actor-critic (seeded), Adam, and n_envs environments (indices 0..n-1). The
+  /// network is the catalog's model `model` ("" = models::trainer_model(TrainerKind::kPpo)),
+  /// sized by its CatalogEntry::policy_options hook and trained through its
+  /// Model::as_actor_critic() hooks; InputError naming it for a model without them.
+  PpoTrainer(PpoTrainerOptions options, EnvFactory make_env, const std::string& model = "");
   ~PpoTrainer();
 
   /// Trains until total_steps (or a stop request / run.stop_at_step, checked between rollouts);
@@ -114,14 +118,13 @@ class PpoTrainer final : public RlTrainerBase {
   void save_checkpoint(const std::string& path);
   using RlTrainerBase::load_checkpoint;
   void load_checkpoint(const Container& c, const std::string& source) override;
-  const char* algo() const override { return "ppo"; }
   void set_data_parallel(std::shared_ptr<dist::Communicator> comm) override;
 
   /// Most probable action for one observation.
   int64_t greedy_action(const std::vector<float>& obs) override;
 
-  /// The actor-critic.
-  models::ActorCritic network() const { return net_; }
+  /// The actor-critic's module (the trained model's, model()).
+  std::shared_ptr<torch::nn::Module> network() const { return model_->module_ptr(); }
   /// Options in use.
   const PpoTrainerOptions& options() const { return o_; }
   /// Learning rate used by the next update.
@@ -162,7 +165,7 @@ class PpoTrainer final : public RlTrainerBase {
   PpoTrainerOptions o_;
   std::vector<std::unique_ptr<Env>> envs_;
   std::unique_ptr<Env> eval_env_;
-  models::ActorCritic net_{nullptr};
+  models::ActorCriticPolicy* net_ = nullptr;  // model_'s hooks
   std::unique_ptr<torch::optim::Adam> optimizer_;
   Rng rng_;
   bool started_ = false;

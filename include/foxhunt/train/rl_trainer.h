@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "foxhunt/core/container.h"
+#include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/train/best_policy.h"
 #include "foxhunt/train/data_parallel.h"
@@ -27,8 +28,9 @@ class RlTrainerBase {
  public:
   virtual ~RlTrainerBase() = default;
 
-  /// "dqn" or "ppo": the algorithm its checkpoints are written for.
-  virtual const char* algo() const = 0;
+  /// The algorithm its checkpoints and metrics are written for (models::trainer_algo of its
+  /// trainer kind).
+  const std::string& algo() const { return algo_; }
   /// Restores a checkpoint written by a trainer with the same network and environment; training
   /// then continues exactly (bit-for-bit on the same device and thread count).
   void load_checkpoint(const std::string& path);
@@ -62,7 +64,7 @@ class RlTrainerBase {
   const nlohmann::json& checkpoint_extra() const { return extra_; }
   /// Periodic evaluations so far (best return, its step, the latest return).
   const BestPolicy& evaluations() const { return best_; }
-  /// The trained network as a registry model ("dqn" or "ppo").
+  /// The trained network as a registry model.
   models::Model& model() { return *model_; }
 
  protected:
@@ -103,6 +105,15 @@ class RlTrainerBase {
   /// data-parallel summary is added when training distributed.
   TrainResult finish_run(RunSession& session, bool completed, nlohmann::json metrics);
 
+  /// Sets algo_ to models::trainer_algo(kind) and builds model_: the catalog's model `name`
+  /// ("" = models::trainer_model(kind)) sized for `shape` (models::policy_options; InputError
+  /// naming `component` for a model without that hook) after seeding LibTorch with `seed`, then
+  /// moved to `device`.
+  void build_model(models::TrainerKind kind, const std::string& name,
+                   const models::PolicyShape& shape, uint64_t seed, const torch::Device& device,
+                   const char* component);
+
+  std::string algo_;                                 ///< models::trainer_algo of the trainer
   std::unique_ptr<models::Model> model_;             ///< the network being trained
   int64_t step_ = 0;                                 ///< environment steps done
   int64_t episodes_ = 0;                             ///< finished episodes
