@@ -1,11 +1,11 @@
 // foxhunt quantize tft: an FP32 TFT bundle to an INT8 one, by PTQ or QAT
-// (library: jobs/quantize_job.h, quant/tft_int8.h).
+// (library: jobs/quantize_job.h, models/precisions.h).
 #include <iostream>
 
 #include "command.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/jobs/quantize_job.h"
-#include "foxhunt/quant/precision.h"
+#include "foxhunt/models/precisions.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -25,7 +25,7 @@ Registrar registered_quantize = subcommand<QuantizeArgs>(
       auto& j = a->job;
       sub->add_option("model", a->model, "The model to quantize (tft)")
           ->required()
-          ->check(CLI::IsMember(quant::models_with_precision(models::Precision::kInt8)));
+          ->check(CLI::IsMember(models::models_with_precision(models::Precision::kInt8)));
       sub->add_option("--bundle", j.bundle,
                       "FP32 bundle (DIR/tft/bundle.fhb, or the directory DIR/tft)")
           ->required();

@@ -1,5 +1,6 @@
 // Precision as a typed key (models/precision.h): its text forms, the error for another text, and
-// the registry above it (quant/precision.h) refusing a precision a model does not have.
+// the catalog's quantized forms (models/precisions.h): a precision a model lacks is refused, and
+// the quantize hook is reached through the catalog alone.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -10,7 +11,7 @@
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/precision.h"
 #include "foxhunt/plan/budget.h"
-#include "foxhunt/quant/precision.h"
+#include "foxhunt/models/precisions.h"
 #include "test_util.h"
 
 namespace foxhunt {
@@ -56,25 +57,25 @@ TEST(PrecisionTest, AnotherTextNamesTheAcceptedValuesAndWhatCame) {
 }
 
 TEST(PrecisionTest, MakeModelAtRefusesAPrecisionTheModelLacks) {
-  EXPECT_EQ(quant::precisions("tft"), (std::vector<Precision>{Precision::kFp32, Precision::kInt8}));
-  EXPECT_EQ(quant::precisions("dqn"), std::vector<Precision>{Precision::kFp32});
-  EXPECT_TRUE(quant::has_precision("tft", Precision::kInt8));
-  EXPECT_FALSE(quant::has_precision("dqn", Precision::kInt8));
-  EXPECT_FALSE(quant::has_precision("tft", Precision::kInt8Qat));  // a training form, not built
-  EXPECT_EQ(quant::models_with_precision(Precision::kInt8), std::vector<std::string>{"tft"});
-  EXPECT_TRUE(quant::models_with_precision(Precision::kInt8Qat).empty());
+  EXPECT_EQ(models::precisions("tft"), (std::vector<Precision>{Precision::kFp32, Precision::kInt8}));
+  EXPECT_EQ(models::precisions("dqn"), std::vector<Precision>{Precision::kFp32});
+  EXPECT_TRUE(models::has_precision("tft", Precision::kInt8));
+  EXPECT_FALSE(models::has_precision("dqn", Precision::kInt8));
+  EXPECT_FALSE(models::has_precision("tft", Precision::kInt8Qat));  // a training form, not built
+  EXPECT_EQ(models::models_with_precision(Precision::kInt8), std::vector<std::string>{"tft"});
+  EXPECT_TRUE(models::models_with_precision(Precision::kInt8Qat).empty());
 
-  EXPECT_EQ(input_error([] { quant::make_model_at("dqn", Precision::kInt8, nullptr, "here"); }),
+  EXPECT_EQ(input_error([] { models::make_model_at("dqn", Precision::kInt8, nullptr, "here"); }),
             "[here] precision of 'dqn': expected fp32, got 'int8'");
-  EXPECT_EQ(input_error([] { quant::make_model_at("tft", Precision::kInt8Qat, nullptr, "here"); }),
+  EXPECT_EQ(input_error([] { models::make_model_at("tft", Precision::kInt8Qat, nullptr, "here"); }),
             "[here] precision of 'tft': expected fp32 or int8, got 'int8-qat'");
   EXPECT_EQ(input_error([] {
-              quant::make_model_at("tft", models::parse_precision("int4", "here"), nullptr, "here");
+              models::make_model_at("tft", models::parse_precision("int4", "here"), nullptr, "here");
             }),
             "[here] precision: expected fp32, int8 or int8-qat, got 'int4'");
-  EXPECT_EQ(quant::make_model_at("tft", Precision::kInt8, nullptr, "t")->precision(),
+  EXPECT_EQ(models::make_model_at("tft", Precision::kInt8, nullptr, "t")->precision(),
             Precision::kInt8);
-  EXPECT_EQ(quant::make_model_at("ppo", Precision::kFp32, nullptr, "t")->precision(),
+  EXPECT_EQ(models::make_model_at("ppo", Precision::kFp32, nullptr, "t")->precision(),
             Precision::kFp32);
 }
 

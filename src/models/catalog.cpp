@@ -9,6 +9,7 @@
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/ppo.h"
 #include "foxhunt/models/tft.h"
+#include "foxhunt/models/tft_int8.h"
 
 namespace foxhunt::models {
 namespace {
@@ -68,7 +69,8 @@ std::vector<CatalogEntry>& mutable_catalog() {
        "Temporal Fusion Transformer quantile forecaster", &make_tft_model,
        nlohmann::json{{"hidden", 8}, {"heads", 2}, {"dropout", 0.2}},
        nlohmann::json{{"learning_rate", 3e-4}}, 55 * kMiB, 55 * kMiB, 125 * kMiB, 1.0,
-       "static_categories"},
+       "static_categories",
+       {{Precision::kInt8, &make_int8_tft_model, &int8_tft_bytes, &quantize_int8_tft}}},
   };
   return entries;
 }

@@ -2,8 +2,9 @@
 /// \file catalog.h
 /// The model catalog: everything the layers above need to know about each model, in one
 /// registration per model (src/models/catalog.cpp). Code outside models/ asks the catalog (its
-/// family, its trainer, its defaults) and never compares a model's name. Precisions other than
-/// fp32 are registered by the area that builds them (quant/ for the INT8 TFT: quant/precision.h).
+/// family, its trainer, its defaults, its quantized forms) and never compares a model's name nor
+/// casts to a model type. Precisions other than fp32 are the entry's quantized forms (the INT8 TFT,
+/// models/tft_int8.h); precisions.h asks about them and runs their quantize hook.
 ///
 /// Adding a fifth model: its module and ModelAdapter in models/, one CatalogEntry below, and (if
 /// it trains with a new kind of step) a TrainerKind with its case in train/trainer_step.cpp and
@@ -15,15 +16,34 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/models/precision.h"
+
 namespace foxhunt::models {
 
 class Model;
+struct QuantizeRequest;
+struct QuantizeResult;
 
 /// What a model produces: an RL policy (actions from a state) or a quantile forecaster.
 enum class Family { kPolicy, kForecaster };
 
 /// The training step a model runs (train/ maps each kind to its trainer classes).
 enum class TrainerKind { kDqn, kPpo, kForecast };
+
+/// One quantized form of a catalog model (precisions.h asks about them).
+struct QuantizedForm {
+  Precision precision;  ///< the form's precision (not kFp32)
+  /// Builds the form from the fp32 model's options JSON (missing keys take defaults), with
+  /// zero-filled weights to be loaded from a bundle.
+  std::unique_ptr<Model> (*make)(const nlohmann::json& options);
+  /// Parameter bytes per precision at these options: {"fp32": {"parameter_bytes"}, "<this
+  /// precision>": {"parameter_bytes", ... the form's own breakdown}}.
+  nlohmann::json (*bytes)(const nlohmann::json& options);
+  /// The quantize hook: calibrates (and for QAT fine-tunes through the request's callback) the
+  /// trained fp32 model `fp32` of this entry and converts it. `fp32` is left in eval mode; a QAT
+  /// run leaves its fine-tuned weights in it.
+  QuantizeResult (*quantize)(Model& fp32, const QuantizeRequest& request);
+};
 
 /// One model of the catalog.
 struct CatalogEntry {
@@ -48,6 +68,8 @@ struct CatalogEntry {
   /// The model option that sizes its instrument input (the number of instrument ids it embeds),
   /// "" for a model without one. Training on a panel sets it to at least the instrument count.
   std::string instrument_count_option = {};
+  /// Its forms at precisions other than fp32 (none for most models).
+  std::vector<QuantizedForm> quantized_forms = {};
 };
 
 /// Every model, in canonical order (dqn, ppo, mamba2, tft): reports list models in this order.

@@ -24,6 +24,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 namespace foxhunt::quant {
@@ -155,5 +157,15 @@ RowQuantized quantize_rows(const torch::Tensor& x);
 torch::Tensor fake_quantize_symmetric(const torch::Tensor& x, float scale);
 /// The same per channel along dimension 0 with `scales` [x.size(0)] (weights).
 torch::Tensor fake_quantize_per_channel(const torch::Tensor& x, const torch::Tensor& scales);
+
+/// One int8 layer's error on a batch against its FP32 layer on the same input.
+struct LayerError {
+  std::string layer;       ///< the layer's name in its model's int8 layout
+  double snr_db = 0.0;     ///< 10 log10(signal / noise); 999 when the outputs are equal
+  double rel_error = 0.0;  ///< sqrt(noise / signal); 0 for a zero signal
+};
+
+/// {layer, snr_db, rel_error}.
+void to_json(nlohmann::json& j, const LayerError& e);
 
 }  // namespace foxhunt::quant
