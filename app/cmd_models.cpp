@@ -4,8 +4,8 @@
 #include "command.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/models/precision.h"
-#include "foxhunt/models/summary.h"
 #include "foxhunt/models/precisions.h"
+#include "foxhunt/models/summary.h"
 
 namespace foxhunt::cli {
 namespace {

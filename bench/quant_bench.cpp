@@ -2,11 +2,11 @@
 // against the fp32 Linear it replaces, at the TFT's shapes (rows = batch x positions): the
 // measurement that picks the kernel path.
 //   build/quant_bench [--benchmark_filter=Int8]
-#include "foxhunt/quant/int8_fused.h"
 #include "bench_main.h"
 #include "foxhunt/models/tft.h"
-#include "foxhunt/quant/int8_linear.h"
 #include "foxhunt/models/tft_int8.h"
+#include "foxhunt/quant/int8_fused.h"
+#include "foxhunt/quant/int8_linear.h"
 
 namespace {
 

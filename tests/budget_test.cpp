@@ -9,8 +9,8 @@
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
-#include "foxhunt/plan/budget.h"
 #include "foxhunt/models/tft_int8.h"
+#include "foxhunt/plan/budget.h"
 #include "test_util.h"
 
 namespace foxhunt {

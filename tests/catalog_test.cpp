@@ -6,8 +6,8 @@
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
-#include "foxhunt/plan/budget.h"
 #include "foxhunt/models/precisions.h"
+#include "foxhunt/plan/budget.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
 #include "foxhunt/train/trainer_step.h"
@@ -73,7 +73,8 @@ TEST(CatalogTest, PrecisionsAreFp32AndTheRegisteredInt8Tft) {
   using models::Precision;
   EXPECT_EQ(models::models_with_precision(Precision::kInt8), std::vector<std::string>{"tft"});
   EXPECT_EQ(models::models_with_precision(Precision::kFp32), models::model_names());
-  EXPECT_EQ(models::precisions("tft"), (std::vector<Precision>{Precision::kFp32, Precision::kInt8}));
+  EXPECT_EQ(models::precisions("tft"),
+            (std::vector<Precision>{Precision::kFp32, Precision::kInt8}));
   EXPECT_EQ(models::precisions("dqn"), std::vector<Precision>{Precision::kFp32});
   EXPECT_FALSE(models::has_precision("dqn", Precision::kInt8));
   EXPECT_FALSE(models::has_precision("lstm", Precision::kFp32));

@@ -5,12 +5,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "foxhunt/quant/int8_fused.h"
-#include "foxhunt/quant/int8_gemm.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/fused_kernels.h"
 #include "foxhunt/models/tft.h"
 #include "foxhunt/models/tft_int8.h"
+#include "foxhunt/quant/int8_fused.h"
+#include "foxhunt/quant/int8_gemm.h"
 #include "test_util.h"
 
 namespace foxhunt {

@@ -57,8 +57,7 @@ bool has_precision(const std::string& model, Precision precision) {
 std::vector<std::string> models_with_precision(Precision precision) {
   std::vector<std::string> out;
   for (const auto& e : catalog())
-    if (precision == Precision::kFp32 || find_form(e, precision) != nullptr)
-      out.push_back(e.name);
+    if (precision == Precision::kFp32 || find_form(e, precision) != nullptr) out.push_back(e.name);
   return out;
 }
 
@@ -84,8 +83,8 @@ std::string quantized_forms_text() {
   std::string out;
   for (const auto& e : catalog())
     for (const auto& f : e.quantized_forms)
-      out += (out.empty() ? "the " : " and the ") + std::string(to_string(f.precision)) + " " +
-             e.name;
+      out +=
+          (out.empty() ? "the " : " and the ") + std::string(to_string(f.precision)) + " " + e.name;
   return out;
 }
 
@@ -93,7 +92,8 @@ nlohmann::json precision_bytes(const std::string& model) {
   for (const auto& e : catalog())
     if (e.name == model && !e.quantized_forms.empty() && e.quantized_forms.front().bytes)
       return e.quantized_forms.front().bytes(nlohmann::json::object());
-  return {{to_string(Precision::kFp32), {{"parameter_bytes", make_model(model)->parameter_bytes()}}}};
+  return {
+      {to_string(Precision::kFp32), {{"parameter_bytes", make_model(model)->parameter_bytes()}}}};
 }
 
 }  // namespace foxhunt::models

@@ -1,5 +1,5 @@
 #pragma once
-// Private to quant/: the FP32 TFT's layers in the INT8 layout's form, which the layout forward,
+// Private to models/: the FP32 TFT's layers in the INT8 layout's form, which the layout forward,
 // calibration, QAT (tft_int8.cpp) and the conversion (tft_int8_net.cpp) all run.
 
 #include <torch/torch.h>
@@ -11,8 +11,8 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/tft.h"
-#include "foxhunt/quant/quantize.h"
 #include "foxhunt/models/tft_int8.h"
+#include "foxhunt/quant/quantize.h"
 
 namespace foxhunt::models::detail {
 
@@ -90,20 +90,24 @@ class FloatOps final : public TftQuantOps {
       const auto s = fake_quant_scale(name, x).to(x.device());
       if (e.batched) {
         xin = torch::fake_quantize_per_channel_affine(
-            x, s, torch::zeros({s.size(0)}, s.options().dtype(torch::kInt)), 0, -quant::kQMax, quant::kQMax);
+            x, s, torch::zeros({s.size(0)}, s.options().dtype(torch::kInt)), 0, -quant::kQMax,
+            quant::kQMax);
         // Weights [V, in, out]: one scale per variable (see the header).
         const int64_t v = w.size(0);
         const auto wv = w.reshape({v, -1});
         const auto sw = (wv.detach().abs().amax(1) / quant::kQMax).clamp_min(quant::kMinScale);
         w = torch::fake_quantize_per_channel_affine(
-                wv, sw, torch::zeros({v}, sw.options().dtype(torch::kInt)), 0, -quant::kQMax, quant::kQMax)
+                wv, sw, torch::zeros({v}, sw.options().dtype(torch::kInt)), 0, -quant::kQMax,
+                quant::kQMax)
                 .view(w.sizes());
       } else {
         xin = torch::fake_quantize_per_tensor_affine(
-            x, s.reshape({1}), torch::zeros({1}, s.options().dtype(torch::kInt)), -quant::kQMax, quant::kQMax);
+            x, s.reshape({1}), torch::zeros({1}, s.options().dtype(torch::kInt)), -quant::kQMax,
+            quant::kQMax);
         const auto sw = (w.detach().abs().amax(1) / quant::kQMax).clamp_min(quant::kMinScale);
         w = torch::fake_quantize_per_channel_affine(
-            w, sw, torch::zeros({w.size(0)}, sw.options().dtype(torch::kInt)), 0, -quant::kQMax, quant::kQMax);
+            w, sw, torch::zeros({w.size(0)}, sw.options().dtype(torch::kInt)), 0, -quant::kQMax,
+            quant::kQMax);
       }
     }
     if (e.batched) return torch::baddbmm(e.b.unsqueeze(1), xin, w);

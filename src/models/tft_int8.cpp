@@ -351,9 +351,9 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> TftQuantOps::lstm_layer(
   return {torch::stack(outs, 1), hk, ck};
 }
 
-torch::Tensor tft_quant_forward(TftQuantOps& ops, const TftOptions& o,
-                                const torch::Tensor& past, const torch::Tensor& future,
-                                const torch::Tensor& static_id, bool training) {
+torch::Tensor tft_quant_forward(TftQuantOps& ops, const TftOptions& o, const torch::Tensor& past,
+                                const torch::Tensor& future, const torch::Tensor& static_id,
+                                bool training) {
   Forward f{ops, o, training};
   return f.run(past, future, static_id);
 }
@@ -426,8 +426,7 @@ QatTftModel::QatTftModel(TftNet net, QatOptions options, InputScales initial)
 std::vector<torch::Tensor> QatTftModel::forward(const Batch& b) {
   check_inputs(b);
   auto& net = *net_;
-  validate_tft_inputs(net.options, b.inputs[0], b.inputs[1], b.inputs[2],
-                              module_device(net));
+  validate_tft_inputs(net.options, b.inputs[0], b.inputs[1], b.inputs[2], module_device(net));
   const bool training = net.is_training();
   const bool update = training && !frozen();
   const auto layout = int8_tft_layout(net.options);
@@ -463,8 +462,8 @@ std::vector<torch::Tensor> QatTftModel::forward(const Batch& b) {
   return {y};
 }
 
-Batch QatTftModel::example_batch(int64_t batch, int64_t seq_len,
-                                         const torch::Device& device, uint64_t seed) const {
+Batch QatTftModel::example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
+                                 uint64_t seed) const {
   return tft_example_batch(net_->options, batch, seq_len, device, seed);
 }
 

@@ -74,16 +74,18 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> int8_lstm_cpu(const Int8
   const auto gx = gx_in.to(torch::kFloat).contiguous();
   const int64_t b = gx.size(0), t = gx.size(1), g4 = gx.size(2), h = g4 / 4;
   FOXHUNT_INTERNAL_ASSERT(l.codes.size(0) == h && l.codes.size(1) == g4, "lstm codes shape");
-  FOXHUNT_INTERNAL_ASSERT(h <= quant::detail::kMaxExactFloatInner, "lstm width beyond exact fp32 sums");
+  FOXHUNT_INTERNAL_ASSERT(h <= quant::detail::kMaxExactFloatInner,
+                          "lstm width beyond exact fp32 sums");
   auto out = torch::empty({b, t, h}, torch::kFloat);
   auto c = c0.to(torch::kFloat).contiguous().clone();
   auto hlast = h0.to(torch::kFloat).contiguous().clone();
   // Through LibTorch's allocator, so the memory ledger counts it.
   auto scratch = torch::empty({quant::detail::int8_lstm_scratch_floats(h)}, torch::kFloat);
   const auto codes = l.codes.contiguous();
-  quant::detail::int8_lstm_recurrence(gx.data_ptr<float>(), codes.data_ptr<int8_t>(), l.scale.data_ptr<float>(),
-                       l.input_scale.data_ptr<float>()[0], b, t, h, hlast.data_ptr<float>(),
-                       c.data_ptr<float>(), out.data_ptr<float>(), scratch.data_ptr<float>());
+  quant::detail::int8_lstm_recurrence(gx.data_ptr<float>(), codes.data_ptr<int8_t>(),
+                                      l.scale.data_ptr<float>(), l.input_scale.data_ptr<float>()[0],
+                                      b, t, h, hlast.data_ptr<float>(), c.data_ptr<float>(),
+                                      out.data_ptr<float>(), scratch.data_ptr<float>());
   return {out, hlast, c};
 }
 
@@ -106,7 +108,8 @@ torch::Tensor layer_forward(const Int8TftImpl::Layer& l, bool batched, const tor
       const float* s = l.input_scale.data_ptr<float>();
       const float* src = xc.data_ptr<float>();
       float* dst = xq.data_ptr<float>();
-      for (int64_t i = 0; i < v; ++i) quant::detail::codes_of(src + i * per, dst + i * per, per, s[i]);
+      for (int64_t i = 0; i < v; ++i)
+        quant::detail::codes_of(src + i * per, dst + i * per, per, s[i]);
     } else {
       xq = x.to(torch::kFloat).div(l.input_scale).round_().clamp_(-quant::kQMax, quant::kQMax);
     }
@@ -135,7 +138,8 @@ torch::Tensor layer_forward(const Int8TftImpl::Layer& l, bool batched, const tor
                              l.bias.defined() ? l.bias.data_ptr<float>() : nullptr, rows, out);
     return acc.view(torch::kFloat).view(shape);
   }
-  const auto xq = x2.to(torch::kFloat).div(l.input_scale).round_().clamp_(-quant::kQMax, quant::kQMax);
+  const auto xq =
+      x2.to(torch::kFloat).div(l.input_scale).round_().clamp_(-quant::kQMax, quant::kQMax);
   const auto acc = quant::detail::int8_products(xq.to(torch::kChar), l.codes).to(torch::kFloat);
   auto y = l.bias.defined() ? torch::addcmul(l.bias, acc, l.scale) : acc.mul_(l.scale);
   return y.view(shape);

@@ -1,5 +1,5 @@
 #pragma once
-// The CPU kernels of the INT8 TFT's layers and of its LSTM recurrence (private to quant/): what
+// The CPU kernels of the INT8 TFT's layers and of its LSTM recurrence (private to models/): what
 // Int8Tft's forward runs for each int8 layer (tft_int8.h).
 #include <torch/torch.h>
 

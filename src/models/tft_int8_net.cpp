@@ -67,7 +67,7 @@ class Int8Ops final : public TftQuantOps {
     p.glu_bias = glu.bias.data_ptr<float>();
     auto out = torch::empty({xc.size(0), h}, torch::kFloat);
     quant::detail::vsn_weighted_grns_int8(p, xc.data_ptr<float>(), wc.data_ptr<float>(), xc.size(0),
-                                   out.data_ptr<float>());
+                                          out.data_ptr<float>());
     return out;
   }
 
@@ -157,8 +157,7 @@ torch::Tensor Int8TftImpl::forward(const torch::Tensor& past, const torch::Tenso
                            static_id, false);
 }
 
-std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(TftNetImpl& net,
-                                                  const InputScales& scales) {
+std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(TftNetImpl& net, const InputScales& scales) {
   torch::NoGradGuard no_grad;
   auto q = std::make_shared<Int8TftImpl>(net.options);
   const auto device = module_device(net);
@@ -175,8 +174,9 @@ std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(TftNetImpl& net,
     if (l.variables > 0) {
       FOXHUNT_CHECK(sx.numel() == l.variables, kTftInt8NetComponent, "tft int8 conversion: '",
                     l.name, "' expects ", l.variables, " activation scales, got ", sx.numel());
-      const auto wf = w.w.detach().to(torch::kFloat);                              // [V, in, out]
-      const auto sw = (wf.abs().amax({1, 2}, true) / quant::kQMax).clamp_min(quant::kMinScale);  // [V, 1, 1]
+      const auto wf = w.w.detach().to(torch::kFloat);  // [V, in, out]
+      const auto sw =
+          (wf.abs().amax({1, 2}, true) / quant::kQMax).clamp_min(quant::kMinScale);  // [V, 1, 1]
       b.codes.copy_(wf.div(sw).round_().clamp_(-quant::kQMax, quant::kQMax).to(torch::kChar));
       b.input_scale.copy_(sx.view({l.variables, 1, 1}));
       b.scale.copy_(sx.view({l.variables, 1, 1}) * sw);
@@ -186,7 +186,11 @@ std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(TftNetImpl& net,
                     "' expects one activation scale, got ", sx.numel());
       const auto wf = w.w.detach().to(torch::kFloat);  // [out, in]
       const auto sw = (wf.abs().amax(1) / quant::kQMax).clamp_min(quant::kMinScale);
-      b.codes.copy_(wf.div(sw.unsqueeze(1)).round_().clamp_(-quant::kQMax, quant::kQMax).to(torch::kChar).t());
+      b.codes.copy_(wf.div(sw.unsqueeze(1))
+                        .round_()
+                        .clamp_(-quant::kQMax, quant::kQMax)
+                        .to(torch::kChar)
+                        .t());
       b.input_scale.copy_(sx.view({1}));
       b.scale.copy_(sx.view({1}) * sw);
       if (l.bias) b.bias.copy_(w.b.detach());
@@ -197,10 +201,9 @@ std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(TftNetImpl& net,
   return q;
 }
 
-std::vector<quant::LayerError> Int8TftImpl::layer_errors(TftNetImpl& net,
-                                                  const torch::Tensor& past,
-                                                  const torch::Tensor& future,
-                                                  const torch::Tensor& static_id) {
+std::vector<quant::LayerError> Int8TftImpl::layer_errors(TftNetImpl& net, const torch::Tensor& past,
+                                                         const torch::Tensor& future,
+                                                         const torch::Tensor& static_id) {
   validate_tft_inputs(net.options, past, future, static_id, module_device(net));
   torch::NoGradGuard no_grad;
   net.eval();
@@ -238,15 +241,14 @@ namespace {
 
 class Int8TftModel final : public ForecasterAdapter<Int8Tft> {
  public:
-  explicit Int8TftModel(Int8Tft net)
-      : ForecasterAdapter("tft", net, io_spec(net->options)) {}
+  explicit Int8TftModel(Int8Tft net) : ForecasterAdapter("tft", net, io_spec(net->options)) {}
   Precision precision() const override { return Precision::kInt8; }
   std::vector<torch::Tensor> forward(const Batch& b) override {
     check_inputs(b);
     return {net_->forward(b.inputs[0], b.inputs[1], b.inputs[2])};
   }
   Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
-                              uint64_t seed) const override {
+                      uint64_t seed) const override {
     return tft_example_batch(net_->options, batch, seq_len, device, seed);
   }
 };

@@ -27,8 +27,8 @@ QuantizeResult quantize_int8_tft(Model& fp32, const QuantizeRequest& request) {
   // PTQ calibration on the first windows the request gives, the last batch cut to what is left.
   TftCalibrator cal(net, request.percentile);
   net->eval();
-  for (int64_t i = 0; i < request.calibration_batches && cal.windows() < request.calibration_windows;
-       ++i) {
+  for (int64_t i = 0;
+       i < request.calibration_batches && cal.windows() < request.calibration_windows; ++i) {
     auto batch = request.calibration_batch(i);
     const int64_t take = std::min(batch.size(), request.calibration_windows - cal.windows());
     cal.observe(batch.inputs[0].narrow(0, 0, take), batch.inputs[1].narrow(0, 0, take),

@@ -58,5 +58,4 @@ void to_json(nlohmann::json& j, Precision p);
 /// From a JSON string; InputError "[precision] ..." for another value or another text.
 void from_json(const nlohmann::json& j, Precision& p);
 
-
 }  // namespace foxhunt::models

@@ -7,13 +7,11 @@
 /// `QuantizeRequest`, instead of comparing model or precision names or casting to a model type.
 ///
 /// Example (what `foxhunt quantize` does, jobs/quantize_job.cpp):
-///   const auto& form = models::quantized_form(bundle.name(), models::Precision::kInt8, "quantize");
-///   models::QuantizeRequest r;
-///   r.calibration_windows = 256;
-///   r.calibration_batches = source.train_batches();
-///   r.calibration_batch = [&](int64_t i) { return source.train_batch(0, i); };
-///   r.error_batch = source.test_batch(0);
-///   auto q = form.quantize(*bundle.model, r);  // q.model: the int8 model
+///   const auto& form = models::quantized_form(bundle.name(), models::Precision::kInt8,
+///   "quantize"); models::QuantizeRequest r; r.calibration_windows = 256; r.calibration_batches =
+///   source.train_batches(); r.calibration_batch = [&](int64_t i) { return source.train_batch(0,
+///   i); }; r.error_batch = source.test_batch(0); auto q = form.quantize(*bundle.model, r);  //
+///   q.model: the int8 model
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -65,10 +63,10 @@ struct QuantizeRequest {
 
 /// What a quantize hook returns.
 struct QuantizeResult {
-  std::unique_ptr<Model> model;                  ///< the quantized model (inference only)
-  int64_t calibration_windows = 0;               ///< windows the calibration observed
-  std::vector<quant::LayerError> layer_errors;   ///< per int8 layer on error_batch, in order
-  int64_t observer_steps = 0;                    ///< QAT: forwards the observers moved (PTQ: 0)
+  std::unique_ptr<Model> model;                 ///< the quantized model (inference only)
+  int64_t calibration_windows = 0;              ///< windows the calibration observed
+  std::vector<quant::LayerError> layer_errors;  ///< per int8 layer on error_batch, in order
+  int64_t observer_steps = 0;                   ///< QAT: forwards the observers moved (PTQ: 0)
 };
 
 /// The precisions `model` can be built at, kFp32 first; InputError for an unknown model.

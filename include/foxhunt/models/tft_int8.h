@@ -131,9 +131,9 @@ class TftQuantOps {
 
 /// The TFT forward (models/tft.h) written once over `ops`: [batch, horizon, Q]. `training`
 /// enables the network's dropouts (QAT). No input validation (callers validate).
-torch::Tensor tft_quant_forward(TftQuantOps& ops, const TftOptions& o,
-                                const torch::Tensor& past, const torch::Tensor& future,
-                                const torch::Tensor& static_id, bool training);
+torch::Tensor tft_quant_forward(TftQuantOps& ops, const TftOptions& o, const torch::Tensor& past,
+                                const torch::Tensor& future, const torch::Tensor& static_id,
+                                bool training);
 
 /// The FP32 network run through `tft_quant_forward` in the layout's form (folded VSN maps,
 /// fused LSTM biases, the LSTM as an explicit recurrence): equal to `net.forward` to rounding.
@@ -189,7 +189,7 @@ class QatTftModel final : public ForecasterAdapter<TftNet> {
   Precision precision() const override { return Precision::kInt8Qat; }
   std::vector<torch::Tensor> forward(const Batch& batch) override;
   Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
-                              uint64_t seed) const override;
+                      uint64_t seed) const override;
 
   /// Training forwards seen by the observers so far.
   int64_t observed_steps() const { return steps_; }
@@ -226,10 +226,11 @@ class Int8TftImpl : public torch::nn::Module {
   /// Per-layer error of the int8 layers on one batch: each layer's input recorded from the FP32
   /// network, then the layer in fp32 and in int8 on it. One row per layer, in layout order.
   std::vector<quant::LayerError> layer_errors(TftNetImpl& net, const torch::Tensor& past,
-                                       const torch::Tensor& future, const torch::Tensor& static_id);
+                                              const torch::Tensor& future,
+                                              const torch::Tensor& static_id);
 
-  TftOptions options;  ///< the FP32 network's options
-  Int8TftLayout layout;        ///< what the buffers hold
+  TftOptions options;    ///< the FP32 network's options
+  Int8TftLayout layout;  ///< what the buffers hold
 
   /// One int8 layer's buffers.
   struct Layer {

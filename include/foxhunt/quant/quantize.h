@@ -1,6 +1,6 @@
 #pragma once
 /// \file quantize.h
-/// INT8 building blocks on plain tensors (the INT8 TFT, quant/tft_int8.h, is built on them):
+/// INT8 building blocks on plain tensors (the INT8 TFT, models/tft_int8.h, is built on them):
 /// quantization parameters from observed ranges, observers (min/max, moving average, per
 /// channel, histogram with an L2-optimal clip), quantize/dequantize, and fake quantization with
 /// the straight-through gradient for QAT.
