@@ -6,9 +6,10 @@
 /// casts to a model type. Precisions other than fp32 are the entry's quantized forms (the INT8 TFT,
 /// models/tft_int8.h); precisions.h asks about them and runs their quantize hook.
 ///
-/// Adding a fifth model: its module and ModelAdapter in models/, one CatalogEntry below, and (if
-/// it trains with a new kind of step) a TrainerKind with its case in train/trainer_step.cpp and
-/// jobs/train_job.cpp, which the compiler's -Wswitch points to.
+/// Adding a fifth model: its module and ModelAdapter in models/, one CatalogEntry below (with a
+/// QuantizedForm for each quantized form it has), and (if it trains with a new kind of step) a
+/// TrainerKind with its case in train/trainer_step.cpp and jobs/train_job.cpp, which the
+/// compiler's -Wswitch points to.
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
