@@ -16,7 +16,8 @@
 namespace foxhunt {
 namespace {
 
-using namespace foxhunt::quant;
+using namespace foxhunt::models;  // the INT8 TFT (models/tft_int8.h)
+using namespace foxhunt::quant;   // kQMax, the int8 kernels
 
 models::TftOptions small_options() {
   return models::TftOptions()
