@@ -4,8 +4,8 @@
 #include "command.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/models/precision.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/models/summary.h"
-#include "foxhunt/quant/precision.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -25,8 +25,8 @@ Registrar registered_models = subcommand<ModelsArgs>(
           nlohmann::json j = nlohmann::json::array();
           for (const auto& s : summaries) {
             auto m = models::to_json(s);
-            // Parameter bytes per precision (quant/precision.h: the INT8 TFT adds its own).
-            m["precisions"] = quant::precision_bytes(s.name);
+            // Parameter bytes per precision (models/precisions.h: a quantized form adds its own).
+            m["precisions"] = models::precision_bytes(s.name);
             j.push_back(m);
           }
           print_json(nlohmann::json{{"models", j}}.dump(2));
@@ -41,8 +41,8 @@ Registrar registered_models = subcommand<ModelsArgs>(
                       static_cast<long long>(s.buffers),
                       human_bytes(static_cast<double>(s.buffer_bytes)).c_str(),
                       static_cast<long long>(s.seq_len));
-        for (const auto& name : quant::models_with_precision(models::Precision::kInt8)) {
-          const auto p = quant::precision_bytes(name);
+        for (const auto& name : models::models_with_precision(models::Precision::kInt8)) {
+          const auto p = models::precision_bytes(name);
           const auto& i8 = p[models::to_string(models::Precision::kInt8)];
           std::printf(
               "\n%s int8: %s (%s int8 codes + %s fp32: scales, biases, LayerNorms, embedding, "

@@ -1,11 +1,12 @@
-// foxhunt quantize tft: an FP32 TFT bundle to an INT8 one, by PTQ or QAT
-// (library: jobs/quantize_job.h, quant/tft_int8.h).
+// foxhunt quantize MODEL: an FP32 bundle of a model with an INT8 form to an INT8 one, by PTQ or QAT
+// (library: jobs/quantize_job.h, models/precisions.h).
 #include <iostream>
 
 #include "command.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/strings.h"
 #include "foxhunt/jobs/quantize_job.h"
-#include "foxhunt/quant/precision.h"
+#include "foxhunt/models/precisions.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 struct QuantizeArgs {
   /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
-      "Quantize a TFT bundle to INT8 (PTQ calibration or QAT fine-tuning); prints both test losses";
+      "Quantize a bundle to INT8 (PTQ calibration or QAT fine-tuning); prints both test losses";
   std::string model;
   jobs::QuantizeJob job;
   bool ptq = false, qat = false, json = false;
@@ -23,11 +24,13 @@ struct QuantizeArgs {
 Registrar registered_quantize = subcommand<QuantizeArgs>(
     "quantize", 57, [](CLI::App* sub, std::shared_ptr<QuantizeArgs> a) -> Runner {
       auto& j = a->job;
-      sub->add_option("model", a->model, "The model to quantize (tft)")
+      // The models whose catalog entry has an INT8 form.
+      const auto quantizable = models::models_with_precision(models::Precision::kInt8);
+      sub->add_option("model", a->model, "The model to quantize (" + join(quantizable, ", ") + ")")
           ->required()
-          ->check(CLI::IsMember(quant::models_with_precision(models::Precision::kInt8)));
+          ->check(CLI::IsMember(quantizable));
       sub->add_option("--bundle", j.bundle,
-                      "FP32 bundle (DIR/tft/bundle.fhb, or the directory DIR/tft)")
+                      "FP32 bundle (DIR/MODEL/bundle.fhb, or the directory DIR/MODEL)")
           ->required();
       sub->add_option("--out", j.out, "INT8 bundle to write")->required();
       auto* ptq = sub->add_flag("--ptq", a->ptq, "Post-training quantization (default)");

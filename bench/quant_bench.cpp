@@ -2,11 +2,11 @@
 // against the fp32 Linear it replaces, at the TFT's shapes (rows = batch x positions): the
 // measurement that picks the kernel path.
 //   build/quant_bench [--benchmark_filter=Int8]
-#include "../src/quant/int8_fused.h"
 #include "bench_main.h"
 #include "foxhunt/models/tft.h"
+#include "foxhunt/models/tft_int8.h"
+#include "foxhunt/quant/int8_fused.h"
 #include "foxhunt/quant/int8_linear.h"
-#include "foxhunt/quant/tft_int8.h"
 
 namespace {
 
@@ -47,14 +47,14 @@ void BM_TftForward(benchmark::State& state) {
   foxhunt::models::TftNet net{foxhunt::models::TftOptions()};
   net->eval();
   const auto o = net->options;
-  foxhunt::quant::Int8Tft q{nullptr};
+  foxhunt::models::Int8Tft q{nullptr};
   if (int8) {
-    foxhunt::quant::TftCalibrator cal(net);
+    foxhunt::models::TftCalibrator cal(net);
     for (uint64_t i = 0; i < 2; ++i) {
       auto b = foxhunt::models::tft_example_batch(o, 64, 0, torch::kCPU, 100 + i);
       cal.observe(b.inputs[0], b.inputs[1], b.inputs[2]);
     }
-    q = foxhunt::quant::Int8Tft(foxhunt::quant::Int8TftImpl::convert(*net, cal.scales()));
+    q = foxhunt::models::Int8Tft(foxhunt::models::Int8TftImpl::convert(*net, cal.scales()));
   }
   auto b = foxhunt::models::tft_example_batch(o, batch, 0, torch::kCPU, 7);
   c10::InferenceMode guard;

@@ -9,8 +9,8 @@
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/tft_int8.h"
 #include "foxhunt/plan/budget.h"
-#include "foxhunt/quant/tft_int8.h"
 #include "test_util.h"
 
 namespace foxhunt {
@@ -269,7 +269,7 @@ TEST(BudgetPrecisionTest, Int8TftIsMeasuredInItsLayout) {
     EXPECT_EQ(b.footprint.parameter_bytes, 0u);
     EXPECT_EQ(
         b.footprint.buffer_bytes,
-        static_cast<std::uint64_t>(quant::int8_tft_layout(models::TftOptions()).total_bytes()));
+        static_cast<std::uint64_t>(models::int8_tft_layout(models::TftOptions()).total_bytes()));
     EXPECT_LT(b.footprint.buffer_bytes * 4, a.footprint.parameter_bytes);
     EXPECT_EQ(b.footprint.runs.size(), 2u);
   }

@@ -1,4 +1,4 @@
-// The model catalog (models/catalog.h) and the precisions registered above it (quant/precision.h):
+// The model catalog (models/catalog.h) and the precisions of its entries (models/precisions.h):
 // every fact an entry states is checked against the model it builds.
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/plan/budget.h"
-#include "foxhunt/quant/precision.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
 #include "foxhunt/train/trainer_step.h"
@@ -71,29 +71,30 @@ TEST(CatalogTest, EveryEntryReachesItsTrainerAndTheBudgetAndTheEnsemble) {
 
 TEST(CatalogTest, PrecisionsAreFp32AndTheRegisteredInt8Tft) {
   using models::Precision;
-  EXPECT_EQ(quant::models_with_precision(Precision::kInt8), std::vector<std::string>{"tft"});
-  EXPECT_EQ(quant::models_with_precision(Precision::kFp32), models::model_names());
-  EXPECT_EQ(quant::precisions("tft"), (std::vector<Precision>{Precision::kFp32, Precision::kInt8}));
-  EXPECT_EQ(quant::precisions("dqn"), std::vector<Precision>{Precision::kFp32});
-  EXPECT_FALSE(quant::has_precision("dqn", Precision::kInt8));
-  EXPECT_FALSE(quant::has_precision("lstm", Precision::kFp32));
-  EXPECT_EQ(quant::quantized_forms_text(), "the int8 tft");
-  auto i8 = quant::make_model_at("tft", Precision::kInt8, nullptr, "t");
+  EXPECT_EQ(models::models_with_precision(Precision::kInt8), std::vector<std::string>{"tft"});
+  EXPECT_EQ(models::models_with_precision(Precision::kFp32), models::model_names());
+  EXPECT_EQ(models::precisions("tft"),
+            (std::vector<Precision>{Precision::kFp32, Precision::kInt8}));
+  EXPECT_EQ(models::precisions("dqn"), std::vector<Precision>{Precision::kFp32});
+  EXPECT_FALSE(models::has_precision("dqn", Precision::kInt8));
+  EXPECT_FALSE(models::has_precision("lstm", Precision::kFp32));
+  EXPECT_EQ(models::quantized_forms_text(), "the int8 tft");
+  auto i8 = models::make_model_at("tft", Precision::kInt8, nullptr, "t");
   EXPECT_EQ(i8->precision(), Precision::kInt8);
-  EXPECT_EQ(quant::make_model_at("ppo", Precision::kFp32, nullptr, "t")->precision(),
+  EXPECT_EQ(models::make_model_at("ppo", Precision::kFp32, nullptr, "t")->precision(),
             Precision::kFp32);
   try {
-    quant::make_model_at("dqn", Precision::kInt8, nullptr, "here");
+    models::make_model_at("dqn", Precision::kInt8, nullptr, "here");
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("precision of 'dqn': expected fp32, got 'int8'"),
               std::string::npos)
         << e.what();
   }
-  const auto bytes = quant::precision_bytes("tft");
+  const auto bytes = models::precision_bytes("tft");
   EXPECT_LT(bytes["int8"]["parameter_bytes"].get<double>(),
             bytes["fp32"]["parameter_bytes"].get<double>());
-  EXPECT_EQ(quant::precision_bytes("dqn")["fp32"]["parameter_bytes"].get<std::int64_t>(),
+  EXPECT_EQ(models::precision_bytes("dqn")["fp32"]["parameter_bytes"].get<std::int64_t>(),
             models::make_model("dqn")->parameter_bytes());
 }
 

@@ -11,7 +11,7 @@
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/jobs/quant_report.h"
-#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/models/tft_int8.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
 #include "test_util.h"
@@ -78,7 +78,7 @@ TEST(QuantizeJobTest, PtqBundleServesThroughTheSameRuntime) {
   EXPECT_NEAR(s["loss_delta_pct"].get<double>(), 100.0 * (il - fl) / fl, 1e-9);
   EXPECT_EQ(s["bound"]["max_loss_delta_pct"].get<double>(), 5.0);
   EXPECT_EQ(s["bound"]["ok"].get<bool>(), s["loss_delta_pct"].get<double>() <= 5.0);
-  const auto layout = quant::int8_tft_layout(models::tft_options_from_json(kSmallTft));
+  const auto layout = models::int8_tft_layout(models::tft_options_from_json(kSmallTft));
   EXPECT_EQ(s["layer_errors"].size(), layout.layers.size());
   EXPECT_EQ(s["precisions"]["int8"]["parameter_bytes"].get<int64_t>(), layout.total_bytes());
   EXPECT_EQ(s["resident_bytes"]["int8"].get<int64_t>(), layout.total_bytes());
@@ -165,7 +165,7 @@ TEST(QuantizeJobTest, ModelsJsonReportsBytesPerPrecision) {
               m["parameter_bytes"].get<int64_t>());
     if (m["name"] != "tft") continue;
     seen = true;
-    const auto layout = quant::int8_tft_layout(models::TftOptions());
+    const auto layout = models::int8_tft_layout(models::TftOptions());
     const auto& i8 = m["precisions"]["int8"];
     EXPECT_EQ(i8["parameter_bytes"].get<int64_t>(), layout.total_bytes());
     EXPECT_EQ(i8["int8_bytes"].get<int64_t>() + i8["fp32_bytes"].get<int64_t>(),
@@ -191,7 +191,7 @@ TEST(QuantizeJobTest, FiveMemoryChecksPass) {
   EXPECT_TRUE(r.passed());
   EXPECT_TRUE(json["passed"].get<bool>());
   EXPECT_EQ(r.fp32_baseline.resident_bytes, 4 * models::parameter_count(o.model));
-  EXPECT_EQ(r.int8_under_threshold.resident_bytes, quant::int8_tft_layout(o.model).total_bytes());
+  EXPECT_EQ(r.int8_under_threshold.resident_bytes, models::int8_tft_layout(o.model).total_bytes());
   EXPECT_EQ(r.int8_no_leak.leaked_bytes, 0);
   EXPECT_EQ(r.int8_no_leak.inferences, 10000);
   // The JSON names the big-batch figures by the batch, and carries the typed figures.

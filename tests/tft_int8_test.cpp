@@ -5,18 +5,19 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "../src/quant/int8_fused.h"
-#include "../src/quant/int8_gemm.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/fused_kernels.h"
 #include "foxhunt/models/tft.h"
-#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/models/tft_int8.h"
+#include "foxhunt/quant/int8_fused.h"
+#include "foxhunt/quant/int8_gemm.h"
 #include "test_util.h"
 
 namespace foxhunt {
 namespace {
 
-using namespace foxhunt::quant;
+using namespace foxhunt::models;  // the INT8 TFT (models/tft_int8.h)
+using namespace foxhunt::quant;   // kQMax, the int8 kernels
 
 models::TftOptions small_options() {
   return models::TftOptions()

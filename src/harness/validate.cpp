@@ -28,10 +28,10 @@
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/precision.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/models/summary.h"
 #include "foxhunt/plan/budget.h"
 #include "foxhunt/plan/planner.h"
-#include "foxhunt/quant/precision.h"
 #include "foxhunt/serving/backtest.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/train/infra.h"
@@ -306,7 +306,7 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
 void validate_quantize_step(const ValidateOptions& options, StepResult& result, std::ostream& log) {
   namespace fs = std::filesystem;
   // The model with an INT8 form (the TFT): its FP32 bundle is what is quantized.
-  const std::string quantizable = quant::models_with_precision(models::Precision::kInt8).front();
+  const std::string quantizable = models::models_with_precision(models::Precision::kInt8).front();
   const fs::path fp = serving::BundleDirectory(options.out_dir).bundle_path(quantizable);
   FOXHUNT_CHECK(!options.out_dir.empty() && fs::exists(fp), "validate",
                 "quantize: needs the train step's TFT bundle ", fp.string());

@@ -12,7 +12,7 @@
 #include "foxhunt/models/adapter.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/precision.h"
-#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/models/tft_int8.h"
 
 namespace foxhunt::jobs {
 
@@ -42,8 +42,8 @@ Inputs inputs_of(const models::TftOptions& o, int64_t batch, uint64_t seed) {
   return {b.inputs[0], b.inputs[1], b.inputs[2]};
 }
 
-quant::InputScales calibrate(models::TftNet& net, const Int8MemoryOptions& o) {
-  quant::TftCalibrator cal(net);
+models::InputScales calibrate(models::TftNet& net, const Int8MemoryOptions& o) {
+  models::TftCalibrator cal(net);
   for (int64_t i = 0; i < o.calibration_batches; ++i) {
     auto in = inputs_of(net->options, o.big_batch, o.seed + 100 + static_cast<uint64_t>(i));
     cal.observe(in.past, in.future, in.id);
@@ -140,7 +140,7 @@ Int8MemoryReport tft_int8_memory_checks(const Int8MemoryOptions& o) {
   FOXHUNT_CHECK(o.inferences >= 1 && o.big_batch >= 1 && o.calibration_batches >= 1, "bench-memory",
                 "expected inferences, big_batch and calibration_batches >= 1");
   memory::install_ledger();
-  const auto layout = quant::int8_tft_layout(o.model);
+  const auto layout = models::int8_tft_layout(o.model);
   const auto small = inputs_of(o.model, 1, o.seed + 1);
   const auto big = inputs_of(o.model, o.big_batch, o.seed + 2);
   Int8MemoryReport report;
@@ -170,11 +170,11 @@ Int8MemoryReport tft_int8_memory_checks(const Int8MemoryOptions& o) {
   const auto scales = calibrate(net, o);
   std::string bytes;
   {
-    auto converted = quant::Int8TftImpl::convert(*net, scales);
+    auto converted = models::Int8TftImpl::convert(*net, scales);
     bytes = models::module_to_bytes(*converted);
   }
   const int64_t before_int8 = live();
-  quant::Int8Tft q(o.model);
+  models::Int8Tft q(o.model);
   models::module_from_bytes(*q, bytes, "int8 bundle bytes");
   q->eval();
   const int64_t int8_resident = live() - before_int8;
@@ -266,7 +266,7 @@ QatMemoryReport tft_qat_memory(const Int8MemoryOptions& o) {
   models::TftNet net(o.model);
   const int64_t weights = live() - before;
   auto scales = calibrate(net, o);
-  quant::QatTftModel qat(net, quant::QatOptions(), scales);
+  models::QatTftModel qat(net, models::QatOptions(), scales);
   auto batch = models::tft_example_batch(o.model, o.qat_batch, 0, torch::kCPU, o.seed + 3);
   net->train();
   torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-4));
@@ -277,7 +277,7 @@ QatMemoryReport tft_qat_memory(const Int8MemoryOptions& o) {
     torch::Tensor loss;
     fp32_forward = peak_during([&] {
       loss = models::forecaster_loss(
-          "tft", models::io_spec(o.model),
+          qat.name(), models::io_spec(o.model),
           net->forward(batch.inputs[0], batch.inputs[1], batch.inputs[2]), batch.target);
     });
   }
@@ -298,7 +298,7 @@ QatMemoryReport tft_qat_memory(const Int8MemoryOptions& o) {
     if (p.grad().defined()) grad_bytes += p.grad().numel() * 4;
 
   net->eval();
-  auto q = quant::Int8Tft(quant::Int8TftImpl::convert(*net, qat.scales()));
+  auto q = models::Int8Tft(models::Int8TftImpl::convert(*net, qat.scales()));
   const auto small = inputs_of(o.model, 1, o.seed + 1);
   const auto big = inputs_of(o.model, o.big_batch, o.seed + 2);
   const int64_t int8_peak1 = peak_during([&] { q->forward(small.past, small.future, small.id); });
@@ -315,7 +315,7 @@ QatMemoryReport tft_qat_memory(const Int8MemoryOptions& o) {
                       .fake_quant_overhead = qat_forward_peak - fp32_forward,
                       .saved_activations_fake_quant = saved_activations};
   r.big_batch = o.big_batch;
-  r.converted_resident = quant::int8_tft_layout(o.model).total_bytes();
+  r.converted_resident = models::int8_tft_layout(o.model).total_bytes();
   r.converted_peak_batch1 = int8_peak1;
   r.converted_peak_big_batch = int8_peak_big;
   return r;

@@ -12,9 +12,7 @@
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/precision.h"
-#include "foxhunt/models/tft.h"
-#include "foxhunt/quant/precision.h"
-#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/train/forecast_trainer.h"
 #include "foxhunt/train/market_sources.h"
@@ -79,9 +77,9 @@ nlohmann::json to_json(const QuantizeSummary& s) {
 }
 
 QuantizeSummary run_quantize_job(const QuantizeJob& job) {
-  FOXHUNT_CHECK(job.method == "ptq" || job.method == "qat", kQuantizeJobComponent,
-                "method: expected ptq or qat, got '", job.method, "'");
-  FOXHUNT_CHECK(!job.bundle.empty(), kQuantizeJobComponent, "bundle: expected an FP32 TFT bundle");
+  const auto method = models::parse_quantize_method(job.method, kQuantizeJobComponent);
+  FOXHUNT_CHECK(!job.bundle.empty(), kQuantizeJobComponent,
+                "bundle: expected an FP32 bundle of a model with an INT8 form");
   FOXHUNT_CHECK(!job.out.empty(), kQuantizeJobComponent, "out: expected the INT8 bundle to write");
   FOXHUNT_CHECK(job.out != job.bundle, kQuantizeJobComponent,
                 "out: expected another file than bundle '", job.bundle, "'");
@@ -91,37 +89,34 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   FOXHUNT_CHECK(job.calib >= 1, kQuantizeJobComponent, "calib: expected >= 1 windows, got ",
                 job.calib);
   FOXHUNT_CHECK(job.batch >= 1, kQuantizeJobComponent, "batch: expected >= 1, got ", job.batch);
-  FOXHUNT_CHECK(job.method != "qat" || job.epochs >= 1, kQuantizeJobComponent,
+  FOXHUNT_CHECK(method != models::QuantizeMethod::kQat || job.epochs >= 1, kQuantizeJobComponent,
                 "epochs: expected >= 1, got ", job.epochs);
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = models::to_torch(job.device);
   serving::Bundle b = serving::load_bundle(job.bundle, device);
-  FOXHUNT_CHECK(quant::has_precision(b.name(), Precision::kInt8), kQuantizeJobComponent, "'",
+  FOXHUNT_CHECK(models::has_precision(b.name(), Precision::kInt8), kQuantizeJobComponent, "'",
                 job.bundle, "': expected a bundle of a model with an INT8 form (",
-                join(quant::models_with_precision(Precision::kInt8), ", "), "), got '", b.name(),
+                join(models::models_with_precision(Precision::kInt8), ", "), "), got '", b.name(),
                 "'");
   FOXHUNT_CHECK(b.model->precision() == Precision::kFp32, kQuantizeJobComponent, "'", job.bundle,
                 "': expected an FP32 bundle, got precision '", b.model->precision(), "'");
-  auto net = models::TftNet(std::dynamic_pointer_cast<models::TftNetImpl>(b.model->module_ptr()));
-  FOXHUNT_INTERNAL_ASSERT(net.ptr() != nullptr, "tft bundle without a TftNet");
+  // The model's INT8 form, from its catalog entry: everything model-specific is its hook.
+  const auto& form = models::quantized_form(b.name(), Precision::kInt8, kQuantizeJobComponent);
   const auto dataset = bundle_dataset(b, job);
   train::MarketBatchSource source(dataset, *b.model, job.batch, job.seed, device);
-
-  // PTQ calibration on the first training windows (epoch 0's shuffled order).
-  quant::TftCalibrator cal(net, job.percentile);
-  net->eval();
-  for (int64_t i = 0; i < source.train_batches() && cal.windows() < job.calib; ++i) {
-    auto batch = source.train_batch(0, i);
-    const int64_t take = std::min(batch.size(), job.calib - cal.windows());
-    cal.observe(batch.inputs[0].narrow(0, 0, take), batch.inputs[1].narrow(0, 0, take),
-                batch.inputs[2].narrow(0, 0, take));
-  }
-  auto scales = cal.scales();
   const double fp32_loss = test_loss(*b.model, source);
 
+  // PTQ calibration on the first training windows (epoch 0's shuffled order); QAT fine-tunes
+  // the fake-quantized model with the forecast trainer, which lives up here.
+  models::QuantizeRequest request;
+  request.method = method;
+  request.percentile = job.percentile;
+  request.calibration_windows = job.calib;
+  request.calibration_batches = source.train_batches();
+  request.calibration_batch = [&](int64_t i) { return source.train_batch(0, i); };
+  request.observer_steps = job.observer_steps;
   std::optional<QatFineTuning> qat_summary;
-  if (job.method == "qat") {
-    quant::QatTftModel qat(net, quant::QatOptions().observer_steps(job.observer_steps), scales);
+  request.fine_tune = [&](models::Model& qat) {
     train::ForecastTrainer trainer(qat, source,
                                    train::ForecastTrainerOptions()
                                        .epochs(job.epochs)
@@ -131,30 +126,26 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
     run.progress = job.progress;
     const auto r = trainer.train(run);
     FOXHUNT_CHECK(!r.interrupted, kQuantizeJobComponent, "interrupted; nothing written");
-    qat.freeze();
-    scales = qat.scales();
     qat_summary = QatFineTuning{.epochs = r.episodes,
                                 .steps = r.steps,
                                 .seconds = r.seconds,
                                 .best_val_loss = trainer.best_validation_loss(),
-                                .observer_steps = qat.observed_steps(),
+                                .observer_steps = 0,
                                 .learning_rate = job.learning_rate};
-  }
-  net->eval();
-  auto int8 = quant::Int8Tft(quant::Int8TftImpl::convert(*net, scales));
-  auto model = quant::int8_tft_model(int8);
-  const double int8_loss = test_loss(*model, source);
-  // The FP32 reference of a QAT run is the bundle's model, not the fine-tuned weights.
-  auto probe = source.test_batch(0);
-  const auto errors = int8->layer_errors(*net, probe.inputs[0], probe.inputs[1], probe.inputs[2]);
+  };
+  // The per-layer errors' batch. The FP32 reference of a QAT run is the fine-tuned network.
+  request.error_batch = source.test_batch(0);
+  auto quantized = form.quantize(*b.model, request);
+  if (qat_summary) qat_summary->observer_steps = quantized.observer_steps;
+  const double int8_loss = test_loss(*quantized.model, source);
 
   serving::Bundle out = b;
-  out.model = std::shared_ptr<models::Model>(std::move(model));
+  out.model = std::shared_ptr<models::Model>(std::move(quantized.model));
   QuantizeSummary summary;
   auto& q = summary.quantization;
-  q.method = job.method;
+  q.method = to_string(method);
   q.source_bundle = job.bundle;
-  q.calibration_windows = cal.windows();
+  q.calibration_windows = quantized.calibration_windows;
   q.activation_clip = job.percentile > 0 ? "percentile" : "l2_optimal";
   q.fp32_test_loss = fp32_loss;
   q.int8_test_loss = int8_loss;
@@ -163,11 +154,11 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   serving::save_bundle(out, job.out);
 
   summary.out = job.out;
-  summary.precisions = quant::tft_precision_bytes(net->options);
+  summary.precisions = form.bytes(b.model->options_json());
   summary.fp32_resident_bytes = b.model->parameter_bytes() + b.model->buffer_bytes();
   summary.int8_resident_bytes = out.model->parameter_bytes() + out.model->buffer_bytes();
   summary.qat = qat_summary;
-  summary.layer_errors = errors;
+  summary.layer_errors = std::move(quantized.layer_errors);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   summary.max_loss_delta_pct = job.max_loss_delta_pct;
   summary.within_bound =

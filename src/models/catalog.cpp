@@ -9,6 +9,7 @@
 #include "foxhunt/models/model.h"
 #include "foxhunt/models/ppo.h"
 #include "foxhunt/models/tft.h"
+#include "foxhunt/models/tft_int8.h"
 
 namespace foxhunt::models {
 namespace {
@@ -77,11 +78,19 @@ std::vector<CatalogEntry>& mutable_catalog() {
        "Mamba-2 (SSD) quantile forecaster over a window of bars", &make_mamba2_model,
        nlohmann::json{{"d_model", 16}, {"n_layers", 1}}, nlohmann::json::object(), 11 * kMiB,
        31 * kMiB, 164 * kMiB},
-      {"tft", Family::kForecaster, TrainerKind::kForecast,
-       "Temporal Fusion Transformer quantile forecaster", &make_tft_model,
+      {"tft",
+       Family::kForecaster,
+       TrainerKind::kForecast,
+       "Temporal Fusion Transformer quantile forecaster",
+       &make_tft_model,
        nlohmann::json{{"hidden", 8}, {"heads", 2}, {"dropout", 0.2}},
-       nlohmann::json{{"learning_rate", 3e-4}}, 55 * kMiB, 55 * kMiB, 125 * kMiB, 1.0,
-       "static_categories"},
+       nlohmann::json{{"learning_rate", 3e-4}},
+       55 * kMiB,
+       55 * kMiB,
+       125 * kMiB,
+       1.0,
+       "static_categories",
+       {{Precision::kInt8, &make_int8_tft_model, &int8_tft_bytes, &quantize_int8_tft}}},
   };
   return entries;
 }

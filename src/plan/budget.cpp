@@ -23,8 +23,8 @@
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/models/summary.h"
-#include "foxhunt/quant/precision.h"
 #include "probe_step.h"
 
 namespace foxhunt::plan {
@@ -171,9 +171,9 @@ PrecisionMap parse_precisions(const std::string& text) {
     FOXHUNT_CHECK(is_model(model), "budget", "precision '", pair, "': unknown model '", model,
                   "'; expected one of: ", known_models());
     const auto p = models::try_parse_precision(precision);
-    FOXHUNT_CHECK(p && quant::has_precision(model, *p), "budget", "precision '", pair, "': ", model,
-                  " has ", models::precisions_text(quant::precisions(model), " and "), ", got '",
-                  precision, "'");
+    FOXHUNT_CHECK(
+        p && models::has_precision(model, *p), "budget", "precision '", pair, "': ", model, " has ",
+        models::precisions_text(models::precisions(model), " and "), ", got '", precision, "'");
     out[model] = *p;
   }
   return out;

@@ -1,7 +1,7 @@
 #include "foxhunt/plan/footprint.h"
 
 #include "foxhunt/core/fields.h"
-#include "foxhunt/quant/precision.h"
+#include "foxhunt/models/precisions.h"
 
 #include <torch/torch.h>
 
@@ -307,7 +307,7 @@ nlohmann::json InferenceFootprint::to_json() const {
 
 std::unique_ptr<models::Model> make_model_at(const std::string& name, models::Precision precision,
                                              const nlohmann::json& model_options) {
-  return quant::make_model_at(name, precision, model_options, "footprint");
+  return models::make_model_at(name, precision, model_options, "footprint");
 }
 
 InferenceFootprint measure_inference_footprint(const std::string& model,

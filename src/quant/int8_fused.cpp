@@ -1,7 +1,7 @@
-// The fused CPU kernels of the INT8 TFT (int8_fused.h).
-#include "int8_fused.h"
+// The fused int8 CPU kernels (int8_fused.h).
+#include "foxhunt/quant/int8_fused.h"
 
-#include "codes.h"
+#include "foxhunt/quant/codes.h"
 
 #include <ATen/Parallel.h>
 #include <torch/torch.h>

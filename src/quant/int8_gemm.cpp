@@ -1,4 +1,4 @@
-#include "int8_gemm.h"
+#include "foxhunt/quant/int8_gemm.h"
 
 #include <atomic>
 

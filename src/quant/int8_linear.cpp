@@ -1,6 +1,6 @@
 #include "foxhunt/quant/int8_linear.h"
 
-#include "int8_gemm.h"
+#include "foxhunt/quant/int8_gemm.h"
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/quant/quantize.h"

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/fields.h"
 
 namespace foxhunt::quant {
 
@@ -271,6 +272,11 @@ torch::Tensor fake_quantize_per_channel(const torch::Tensor& x, const torch::Ten
   const auto zp =
       torch::zeros({x.size(0)}, torch::TensorOptions().dtype(torch::kInt).device(x.device()));
   return torch::fake_quantize_per_channel_affine(x, s, zp, 0, -kQMax, kQMax);
+}
+
+void to_json(nlohmann::json& j, const LayerError& e) {
+  j = nlohmann::json::object();
+  FOXHUNT_JSON_FIELDS(j, e, layer, snr_db, rel_error);
 }
 
 }  // namespace foxhunt::quant

@@ -13,7 +13,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/checkpoint.h"
-#include "foxhunt/quant/precision.h"
+#include "foxhunt/models/precisions.h"
 
 namespace foxhunt::serving {
 
@@ -250,14 +250,14 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
       model = models::model_from_container(c, path, device, expected_model);
     } else {
       const std::string name = h.value("model", std::string("?"));
-      FOXHUNT_CHECK(p && quant::has_precision(name, *p), kBundleComponent, "'", path,
+      FOXHUNT_CHECK(p && models::has_precision(name, *p), kBundleComponent, "'", path,
                     "': precision '", precision, "' of a '", name, "' model; this build serves ",
-                    "fp32 models and ", quant::quantized_forms_text());
+                    "fp32 models and ", models::quantized_forms_text());
       FOXHUNT_CHECK(expected_model.empty() || expected_model == name, kBundleComponent, "'", path,
                     "': expected a '", expected_model, "' bundle, got '", name, "'");
       auto it = c.blobs.find("module");
       FOXHUNT_CHECK(it != c.blobs.end(), kBundleComponent, "'", path, "': no 'module' blob");
-      model = quant::make_model_at(name, *p, h.at("options"), kBundleComponent);
+      model = models::make_model_at(name, *p, h.at("options"), kBundleComponent);
       model->to(device);
       models::module_from_bytes(model->module(), it->second, path);
     }

@@ -41,7 +41,7 @@ struct Fp32BaselineCheck {
 struct Int8UnderThresholdCheck {
   bool passed = false;
   int64_t resident_bytes = 0;     ///< ledger bytes of the loaded INT8 model
-  int64_t closed_form_bytes = 0;  ///< quant::Int8TftLayout::total_bytes
+  int64_t closed_form_bytes = 0;  ///< models::Int8TftLayout::total_bytes
   int64_t threshold_bytes = 0;    ///< Int8MemoryOptions::int8_threshold_bytes
 };
 

@@ -1,9 +1,10 @@
 #pragma once
 /// \file quantize_job.h
-/// `foxhunt quantize`: an FP32 TFT bundle in, an INT8 TFT bundle out (quant/tft_int8.h), by
-/// post-training quantization (calibration on training windows) or quantization-aware
-/// fine-tuning (PTQ scales first, then fake-quantized training with the forecast trainer),
-/// with the test loss of both models and the per-layer errors measured on the bundle's data.
+/// `foxhunt quantize`: an FP32 bundle in, an INT8 bundle out, for a model whose catalog entry has
+/// an INT8 form (models/precisions.h; today the TFT), by post-training quantization
+/// (calibration on training windows) or quantization-aware fine-tuning (PTQ scales first, then
+/// fake-quantized training with the forecast trainer), through the form's quantize hook, with
+/// the test loss of both models and the per-layer errors measured on the bundle's data.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -12,14 +13,14 @@
 #include <vector>
 
 #include "foxhunt/core/device.h"
-#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/quant/quantize.h"
 #include "foxhunt/train/infra.h"
 
 namespace foxhunt::jobs {
 
 /// What `foxhunt quantize` does.
 struct QuantizeJob {
-  std::string bundle;            ///< the FP32 TFT bundle
+  std::string bundle;            ///< the FP32 bundle (of a model with an INT8 form)
   std::string out;               ///< the INT8 bundle to write (atomically)
   std::string method = "ptq";    ///< "ptq" or "qat"
   int64_t calib = 256;           ///< calibration windows from the training split
@@ -63,14 +64,14 @@ struct QatFineTuning {
 struct QuantizeSummary {
   QuantizationRecord quantization;  ///< method, losses (flat in the JSON)
   std::string out;                  ///< the INT8 bundle written
-  /// Bytes per precision of the network (quant::tft_precision_bytes: {"fp32": {...}, "int8":
-  /// {parameter_bytes, int8_bytes, fp32_bytes, ratio_to_fp32, ...}}), as `foxhunt models`
-  /// reports them.
+  /// Bytes per precision of the network (the INT8 form's bytes at the bundle's options: {"fp32":
+  /// {...}, "int8": {parameter_bytes, int8_bytes, fp32_bytes, ratio_to_fp32, ...}}), as
+  /// `foxhunt models` reports them.
   nlohmann::json precisions;
   int64_t fp32_resident_bytes = 0;   ///< parameters + buffers of the FP32 model
   int64_t int8_resident_bytes = 0;   ///< of the INT8 model
   std::optional<QatFineTuning> qat;  ///< the fine-tuning ("qat" runs; null otherwise)
-  /// Per-layer error on one test batch (quant::Int8TftImpl::layer_errors).
+  /// Per-layer error on one test batch (QuantizeResult::layer_errors).
   std::vector<quant::LayerError> layer_errors;
   double seconds = 0;               ///< wall time of the job
   double max_loss_delta_pct = 5.0;  ///< the job's accuracy bound
@@ -84,8 +85,9 @@ struct QuantizeSummary {
 nlohmann::json to_json(const QuantizeSummary& s);
 
 /// Runs the job; returns the summary (bytes per precision, test losses, loss_delta_pct,
-/// per-layer errors, the bundle written). InputError for a bundle that is not an FP32 TFT,
-/// bars that differ from the bundle's fingerprint, or bad options.
+/// per-layer errors, the bundle written). InputError for a bundle that is not FP32 or is of a
+/// model without an INT8 form (naming the models with one), bars that differ from the bundle's
+/// fingerprint, or bad options.
 QuantizeSummary run_quantize_job(const QuantizeJob& job);
 
 /// Human-readable summary of run_quantize_job's result.

@@ -2,14 +2,16 @@
 /// \file catalog.h
 /// The model catalog: everything the layers above need to know about each model, in one
 /// registration per model (src/models/catalog.cpp). Code outside models/ asks the catalog (its
-/// family, its trainer, its defaults) and never compares a model's name. Precisions other than
-/// fp32 are registered by the area that builds them (quant/ for the INT8 TFT: quant/precision.h).
+/// family, its trainer, its defaults, its quantized forms) and never compares a model's name nor
+/// casts to a model type. Precisions other than fp32 are the entry's quantized forms (the INT8 TFT,
+/// models/tft_int8.h); precisions.h asks about them and runs their quantize hook.
 ///
-/// Adding a fifth model: its module and ModelAdapter in models/, one CatalogEntry below, and (if
-/// it trains with a new kind of step) a TrainerKind with its case in train/trainer_step.cpp and
-/// jobs/train_job.cpp, which the compiler's -Wswitch points to. A policy trained by the DQN or
-/// PPO trainer also gives the entry's policy_options/policy_shape hooks and overrides
-/// Model::as_value_policy() or as_actor_critic() (policy.h).
+/// Adding a fifth model: its module and ModelAdapter in models/, one CatalogEntry below (with a
+/// QuantizedForm for each quantized form it has), and (if it trains with a new kind of step) a
+/// TrainerKind with its case in train/trainer_step.cpp and jobs/train_job.cpp, which the
+/// compiler's -Wswitch points to.
+/// A policy trained by the DQN or PPO trainer also gives the entry's policy_options/policy_shape
+/// hooks and overrides Model::as_value_policy() or as_actor_critic() (policy.h).
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -17,9 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/models/precision.h"
+
 namespace foxhunt::models {
 
 class Model;
+struct QuantizeRequest;
+struct QuantizeResult;
 
 /// What a model produces: an RL policy (actions from a state) or a quantile forecaster.
 enum class Family { kPolicy, kForecaster };
@@ -32,6 +38,21 @@ struct PolicyShape {
   std::int64_t state_dim = 0;        ///< observation width
   std::vector<std::int64_t> hidden;  ///< hidden layer widths
   std::int64_t actions = 0;          ///< number of discrete actions
+};
+
+/// One quantized form of a catalog model (precisions.h asks about them).
+struct QuantizedForm {
+  Precision precision;  ///< the form's precision (not kFp32)
+  /// Builds the form from the fp32 model's options JSON (missing keys take defaults), with
+  /// zero-filled weights to be loaded from a bundle.
+  std::unique_ptr<Model> (*make)(const nlohmann::json& options);
+  /// Parameter bytes per precision at these options: {"fp32": {"parameter_bytes"}, "<this
+  /// precision>": {"parameter_bytes", ... the form's own breakdown}}.
+  nlohmann::json (*bytes)(const nlohmann::json& options);
+  /// The quantize hook: calibrates (and for QAT fine-tunes through the request's callback) the
+  /// trained fp32 model `fp32` of this entry and converts it. `fp32` is left in eval mode; a QAT
+  /// run leaves its fine-tuned weights in it.
+  QuantizeResult (*quantize)(Model& fp32, const QuantizeRequest& request);
 };
 
 /// One model of the catalog.
@@ -63,6 +84,8 @@ struct CatalogEntry {
   /// The network shape a policy's options JSON describes (missing keys at their defaults;
   /// unknown keys and bad values are InputErrors); null for a model no RL trainer sizes.
   PolicyShape (*policy_shape)(const nlohmann::json& options) = nullptr;
+  /// Its forms at precisions other than fp32 (none for most models).
+  std::vector<QuantizedForm> quantized_forms = {};
 };
 
 /// Every model, in canonical order (dqn, ppo, mamba2, tft): reports list models in this order.

@@ -39,7 +39,7 @@ class ServingModel {
   /// Registry name: "dqn", "ppo", "mamba2" or "tft".
   virtual std::string name() const = 0;
   /// Numeric form of the weights (models/precision.h): kFp32 (every model as trained), kInt8
-  /// (a converted INT8 TFT, quant/tft_int8.h) or kInt8Qat (an FP32 TFT training with fake
+  /// (a converted INT8 TFT, models/tft_int8.h) or kInt8Qat (an FP32 TFT training with fake
   /// quantization).
   virtual Precision precision() const { return Precision::kFp32; }
   /// The underlying module (parameters, buffers, train/eval, device moves).

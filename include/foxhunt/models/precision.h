@@ -1,8 +1,8 @@
 #pragma once
 /// \file precision.h
 /// The numeric form of a model's weights as a typed key: fp32 (every catalog model as trained),
-/// int8 (a converted INT8 form; quant/precision.h registers which models have one) and int8-qat
-/// (an FP32 model training with fake quantization, quant/tft_int8.h). Code compares Precision
+/// int8 (a converted INT8 form; a catalog entry lists its forms, models/precisions.h) and int8-qat
+/// (an FP32 model training with fake quantization, models/tft_int8.h). Code compares Precision
 /// values; the text ("fp32", "int8", "int8-qat") is written with to_string and read with
 /// parse_precision at the boundary only (CLI flags, bundle headers, JSON). Torch-free.
 ///
@@ -26,7 +26,7 @@ namespace foxhunt::models {
 /// The numeric form of a model's weights.
 enum class Precision : std::uint8_t {
   kFp32,     ///< "fp32": every catalog model as trained
-  kInt8,     ///< "int8": a converted INT8 form (registered in quant/precision.h)
+  kInt8,     ///< "int8": a converted INT8 form (a catalog entry's quantized form)
   kInt8Qat,  ///< "int8-qat": an FP32 model training with fake quantization
 };
 
@@ -57,6 +57,5 @@ std::ostream& operator<<(std::ostream& os, Precision p);
 void to_json(nlohmann::json& j, Precision p);
 /// From a JSON string; InputError "[precision] ..." for another value or another text.
 void from_json(const nlohmann::json& j, Precision& p);
-
 
 }  // namespace foxhunt::models

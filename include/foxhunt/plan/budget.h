@@ -110,7 +110,7 @@ struct BudgetOptions {
   std::int64_t training_batch = 64;
   /// Device measured: "cpu" (the ledger) or "cuda[:N]" (the caching allocator, capped).
   Device device;
-  /// Serving precision per model (absent = kFp32; the TFT also has kInt8, quant/tft_int8.h).
+  /// Serving precision per model (absent = kFp32; the TFT also has kInt8, models/tft_int8.h).
   /// Training views stay fp32: QAT trains fp32 master weights.
   PrecisionMap precision;
 };

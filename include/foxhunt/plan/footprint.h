@@ -247,11 +247,11 @@ struct InferenceFootprint {
 /// Builds `model` in eval mode and runs one forward pass under c10::InferenceMode at each batch
 /// size of `batches` (e.g. {1, 64}), after a warm-up forward at the largest (derived_bytes).
 /// `seq_len` 0 = the model's default window. `precision` kInt8 measures the INT8 TFT
-/// (quant/tft_int8.h) in its exact layout (the bytes do not depend on the values, so no calibration
-/// is needed); other models have only kFp32. `device` "cpu" measures with the ledger (tags
-/// M/parameters, M/activations); "cuda[:N]" builds on the CPU, moves the model to the card and
-/// measures allocated bytes there (construction = allocated growth of the move, activations = the
-/// allocator's peak beyond it). The INT8 TFT runs on the CPU only (InputError on CUDA).
+/// (models/tft_int8.h) in its exact layout (the bytes do not depend on the values, so no
+/// calibration is needed); other models have only kFp32. `device` "cpu" measures with the ledger
+/// (tags M/parameters, M/activations); "cuda[:N]" builds on the CPU, moves the model to the card
+/// and measures allocated bytes there (construction = allocated growth of the move, activations =
+/// the allocator's peak beyond it). The INT8 TFT runs on the CPU only (InputError on CUDA).
 InferenceFootprint measure_inference_footprint(
     const std::string& model, const std::vector<std::int64_t>& batches, std::int64_t seq_len = 0,
     std::uint64_t seed = 42, const nlohmann::json& model_options = {},

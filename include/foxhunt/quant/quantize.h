@@ -1,6 +1,6 @@
 #pragma once
 /// \file quantize.h
-/// INT8 building blocks on plain tensors (the INT8 TFT, quant/tft_int8.h, is built on them):
+/// INT8 building blocks on plain tensors (the INT8 TFT, models/tft_int8.h, is built on them):
 /// quantization parameters from observed ranges, observers (min/max, moving average, per
 /// channel, histogram with an L2-optimal clip), quantize/dequantize, and fake quantization with
 /// the straight-through gradient for QAT.
@@ -24,6 +24,8 @@
 
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 namespace foxhunt::quant {
@@ -155,5 +157,15 @@ RowQuantized quantize_rows(const torch::Tensor& x);
 torch::Tensor fake_quantize_symmetric(const torch::Tensor& x, float scale);
 /// The same per channel along dimension 0 with `scales` [x.size(0)] (weights).
 torch::Tensor fake_quantize_per_channel(const torch::Tensor& x, const torch::Tensor& scales);
+
+/// One int8 layer's error on a batch against its FP32 layer on the same input.
+struct LayerError {
+  std::string layer;       ///< the layer's name in its model's int8 layout
+  double snr_db = 0.0;     ///< 10 log10(signal / noise); 999 when the outputs are equal
+  double rel_error = 0.0;  ///< sqrt(noise / signal); 0 for a zero signal
+};
+
+/// {layer, snr_db, rel_error}.
+void to_json(nlohmann::json& j, const LayerError& e);
 
 }  // namespace foxhunt::quant

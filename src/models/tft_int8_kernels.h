@@ -1,14 +1,14 @@
 #pragma once
-// The CPU kernels of the INT8 TFT's layers and of its LSTM recurrence (private to quant/): what
+// The CPU kernels of the INT8 TFT's layers and of its LSTM recurrence (private to models/): what
 // Int8Tft's forward runs for each int8 layer (tft_int8.h).
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <tuple>
 
-#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/models/tft_int8.h"
 
-namespace foxhunt::quant::detail {
+namespace foxhunt::models::detail {
 
 /// A buffer reused by the batched layers of one forward pass (once per block of positions): the
 /// input codes are dead once the layer's output exists, so one allocation serves every block.
@@ -35,4 +35,4 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> int8_lstm_cpu(const Int8
                                                                       const torch::Tensor& h0,
                                                                       const torch::Tensor& c0);
 
-}  // namespace foxhunt::quant::detail
+}  // namespace foxhunt::models::detail

@@ -28,7 +28,7 @@
 /// inner width is min(real_embedding, hidden) = 8 by default, multiply the same integer codes on
 /// the fp32 matmul unit: products of codes are integers and their sums stay below 2^24 for
 /// inner widths <= 1040 (checked), so the result is exactly the int32 accumulation.
-/// At inference on the CPU (fp32 inputs, models::fused_cpu_kernels() on) two fused kernels run
+/// At inference on the CPU (fp32 inputs, fused_cpu_kernels() on) two fused kernels run
 /// instead of layer-by-layer ops, with the same integer sums: each VSN's per-variable GRNs,
 /// quantization, selection weighting and all, in one pass over 16 positions at a time (the
 /// FP32 model's VSN kernel on codes; its GLU products on AVX512-VNNI where the CPU has it), and
@@ -50,10 +50,11 @@
 
 #include "foxhunt/models/adapter.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/models/tft.h"
 #include "foxhunt/quant/quantize.h"
 
-namespace foxhunt::quant {
+namespace foxhunt::models {
 
 /// One int8 layer of the TFT: a Linear(in -> out) (`variables` 0) or `variables` batched
 /// per-variable layers [V, in, out].
@@ -97,21 +98,11 @@ struct Int8TftLayout {
   /// The layer called `name` (InputError when absent).
   const Int8TftLayer& layer(const std::string& name) const;
 };
-Int8TftLayout int8_tft_layout(const models::TftOptions& o);
+Int8TftLayout int8_tft_layout(const TftOptions& o);
 
 /// Bytes per precision for `o` as JSON: {"fp32": {"parameter_bytes"}, "int8": {"parameter_bytes",
 /// "int8_bytes", "fp32_bytes", "float_layout_bytes"}}.
-nlohmann::json tft_precision_bytes(const models::TftOptions& o);
-
-/// One int8 layer's error on a batch against its FP32 layer on the same input.
-struct LayerError {
-  std::string layer;       ///< the layout's layer name
-  double snr_db = 0.0;     ///< 10 log10(signal / noise); 999 when the outputs are equal
-  double rel_error = 0.0;  ///< sqrt(noise / signal); 0 for a zero signal
-};
-
-/// {layer, snr_db, rel_error}.
-void to_json(nlohmann::json& j, const LayerError& e);
+nlohmann::json tft_precision_bytes(const TftOptions& o);
 
 /// The operations `tft_quant_forward` needs: each affine layer by name, and the fp32 tensors.
 class TftQuantOps {
@@ -140,14 +131,14 @@ class TftQuantOps {
 
 /// The TFT forward (models/tft.h) written once over `ops`: [batch, horizon, Q]. `training`
 /// enables the network's dropouts (QAT). No input validation (callers validate).
-torch::Tensor tft_quant_forward(TftQuantOps& ops, const models::TftOptions& o,
-                                const torch::Tensor& past, const torch::Tensor& future,
-                                const torch::Tensor& static_id, bool training);
+torch::Tensor tft_quant_forward(TftQuantOps& ops, const TftOptions& o, const torch::Tensor& past,
+                                const torch::Tensor& future, const torch::Tensor& static_id,
+                                bool training);
 
 /// The FP32 network run through `tft_quant_forward` in the layout's form (folded VSN maps,
 /// fused LSTM biases, the LSTM as an explicit recurrence): equal to `net.forward` to rounding.
 /// The calibration pass; exposed to test that the shared forward is the TFT.
-torch::Tensor tft_layout_forward(models::TftNetImpl& net, const torch::Tensor& past,
+torch::Tensor tft_layout_forward(TftNetImpl& net, const torch::Tensor& past,
                                  const torch::Tensor& future, const torch::Tensor& static_id);
 
 /// Static activation scales per int8 layer: [1] for 2-D layers, [V] for batched ones.
@@ -159,7 +150,7 @@ using InputScales = std::map<std::string, torch::Tensor>;
 class TftCalibrator {
  public:
   /// `percentile` 0 = L2-optimal clip; otherwise that percentile of |x| (e.g. 99.99).
-  explicit TftCalibrator(models::TftNet net, double percentile = 0.0);
+  explicit TftCalibrator(TftNet net, double percentile = 0.0);
   /// Observes one batch of windows (validated like TftNet::forward).
   void observe(const torch::Tensor& past, const torch::Tensor& future,
                const torch::Tensor& static_id);
@@ -169,10 +160,10 @@ class TftCalibrator {
   InputScales scales() const;
 
  private:
-  models::TftNet net_;
+  TftNet net_;
   double percentile_;
   int64_t windows_ = 0;
-  std::map<std::string, HistogramObserver> hist_;
+  std::map<std::string, quant::HistogramObserver> hist_;
   std::map<std::string, torch::Tensor> absmax_;
 };
 
@@ -189,16 +180,16 @@ struct QatOptions {
 /// Quantization-aware TFT: the FP32 network (its parameters train) run with fake quantization
 /// on every int8 layer: weights fake-quantized per output channel from their current range,
 /// inputs with the layer's observed scale; straight-through gradients (zero outside the clamp
-/// range). A `models::Model` (name "tft"), so the forecast trainer fine-tunes it as is.
-class QatTftModel final : public models::ForecasterAdapter<models::TftNet> {
+/// range). A `Model` (name "tft"), so the forecast trainer fine-tunes it as is.
+class QatTftModel final : public ForecasterAdapter<TftNet> {
  public:
   /// Wraps `net` (shared: the trained weights are the net's). With `initial` scales (e.g. PTQ
   /// calibration) the observers start there instead of at the first batch.
-  explicit QatTftModel(models::TftNet net, QatOptions options = {}, InputScales initial = {});
-  models::Precision precision() const override { return models::Precision::kInt8Qat; }
-  std::vector<torch::Tensor> forward(const models::Batch& batch) override;
-  models::Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
-                              uint64_t seed) const override;
+  explicit QatTftModel(TftNet net, QatOptions options = {}, InputScales initial = {});
+  Precision precision() const override { return Precision::kInt8Qat; }
+  std::vector<torch::Tensor> forward(const Batch& batch) override;
+  Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
+                      uint64_t seed) const override;
 
   /// Training forwards seen by the observers so far.
   int64_t observed_steps() const { return steps_; }
@@ -211,7 +202,7 @@ class QatTftModel final : public models::ForecasterAdapter<models::TftNet> {
   /// Bytes the observers hold (ranges per layer), for the QAT memory report.
   int64_t observer_bytes() const;
   /// The network.
-  const models::TftNet& net() const { return net_; }
+  const TftNet& net() const { return net_; }
 
  private:
   QatOptions options_;
@@ -224,21 +215,22 @@ class QatTftModel final : public models::ForecasterAdapter<models::TftNet> {
 class Int8TftImpl : public torch::nn::Module {
  public:
   /// Zero-filled buffers of the layout of `o` (to be loaded from a bundle).
-  explicit Int8TftImpl(models::TftOptions o);
+  explicit Int8TftImpl(TftOptions o);
   /// Validates the inputs like TftNet::forward and returns the forecasts [batch, horizon, Q].
   torch::Tensor forward(const torch::Tensor& past, const torch::Tensor& future,
                         const torch::Tensor& static_id);
   /// Converts `net` with activation `scales` (from TftCalibrator or QatTftModel): every layer
   /// of the layout, weights symmetric per output channel.
-  static std::shared_ptr<Int8TftImpl> convert(models::TftNetImpl& net, const InputScales& scales);
+  static std::shared_ptr<Int8TftImpl> convert(TftNetImpl& net, const InputScales& scales);
 
   /// Per-layer error of the int8 layers on one batch: each layer's input recorded from the FP32
   /// network, then the layer in fp32 and in int8 on it. One row per layer, in layout order.
-  std::vector<LayerError> layer_errors(models::TftNetImpl& net, const torch::Tensor& past,
-                                       const torch::Tensor& future, const torch::Tensor& static_id);
+  std::vector<quant::LayerError> layer_errors(TftNetImpl& net, const torch::Tensor& past,
+                                              const torch::Tensor& future,
+                                              const torch::Tensor& static_id);
 
-  models::TftOptions options;  ///< the FP32 network's options
-  Int8TftLayout layout;        ///< what the buffers hold
+  TftOptions options;    ///< the FP32 network's options
+  Int8TftLayout layout;  ///< what the buffers hold
 
   /// One int8 layer's buffers.
   struct Layer {
@@ -266,8 +258,17 @@ torch::Tensor int8_layer_forward(const Int8TftImpl::Layer& l, bool batched, cons
 /// Registry-style adapter of the INT8 TFT: name "tft", precision "int8", the FP32 options as
 /// its options, inputs and spec identical to the FP32 TFT. `loss` is the pinball loss (no
 /// gradient: nothing trains).
-std::unique_ptr<models::Model> make_int8_tft_model(const nlohmann::json& options);
+std::unique_ptr<Model> make_int8_tft_model(const nlohmann::json& options);
 /// Wraps a converted network.
-std::unique_ptr<models::Model> int8_tft_model(Int8Tft net);
+std::unique_ptr<Model> int8_tft_model(Int8Tft net);
 
-}  // namespace foxhunt::quant
+/// tft_precision_bytes at the TFT options JSON `options` (the catalog form's bytes).
+nlohmann::json int8_tft_bytes(const nlohmann::json& options);
+
+/// The INT8 TFT's quantize hook (the catalog form's `quantize`, precisions.h): PTQ calibration of
+/// `fp32` (an FP32 TFT, InputError otherwise) on the request's windows, for QAT a QatTftModel
+/// over its network fine-tuned by `request.fine_tune`, then Int8TftImpl::convert and the layer
+/// errors on `request.error_batch`.
+QuantizeResult quantize_int8_tft(Model& fp32, const QuantizeRequest& request);
+
+}  // namespace foxhunt::models

@@ -1,5 +1,5 @@
 #pragma once
-// Private to quant/: the FP32 TFT's layers in the INT8 layout's form, which the layout forward,
+// Private to models/: the FP32 TFT's layers in the INT8 layout's form, which the layout forward,
 // calibration, QAT (tft_int8.cpp) and the conversion (tft_int8_net.cpp) all run.
 
 #include <torch/torch.h>
@@ -11,10 +11,10 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/tft.h"
+#include "foxhunt/models/tft_int8.h"
 #include "foxhunt/quant/quantize.h"
-#include "foxhunt/quant/tft_int8.h"
 
-namespace foxhunt::quant::detail {
+namespace foxhunt::models::detail {
 
 // The FP32 network's layers in the layout's form (folded VSN maps, fused LSTM biases), run in
 // fp32 (optionally recording each layer's input) or fake-quantized (QAT).
@@ -25,7 +25,7 @@ class FloatOps final : public TftQuantOps {
     bool batched = false;
   };
 
-  FloatOps(models::TftNetImpl& net, const Int8TftLayout& layout) {
+  FloatOps(TftNetImpl& net, const Int8TftLayout& layout) {
     for (const auto& item : net.named_parameters()) t_[item.key()] = item.value();
     for (const auto& item : net.named_modules()) {
       if (auto* lin = item.value()->as<torch::nn::Linear>())
@@ -90,20 +90,24 @@ class FloatOps final : public TftQuantOps {
       const auto s = fake_quant_scale(name, x).to(x.device());
       if (e.batched) {
         xin = torch::fake_quantize_per_channel_affine(
-            x, s, torch::zeros({s.size(0)}, s.options().dtype(torch::kInt)), 0, -kQMax, kQMax);
+            x, s, torch::zeros({s.size(0)}, s.options().dtype(torch::kInt)), 0, -quant::kQMax,
+            quant::kQMax);
         // Weights [V, in, out]: one scale per variable (see the header).
         const int64_t v = w.size(0);
         const auto wv = w.reshape({v, -1});
-        const auto sw = (wv.detach().abs().amax(1) / kQMax).clamp_min(kMinScale);
+        const auto sw = (wv.detach().abs().amax(1) / quant::kQMax).clamp_min(quant::kMinScale);
         w = torch::fake_quantize_per_channel_affine(
-                wv, sw, torch::zeros({v}, sw.options().dtype(torch::kInt)), 0, -kQMax, kQMax)
+                wv, sw, torch::zeros({v}, sw.options().dtype(torch::kInt)), 0, -quant::kQMax,
+                quant::kQMax)
                 .view(w.sizes());
       } else {
         xin = torch::fake_quantize_per_tensor_affine(
-            x, s.reshape({1}), torch::zeros({1}, s.options().dtype(torch::kInt)), -kQMax, kQMax);
-        const auto sw = (w.detach().abs().amax(1) / kQMax).clamp_min(kMinScale);
+            x, s.reshape({1}), torch::zeros({1}, s.options().dtype(torch::kInt)), -quant::kQMax,
+            quant::kQMax);
+        const auto sw = (w.detach().abs().amax(1) / quant::kQMax).clamp_min(quant::kMinScale);
         w = torch::fake_quantize_per_channel_affine(
-            w, sw, torch::zeros({w.size(0)}, sw.options().dtype(torch::kInt)), 0, -kQMax, kQMax);
+            w, sw, torch::zeros({w.size(0)}, sw.options().dtype(torch::kInt)), 0, -quant::kQMax,
+            quant::kQMax);
       }
     }
     if (e.batched) return torch::baddbmm(e.b.unsqueeze(1), xin, w);
@@ -115,4 +119,4 @@ class FloatOps final : public TftQuantOps {
   std::map<std::string, torch::Tensor> t_;
 };
 
-}  // namespace foxhunt::quant::detail
+}  // namespace foxhunt::models::detail

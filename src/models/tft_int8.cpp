@@ -1,7 +1,7 @@
-#include "foxhunt/quant/tft_int8.h"
+#include "foxhunt/models/tft_int8.h"
 
-#include "int8_fused.h"
-#include "int8_gemm.h"
+#include "foxhunt/quant/int8_fused.h"
+#include "foxhunt/quant/int8_gemm.h"
 #include "tft_float_ops.h"
 #include "tft_int8_kernels.h"
 
@@ -11,16 +11,14 @@
 #include <limits>
 
 #include "foxhunt/core/error.h"
-#include "foxhunt/core/fields.h"
 #include "foxhunt/models/fused_kernels.h"
 
-namespace foxhunt::quant {
+namespace foxhunt::models {
 
 namespace {
 
 constexpr const char* kTftInt8Component = "quant";
 using detail::FloatOps;
-using detail::kMaxExactFloatInner;  // int8_gemm.h: sums exact in fp32 up to this inner width
 
 int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -102,13 +100,13 @@ struct LayoutBuilder {
 
 // ---- the shared forward ----------------------------------------------------------------------
 
-torch::Tensor align_context(const torch::Tensor& c, const torch::Tensor& like) {
+torch::Tensor broadcast_context(const torch::Tensor& c, const torch::Tensor& like) {
   return like.dim() == 3 ? c.unsqueeze(1) : c;
 }
 
 struct Forward {
   TftQuantOps& ops;
-  const models::TftOptions& o;
+  const TftOptions& o;
   bool training;
 
   torch::Tensor gan(const std::string& p, const torch::Tensor& x, const torch::Tensor& skip,
@@ -122,7 +120,7 @@ struct Forward {
   torch::Tensor grn_projected(const std::string& p, const torch::Tensor& fc2_a,
                               const torch::Tensor& skip, const torch::Tensor& c, int64_t out) {
     auto h = fc2_a;
-    if (c.defined()) h = h + align_context(ops.layer(p + ".context", c), h);
+    if (c.defined()) h = h + broadcast_context(ops.layer(p + ".context", c), h);
     h = ops.layer(p + ".fc1", torch::elu(h));
     return gan(p + ".gate_norm", h, skip, out);
   }
@@ -234,7 +232,7 @@ struct Forward {
                          torch::cat({past_sel, future_sel}, 1), o.hidden());
     const auto theta = grn("enrichment", phi, ce);
     const auto theta_dec = theta.narrow(1, t, k);
-    auto att = attention(theta_dec, theta, models::tft_causal_mask(t, k, theta.device()));
+    auto att = attention(theta_dec, theta, tft_causal_mask(t, k, theta.device()));
     auto delta = gan("attention_gate", att, theta_dec, o.hidden());
     auto psi = grn("positionwise", delta);
     auto out = gan("output_gate", psi, phi.narrow(1, t, k), o.hidden());
@@ -288,8 +286,8 @@ const Int8TftLayer& Int8TftLayout::layer(const std::string& name) const {
   throw InputError(kTftInt8Component, "tft int8: no layer '" + name + "'");
 }
 
-Int8TftLayout int8_tft_layout(const models::TftOptions& o) {
-  models::validate(o);
+Int8TftLayout int8_tft_layout(const TftOptions& o) {
+  validate(o);
   const int64_t h = o.hidden(), e = o.real_embedding(), dk = h / o.heads();
   LayoutBuilder b;
   b.fp("static_embedding.weight", {o.static_categories(), h}, "embedding");
@@ -311,15 +309,15 @@ Int8TftLayout int8_tft_layout(const models::TftOptions& o) {
   b.gan("output_gate", h, h);
   b.lin("output", h, static_cast<int64_t>(o.quantiles().size()));
   for (const auto& l : b.l.layers)
-    FOXHUNT_CHECK(l.variables == 0 || l.in <= kMaxExactFloatInner, kTftInt8Component,
+    FOXHUNT_CHECK(l.variables == 0 || l.in <= quant::detail::kMaxExactFloatInner, kTftInt8Component,
                   "tft int8: layer '", l.name, "' has ", l.in, " inputs per variable; at most ",
-                  kMaxExactFloatInner, " keep its integer products exact");
+                  quant::detail::kMaxExactFloatInner, " keep its integer products exact");
   return b.l;
 }
 
-nlohmann::json tft_precision_bytes(const models::TftOptions& o) {
+nlohmann::json tft_precision_bytes(const TftOptions& o) {
   const auto l = int8_tft_layout(o);
-  const int64_t fp32 = 4 * models::parameter_count(o);
+  const int64_t fp32 = 4 * parameter_count(o);
   return {{"fp32", {{"parameter_bytes", fp32}}},
           {"int8",
            {{"parameter_bytes", l.total_bytes()},
@@ -353,16 +351,16 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> TftQuantOps::lstm_layer(
   return {torch::stack(outs, 1), hk, ck};
 }
 
-torch::Tensor tft_quant_forward(TftQuantOps& ops, const models::TftOptions& o,
-                                const torch::Tensor& past, const torch::Tensor& future,
-                                const torch::Tensor& static_id, bool training) {
+torch::Tensor tft_quant_forward(TftQuantOps& ops, const TftOptions& o, const torch::Tensor& past,
+                                const torch::Tensor& future, const torch::Tensor& static_id,
+                                bool training) {
   Forward f{ops, o, training};
   return f.run(past, future, static_id);
 }
 
-torch::Tensor tft_layout_forward(models::TftNetImpl& net, const torch::Tensor& past,
+torch::Tensor tft_layout_forward(TftNetImpl& net, const torch::Tensor& past,
                                  const torch::Tensor& future, const torch::Tensor& static_id) {
-  models::validate_tft_inputs(net.options, past, future, static_id, models::module_device(net));
+  validate_tft_inputs(net.options, past, future, static_id, module_device(net));
   FloatOps ops(net, int8_tft_layout(net.options));
   const auto dtype = net.output->weight.scalar_type();
   return tft_quant_forward(ops, net.options, past.to(dtype), future.to(dtype), static_id,
@@ -371,7 +369,7 @@ torch::Tensor tft_layout_forward(models::TftNetImpl& net, const torch::Tensor& p
 
 // ---- calibration -------------------------------------------------------------------------------
 
-TftCalibrator::TftCalibrator(models::TftNet net, double percentile)
+TftCalibrator::TftCalibrator(TftNet net, double percentile)
     : net_(std::move(net)), percentile_(percentile) {
   FOXHUNT_CHECK(percentile >= 0.0 && percentile <= 100.0, kTftInt8Component,
                 "calibration percentile: expected 0 (L2-optimal clip) or a value in (0, 100], got ",
@@ -381,7 +379,7 @@ TftCalibrator::TftCalibrator(models::TftNet net, double percentile)
 void TftCalibrator::observe(const torch::Tensor& past, const torch::Tensor& future,
                             const torch::Tensor& static_id) {
   auto& net = *net_;
-  models::validate_tft_inputs(net.options, past, future, static_id, models::module_device(net));
+  validate_tft_inputs(net.options, past, future, static_id, module_device(net));
   torch::NoGradGuard no_grad;
   const bool was_training = net.is_training();
   net.eval();
@@ -408,28 +406,27 @@ InputScales TftCalibrator::scales() const {
   InputScales s;
   for (const auto& [name, h] : hist_) {
     const float c = percentile_ > 0 ? h.percentile(percentile_) : h.l2_optimal_threshold();
-    s[name] = torch::full({1}, std::max(c / static_cast<float>(kQMax), kMinScale));
+    s[name] = torch::full({1}, std::max(c / static_cast<float>(quant::kQMax), quant::kMinScale));
   }
-  for (const auto& [name, a] : absmax_) s[name] = (a / kQMax).clamp_min(kMinScale);
+  for (const auto& [name, a] : absmax_) s[name] = (a / quant::kQMax).clamp_min(quant::kMinScale);
   return s;
 }
 
 // ---- QAT -------------------------------------------------------------------------------------
 
-QatTftModel::QatTftModel(models::TftNet net, QatOptions options, InputScales initial)
-    : ForecasterAdapter("tft", net, models::io_spec(net->options)), options_(options) {
+QatTftModel::QatTftModel(TftNet net, QatOptions options, InputScales initial)
+    : ForecasterAdapter("tft", net, io_spec(net->options)), options_(options) {
   FOXHUNT_CHECK(options.observer_steps() >= 0, kTftInt8Component,
                 "qat observer_steps: expected >= 0, got ", options.observer_steps());
   FOXHUNT_CHECK(options.momentum() > 0 && options.momentum() <= 1, kTftInt8Component,
                 "qat momentum: expected a value in (0, 1], got ", options.momentum());
-  for (auto& [name, s] : initial) absmax_[name] = (s * kQMax).to(torch::kCPU, torch::kFloat);
+  for (auto& [name, s] : initial) absmax_[name] = (s * quant::kQMax).to(torch::kCPU, torch::kFloat);
 }
 
-std::vector<torch::Tensor> QatTftModel::forward(const models::Batch& b) {
+std::vector<torch::Tensor> QatTftModel::forward(const Batch& b) {
   check_inputs(b);
   auto& net = *net_;
-  models::validate_tft_inputs(net.options, b.inputs[0], b.inputs[1], b.inputs[2],
-                              models::module_device(net));
+  validate_tft_inputs(net.options, b.inputs[0], b.inputs[1], b.inputs[2], module_device(net));
   const bool training = net.is_training();
   const bool update = training && !frozen();
   const auto layout = int8_tft_layout(net.options);
@@ -450,7 +447,7 @@ std::vector<torch::Tensor> QatTftModel::forward(const models::Batch& b) {
       s = s.defined() ? torch::maximum(s, m) : m;
       if (!a.defined()) a = m;  // no scale yet: this batch's range
     }
-    return (a / kQMax).clamp_min(kMinScale);
+    return (a / quant::kQMax).clamp_min(quant::kMinScale);
   };
   const auto dtype = net.output->weight.scalar_type();
   auto y = tft_quant_forward(ops, net.options, b.inputs[0].to(dtype), b.inputs[1].to(dtype),
@@ -465,14 +462,14 @@ std::vector<torch::Tensor> QatTftModel::forward(const models::Batch& b) {
   return {y};
 }
 
-models::Batch QatTftModel::example_batch(int64_t batch, int64_t seq_len,
-                                         const torch::Device& device, uint64_t seed) const {
-  return models::tft_example_batch(net_->options, batch, seq_len, device, seed);
+Batch QatTftModel::example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
+                                 uint64_t seed) const {
+  return tft_example_batch(net_->options, batch, seq_len, device, seed);
 }
 
 InputScales QatTftModel::scales() const {
   InputScales s;
-  for (const auto& [name, a] : absmax_) s[name] = (a / kQMax).clamp_min(kMinScale);
+  for (const auto& [name, a] : absmax_) s[name] = (a / quant::kQMax).clamp_min(quant::kMinScale);
   return s;
 }
 
@@ -482,4 +479,4 @@ int64_t QatTftModel::observer_bytes() const {
   return n;
 }
 
-}  // namespace foxhunt::quant
+}  // namespace foxhunt::models

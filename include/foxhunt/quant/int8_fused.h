@@ -1,8 +1,9 @@
 #pragma once
-// The fused CPU kernels of the INT8 TFT (private to quant/): its variable selection networks
-// and its LSTM recurrence, the int8 twins of the FP32 model's kernels (src/models/tft_kernels.h,
-// src/models/lstm_kernel.h). Raw arrays in, raw arrays out; tft_int8_kernels.cpp and
-// tft_int8.cpp wrap them.
+/// \file int8_fused.h
+/// Fused int8 CPU kernels over raw arrays: per-variable GRNs weighted by a selection (a variable
+/// selection network) and an LSTM layer's recurrence, the int8 twins of the FP32 kernels
+/// (src/models/tft_kernels.h, src/models/lstm_kernel.h). Raw arrays in, raw arrays out; the
+/// INT8 TFT (models/tft_int8.h, src/models/tft_int8_kernels.cpp) wraps them.
 #include <cstdint>
 
 namespace foxhunt::quant::detail {

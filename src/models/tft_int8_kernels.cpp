@@ -2,9 +2,9 @@
 // one layer, and the LSTM recurrence.
 #include "tft_int8_kernels.h"
 
-#include "codes.h"
-#include "int8_fused.h"
-#include "int8_gemm.h"
+#include "foxhunt/quant/codes.h"
+#include "foxhunt/quant/int8_fused.h"
+#include "foxhunt/quant/int8_gemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 
 #include "foxhunt/core/error.h"
 
-namespace foxhunt::quant {
+namespace foxhunt::models {
 
 namespace detail {
 
@@ -48,7 +48,7 @@ torch::Tensor small_rows_forward(const Int8TftImpl::Layer& l, const torch::Tenso
   std::vector<int32_t> acc(static_cast<size_t>(out));
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = xc.data_ptr<float>() + r * in;
-    codes_of(xr, q.data(), in, sx);
+    quant::detail::codes_of(xr, q.data(), in, sx);
     std::fill(acc.begin(), acc.end(), 0);
     for (int64_t k = 0; k < in; ++k) {
       const int32_t qk = q[static_cast<size_t>(k)];
@@ -74,16 +74,18 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> int8_lstm_cpu(const Int8
   const auto gx = gx_in.to(torch::kFloat).contiguous();
   const int64_t b = gx.size(0), t = gx.size(1), g4 = gx.size(2), h = g4 / 4;
   FOXHUNT_INTERNAL_ASSERT(l.codes.size(0) == h && l.codes.size(1) == g4, "lstm codes shape");
-  FOXHUNT_INTERNAL_ASSERT(h <= kMaxExactFloatInner, "lstm width beyond exact fp32 sums");
+  FOXHUNT_INTERNAL_ASSERT(h <= quant::detail::kMaxExactFloatInner,
+                          "lstm width beyond exact fp32 sums");
   auto out = torch::empty({b, t, h}, torch::kFloat);
   auto c = c0.to(torch::kFloat).contiguous().clone();
   auto hlast = h0.to(torch::kFloat).contiguous().clone();
   // Through LibTorch's allocator, so the memory ledger counts it.
-  auto scratch = torch::empty({int8_lstm_scratch_floats(h)}, torch::kFloat);
+  auto scratch = torch::empty({quant::detail::int8_lstm_scratch_floats(h)}, torch::kFloat);
   const auto codes = l.codes.contiguous();
-  int8_lstm_recurrence(gx.data_ptr<float>(), codes.data_ptr<int8_t>(), l.scale.data_ptr<float>(),
-                       l.input_scale.data_ptr<float>()[0], b, t, h, hlast.data_ptr<float>(),
-                       c.data_ptr<float>(), out.data_ptr<float>(), scratch.data_ptr<float>());
+  quant::detail::int8_lstm_recurrence(gx.data_ptr<float>(), codes.data_ptr<int8_t>(),
+                                      l.scale.data_ptr<float>(), l.input_scale.data_ptr<float>()[0],
+                                      b, t, h, hlast.data_ptr<float>(), c.data_ptr<float>(),
+                                      out.data_ptr<float>(), scratch.data_ptr<float>());
   return {out, hlast, c};
 }
 
@@ -106,9 +108,10 @@ torch::Tensor layer_forward(const Int8TftImpl::Layer& l, bool batched, const tor
       const float* s = l.input_scale.data_ptr<float>();
       const float* src = xc.data_ptr<float>();
       float* dst = xq.data_ptr<float>();
-      for (int64_t i = 0; i < v; ++i) codes_of(src + i * per, dst + i * per, per, s[i]);
+      for (int64_t i = 0; i < v; ++i)
+        quant::detail::codes_of(src + i * per, dst + i * per, per, s[i]);
     } else {
-      xq = x.to(torch::kFloat).div(l.input_scale).round_().clamp_(-kQMax, kQMax);
+      xq = x.to(torch::kFloat).div(l.input_scale).round_().clamp_(-quant::kQMax, quant::kQMax);
     }
     return torch::baddbmm(l.bias, xq, w);
   }
@@ -126,7 +129,7 @@ torch::Tensor layer_forward(const Int8TftImpl::Layer& l, bool batched, const tor
     const float sx = l.input_scale.data_ptr<float>()[0];
     const float* src = xc.data_ptr<float>();
     int8_t* q = xq.data_ptr<int8_t>();
-    codes_of(src, q, rows * in, sx);
+    quant::detail::codes_of(src, q, rows * in, sx);
     // The products become the output in place (int32 and float are both 4 bytes), so the layer
     // never holds an output-sized int32 tensor beside its output.
     auto acc = at::_int_mm(xq, l.codes);
@@ -135,8 +138,9 @@ torch::Tensor layer_forward(const Int8TftImpl::Layer& l, bool batched, const tor
                              l.bias.defined() ? l.bias.data_ptr<float>() : nullptr, rows, out);
     return acc.view(torch::kFloat).view(shape);
   }
-  const auto xq = x2.to(torch::kFloat).div(l.input_scale).round_().clamp_(-kQMax, kQMax);
-  const auto acc = int8_products(xq.to(torch::kChar), l.codes).to(torch::kFloat);
+  const auto xq =
+      x2.to(torch::kFloat).div(l.input_scale).round_().clamp_(-quant::kQMax, quant::kQMax);
+  const auto acc = quant::detail::int8_products(xq.to(torch::kChar), l.codes).to(torch::kFloat);
   auto y = l.bias.defined() ? torch::addcmul(l.bias, acc, l.scale) : acc.mul_(l.scale);
   return y.view(shape);
 }
@@ -148,4 +152,4 @@ torch::Tensor int8_layer_forward(const Int8TftImpl::Layer& l, bool batched,
   return detail::layer_forward(l, batched, x, nullptr);
 }
 
-}  // namespace foxhunt::quant
+}  // namespace foxhunt::models

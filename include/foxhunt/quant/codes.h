@@ -1,6 +1,7 @@
 #pragma once
-// Activation codes on the CPU (private to quant/): the one rounding every int8 path uses, over an
-// array (codes_of) and over 16 lanes in registers (lane_codes).
+/// \file codes.h
+/// Activation codes on the CPU: the one rounding every int8 path uses, over an array (codes_of)
+/// and over 16 lanes in registers (lane_codes).
 #include <cstdint>
 #include <type_traits>
 

@@ -5,21 +5,19 @@
 #include <limits>
 
 #include "foxhunt/core/error.h"
-#include "foxhunt/core/fields.h"
 #include "foxhunt/models/fused_kernels.h"
-#include "foxhunt/quant/tft_int8.h"
-#include "int8_fused.h"
-#include "int8_gemm.h"
+#include "foxhunt/models/tft_int8.h"
+#include "foxhunt/quant/int8_fused.h"
+#include "foxhunt/quant/int8_gemm.h"
 #include "tft_float_ops.h"
 #include "tft_int8_kernels.h"
 
-namespace foxhunt::quant {
+namespace foxhunt::models {
 
 namespace {
 
 constexpr const char* kTftInt8NetComponent = "quant";
 using detail::FloatOps;
-using detail::kMaxExactFloatInner;  // int8_gemm.h: sums exact in fp32 up to this inner width
 
 // ---- ops over the converted network ----------------------------------------------------------
 
@@ -32,8 +30,8 @@ class Int8Ops final : public TftQuantOps {
                                                                      const torch::Tensor& gx,
                                                                      torch::Tensor h,
                                                                      torch::Tensor c) override {
-    if (!gx.device().is_cpu() || !models::fused_cpu_kernels() ||
-        gx.size(2) / 4 > kMaxExactFloatInner)
+    if (!gx.device().is_cpu() || !fused_cpu_kernels() ||
+        gx.size(2) / 4 > quant::detail::kMaxExactFloatInner)
       return TftQuantOps::lstm_layer(hh, gx, h, c);
     return detail::int8_lstm_cpu(net_.layer(hh), gx, h, c);
   }
@@ -43,12 +41,12 @@ class Int8Ops final : public TftQuantOps {
     const auto& fc1 = net_.layer(vsn + ".fc1");
     const auto& glu = net_.layer(vsn + ".glu");
     const int64_t hi = fc1.codes.size(1), h = glu.codes.size(2) / 2;
-    if (!models::fused_cpu_kernels() || !x.device().is_cpu() || x.scalar_type() != torch::kFloat ||
-        weights.scalar_type() != torch::kFloat || hi > detail::kMaxInt8VsnInner ||
-        h > detail::kMaxInt8VsnHidden)
+    if (!fused_cpu_kernels() || !x.device().is_cpu() || x.scalar_type() != torch::kFloat ||
+        weights.scalar_type() != torch::kFloat || hi > quant::detail::kMaxInt8VsnInner ||
+        h > quant::detail::kMaxInt8VsnHidden)
       return {};
     const auto xc = x.contiguous(), wc = weights.contiguous();
-    detail::VsnInt8Weights p;
+    quant::detail::VsnInt8Weights p;
     p.variables = fc1.codes.size(0);
     p.inner = hi;
     p.hidden = h;
@@ -68,8 +66,8 @@ class Int8Ops final : public TftQuantOps {
     p.glu_scale = glu.scale.data_ptr<float>();
     p.glu_bias = glu.bias.data_ptr<float>();
     auto out = torch::empty({xc.size(0), h}, torch::kFloat);
-    detail::vsn_weighted_grns_int8(p, xc.data_ptr<float>(), wc.data_ptr<float>(), xc.size(0),
-                                   out.data_ptr<float>());
+    quant::detail::vsn_weighted_grns_int8(p, xc.data_ptr<float>(), wc.data_ptr<float>(), xc.size(0),
+                                          out.data_ptr<float>());
     return out;
   }
 
@@ -109,7 +107,7 @@ std::string buffer_name(const std::string& name, const char* what) {
 
 // ---- the converted network ---------------------------------------------------------------------
 
-Int8TftImpl::Int8TftImpl(models::TftOptions o) : options(std::move(o)) {
+Int8TftImpl::Int8TftImpl(TftOptions o) : options(std::move(o)) {
   layout = int8_tft_layout(options);
   const auto f = torch::TensorOptions().dtype(torch::kFloat);
   for (const auto& l : layout.layers) {
@@ -152,18 +150,17 @@ const torch::Tensor& Int8TftImpl::tensor(const std::string& name) const {
 torch::Tensor Int8TftImpl::forward(const torch::Tensor& past, const torch::Tensor& future,
                                    const torch::Tensor& static_id) {
   const auto device = layers_.begin()->second.codes.device();
-  models::validate_tft_inputs(options, past, future, static_id, device);
+  validate_tft_inputs(options, past, future, static_id, device);
   c10::InferenceMode guard;  // nothing here trains
   Int8Ops ops(*this);
   return tft_quant_forward(ops, options, past.to(torch::kFloat), future.to(torch::kFloat),
                            static_id, false);
 }
 
-std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(models::TftNetImpl& net,
-                                                  const InputScales& scales) {
+std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(TftNetImpl& net, const InputScales& scales) {
   torch::NoGradGuard no_grad;
   auto q = std::make_shared<Int8TftImpl>(net.options);
-  const auto device = models::module_device(net);
+  const auto device = module_device(net);
   q->to(device);
   FloatOps ops(net, q->layout);
   for (const auto& l : q->layout.layers) {
@@ -177,9 +174,10 @@ std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(models::TftNetImpl& net,
     if (l.variables > 0) {
       FOXHUNT_CHECK(sx.numel() == l.variables, kTftInt8NetComponent, "tft int8 conversion: '",
                     l.name, "' expects ", l.variables, " activation scales, got ", sx.numel());
-      const auto wf = w.w.detach().to(torch::kFloat);                              // [V, in, out]
-      const auto sw = (wf.abs().amax({1, 2}, true) / kQMax).clamp_min(kMinScale);  // [V, 1, 1]
-      b.codes.copy_(wf.div(sw).round_().clamp_(-kQMax, kQMax).to(torch::kChar));
+      const auto wf = w.w.detach().to(torch::kFloat);  // [V, in, out]
+      const auto sw =
+          (wf.abs().amax({1, 2}, true) / quant::kQMax).clamp_min(quant::kMinScale);  // [V, 1, 1]
+      b.codes.copy_(wf.div(sw).round_().clamp_(-quant::kQMax, quant::kQMax).to(torch::kChar));
       b.input_scale.copy_(sx.view({l.variables, 1, 1}));
       b.scale.copy_(sx.view({l.variables, 1, 1}) * sw);
       b.bias.copy_(w.b.detach().unsqueeze(1));
@@ -187,8 +185,12 @@ std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(models::TftNetImpl& net,
       FOXHUNT_CHECK(sx.numel() == 1, kTftInt8NetComponent, "tft int8 conversion: '", l.name,
                     "' expects one activation scale, got ", sx.numel());
       const auto wf = w.w.detach().to(torch::kFloat);  // [out, in]
-      const auto sw = (wf.abs().amax(1) / kQMax).clamp_min(kMinScale);
-      b.codes.copy_(wf.div(sw.unsqueeze(1)).round_().clamp_(-kQMax, kQMax).to(torch::kChar).t());
+      const auto sw = (wf.abs().amax(1) / quant::kQMax).clamp_min(quant::kMinScale);
+      b.codes.copy_(wf.div(sw.unsqueeze(1))
+                        .round_()
+                        .clamp_(-quant::kQMax, quant::kQMax)
+                        .to(torch::kChar)
+                        .t());
       b.input_scale.copy_(sx.view({1}));
       b.scale.copy_(sx.view({1}) * sw);
       if (l.bias) b.bias.copy_(w.b.detach());
@@ -199,16 +201,10 @@ std::shared_ptr<Int8TftImpl> Int8TftImpl::convert(models::TftNetImpl& net,
   return q;
 }
 
-void to_json(nlohmann::json& j, const LayerError& e) {
-  j = nlohmann::json::object();
-  FOXHUNT_JSON_FIELDS(j, e, layer, snr_db, rel_error);
-}
-
-std::vector<LayerError> Int8TftImpl::layer_errors(models::TftNetImpl& net,
-                                                  const torch::Tensor& past,
-                                                  const torch::Tensor& future,
-                                                  const torch::Tensor& static_id) {
-  models::validate_tft_inputs(net.options, past, future, static_id, models::module_device(net));
+std::vector<quant::LayerError> Int8TftImpl::layer_errors(TftNetImpl& net, const torch::Tensor& past,
+                                                         const torch::Tensor& future,
+                                                         const torch::Tensor& static_id) {
+  validate_tft_inputs(net.options, past, future, static_id, module_device(net));
   torch::NoGradGuard no_grad;
   net.eval();
   FloatOps ops(net, layout);
@@ -230,7 +226,7 @@ std::vector<LayerError> Int8TftImpl::layer_errors(models::TftNetImpl& net,
   };
   const auto dtype = net.output->weight.scalar_type();
   tft_quant_forward(ops, net.options, past.to(dtype), future.to(dtype), static_id, false);
-  std::vector<LayerError> rows;
+  std::vector<quant::LayerError> rows;
   for (const auto& l : layout.layers) {
     const auto& s = sums.at(l.name);
     const double snr = s.noise > 0 ? 10.0 * std::log10(s.signal / s.noise) : 999.0;
@@ -243,29 +239,28 @@ std::vector<LayerError> Int8TftImpl::layer_errors(models::TftNetImpl& net,
 
 namespace {
 
-class Int8TftModel final : public models::ForecasterAdapter<Int8Tft> {
+class Int8TftModel final : public ForecasterAdapter<Int8Tft> {
  public:
-  explicit Int8TftModel(Int8Tft net)
-      : ForecasterAdapter("tft", net, models::io_spec(net->options)) {}
-  models::Precision precision() const override { return models::Precision::kInt8; }
-  std::vector<torch::Tensor> forward(const models::Batch& b) override {
+  explicit Int8TftModel(Int8Tft net) : ForecasterAdapter("tft", net, io_spec(net->options)) {}
+  Precision precision() const override { return Precision::kInt8; }
+  std::vector<torch::Tensor> forward(const Batch& b) override {
     check_inputs(b);
     return {net_->forward(b.inputs[0], b.inputs[1], b.inputs[2])};
   }
-  models::Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
-                              uint64_t seed) const override {
-    return models::tft_example_batch(net_->options, batch, seq_len, device, seed);
+  Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
+                      uint64_t seed) const override {
+    return tft_example_batch(net_->options, batch, seq_len, device, seed);
   }
 };
 
 }  // namespace
 
-std::unique_ptr<models::Model> make_int8_tft_model(const nlohmann::json& options) {
-  return int8_tft_model(Int8Tft(models::tft_options_from_json(options)));
+std::unique_ptr<Model> make_int8_tft_model(const nlohmann::json& options) {
+  return int8_tft_model(Int8Tft(tft_options_from_json(options)));
 }
 
-std::unique_ptr<models::Model> int8_tft_model(Int8Tft net) {
+std::unique_ptr<Model> int8_tft_model(Int8Tft net) {
   return std::make_unique<Int8TftModel>(std::move(net));
 }
 
-}  // namespace foxhunt::quant
+}  // namespace foxhunt::models

@@ -1,5 +1,6 @@
 #pragma once
-// The int8 x int8 -> int32 product on any device (private to quant/).
+/// \file int8_gemm.h
+/// The int8 x int8 -> int32 product on any device (Int8Linear and the INT8 TFT's layers).
 #include <torch/torch.h>
 
 namespace foxhunt::quant::detail {
