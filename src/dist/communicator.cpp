@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "foxhunt/core/hash.h"
 #include "nccl_backend.h"
 
 namespace foxhunt::dist {
@@ -248,16 +249,12 @@ std::vector<std::vector<double>> Communicator::allgather(const std::vector<doubl
 // ---- weights ----------------------------------------------------------------------------------
 
 uint64_t weight_checksum(const std::vector<torch::Tensor>& tensors) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a offset basis
+  uint64_t h = kFnv1aOffset;
   for (const auto& t : tensors) {
     if (!t.defined()) continue;
     const auto c = t.detach().to(torch::kCPU).contiguous();
-    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
-    const size_t n = static_cast<size_t>(c.numel()) * c.element_size();
-    for (size_t i = 0; i < n; ++i) {
-      h ^= p[i];
-      h *= 1099511628211ULL;
-    }
+    h = fnv1a_64(static_cast<const unsigned char*>(c.data_ptr()),
+                 static_cast<size_t>(c.numel()) * c.element_size(), h);
   }
   return h;
 }
