@@ -603,5 +603,56 @@ TEST_F(DeskTest, PanelBacktestScoresEachSymbolAndAnEqualRiskPortfolio) {
   EXPECT_TRUE(j["portfolio"].contains("ensemble"));
 }
 
+// The equal-risk weights read each symbol's volatility from the bars before its first scored bar
+// only (no look-ahead): every bar from the first scored one on is changed, and the backtest
+// changes while the volatilities and weights stay the same to the bit.
+TEST_F(DeskTest, PanelBacktestWeightsUseOnlyTheBarsBeforeTheFirstScoredBar) {
+  const auto& panel = real_panel();
+  const auto bundles = seeded_bundles();
+  BacktestJob job;
+  job.data = "panel";
+  std::ostringstream log;
+  const auto run = run_panel_backtest(bundles, panel, job, log);
+  ASSERT_EQ(run.symbols.size(), 3u);
+  auto later = panel;
+  for (auto& ps : later.symbols) {
+    const auto& bars = ps.series.bars;
+    const int64_t first = run.runs.at(ps.symbol).first_timestamp;
+    // The sample standard deviation of the log returns that end before the first scored bar.
+    std::vector<double> r;
+    for (size_t i = 1; i < bars.size() && bars[i].timestamp < first; ++i)
+      r.push_back(std::log(bars[i].close / bars[i - 1].close));
+    ASSERT_GE(r.size(), 2u) << ps.symbol;
+    double mean = 0, ss = 0;
+    for (double x : r) mean += x;
+    mean /= static_cast<double>(r.size());
+    for (double x : r) ss += (x - mean) * (x - mean);
+    const double sigma = std::sqrt(ss / static_cast<double>(r.size() - 1));
+    EXPECT_NEAR(run.sigma.at(ps.symbol), sigma, 1e-12 * sigma) << ps.symbol;
+    // From the first scored bar on, every price scaled by 1.3 and 0.75 in turn: wild returns,
+    // the return into the first scored bar included.
+    int changed = 0;
+    for (auto& b : ps.series.bars)
+      if (b.timestamp >= first) {
+        const double f = changed++ % 2 == 0 ? 1.3 : 0.75;
+        b.open *= f;
+        b.high *= f;
+        b.low *= f;
+        b.close *= f;
+      }
+    ASSERT_GT(changed, 10) << ps.symbol;
+  }
+  const auto after = run_panel_backtest(bundles, later, job, log);
+  ASSERT_EQ(after.symbols, run.symbols);
+  for (const auto& sym : run.symbols) {
+    EXPECT_EQ(after.runs.at(sym).first_timestamp, run.runs.at(sym).first_timestamp) << sym;
+    EXPECT_EQ(after.sigma.at(sym), run.sigma.at(sym)) << sym;
+    EXPECT_EQ(after.weights.at(sym), run.weights.at(sym)) << sym;
+  }
+  // The change reached what is scored.
+  EXPECT_NE(after.portfolio.at("buy_and_hold").total_return,
+            run.portfolio.at("buy_and_hold").total_return);
+}
+
 }  // namespace
 }  // namespace foxhunt::serving
