@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <algorithm>
 #include <chrono>
 
 #include <fstream>
@@ -81,6 +82,13 @@ TEST(DistOptionsTest, BadValuesAreInputErrorsNamingTheOption) {
                                        "dist", {"master: ", "HOST:PORT", "localhost"});
   foxhunt::testing::expect_input_error([] { dist::validate(DistOptions().master("h:70000")); },
                                        "dist", {"[1, 65535]", "h:70000"});
+  // A host that does not resolve is refused at validation, before any socket (".invalid" never
+  // resolves: RFC 2606).
+  foxhunt::testing::expect_input_error(
+      [] { dist::validate(DistOptions().world_size(2).master("nowhere.invalid:29500")); }, "dist",
+      {"master: ", "'nowhere.invalid:29500'", "does not resolve"});
+  EXPECT_NO_THROW(dist::validate(DistOptions().master("localhost:29500")));
+  EXPECT_NO_THROW(dist::validate(DistOptions().master("[::1]:29500")));
   foxhunt::testing::expect_input_error([] { dist::validate(DistOptions().backend("mpi")); }, "dist",
                                        {"auto, gloo or nccl", "mpi"});
   foxhunt::testing::expect_input_error([] { dist::validate(DistOptions().timeout_s(0)); }, "dist",
@@ -569,6 +577,18 @@ TEST(DistCliTest, FlagsAreCheckedBeforeAnyRendezvous) {
   EXPECT_NE(r.err.find("train MODEL --nproc"), std::string::npos) << r.err;
   r = testing::run_cli("train mamba2 --nproc 2 --world-size 2");
   EXPECT_EQ(r.exit_code, 2);
+  // A master that does not resolve: one line naming it, exit 2, before any rendezvous (no c10d
+  // retries and warnings), for a rank of a multi-machine run and for local ranks alike.
+  for (const std::string ranks : {"--world-size 2 --rank 1", "--nproc 2"}) {
+    r = testing::run_cli("train mamba2 " + ranks +
+                         " --master nowhere.invalid:29500 --timeout 30 --progress off");
+    EXPECT_EQ(r.exit_code, 2) << ranks << ": " << r.err;
+    EXPECT_NE(r.err.find("master: host 'nowhere.invalid' of 'nowhere.invalid:29500' does not "
+                         "resolve"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 }  // namespace
