@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
 
 #include "command.h"
 #include "foxhunt/core/error.h"
@@ -18,12 +21,15 @@ namespace foxhunt::cli {
 namespace {
 
 // The first line of a stream followed by the rest of it: lets predict look at the header (is it
-// a panel?) and still stream a single series line by line from stdin.
+// a panel?) and still stream a single series line by line from stdin. It keeps the last
+// non-blank line of the rest it passed on (what the input's last bar was, once it has ended).
 class PrefixedBuf : public std::streambuf {
  public:
   PrefixedBuf(std::string prefix, std::streambuf* rest) : prefix_(std::move(prefix)), rest_(rest) {
     setg(prefix_.data(), prefix_.data(), prefix_.data() + prefix_.size());
   }
+  /// The last non-blank line passed on after the prefix ("" when none).
+  std::string last_line() const { return is_blank(line_) ? last_ : line_; }
 
  protected:
   int_type underflow() override {
@@ -31,15 +37,80 @@ class PrefixedBuf : public std::streambuf {
     const int_type c = rest_->sgetc();
     if (c == traits_type::eof()) return c;
     ch_ = traits_type::to_char_type(rest_->sbumpc());
+    if (ch_ == '\n') {
+      if (!is_blank(line_)) last_.swap(line_);
+      line_.clear();
+    } else {
+      line_ += ch_;
+    }
     setg(&ch_, &ch_, &ch_ + 1);
     return c;
   }
 
  private:
+  static bool is_blank(const std::string& s) {
+    return s.find_first_not_of(" \t\r") == std::string::npos;
+  }
   std::string prefix_;
   std::streambuf* rest_;
   char ch_ = 0;
+  std::string line_, last_;  // the line being passed on, the last complete non-blank one
 };
+
+// The last non-blank line of a seekable file, read backwards from its end; the read position is
+// restored. "" when the file has none or cannot seek.
+std::string last_line_of(std::istream& in) {
+  const auto here = in.tellg();
+  if (here < 0) return {};
+  in.seekg(0, std::ios::end);
+  std::streamoff pos = in.tellg();
+  std::string tail;
+  std::string line;
+  while (pos > 0) {
+    const std::streamoff n = std::min<std::streamoff>(pos, 4096);
+    pos -= n;
+    std::string chunk(static_cast<size_t>(n), '\0');
+    in.seekg(pos);
+    in.read(chunk.data(), n);
+    tail.insert(0, chunk);
+    const auto end = tail.find_last_not_of(" \t\r\n");
+    if (end == std::string::npos) {
+      tail.clear();  // only blanks so far
+      continue;
+    }
+    const auto nl = tail.rfind('\n', end);
+    if (nl != std::string::npos || pos == 0) {
+      const size_t begin = nl == std::string::npos ? 0 : nl + 1;
+      line = tail.substr(begin, end + 1 - begin);
+      break;
+    }
+  }
+  in.clear();
+  in.seekg(here);
+  return line;
+}
+
+// The timestamp of the bar on `last` (a line of the CSV whose lines up to its header are
+// `head`); none when it holds no bar or does not parse (the stream then says why, at its line).
+std::optional<int64_t> last_bar_time(const std::string& head, const std::string& last,
+                                     const std::string& source) {
+  try {
+    data::BarCsvReader reader(source);
+    std::istringstream lines(head);
+    std::string line;
+    while (std::getline(lines, line)) (void)reader.read_line(line);
+    if (const auto bar = reader.read_line(last)) return bar->timestamp;
+  } catch (const InputError&) {
+  }
+  return std::nullopt;
+}
+
+// --from after the data's last bar would print nothing: refused, naming both times.
+void check_from(int64_t from, std::optional<int64_t> last, const std::string& source) {
+  FOXHUNT_CHECK(!last || *last >= from, "predict", "--from ", data::format_timestamp(from),
+                " is after the last bar of ", source, " (", data::format_timestamp(*last),
+                "): nothing to print; expected a time at or before it");
+}
 
 struct PredictArgs {
   /// The command's line in `foxhunt --help`.
@@ -67,6 +138,8 @@ int predict_panel(const PredictArgs& a, const std::string& text, const std::stri
   po.from = from;
   if (!a.shard.empty()) po.shard = serving::parse_shard(a.shard, "--shard");
   const auto panel = data::parse_panel_csv(text, source);
+  if (from != INT64_MIN && !panel.timestamps.empty())
+    check_from(from, panel.timestamps.back(), source);
   serving::DeskOptions dopt;
   dopt.parallel = !a.serial;
   serving::Desk desk(std::move(bundles), rule, dopt);
@@ -161,6 +234,9 @@ Registrar registered_predict = subcommand<PredictArgs>(
                       "--shard: expected a panel (a CSV with a symbol column), got a single "
                       "series in ",
                       source);
+        // A file is checked before any bar is fed; stdin, once it has ended.
+        if (from != INT64_MIN && a->data != "-")
+          check_from(from, last_bar_time(first, last_line_of(file), source), source);
         PrefixedBuf buf(first, in->rdbuf());
         std::istream joined(&buf);
         in = &joined;
@@ -178,15 +254,18 @@ Registrar registered_predict = subcommand<PredictArgs>(
         so.source = source;
         so.skip_bad = a->skip_bad;
         so.from = from;
-        if (!a->json) {
-          std::printf("%-20s %12s", "time", "close");
-          for (const auto& m : ensemble.model_names()) std::printf(" %8s", m.c_str());
-          std::printf(" %9s %10s\n", "decision", "latency_us");
-        }
+        // The table's header goes out with its first row: nothing is printed when no bar is.
+        bool header = a->json;
         const auto print = [&](const data::Bar& bar, const serving::BarDecision& d) {
           if (a->json) {
             std::cout << serving::to_json(d).dump() << '\n';
             return;
+          }
+          if (!header) {
+            header = true;
+            std::printf("%-20s %12s", "time", "close");
+            for (const auto& m : ensemble.model_names()) std::printf(" %8s", m.c_str());
+            std::printf(" %9s %10s\n", "decision", "latency_us");
           }
           std::printf("%-20s %12.6g", data::format_timestamp(d.timestamp).c_str(), bar.close);
           for (const auto& s : d.signals) {
@@ -218,6 +297,8 @@ Registrar registered_predict = subcommand<PredictArgs>(
         };
         const auto stats = serving::stream_bars(ensemble, *in, so, print, warn);
         std::cout.flush();
+        if (from != INT64_MIN && stats.reported == 0)
+          check_from(from, last_bar_time(first, buf.last_line(), source), source);
         std::fprintf(stderr,
                      "foxhunt: %lld bars (%lld printed, %lld skipped); latency per bar p50 %.1f "
                      "us, p99 %.1f us\n",

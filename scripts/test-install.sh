@@ -24,10 +24,18 @@ run "$fh" data generate --bars 1500 --seed 3 --out "$tmp/train.csv"
 run "$fh" train all --data "$tmp/train.csv" --steps 256 --epochs 1 --eval-episodes 0 \
   --progress off --out "$tmp/bundles"
 run "$fh" data generate --bars 400 --seed 4 --start 1800000000 --out "$tmp/live.csv"
-# Without a dead band and with a large gain, briefly trained models move the position: the
-# comparison below then compares something.
-echo '{"dead_band": 0.0, "forecast_gain": 50.0}' > "$tmp/rule.json"
+# Without a dead band, and with the forecasters taking their full size at a small edge (the
+# default "distribution" rule's gain is 1 / full_edge; forecast_gain is the "median" rule's),
+# briefly trained models move the position: the comparison below then compares something.
+echo '{"dead_band": 0.0, "full_edge": 0.02}' > "$tmp/rule.json"
 "$tmp/embed/embed" "$tmp/bundles" "$tmp/live.csv" "$tmp/rule.json" > "$tmp/decisions.txt"
+# ... and the rule's gain is read: at the default full_edge the decisions differ.
+echo '{"dead_band": 0.0}' > "$tmp/rule-default-edge.json"
+"$tmp/embed/embed" "$tmp/bundles" "$tmp/live.csv" "$tmp/rule-default-edge.json" > "$tmp/default-edge.txt"
+if cmp -s "$tmp/decisions.txt" "$tmp/default-edge.txt"; then
+  echo "full_edge 0.02 and the default 0.1 gave the same decisions: the rule does not read it" >&2
+  exit 1
+fi
 lines=$(wc -l < "$tmp/decisions.txt")
 test "$lines" -eq 400 || { echo "expected 400 decisions, got $lines" >&2; exit 1; }
 # The same decisions as the CLI's predict (one code path).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -32,6 +33,22 @@ TEST(CliTest, UnknownFlagExits2WithOneLine) {
   EXPECT_TRUE(r.out.empty());
   EXPECT_NE(r.err.find("--bogus"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// train all on a file too short to split: one line naming the file and the bars it needs, exit
+// 2, before any model starts (no model directory is made).
+TEST(CliTest, TrainAllOnTooFewBarsNamesTheFile) {
+  foxhunt::testing::TempDir tmp;
+  const auto csv = tmp.file("short.csv");
+  ASSERT_EQ(run_cli("data generate --bars 200 --out " + csv).exit_code, 0);
+  const auto out = tmp.path() / "ens";
+  const auto r = run_cli("train all --data " + csv + " --progress off --out " + out.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("'" + csv + "': need more than warmup + 2 = 258 bars"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("got 200"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out / "dqn"));
 }
 
 TEST(CliTest, UnknownSubcommandExits2) {

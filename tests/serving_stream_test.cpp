@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -179,6 +180,51 @@ TEST_F(ServingTest, PredictJsonLinesParse) {
                       " --json --skip-bad-bars --from " + std::to_string(from));
   EXPECT_EQ(skip.exit_code, 0) << skip.err;
   EXPECT_NE(skip.err.find("skipped"), std::string::npos) << skip.err;
+}
+
+// --from after the data's last bar would print nothing: exit 2 with one line naming the time and
+// the last bar, and nothing on stdout; from a file before any bar is fed, from stdin once it has
+// ended.
+TEST_F(ServingTest, PredictFromAfterTheLastBarIsRefusedNamingBoth) {
+  TempDir tmp;
+  const std::string dir = saved_fresh_bundles(tmp, 700);
+  const auto series = bars(30, 17);
+  const std::string csv = live_csv(tmp, series);
+  const int64_t last = series.bars.back().timestamp;
+  const std::string late = " --from " + std::to_string(last + 86400);
+  const auto expect_refused = [&](const foxhunt::testing::CliResult& r, const std::string& source,
+                                  const std::string& what) {
+    EXPECT_EQ(r.exit_code, 2) << what << ": " << r.err;
+    EXPECT_EQ(r.out, "") << what;
+    EXPECT_NE(
+        r.err.find("--from " + data::format_timestamp(last + 86400) + " is after the last bar of " +
+                   source + " (" + data::format_timestamp(last) + ")"),
+        std::string::npos)
+        << what << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": " << r.err;
+  };
+  for (const std::string mode : {"", " --json"}) {
+    expect_refused(run_cli("predict --bundles " + dir + " --data " + csv + mode + late), csv,
+                   "file" + mode);
+    expect_refused(run_cli("predict --bundles " + dir + " --data - " + mode + late + " < " + csv),
+                   "stdin", "stdin" + mode);
+  }
+  // From a file, before any bar is fed: a malformed line in the middle is never reached.
+  const std::string text = read_file(csv);
+  size_t cut = 0;
+  for (int line = 0; line < 10; ++line) cut = text.find('\n', cut) + 1;
+  const std::string broken = tmp.file("broken.csv");
+  {
+    std::ofstream out(broken);
+    out << text.substr(0, cut) << "oops\n" << text.substr(cut);
+  }
+  expect_refused(run_cli("predict --bundles " + dir + " --data " + broken + late), broken,
+                 "broken file");
+  // At the last bar itself: its decision.
+  const auto at = run_cli("predict --bundles " + dir + " --data " + csv + " --json --from " +
+                          std::to_string(last));
+  EXPECT_EQ(at.exit_code, 0) << at.err;
+  EXPECT_EQ(std::count(at.out.begin(), at.out.end(), '\n'), 1) << at.out;
 }
 
 TEST_F(ServingTest, StreamBarsSkipsOrStopsAtABadBarAndReportsFromATime) {

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -397,9 +399,20 @@ TEST_F(ServingTest, ConcurrentEnsembleEqualsSerialBitForBit) {
   serial.set_parallel(false);
   const auto series = bars(380, 11);
   int64_t ready = 0;
+  std::map<std::string, std::vector<double>> times;  // per model, over the bars all are ready
   for (const auto& bar : series.bars) {
     const auto a = parallel.on_bar(bar);
     const auto b = serial.on_bar(bar);
+    if (std::all_of(a.signals.begin(), a.signals.end(), [](auto& s) { return s.ready; })) {
+      // What the scheduler guarantees: the next bar hands out first the model that took longest
+      // on this one (ties: the earlier model).
+      const auto longest = std::max_element(
+          a.signals.begin(), a.signals.end(),
+          [](const auto& x, const auto& y) { return x.latency_us < y.latency_us; });
+      const auto order = parallel.dispatch_order();
+      EXPECT_EQ(order.front(), longest->model) << bar.timestamp;
+      for (const auto& s : a.signals) times[s.model].push_back(s.latency_us);
+    }
     ASSERT_EQ(a.decision, b.decision) << bar.timestamp;
     ASSERT_EQ(a.signals.size(), b.signals.size());
     for (size_t i = 0; i < a.signals.size(); ++i) {
@@ -411,9 +424,21 @@ TEST_F(ServingTest, ConcurrentEnsembleEqualsSerialBitForBit) {
   }
   // TFT (window 60) is ready from bar 256 + 60 on.
   EXPECT_EQ(ready, 380 - (256 + 60 - 1));
-  // The costliest model per bar, the TFT, is handed to the threads first (longest task first);
-  // before any bar the bundles' own order stands, where it is last.
-  EXPECT_EQ(parallel.dispatch_order().front(), "tft");
+  // The costliest model is the TFT. One bar's wall times are noise on a loaded machine (the
+  // scheduler reacts to them, as checked above), so this reads the median over the 65 ready
+  // bars.
+  ASSERT_EQ(times.size(), 4u);
+  std::string costliest;
+  double worst = -1;
+  for (auto& [model, t] : times) {
+    std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
+    if (t[t.size() / 2] > worst) {
+      worst = t[t.size() / 2];
+      costliest = model;
+    }
+  }
+  EXPECT_EQ(costliest, "tft");
+  // Before any bar the bundles' own order stands, where the TFT is last.
   EXPECT_EQ(Ensemble(fresh_bundles(ds)).dispatch_order().back(), "tft");
 }
 

@@ -30,14 +30,20 @@ const BarRange& SplitRanges::get(Split split) const {
   return train;
 }
 
-SplitRanges chronological_split(int64_t num_bars, int64_t warmup, const SplitOptions& o) {
+namespace {
+
+// chronological_split; `source` ("" for none) names the bars in errors.
+SplitRanges split_bars(int64_t num_bars, int64_t warmup, const SplitOptions& o,
+                       const std::string& source) {
+  const std::string where = source.empty() ? std::string() : "'" + source + "': ";
   FOXHUNT_CHECK(o.train > 0 && o.validation >= 0 && o.test >= 0 &&
                     std::abs(o.train + o.validation + o.test - 1.0) < 1e-6,
                 kDatasetComponent, "split fractions must be >= 0 (train > 0) and sum to 1, got ",
                 o.train, " + ", o.validation, " + ", o.test);
   FOXHUNT_CHECK(warmup >= 0, kDatasetComponent, "warmup must be >= 0, got ", warmup);
-  FOXHUNT_CHECK(num_bars > warmup + 2, kDatasetComponent,
-                "need more than warmup + 2 = ", warmup + 2, " bars to split, got ", num_bars);
+  FOXHUNT_CHECK(num_bars > warmup + 2, kDatasetComponent, where,
+                "need more than warmup + 2 = ", warmup + 2,
+                " bars to split into training, validation and test, got ", num_bars);
   const int64_t usable = num_bars - warmup;
   const auto n_train = static_cast<int64_t>(std::floor(static_cast<double>(usable) * o.train));
   const auto n_val = static_cast<int64_t>(std::floor(static_cast<double>(usable) * o.validation));
@@ -47,9 +53,19 @@ SplitRanges chronological_split(int64_t num_bars, int64_t warmup, const SplitOpt
   s.test = {s.validation.end, num_bars};
   FOXHUNT_CHECK(s.train.size() > 0 && (o.validation == 0 || s.validation.size() > 0) &&
                     (o.test == 0 || s.test.size() > 0),
-                kDatasetComponent, "series of ", num_bars, " bars (", usable,
+                kDatasetComponent, where, "series of ", num_bars, " bars (", usable,
                 " after warm-up) is too short for split ", o.train, "/", o.validation, "/", o.test);
   return s;
+}
+
+}  // namespace
+
+SplitRanges chronological_split(int64_t num_bars, int64_t warmup, const SplitOptions& o) {
+  return split_bars(num_bars, warmup, o, "");
+}
+
+SplitRanges chronological_split(const BarSeries& series, int64_t warmup, const SplitOptions& o) {
+  return split_bars(series.size(), warmup, o, series.source);
 }
 
 SplitCuts panel_split_cuts(const Panel& panel, int64_t warmup, const SplitOptions& o) {
@@ -117,7 +133,7 @@ MarketDataset::MarketDataset(BarSeries series, DatasetOptions options)
                 kDatasetComponent, "target_scale must be > 0, got ", options_.target_scale);
   validate_bars(series_);
   splits_ = options_.cuts ? split_at_cuts(series_, options_.warmup, *options_.cuts)
-                          : chronological_split(series_.size(), options_.warmup, options_.split);
+                          : chronological_split(series_, options_.warmup, options_.split);
   raw_ = compute_observed_features(series_);
   calendar_ = compute_calendar_features(series_);
   // Statistics from training rows only: later bars must not shape the inputs of earlier ones.

@@ -9,12 +9,16 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "foxhunt/core/hash.h"
 #include "nccl_backend.h"
 
 namespace foxhunt::dist {
@@ -36,6 +40,20 @@ std::string first_line(const char* what) {
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+// Refuses a host that does not resolve (getaddrinfo, as the rendezvous will), before c10d is
+// touched: its TCPStore client would retry and warn for the whole timeout first.
+void check_resolves(const std::string& host, const std::string& text, const std::string& flag) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found) ::freeaddrinfo(found);
+  FOXHUNT_CHECK(rc == 0, kCommunicatorComponent, flag, ": host '", host, "' of '", text,
+                "' does not resolve (", ::gai_strerror(rc),
+                "); expected the name or address of rank 0's machine");
 }
 }  // namespace
 
@@ -69,7 +87,7 @@ void validate(const DistOptions& o) {
                 o.world_size());
   FOXHUNT_CHECK(o.rank() >= 0 && o.rank() < o.world_size(), kCommunicatorComponent,
                 "rank: expected a rank in [0, ", o.world_size(), "), got ", o.rank());
-  parse_host_port(o.master(), "master");
+  check_resolves(parse_host_port(o.master(), "master").first, o.master(), "master");
   FOXHUNT_CHECK(o.backend() == "auto" || o.backend() == "gloo" || o.backend() == "nccl",
                 kCommunicatorComponent, "backend: expected auto, gloo or nccl, got '", o.backend(),
                 "'");
@@ -248,16 +266,12 @@ std::vector<std::vector<double>> Communicator::allgather(const std::vector<doubl
 // ---- weights ----------------------------------------------------------------------------------
 
 uint64_t weight_checksum(const std::vector<torch::Tensor>& tensors) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a offset basis
+  uint64_t h = kFnv1aOffset;
   for (const auto& t : tensors) {
     if (!t.defined()) continue;
     const auto c = t.detach().to(torch::kCPU).contiguous();
-    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
-    const size_t n = static_cast<size_t>(c.numel()) * c.element_size();
-    for (size_t i = 0; i < n; ++i) {
-      h ^= p[i];
-      h *= 1099511628211ULL;
-    }
+    h = fnv1a_64(static_cast<const unsigned char*>(c.data_ptr()),
+                 static_cast<size_t>(c.numel()) * c.element_size(), h);
   }
   return h;
 }

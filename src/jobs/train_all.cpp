@@ -46,9 +46,8 @@ nlohmann::json fit_ensemble_rule(const std::string& dir, const data::MarketData&
     std::optional<data::SplitCuts> cuts;
     if (bars.is_panel()) cuts = data::panel_split_cuts(*bars.panel, options.warmup, options.split);
     for (const auto& [symbol, series] : instruments) {
-      const auto ranges =
-          cuts ? data::split_at_cuts(*series, options.warmup, *cuts)
-               : data::chronological_split(series->size(), options.warmup, options.split);
+      const auto ranges = cuts ? data::split_at_cuts(*series, options.warmup, *cuts)
+                               : data::chronological_split(*series, options.warmup, options.split);
       const auto& b = series->bars;
       segments.push_back({bars.is_panel() ? serving::select_instrument(bundles, symbol) : bundles,
                           series, b.at(static_cast<size_t>(ranges.validation.begin)).timestamp,
@@ -85,6 +84,14 @@ TrainAllSummary run_train_all(const TrainJob& base) {
   std::filesystem::remove(serving::BundleDirectory(all.out).rule_path());
   // The series is read once: every model trains on these bars and the rule is fitted on them.
   const auto bars = data::load_market_data(base.data);
+  {
+    // Too few bars to split are refused before any model starts (the error names the file).
+    const data::DatasetOptions split;
+    if (bars.is_panel())
+      (void)data::panel_split_cuts(*bars.panel, split.warmup, split.split);
+    else
+      (void)data::chronological_split(bars.series, split.warmup, split.split);
+  }
   for (const auto& name : trainable_models()) {
     TrainJob job = base;
     job.model = name;

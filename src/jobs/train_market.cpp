@@ -107,9 +107,8 @@ Market load_market(const TrainJob& job, const ResumedCheckpoint* resumed,
   const size_t n = series.size();
   std::vector<data::SplitRanges> ranges;
   for (const auto& s : series)
-    ranges.push_back(options.cuts
-                         ? data::split_at_cuts(s, options.warmup, *options.cuts)
-                         : data::chronological_split(s.size(), options.warmup, options.split));
+    ranges.push_back(options.cuts ? data::split_at_cuts(s, options.warmup, *options.cuts)
+                                  : data::chronological_split(s, options.warmup, options.split));
   std::vector<double> scales(n, 1.0);
   std::optional<std::map<std::string, double>> selection;
   if (scale_targets) {

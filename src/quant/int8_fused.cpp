@@ -182,6 +182,7 @@ bool cpu_has_vnni() {
 #endif
 
 std::atomic<bool> g_vnni_enabled{true};
+std::atomic<int64_t> g_vsn_calls{0}, g_lstm_calls{0};
 
 bool use_vnni() {
   return int8_vnni_available() && g_vnni_enabled.load(std::memory_order_relaxed);
@@ -261,6 +262,7 @@ void vsn_weighted_grns_int8(const VsnInt8Weights& p, const float* x, const float
   FOXHUNT_INTERNAL_ASSERT(
       p.inner > 0 && p.inner <= kMaxInt8VsnInner && p.hidden > 0 && p.hidden <= kMaxInt8VsnHidden,
       "int8 vsn kernel widths");
+  g_vsn_calls.fetch_add(1, std::memory_order_relaxed);
   if (n <= 0) return;
   const int64_t v = p.variables, h = p.hidden;
   const int64_t np = (n + kLanes - 1) / kLanes * kLanes;
@@ -293,6 +295,11 @@ bool set_int8_vnni(bool enabled) {
   return g_vnni_enabled.exchange(enabled, std::memory_order_relaxed);
 }
 
+Int8FusedCalls int8_fused_calls() {
+  return {g_vsn_calls.load(std::memory_order_relaxed),
+          g_lstm_calls.load(std::memory_order_relaxed)};
+}
+
 int64_t int8_lstm_scratch_floats(int64_t hidden) {
   return 4 * hidden * hidden + 4 * hidden + hidden;
 }
@@ -300,6 +307,7 @@ int64_t int8_lstm_scratch_floats(int64_t hidden) {
 void int8_lstm_recurrence(const float* gx, const int8_t* codes, const float* scale,
                           float input_scale, int64_t batch, int64_t steps, int64_t hidden, float* h,
                           float* c, float* out, float* scratch) {
+  g_lstm_calls.fetch_add(1, std::memory_order_relaxed);
   const int64_t g = 4 * hidden;
   float* w = scratch;  // the codes as floats: integer products, summed exactly
   for (int64_t i = 0; i < hidden * g; ++i) w[i] = static_cast<float>(codes[i]);

@@ -11,6 +11,7 @@
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/hash.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/precisions.h"
@@ -45,12 +46,7 @@ namespace {
 constexpr const char* kBundleComponent = "bundle";
 
 uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
+  return fnv1a_64(static_cast<const unsigned char*>(data), n, h);
 }
 
 }  // namespace
@@ -63,7 +59,7 @@ DataFingerprint fingerprint(const data::BarSeries& series) {
     f.first_timestamp = series.bars.front().timestamp;
     f.last_timestamp = series.bars.back().timestamp;
   }
-  uint64_t h = 0xcbf29ce484222325ull;
+  uint64_t h = kFnv1aOffset;
   for (const auto& b : series.bars) {
     h = fnv1a(h, &b.timestamp, sizeof(b.timestamp));
     for (double v : {b.open, b.high, b.low, b.close, b.volume}) h = fnv1a(h, &v, sizeof(v));
@@ -80,7 +76,7 @@ DataFingerprint fingerprint(const data::Panel& panel) {
     f.first_timestamp = panel.timestamps.front();
     f.last_timestamp = panel.timestamps.back();
   }
-  uint64_t h = 0xcbf29ce484222325ull;
+  uint64_t h = kFnv1aOffset;
   for (const auto& ps : panel.symbols) {
     h = fnv1a(h, ps.symbol.data(), ps.symbol.size() + 1);  // the terminating 0 separates names
     const auto one = fingerprint(ps.series);

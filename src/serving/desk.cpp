@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/hash.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/streaming.h"
 #include "model_inputs.h"
@@ -109,12 +110,7 @@ nlohmann::json to_json(const InstrumentDecision& d) {
 
 int64_t symbol_shard(const std::string& symbol, int64_t shards) {
   FOXHUNT_CHECK(shards >= 1, kDeskComponent, "shards: expected >= 1, got ", shards);
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : symbol) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return static_cast<int64_t>(h % static_cast<uint64_t>(shards));
+  return static_cast<int64_t>(fnv1a_64(symbol) % static_cast<uint64_t>(shards));
 }
 
 struct Desk::Impl {

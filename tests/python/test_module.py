@@ -32,9 +32,11 @@ def work(tmp_path_factory):
     return d
 
 
-# Untrained-looking bundles give tiny signals: without a dead band and with a large gain the
-# decisions move, so that comparing them compares something.
-RULE = {"dead_band": 0.0, "forecast_gain": 50.0}
+# Briefly trained bundles give tiny signals: without a dead band, and with the forecasters taking
+# their full size at a small edge, the decisions move, so that comparing them compares something.
+# The default rule ("distribution", serving.h) sizes a forecaster's signal by full_edge (its gain
+# is 1 / full_edge); forecast_gain is read only by the older "median" rule.
+RULE = {"dead_band": 0.0, "full_edge": 0.02}
 
 
 def cli_decisions(bundles, data, rule_file=None):
@@ -59,6 +61,17 @@ def test_python_and_cli_give_identical_decisions(work):
     for m in ens.models:
         want = [math.nan if d["signals"][m] is None else d["signals"][m] for d in ref]
         np.testing.assert_array_equal(got["signals"][m], want)
+    # The gain took effect: the forecasters' signals are larger than under the default full_edge
+    # (0.1), five times so where neither is clipped at the full size.
+    default_edge = foxhunt.Ensemble(work / "b", rule={"dead_band": 0.0}).run(
+        foxhunt.read_bars(work / "live.csv"))
+    for m in ("mamba2", "tft"):
+        big, small = np.asarray(got["signals"][m]), np.asarray(default_edge["signals"][m])
+        ready = ~np.isnan(big)
+        assert np.count_nonzero(ready) > 50, m
+        larger = np.abs(big[ready]) > np.abs(small[ready]) + 1e-12
+        assert 2 * np.count_nonzero(larger) > np.count_nonzero(ready), m
+        assert np.all(np.abs(big[ready]) >= np.abs(small[ready]) - 1e-12), m
     # Warm-up: NaN signals, then every model ready.
     assert math.isnan(got["signals"]["tft"][0]) and not math.isnan(got["signals"]["tft"][-1])
     assert abs(ens.position - got["decision"][-1]) < 1e-15

@@ -61,6 +61,9 @@ struct SplitRanges {
 /// Splits bars [warmup, num_bars) chronologically. Throws InputError for bad fractions or when a
 /// split would be empty.
 SplitRanges chronological_split(int64_t num_bars, int64_t warmup, const SplitOptions& options = {});
+/// chronological_split of `series`'s bars; its errors name `series.source` (the file).
+SplitRanges chronological_split(const BarSeries& series, int64_t warmup,
+                                const SplitOptions& options = {});
 
 /// Cut dates shared by every instrument of a panel (Unix seconds): an instrument's validation
 /// split starts at its first bar at or after `validation_begin` and its test split at its first

@@ -31,8 +31,8 @@ struct DistOptions {
   TORCH_ARG(int64_t, check_interval) = 100;
 };
 
-/// Throws InputError unless the options are usable (rank in range, HOST:PORT, backend name,
-/// positive timeout and bucket size).
+/// Throws InputError unless the options are usable (rank in range, HOST:PORT whose host resolves,
+/// backend name, positive timeout and bucket size). Touches no socket besides the name lookup.
 void validate(const DistOptions& o);
 /// The options as JSON (for summaries and checkpoints).
 nlohmann::json to_json(const DistOptions& o);

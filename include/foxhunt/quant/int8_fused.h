@@ -49,6 +49,14 @@ bool int8_vnni_available();
 /// (tests compare the two paths).
 bool set_int8_vnni(bool enabled);
 
+/// Calls of the two fused kernels since the process started: tests read them to tell which path
+/// a forward took (the fused kernels and the layer-by-layer path may give the same floats).
+struct Int8FusedCalls {
+  int64_t vsn = 0;   ///< vsn_weighted_grns_int8
+  int64_t lstm = 0;  ///< int8_lstm_recurrence
+};
+Int8FusedCalls int8_fused_calls();
+
 /// Scratch floats int8_lstm_recurrence needs for hidden width H.
 int64_t int8_lstm_scratch_floats(int64_t hidden);
 

@@ -146,8 +146,8 @@ class Desk {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Stable shard of a symbol: FNV-1a 64 of its bytes modulo `shards` (the same on every machine
-/// and run). Throws InputError unless shards >= 1.
+/// Stable shard of a symbol: FNV-1a 64 of its bytes (core/hash.h) modulo `shards` (the same on
+/// every machine and run). Throws InputError unless shards >= 1.
 int64_t symbol_shard(const std::string& symbol, int64_t shards);
 
 }  // namespace foxhunt::serving
