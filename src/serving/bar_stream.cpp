@@ -82,8 +82,8 @@ StreamStats stream_source(Desk& desk, BarSource& source, const StreamOptions& op
   return stats;
 }
 
-BarStreamStats stream_bars(Ensemble& ensemble, std::istream& in, const BarStreamOptions& options,
-                           const DecisionSink& on_decision, const SkipSink& on_skip) {
+StreamStats stream_bars(Ensemble& ensemble, std::istream& in, const BarStreamOptions& options,
+                        const DecisionSink& on_decision, const SkipSink& on_skip) {
   CsvBarSource source(in, options.source, ensemble.symbol());
   const auto sink = [&](const std::vector<SymbolBar>& bars,
                         const std::vector<InstrumentDecision>& decisions) {
@@ -111,9 +111,8 @@ Shard parse_shard(const std::string& text, const std::string& what) {
   return s;
 }
 
-PanelStreamStats stream_panel(Desk& desk, const data::Panel& panel,
-                              const PanelStreamOptions& options,
-                              const TimestampSink& on_timestamp) {
+StreamStats stream_panel(Desk& desk, const data::Panel& panel, const PanelStreamOptions& options,
+                         const TimestampSink& on_timestamp) {
   const Shard shard = options.shard;
   FOXHUNT_CHECK(shard.count >= 1 && shard.index >= 0 && shard.index < shard.count, "predict",
                 "shard: expected K/N with 0 <= K < N, got ", shard.index, "/", shard.count);

@@ -116,17 +116,14 @@ struct BarStreamOptions : StreamOptions {
   /// The input's name in messages ("stdin", a path).
   std::string source = "stdin";
 };
-/// What a stream of one series did (bars == timestamps).
-using BarStreamStats = StreamStats;
-
 /// Called for each reported decision with its bar.
 using DecisionSink = std::function<void(const data::Bar&, const BarDecision&)>;
 
 /// stream_source on the ensemble's desk of one and a CsvBarSource of `in` (a bars CSV, header
 /// first): an invalid bar is an InputError "[predict] SOURCE:LINE: ..." unless
 /// `options.skip_bad`. InputError when the input holds no bar.
-BarStreamStats stream_bars(Ensemble& ensemble, std::istream& in, const BarStreamOptions& options,
-                           const DecisionSink& on_decision, const SkipSink& on_skip = nullptr);
+StreamStats stream_bars(Ensemble& ensemble, std::istream& in, const BarStreamOptions& options,
+                        const DecisionSink& on_decision, const SkipSink& on_skip = nullptr);
 
 /// Which of a panel's symbols a process serves: those whose symbol_shard(symbol, count) is
 /// `index` (desk.h). {0, 1} serves every symbol.
@@ -142,16 +139,13 @@ struct PanelStreamOptions : StreamOptions {
   /// The symbols to serve.
   Shard shard;
 };
-/// What a panel stream did.
-using PanelStreamStats = StreamStats;
-
 /// Called for each timestamp with its reported decisions (one per served symbol with a bar, in
 /// the panel's symbol order; never empty).
 using TimestampSink = std::function<void(int64_t, const std::vector<InstrumentDecision>&)>;
 
 /// stream_source on `desk` and a PanelBarSource of the shard's symbols. InputError when the
 /// shard holds no symbol.
-PanelStreamStats stream_panel(Desk& desk, const data::Panel& panel,
-                              const PanelStreamOptions& options, const TimestampSink& on_timestamp);
+StreamStats stream_panel(Desk& desk, const data::Panel& panel, const PanelStreamOptions& options,
+                         const TimestampSink& on_timestamp);
 
 }  // namespace foxhunt::serving
