@@ -58,6 +58,7 @@ StreamStats stream_source(Desk& desk, BarSource& source, const StreamOptions& op
     std::vector<InstrumentDecision> decisions;
     try {
       if (!source.next(bars)) break;
+      if (bars.empty()) continue;  // a source may hand out a timestamp without bars
       // The desk checks every bar before any state changes: a rejected one changes nothing.
       decisions = desk.on_timestamp(bars.front().bar.timestamp, bars);
     } catch (const InputError& e) {
@@ -89,7 +90,10 @@ StreamStats stream_bars(Ensemble& ensemble, std::istream& in, const BarStreamOpt
                         const std::vector<InstrumentDecision>& decisions) {
     if (on_decision) on_decision(bars.front().bar, decisions.front().decision);
   };
-  return stream_source(ensemble.desk(), source, options, sink, on_skip);
+  StreamOptions o;
+  o.skip_bad = options.skip_bad;
+  o.from = options.from;
+  return stream_source(ensemble.desk(), source, o, sink, on_skip);
 }
 
 Shard parse_shard(const std::string& text, const std::string& what) {
@@ -125,7 +129,9 @@ StreamStats stream_panel(Desk& desk, const data::Panel& panel, const PanelStream
                         const std::vector<InstrumentDecision>& decisions) {
     if (on_timestamp) on_timestamp(bars.front().bar.timestamp, decisions);
   };
-  return stream_source(desk, source, options, sink);
+  StreamOptions o;
+  o.from = options.from;
+  return stream_source(desk, source, o, sink);
 }
 
 }  // namespace foxhunt::serving

@@ -111,11 +111,16 @@ using SkipSink = std::function<void(const std::string&)>;
 StreamStats stream_source(Desk& desk, BarSource& source, const StreamOptions& options,
                           const StreamSink& on_decisions, const SkipSink& on_skip = nullptr);
 
-/// How stream_bars treats its input.
-struct BarStreamOptions : StreamOptions {
+/// How stream_bars treats its input (StreamOptions with the input's name).
+struct BarStreamOptions {
   /// The input's name in messages ("stdin", a path).
   std::string source = "stdin";
+  /// StreamOptions::skip_bad.
+  bool skip_bad = false;
+  /// StreamOptions::from.
+  int64_t from = std::numeric_limits<int64_t>::min();
 };
+
 /// Called for each reported decision with its bar.
 using DecisionSink = std::function<void(const data::Bar&, const BarDecision&)>;
 
@@ -135,10 +140,13 @@ struct Shard {
 Shard parse_shard(const std::string& text, const std::string& what);
 
 /// How stream_panel treats its input.
-struct PanelStreamOptions : StreamOptions {
+struct PanelStreamOptions {
+  /// StreamOptions::from.
+  int64_t from = std::numeric_limits<int64_t>::min();
   /// The symbols to serve.
   Shard shard;
 };
+
 /// Called for each timestamp with its reported decisions (one per served symbol with a bar, in
 /// the panel's symbol order; never empty).
 using TimestampSink = std::function<void(int64_t, const std::vector<InstrumentDecision>&)>;
