@@ -167,8 +167,8 @@ int predict_panel(const PredictArgs& a, const std::string& text, const std::stri
                "foxhunt: %lld instruments, %lld timestamps, %lld instrument-bars (%lld printed); "
                "latency per timestamp p50 %.1f us, p99 %.1f us\n",
                static_cast<long long>(stats.instruments), static_cast<long long>(stats.timestamps),
-               static_cast<long long>(stats.instrument_bars),
-               static_cast<long long>(stats.reported), stats.latency_us.p50, stats.latency_us.p99);
+               static_cast<long long>(stats.bars), static_cast<long long>(stats.reported),
+               stats.latency_us.p50, stats.latency_us.p99);
   return 0;
 }
 

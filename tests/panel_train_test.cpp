@@ -19,8 +19,10 @@
 #include "foxhunt/jobs/train_job.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/serving/backtest.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/desk.h"
+#include "foxhunt/serving/panel_backtest.h"
 #include "foxhunt/serving/serving.h"
 #include "foxhunt/train/batches.h"
 #include "foxhunt/train/market_sources.h"
@@ -297,6 +299,48 @@ TEST(PanelBundle, RoundTripsEveryInstrumentAndServesOnlyItsSymbols) {
   // A single-instrument runtime refuses a panel bundle none was selected for.
   EXPECT_THROW(serving::Ensemble(std::vector<serving::Bundle>{b}), InputError);
   EXPECT_NO_THROW(serving::Ensemble(std::vector<serving::Bundle>{sel}));
+}
+
+// A panel backtest streams every symbol at once, yet each symbol's run is its single-series
+// backtest with the bundles selected for it, bit for bit: also when the instruments' training
+// data give them different training ends and bar rates (each symbol then its own desks).
+TEST(PanelBundle, PanelBacktestEqualsEachSymbolsSingleSeriesBacktest) {
+  const auto p = small_panel();
+  auto bundles = panel_bundles(p);
+  for (auto& b : bundles)
+    for (size_t i = 0; i < b.instruments.size(); ++i) {
+      auto& d = b.instruments[i].data;
+      d.last_timestamp = p.symbols[i].series.bars[400 + 50 * i].timestamp;
+      d.first_timestamp = d.last_timestamp - 60 * 86400;  // 60 days: a bar rate from the rows
+      d.rows = 1000 + 500 * static_cast<int64_t>(i);
+    }
+  serving::BacktestJob job;
+  job.data = "small_panel";
+  std::ostringstream log;
+  const auto panel = serving::run_panel_backtest(bundles, p, job, log);
+  ASSERT_EQ(panel.symbols.size(), 3u) << log.str();
+  std::set<double> rates;
+  std::set<int64_t> ends;
+  for (const auto& s : p.symbols) {
+    const auto alone =
+        serving::run_backtest_on(serving::select_instrument(bundles, s.symbol), s.series, job, log);
+    const auto& run = panel.runs.at(s.symbol);
+    EXPECT_EQ(run.training_end, alone.training_end) << s.symbol;
+    EXPECT_EQ(run.rule.periods_per_year, alone.rule.periods_per_year) << s.symbol;
+    EXPECT_EQ(run.warmup_bars, alone.warmup_bars) << s.symbol;
+    EXPECT_EQ(run.timestamps, alone.timestamps) << s.symbol;
+    EXPECT_EQ(run.past_returns, alone.past_returns) << s.symbol;
+    EXPECT_EQ(run.positions, alone.positions) << s.symbol;
+    EXPECT_EQ(run.max_abs_signal, alone.max_abs_signal) << s.symbol;
+    ASSERT_EQ(run.forecasts.size(), alone.forecasts.size());
+    for (const auto& [m, f] : alone.forecasts)
+      EXPECT_EQ(run.forecasts.at(m).quantiles, f.quantiles) << s.symbol << " " << m;
+    EXPECT_EQ(run.results.at("ensemble").sharpe, alone.results.at("ensemble").sharpe);
+    rates.insert(run.rule.periods_per_year);
+    ends.insert(run.training_end);
+  }
+  EXPECT_EQ(rates.size(), 3u);  // three bar rates: three sets of desks
+  EXPECT_EQ(ends.size(), 3u);
 }
 
 // The desk serves each symbol of a panel bundle with that instrument's calibration: equal to

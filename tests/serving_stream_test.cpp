@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -277,6 +278,90 @@ TEST_F(ServingTest, StreamBarsSkipsOrStopsAtABadBarAndReportsFromATime) {
   auto e = Ensemble::load(dir);
   std::istringstream empty("timestamp,open,high,low,close,volume\n");
   EXPECT_THROW(stream_bars(e, empty, o, nullptr), InputError);
+}
+
+// Bars from memory, as a feed (a tape's bars) hands them: one instrument, one bar per record;
+// record `bad` is an InputError.
+class MemoryFeed : public BarSource {
+ public:
+  MemoryFeed(const data::BarSeries& s, std::string symbol, size_t bad = SIZE_MAX)
+      : s_(s), symbol_(std::move(symbol)), bad_(bad) {}
+  bool next(std::vector<SymbolBar>& out) override {
+    out.clear();
+    if (i_ >= s_.bars.size()) return false;
+    const size_t k = i_++;
+    if (k == bad_) throw InputError("feed", "record " + std::to_string(k) + " is bad");
+    out.push_back({symbol_, s_.bars[k]});
+    return true;
+  }
+  std::string name() const override { return "feed"; }
+  std::string where() const override { return "feed#" + std::to_string(i_ - 1); }
+  int64_t instruments() const override { return 1; }
+
+ private:
+  const data::BarSeries& s_;
+  std::string symbol_;
+  size_t bad_;
+  size_t i_ = 0;
+};
+
+TEST_F(ServingTest, AnyBarSourceStreamsThroughTheOneRuntimeAsTheCsvStreamDoes) {
+  TempDir tmp;
+  const std::string csv = live_csv(tmp, bars(60, 5));
+  const std::string dir = saved_fresh_bundles(tmp, 700);
+  const auto series = data::load_bars_csv(csv);
+  ASSERT_EQ(series.bars.size(), 60u);
+  StreamOptions o;
+  o.from = series.bars[50].timestamp;
+  // The CSV stream (stream_bars) and a feed of the same bars (stream_source): the same decisions.
+  std::vector<BarDecision> from_csv, from_feed;
+  auto a = Ensemble::load(dir);
+  std::ifstream in(csv);
+  BarStreamOptions bo;
+  bo.from = o.from;
+  const auto csv_stats = stream_bars(
+      a, in, bo, [&](const data::Bar&, const BarDecision& d) { from_csv.push_back(d); });
+  auto b = Ensemble::load(dir);
+  MemoryFeed feed(series, b.symbol());
+  const auto feed_stats = stream_source(b.desk(), feed, o, [&](const auto& bars, const auto& ds) {
+    ASSERT_EQ(bars.size(), 1u);
+    from_feed.push_back(ds.front().decision);
+  });
+  EXPECT_EQ(csv_stats.bars, 60);
+  EXPECT_EQ(feed_stats.bars, 60);
+  EXPECT_EQ(feed_stats.timestamps, 60);
+  EXPECT_EQ(feed_stats.reported, 10);  // bars 50..59
+  EXPECT_EQ(b.bars_seen(), 60);
+  ASSERT_EQ(from_feed.size(), from_csv.size());
+  for (size_t i = 0; i < from_csv.size(); ++i) {
+    EXPECT_EQ(from_feed[i].timestamp, from_csv[i].timestamp);
+    EXPECT_EQ(from_feed[i].decision, from_csv[i].decision) << i;
+    ASSERT_EQ(from_feed[i].signals.size(), from_csv[i].signals.size());
+    for (size_t m = 0; m < from_csv[i].signals.size(); ++m)
+      EXPECT_EQ(from_feed[i].signals[m].signal, from_csv[i].signals[m].signal) << i;
+  }
+  // A bad record is skipped at its place, or stops the stream naming it.
+  auto c = Ensemble::load(dir);
+  MemoryFeed bad(series, c.symbol(), 10);
+  std::vector<std::string> skips;
+  o.skip_bad = true;
+  const auto skipped =
+      stream_source(c.desk(), bad, o, nullptr, [&](const std::string& m) { skips.push_back(m); });
+  EXPECT_EQ(skipped.skipped, 1);
+  EXPECT_EQ(skipped.bars, 59);
+  EXPECT_EQ(c.bars_seen(), 59);
+  ASSERT_EQ(skips.size(), 1u);
+  EXPECT_EQ(skips[0], "feed#10: skipped: [feed] record 10 is bad");
+  auto e = Ensemble::load(dir);
+  MemoryFeed stop(series, e.symbol(), 10);
+  o.skip_bad = false;
+  try {
+    stream_source(e.desk(), stop, o, nullptr);
+    ADD_FAILURE() << "a bad record must stop the stream";
+  } catch (const InputError& err) {
+    EXPECT_EQ(std::string(err.what()), "[predict] feed#10: [feed] record 10 is bad");
+  }
+  EXPECT_EQ(e.bars_seen(), 10);
 }
 
 TEST_F(ServingTest, ExportImportRoundTripThroughSafetensors) {

@@ -6,14 +6,20 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
+#include "backtest_stream.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/serving/bar_stream.h"
 #include "foxhunt/serving/bundle.h"
+#include "foxhunt/serving/desk.h"
 
 namespace foxhunt::serving {
 namespace {
@@ -46,77 +52,145 @@ models::Explanation BacktestRun::explanation_mean(const std::string& model) cons
   return m;
 }
 
-BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarSeries& series,
-                            const BacktestJob& job, std::ostream& log) {
-  FOXHUNT_CHECK(!bundles.empty(), kBacktestComponent, "expected at least one bundle");
-  FOXHUNT_CHECK(job.cost_bps >= 0 && std::isfinite(job.cost_bps), kBacktestComponent,
-                "cost_bps: expected a cost >= 0 basis points, got ", job.cost_bps);
-  const auto& bars = series.bars;
-  BacktestRun run;
-  run.data = job.data;
-  run.bars_in_file = static_cast<int64_t>(bars.size());
-  for (const auto& b : bundles)
-    run.training_end = std::max(run.training_end, b.data.last_timestamp);
-  const int64_t from =
-      job.from.empty() ? std::numeric_limits<int64_t>::min() : data::parse_timestamp(job.from);
-  const int64_t to =
-      job.to.empty() ? std::numeric_limits<int64_t>::max() : data::parse_timestamp(job.to);
-  FOXHUNT_CHECK(job.from.empty() || from > run.training_end, kBacktestComponent, "from ", job.from,
-                ": inside the training data, which ends at ", run.training_end,
-                " (Unix s; the bundles' data fingerprint); a backtest scores held-out bars only");
-  FOXHUNT_CHECK(from <= to, kBacktestComponent, "from ", job.from, " is after to ", job.to);
+namespace detail {
+namespace {
 
+// Symbols served by one set of desks (detail::stream_symbols).
+struct Lane {
+  std::vector<DecisionRule> rules;  // the ensemble's, then each model alone's, resolved
+  std::unordered_set<std::string> symbols;
+  int64_t from = 0;
+  int64_t to = 0;
+};
+
+// One bar of symbol `run` and its decisions by every desk (the ensemble's first).
+void record(BacktestRun& run, const data::Bar& bar, double prev_close, bool first, int64_t from,
+            const std::vector<std::vector<InstrumentDecision>>& d, size_t i) {
+  const auto& ens = d[0][i].decision;
+  bool all_ready = true;
+  for (const auto& s : ens.signals) all_ready = all_ready && s.ready;
+  const bool held_out = bar.timestamp > run.training_end && bar.timestamp >= from;
+  if (!(held_out && all_ready)) {
+    if (bar.timestamp <= run.training_end) ++run.skipped_training_bars;
+    if (!first) run.past_returns.push_back(std::log(bar.close / prev_close));
+    ++run.warmup_bars;
+    return;
+  }
+  run.timestamps.push_back(bar.timestamp);
+  run.closes.push_back(bar.close);
+  for (size_t k = 0; k < d.size(); ++k)
+    run.positions[run.order[k]].push_back(d[k][i].decision.decision);
+  for (size_t k = 1; k < d.size(); ++k)
+    run.max_abs_signal[run.order[k]] =
+        std::max(run.max_abs_signal[run.order[k]], std::abs(d[k][i].decision.signals.at(0).signal));
+  for (const auto& s : ens.signals) {
+    if (s.explanation) add_explanation(run, s.model, *s.explanation);
+    if (s.forecast.empty()) continue;
+    run.forecasts[s.model].quantiles.push_back(s.forecast);
+  }
+}
+
+}  // namespace
+
+std::vector<SymbolStream> stream_symbols(const std::vector<Bundle>& bundles,
+                                         const data::Panel& panel, const BacktestJob& job) {
+  FOXHUNT_CHECK(!bundles.empty(), kBacktestComponent, "expected at least one bundle");
+  for (const auto& b : bundles)
+    FOXHUNT_CHECK(b.model != nullptr, kBacktestComponent, "a bundle has no model");
   // One ensemble of the four and one ensemble per model alone: the RL state carries the
   // position each strategy holds, so "a model alone" is its own run, not a reweighting.
-  std::vector<Ensemble> runs;
-  std::vector<std::string> names;
+  std::vector<std::string> names = {"ensemble"};
+  for (const auto& b : bundles) names.push_back(b.name());
   DecisionRule rule = job.rule;
   rule.cost_bps = job.cost_bps;  // the forecasters' hurdle is the cost the backtest charges
-  runs.emplace_back(bundles, rule);
-  names.push_back("ensemble");
-  for (const auto& b : bundles) {
-    DecisionRule alone = rule;
-    for (auto& [m, w] : alone.weights) w = m == b.name() ? 1.0 : 0.0;
-    runs.emplace_back(std::vector<Bundle>{b}, alone);
-    names.push_back(b.name());
+  std::vector<SymbolStream> out(panel.symbols.size());
+  std::map<std::vector<double>, Lane> lanes;  // by the rules' periods_per_year
+  std::unordered_map<std::string, size_t> index;
+  for (size_t k = 0; k < panel.symbols.size(); ++k) {
+    const auto& ps = panel.symbols[k];
+    auto& run = out[k].run;
+    out[k].symbol = ps.symbol;
+    index[ps.symbol] = k;
+    try {
+      FOXHUNT_CHECK(job.cost_bps >= 0 && std::isfinite(job.cost_bps), kBacktestComponent,
+                    "cost_bps: expected a cost >= 0 basis points, got ", job.cost_bps);
+      // A panel bundle serves each symbol with that instrument's calibration and training range
+      // (and refuses a symbol it was not trained on).
+      const auto selected = select_instrument(bundles, ps.symbol);
+      run.data = job.data;
+      run.bars_in_file = static_cast<int64_t>(ps.series.bars.size());
+      for (const auto& b : selected)
+        run.training_end = std::max(run.training_end, b.data.last_timestamp);
+      const int64_t from =
+          job.from.empty() ? std::numeric_limits<int64_t>::min() : data::parse_timestamp(job.from);
+      const int64_t to =
+          job.to.empty() ? std::numeric_limits<int64_t>::max() : data::parse_timestamp(job.to);
+      FOXHUNT_CHECK(job.from.empty() || from > run.training_end, kBacktestComponent, "from ",
+                    job.from, ": inside the training data, which ends at ", run.training_end,
+                    " (Unix s; the bundles' data fingerprint); a backtest scores held-out bars "
+                    "only");
+      FOXHUNT_CHECK(from <= to, kBacktestComponent, "from ", job.from, " is after to ", job.to);
+      std::vector<DecisionRule> rules = {resolve_rule(rule, selected)};
+      for (const auto& b : selected) {
+        DecisionRule alone = rule;
+        for (auto& [m, w] : alone.weights) w = m == b.name() ? 1.0 : 0.0;
+        rules.push_back(resolve_rule(alone, {b}));
+      }
+      std::vector<double> key;
+      for (const auto& r : rules) key.push_back(r.periods_per_year);
+      auto& lane = lanes[key];
+      lane.rules = rules;
+      lane.symbols.insert(ps.symbol);
+      lane.from = from;
+      lane.to = to;
+      run.rule = rules[0];
+      run.order = names;
+    } catch (const InputError&) {
+      out[k].error = std::current_exception();
+    }
   }
-  for (auto& e : runs) e.set_parallel(false);
-  runs[0].set_explain(job.explain);
-  run.rule = runs[0].rule();
-  run.order = names;
 
-  for (size_t i = 0; i < bars.size(); ++i) {
-    const auto& bar = bars[i];
-    if (bar.timestamp > to) break;
-    std::vector<BarDecision> d;
-    d.reserve(runs.size());
-    for (auto& e : runs) d.push_back(e.on_bar(bar));
-    bool all_ready = true;
-    for (const auto& s : d[0].signals) all_ready = all_ready && s.ready;
-    const bool held_out = bar.timestamp > run.training_end && bar.timestamp >= from;
-    if (!(held_out && all_ready)) {
-      if (bar.timestamp <= run.training_end) ++run.skipped_training_bars;
-      if (i > 0) run.past_returns.push_back(std::log(bar.close / bars[i - 1].close));
-      ++run.warmup_bars;
-      continue;
-    }
-    run.timestamps.push_back(bar.timestamp);
-    run.closes.push_back(bar.close);
-    for (size_t k = 0; k < runs.size(); ++k) run.positions[names[k]].push_back(d[k].decision);
-    for (size_t k = 1; k < runs.size(); ++k)
-      run.max_abs_signal[names[k]] =
-          std::max(run.max_abs_signal[names[k]], std::abs(d[k].signals.at(0).signal));
-    for (const auto& s : d[0].signals) {
-      if (s.explanation) add_explanation(run, s.model, *s.explanation);
-      if (s.forecast.empty()) continue;
-      run.forecasts[s.model].quantiles.push_back(s.forecast);
+  for (const auto& entry : lanes) {
+    const Lane& lane = entry.second;
+    DeskOptions o;
+    o.parallel = false;
+    o.streams = true;  // each instrument through its models' own streams, as the Ensemble
+    o.max_batch = 1;   // and alone in its forward: the single-series numbers, bit for bit
+    o.name_symbol_in_errors = panel.symbols.size() > 1;
+    std::vector<Desk> desks;
+    desks.reserve(1 + bundles.size());
+    o.explain = job.explain;
+    desks.emplace_back(bundles, lane.rules[0], o);
+    o.explain = false;
+    for (size_t m = 0; m < bundles.size(); ++m)
+      desks.emplace_back(std::vector<Bundle>{bundles[m]}, lane.rules[m + 1], o);
+    PanelBarSource source(panel, [&](const std::string& s) { return lane.symbols.count(s) > 0; });
+    std::vector<SymbolBar> bars;
+    std::vector<std::vector<InstrumentDecision>> d(desks.size());
+    std::vector<double> prev_close(panel.symbols.size(), 0.0);
+    std::vector<bool> fed(panel.symbols.size(), false);
+    while (source.next(bars)) {
+      const int64_t t = bars.front().bar.timestamp;
+      if (t > lane.to) break;
+      for (size_t k = 0; k < desks.size(); ++k) d[k] = desks[k].on_timestamp(t, bars);
+      for (size_t i = 0; i < bars.size(); ++i) {
+        const size_t k = index.at(bars[i].symbol);
+        record(out[k].run, bars[i].bar, prev_close[k], !fed[k], lane.from, d, i);
+        prev_close[k] = bars[i].bar.close;
+        fed[k] = true;
+      }
     }
   }
+  return out;
+}
+
+void finish_stream(BacktestRun& run, const std::vector<Bundle>& bundles, const BacktestJob& job,
+                   std::ostream& log) {
   FOXHUNT_CHECK(run.closes.size() >= 3, kBacktestComponent, "'", job.data,
                 "': expected bars after the ", "training data (which ends at Unix ",
                 run.training_end, ") and after the warm-up", " of ", run.warmup_bars, " bars; got ",
-                run.closes.size(), " scored bars of ", bars.size(), " (", run.skipped_training_bars,
-                " inside the training range)");
+                run.closes.size(), " scored bars of ", run.bars_in_file, " (",
+                run.skipped_training_bars, " inside the training range)");
   if (run.skipped_training_bars > 0)
     log << "backtest: warning: " << run.skipped_training_bars
         << " bars at or before the end of the training data only warmed the state up\n";
@@ -126,6 +200,28 @@ BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarS
         const auto& q = b.model->spec().quantiles;
         f.taus.assign(q.begin(), q.end());
       }
+}
+
+}  // namespace detail
+
+BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarSeries& series,
+                            const BacktestJob& job, std::ostream& log) {
+  for (const auto& b : bundles) {
+    FOXHUNT_CHECK(b.model != nullptr, kBacktestComponent, "a bundle has no model");
+    check_instrument_selected(b, "serving one instrument");
+  }
+  // A panel of one instrument, named as the Ensemble names it.
+  data::Panel one;
+  one.source = job.data;
+  data::PanelSymbol ps;
+  ps.symbol = bundles.empty() || bundles.front().symbol.empty() ? "series" : bundles.front().symbol;
+  ps.series = series;
+  one.symbols.push_back(std::move(ps));
+  for (const auto& b : series.bars) one.timestamps.push_back(b.timestamp);
+  auto streamed = detail::stream_symbols(bundles, one, job);
+  if (streamed.front().error) std::rethrow_exception(streamed.front().error);
+  auto run = std::move(streamed.front().run);
+  detail::finish_stream(run, bundles, job, log);
   return run;
 }
 

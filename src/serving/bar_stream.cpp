@@ -7,48 +7,93 @@
 
 namespace foxhunt::serving {
 
-BarStreamStats stream_bars(Ensemble& ensemble, std::istream& in, const BarStreamOptions& options,
-                           const DecisionSink& on_decision, const SkipSink& on_skip) {
-  const std::string& source = options.source;
-  data::BarCsvReader reader(source);
-  BarStreamStats stats;
+CsvBarSource::CsvBarSource(std::istream& in, std::string source, std::string symbol)
+    : in_(in), source_(std::move(source)), symbol_(std::move(symbol)), reader_(source_) {}
+
+bool CsvBarSource::next(std::vector<SymbolBar>& bars) {
+  bars.clear();
+  while (std::getline(in_, line_)) {
+    auto bar = reader_.read_line(line_);  // InputError for a bad line: the next call reads on
+    if (!bar) continue;                   // the header, a blank line
+    bars.push_back({symbol_, *bar});
+    return true;
+  }
+  return false;
+}
+
+std::string CsvBarSource::where() const {
+  return source_ + ":" + std::to_string(reader_.line_number());
+}
+
+PanelBarSource::PanelBarSource(const data::Panel& panel,
+                               const std::function<bool(const std::string&)>& serve)
+    : panel_(panel) {
+  for (const auto& s : panel.symbols)
+    if (!serve || serve(s.symbol)) served_.push_back(&s);
+  cursor_.assign(served_.size(), 0);
+}
+
+bool PanelBarSource::next(std::vector<SymbolBar>& bars) {
+  while (next_time_ < panel_.timestamps.size()) {
+    const int64_t t = panel_.timestamps[next_time_++];
+    bars.clear();
+    for (size_t k = 0; k < served_.size(); ++k) {
+      const auto& series = served_[k]->series.bars;
+      if (cursor_[k] < series.size() && series[cursor_[k]].timestamp == t)
+        bars.push_back({served_[k]->symbol, series[cursor_[k]++]});
+    }
+    if (!bars.empty()) return true;
+  }
+  bars.clear();
+  return false;
+}
+
+StreamStats stream_source(Desk& desk, BarSource& source, const StreamOptions& options,
+                          const StreamSink& on_decisions, const SkipSink& on_skip) {
+  StreamStats stats;
+  stats.instruments = source.instruments();
   std::vector<double> latencies;
-  // "SOURCE:LINE" of the line being read: where a skipped or fatal bar is.
-  const auto where = [&] { return source + ":" + std::to_string(reader.line_number()); };
-  const auto skip = [&](const std::string& why) {
-    ++stats.skipped;
-    if (on_skip) on_skip(where() + ": skipped: " + why);
-  };
-  std::string line;
-  while (std::getline(in, line)) {
-    std::optional<data::Bar> bar;
-    BarDecision d;
+  std::vector<SymbolBar> bars;
+  while (true) {
+    std::vector<InstrumentDecision> decisions;
     try {
-      bar = reader.read_line(line);
-      if (!bar) continue;  // the header, a blank line
-      if (options.skip_bad) {
-        std::string why;
-        if (!ensemble.try_on_bar(*bar, &d, &why)) {
-          skip(why);
-          continue;
-        }
-      } else {
-        d = ensemble.on_bar(*bar);
-      }
+      if (!source.next(bars)) break;
+      if (bars.empty()) continue;  // a source may hand out a timestamp without bars
+      // The desk checks every bar before any state changes: a rejected one changes nothing.
+      decisions = desk.on_timestamp(bars.front().bar.timestamp, bars);
     } catch (const InputError& e) {
-      if (!options.skip_bad) throw InputError("predict", where() + ": " + e.what());
-      skip(e.what());
+      const std::string at = source.where();
+      if (!options.skip_bad) {
+        if (at.empty()) throw;
+        throw InputError("predict", at + ": " + e.what());
+      }
+      ++stats.skipped;
+      if (on_skip) on_skip((at.empty() ? source.name() : at) + ": skipped: " + e.what());
       continue;
     }
-    ++stats.bars;
-    latencies.push_back(d.latency_us);
-    if (d.timestamp < options.from) continue;
-    ++stats.reported;
-    if (on_decision) on_decision(*bar, d);
+    ++stats.timestamps;
+    stats.bars += static_cast<int64_t>(bars.size());
+    latencies.push_back(decisions.front().decision.latency_us);
+    if (bars.front().bar.timestamp < options.from) continue;
+    stats.reported += static_cast<int64_t>(decisions.size());
+    if (on_decisions) on_decisions(bars, decisions);
   }
-  FOXHUNT_CHECK(stats.bars > 0, "predict", source, ": expected at least one bar, got none");
+  FOXHUNT_CHECK(stats.bars > 0, "predict", source.name(), ": expected at least one bar, got none");
   stats.latency_us = summarize_latencies(latencies);
   return stats;
+}
+
+StreamStats stream_bars(Ensemble& ensemble, std::istream& in, const BarStreamOptions& options,
+                        const DecisionSink& on_decision, const SkipSink& on_skip) {
+  CsvBarSource source(in, options.source, ensemble.symbol());
+  const auto sink = [&](const std::vector<SymbolBar>& bars,
+                        const std::vector<InstrumentDecision>& decisions) {
+    if (on_decision) on_decision(bars.front().bar, decisions.front().decision);
+  };
+  StreamOptions o;
+  o.skip_bad = options.skip_bad;
+  o.from = options.from;
+  return stream_source(ensemble.desk(), source, o, sink, on_skip);
 }
 
 Shard parse_shard(const std::string& text, const std::string& what) {
@@ -70,42 +115,23 @@ Shard parse_shard(const std::string& text, const std::string& what) {
   return s;
 }
 
-PanelStreamStats stream_panel(Desk& desk, const data::Panel& panel,
-                              const PanelStreamOptions& options,
-                              const TimestampSink& on_timestamp) {
-  FOXHUNT_CHECK(options.shard.count >= 1 && options.shard.index >= 0 &&
-                    options.shard.index < options.shard.count,
-                "predict", "shard: expected K/N with 0 <= K < N, got ", options.shard.index, "/",
-                options.shard.count);
-  // The served symbols and a cursor into each one's bars.
-  std::vector<const data::PanelSymbol*> served;
-  for (const auto& s : panel.symbols)
-    if (symbol_shard(s.symbol, options.shard.count) == options.shard.index) served.push_back(&s);
-  FOXHUNT_CHECK(!served.empty(), "predict", panel.source, ": shard ", options.shard.index, "/",
-                options.shard.count, " holds none of the ", panel.size(), " symbols");
-  PanelStreamStats stats;
-  stats.instruments = static_cast<int64_t>(served.size());
-  std::vector<size_t> cursor(served.size(), 0);
-  std::vector<double> latencies;
-  std::vector<SymbolBar> bars;
-  for (const int64_t t : panel.timestamps) {
-    bars.clear();
-    for (size_t k = 0; k < served.size(); ++k) {
-      const auto& series = served[k]->series.bars;
-      if (cursor[k] < series.size() && series[cursor[k]].timestamp == t)
-        bars.push_back({served[k]->symbol, series[cursor[k]++]});
-    }
-    if (bars.empty()) continue;
-    auto decisions = desk.on_timestamp(t, bars);
-    ++stats.timestamps;
-    stats.instrument_bars += static_cast<int64_t>(bars.size());
-    latencies.push_back(decisions.front().decision.latency_us);
-    if (t < options.from) continue;
-    stats.reported += static_cast<int64_t>(decisions.size());
-    if (on_timestamp) on_timestamp(t, decisions);
-  }
-  stats.latency_us = summarize_latencies(latencies);
-  return stats;
+StreamStats stream_panel(Desk& desk, const data::Panel& panel, const PanelStreamOptions& options,
+                         const TimestampSink& on_timestamp) {
+  const Shard shard = options.shard;
+  FOXHUNT_CHECK(shard.count >= 1 && shard.index >= 0 && shard.index < shard.count, "predict",
+                "shard: expected K/N with 0 <= K < N, got ", shard.index, "/", shard.count);
+  PanelBarSource source(panel, [&](const std::string& symbol) {
+    return symbol_shard(symbol, shard.count) == shard.index;
+  });
+  FOXHUNT_CHECK(source.instruments() > 0, "predict", panel.source, ": shard ", shard.index, "/",
+                shard.count, " holds none of the ", panel.size(), " symbols");
+  const auto sink = [&](const std::vector<SymbolBar>& bars,
+                        const std::vector<InstrumentDecision>& decisions) {
+    if (on_timestamp) on_timestamp(bars.front().bar.timestamp, decisions);
+  };
+  StreamOptions o;
+  o.from = options.from;
+  return stream_source(desk, source, o, sink);
 }
 
 }  // namespace foxhunt::serving

@@ -186,6 +186,11 @@ double Desk::position(const std::string& symbol) const {
   return it == impl_->index.end() ? 0.0 : impl_->instruments[it->second]->position;
 }
 
+int64_t Desk::bars_seen(const std::string& symbol) const {
+  auto it = impl_->index.find(symbol);
+  return it == impl_->index.end() ? 0 : impl_->instruments[it->second]->features.bars_seen();
+}
+
 uint64_t Desk::state_bytes() const {
   return impl_->state_bytes;
 }

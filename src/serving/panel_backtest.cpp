@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "backtest_stream.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
 
@@ -16,11 +18,8 @@ namespace {
 
 constexpr const char* kPanelBacktestComponent = "backtest";
 
-// Standard deviation of the log returns of the bars before `first` (sample, n - 1).
-double pre_scoring_sigma(const data::BarSeries& s, int64_t first) {
-  std::vector<double> r;
-  for (size_t i = 1; i < s.bars.size() && s.bars[i].timestamp < first; ++i)
-    r.push_back(std::log(s.bars[i].close / s.bars[i - 1].close));
+// Sample standard deviation (n - 1) of the log returns before a symbol's first scored bar.
+double pre_scoring_sigma(const std::vector<double>& r) {
   if (r.size() < 2) return 0.0;
   double mean = 0;
   for (double x : r) mean += x;
@@ -46,21 +45,25 @@ PanelBacktestRun run_panel_backtest(const std::vector<Bundle>& bundles, const da
                                     const BacktestJob& job, std::ostream& log) {
   PanelBacktestRun out;
   out.data = job.data;
-  for (const auto& ps : panel.symbols) {
+  // Every symbol streamed at once through the same desks; then each one's run finished and scored
+  // as a single series' is, in the panel's order.
+  for (auto& s : detail::stream_symbols(bundles, panel, job)) {
     try {
-      // A panel bundle serves each symbol with that instrument's calibration (and refuses one it
-      // was not trained on: the symbol is left out with the reason).
-      auto run = run_backtest_on(select_instrument(bundles, ps.symbol), ps.series, job, log);
-      run.data = job.data + "[" + ps.symbol + "]";
-      out.sigma[ps.symbol] = pre_scoring_sigma(ps.series, run.first_timestamp);
-      FOXHUNT_CHECK(out.sigma[ps.symbol] > 0, kPanelBacktestComponent, "symbol '", ps.symbol,
+      if (s.error) std::rethrow_exception(s.error);
+      auto& run = s.run;
+      detail::finish_stream(run, bundles, job, log);
+      score_backtest(run, job);
+      run.data = job.data + "[" + s.symbol + "]";
+      // The returns before the first scored bar: known when scoring starts (no look-ahead).
+      out.sigma[s.symbol] = pre_scoring_sigma(run.past_returns);
+      FOXHUNT_CHECK(out.sigma[s.symbol] > 0, kPanelBacktestComponent, "symbol '", s.symbol,
                     "': no return variation before its first scored bar");
-      out.symbols.push_back(ps.symbol);
-      out.runs.emplace(ps.symbol, std::move(run));
+      out.symbols.push_back(s.symbol);
+      out.runs.emplace(s.symbol, std::move(run));
     } catch (const InputError& e) {
-      out.skipped[ps.symbol] = e.message();
-      out.sigma.erase(ps.symbol);
-      log << "backtest: symbol '" << ps.symbol << "' left out: " << e.message() << "\n";
+      out.skipped[s.symbol] = e.message();
+      out.sigma.erase(s.symbol);
+      log << "backtest: symbol '" << s.symbol << "' left out: " << e.message() << "\n";
     }
   }
   FOXHUNT_CHECK(!out.symbols.empty(), kPanelBacktestComponent, "'", job.data, "': none of the ",

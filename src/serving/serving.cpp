@@ -439,7 +439,6 @@ bool Ensemble::try_on_bar(const data::Bar& bar, BarDecision* out, std::string* w
 
 BarDecision Ensemble::on_bar(const data::Bar& bar) {
   auto out = desk_->on_timestamp(bar.timestamp, {SymbolBar{symbol_, bar}});
-  ++bars_;
   return std::move(out.front().decision);
 }
 
@@ -469,6 +468,10 @@ int64_t Ensemble::warmup_bars() const {
 
 const DecisionRule& Ensemble::rule() const {
   return desk_->rule();
+}
+
+int64_t Ensemble::bars_seen() const {
+  return desk_->bars_seen(symbol_);
 }
 
 double Ensemble::position() const {

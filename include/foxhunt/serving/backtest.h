@@ -116,7 +116,9 @@ BacktestRun run_backtest_on(const std::vector<Bundle>& bundles, const data::BarS
 /// The streaming half: runs the ensemble and each model alone bar by bar and records, per scored
 /// bar, the timestamp, close, each model strategy's position and each forecaster's quantiles
 /// (one per scored bar), with the warm-up's past_returns, the rule and max_abs_signal. Runs of
-/// consecutive ranges can be joined (walk-forward: jobs/walk_forward.h) before scoring.
+/// consecutive ranges can be joined (walk-forward: jobs/walk_forward.h) before scoring. The
+/// series is streamed as a panel of one instrument (the one its bundles were selected for, else
+/// "series"): the panel backtest's own stream (panel_backtest.h), one path for both.
 BacktestRun stream_backtest(const std::vector<Bundle>& bundles, const data::BarSeries& series,
                             const BacktestJob& job, std::ostream& log);
 

@@ -119,6 +119,8 @@ class Desk {
   bool has_symbol(const std::string& symbol) const;
   /// Position held by `symbol` (0 for a symbol never seen).
   double position(const std::string& symbol) const;
+  /// Bars `symbol` was fed (0 for a symbol never seen).
+  int64_t bars_seen(const std::string& symbol) const;
   /// Bytes of every instrument's state (features, model histories, bookkeeping), as declared to
   /// the ledger under kInstrumentStateTag.
   uint64_t state_bytes() const;

@@ -2,7 +2,9 @@
 /// \file panel_backtest.h
 /// `foxhunt backtest` on a panel (data/panel.h): every symbol backtested as backtest.h does for
 /// one series (the ensemble, each model alone, buy-and-hold, flat, random; forecasters against
-/// naive baselines), then each strategy as a portfolio across the symbols.
+/// naive baselines), then each strategy as a portfolio across the symbols. One stream serves
+/// them all: the symbols go through the same desks one timestamp at a time (a single series is
+/// this stream on a panel of one), each symbol's numbers those of its single-series backtest.
 ///
 /// Portfolio rule (equal risk): symbol s gets weight w_s = (1 / sigma_s) / sum_k (1 / sigma_k),
 /// where sigma_s is the standard deviation of its log returns over the bars before its first

@@ -237,12 +237,16 @@ class Ensemble {
   /// Position currently held (the last decision).
   double position() const;
   /// Bars accepted so far.
-  int64_t bars_seen() const { return bars_; }
+  int64_t bars_seen() const;
+  /// The desk of one it is (serving/bar_stream.h streams any source through it).
+  Desk& desk() { return *desk_; }
+  /// The one instrument's symbol on the desk: the instrument selected from a panel bundle, else
+  /// "series".
+  const std::string& symbol() const { return symbol_; }
 
  private:
   std::unique_ptr<Desk> desk_;
-  std::string symbol_;  // the one instrument's name on the desk
-  int64_t bars_ = 0;
+  std::string symbol_;
 };
 
 }  // namespace foxhunt::serving
