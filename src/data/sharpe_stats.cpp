@@ -62,8 +62,7 @@ double probabilistic_sharpe_ratio(const SharpeSample& s, double benchmark) {
   FOXHUNT_CHECK(std::isfinite(benchmark), kSharpeStatsComponent,
                 "benchmark: expected a finite per-bar Sharpe ratio, got ", benchmark);
   const double diff = s.sharpe - benchmark;
-  const double var =
-      1.0 - s.skewness * s.sharpe + (s.kurtosis - 1.0) / 4.0 * s.sharpe * s.sharpe;
+  const double var = 1.0 - s.skewness * s.sharpe + (s.kurtosis - 1.0) / 4.0 * s.sharpe * s.sharpe;
   if (s.observations < 2 || diff == 0.0) return 0.5;
   if (!(var > 0.0)) return diff > 0.0 ? 1.0 : 0.0;
   return normal_cdf(diff * std::sqrt(static_cast<double>(s.observations - 1)) / std::sqrt(var));
@@ -71,9 +70,8 @@ double probabilistic_sharpe_ratio(const SharpeSample& s, double benchmark) {
 
 double expected_max_sharpe(const SharpeTrials& t) {
   FOXHUNT_CHECK(t.trials >= 1, kSharpeStatsComponent, "trials: expected >= 1, got ", t.trials);
-  FOXHUNT_CHECK(std::isfinite(t.sharpe_variance) && t.sharpe_variance >= 0,
-                kSharpeStatsComponent, "sharpe_variance: expected a finite value >= 0, got ",
-                t.sharpe_variance);
+  FOXHUNT_CHECK(std::isfinite(t.sharpe_variance) && t.sharpe_variance >= 0, kSharpeStatsComponent,
+                "sharpe_variance: expected a finite value >= 0, got ", t.sharpe_variance);
   if (t.trials == 1) return 0.0;  // Phi^-1(0): the approximation is for N >> 1
   const double n = static_cast<double>(t.trials);
   const double z = (1.0 - kEulerGamma) * inverse_normal_cdf(1.0 - 1.0 / n) +

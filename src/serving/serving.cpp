@@ -55,18 +55,10 @@ void to_json(nlohmann::json& j, const DecisionRule& r) {
 
 void from_json(const nlohmann::json& j, DecisionRule& r) {
   const char* c = "decision";
-  static const std::vector<std::string> keys = {"weights",
-                                                "forecast_rule",
-                                                "target_volatility",
-                                                "full_edge",
-                                                "cost_bps",
-                                                "periods_per_year",
-                                                "forecast_gain",
-                                                "policy_temperature",
-                                                "dead_band",
-                                                "max_position",
-                                                "vol_target_weight",
-                                                "fit"};
+  static const std::vector<std::string> keys = {
+      "weights",   "forecast_rule",    "target_volatility", "full_edge",
+      "cost_bps",  "periods_per_year", "forecast_gain",     "policy_temperature",
+      "dead_band", "max_position",     "vol_target_weight", "fit"};
   FOXHUNT_CHECK(j.is_object(), c, "expected a JSON object, got ", j.type_name());
   for (const auto& [key, value] : j.items())
     FOXHUNT_CHECK(std::find(keys.begin(), keys.end(), key) != keys.end(), c, "unknown key '", key,

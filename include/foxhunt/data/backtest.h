@@ -181,9 +181,9 @@ std::vector<double> volatility_target_positions(const std::vector<double>& past_
 /// The metrics as JSON (snake_case keys: total_return, annualized_return, volatility, sharpe,
 /// sharpe_lo, sharpe_hi, sortino, max_drawdown, max_drawdown_duration_bars, turnover,
 /// turnover_per_year, hit_rate, exposure, total_cost, mean_return_per_bar, sharpe_per_bar,
-/// short_window, psr, dsr and prob_beats_buy_and_hold and break_even_cost_bps (null when unset), bars,
-/// cost_bps, periods_per_year); with `include_series` also the arrays
-/// returns, equity and drawdown.
+/// short_window, psr, dsr and prob_beats_buy_and_hold and break_even_cost_bps (null when unset),
+/// bars, cost_bps, periods_per_year); with `include_series` also the arrays returns, equity and
+/// drawdown.
 nlohmann::json to_json(const BacktestResult& result, bool include_series = false);
 
 /// Annualised Sharpe ratio of bar returns (sample stdev, risk-free 0); 0 when fewer than two

@@ -193,7 +193,7 @@ struct BarDecision {
   std::vector<ModelSignal> signals;  ///< one per model, in ensemble order
   double decision = 0.0;             ///< target position in [-1, 1]
   double position = 0.0;             ///< position held into this bar (the previous decision)
-  double vol_target = 0.0;  ///< the volatility-targeted long's position after this bar (baseline)
+  double vol_target = 0.0;           ///< the vol-targeted long's position (baseline signal)
   double latency_us = 0.0;           ///< wall time of on_bar (features, models, decision)
 };
 /// JSON line of `predict --json`: {timestamp, signals: {model: signal|null}, decision, position,
