@@ -26,8 +26,9 @@
 ///   |decision| < dead_band is 0 (flat). No model ready (warm-up): 0.
 /// - Baselines: `vol_target_weight` w_v adds the volatility-targeted long as one more signal,
 ///   s_v = min(1, target_volatility / (sigma * sqrt(periods_per_year))) with sigma the sample
-///   standard deviation of the instrument's last 60 log returns (data/vol_target.h: the same
-///   position as the backtests' `vol_target` baseline; 0 before 2 returns are known), ready from
+///   standard deviation of the instrument's last 60 log returns (data/vol_target.h: the
+///   backtests' `vol_target` baseline position, before the rule's clamp and dead band; 0 before
+///   2 returns are known), ready from
 ///   the first bar: decision = clamp((sum_i w_i s_i + w_v s_v) / (sum_i w_i + w_v)). Weights all
 ///   0 hold the flat baseline (decision 0). The rule fit writes either baseline when the models'
 ///   edge does not survive its deflation (serving/rule_fit.h).
