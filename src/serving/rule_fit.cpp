@@ -38,14 +38,7 @@ struct Score {
   double exposure = 0;
 };
 
-// One segment's recorded validation bars: every model's signal, the volatility-targeted long's
-// position and the close.
-struct Recorded {
-  std::vector<std::vector<ModelSignal>> signals;
-  std::vector<double> vol_target;
-  std::vector<double> closes;
-  std::vector<int64_t> times;
-};
+using Recorded = RuleFitBars;
 
 // The bar returns of `rule`'s decisions over the recorded signals, held over the next bar, after
 // costs; the segments' returns pooled (each starts flat). `held` counts the bars with a position.
@@ -83,6 +76,24 @@ struct Candidate {
   double sharpe = 0.0;
 };
 
+// The grid's units (1 / grid_step) after checking every option.
+int check_options(const RuleFitOptions& options) {
+  FOXHUNT_CHECK(options.grid_step > 0 && options.grid_step <= 1, kRuleFitComponent,
+                "grid_step: expected in (0, 1], got ", options.grid_step);
+  const double units_real = 1.0 / options.grid_step;
+  const int units = static_cast<int>(std::lround(units_real));
+  FOXHUNT_CHECK(std::abs(units_real - units) < 1e-9 && units <= 100, kRuleFitComponent,
+                "grid_step: expected 1 / step to be an integer <= 100, got step ",
+                options.grid_step);
+  FOXHUNT_CHECK(options.shrinkage >= 0 && options.shrinkage <= 1, kRuleFitComponent,
+                "shrinkage: expected in [0, 1], got ", options.shrinkage);
+  FOXHUNT_CHECK(options.cost_bps >= 0 && std::isfinite(options.cost_bps), kRuleFitComponent,
+                "cost_bps: expected >= 0, got ", options.cost_bps);
+  FOXHUNT_CHECK(options.dsr_threshold >= 0 && options.dsr_threshold <= 1, kRuleFitComponent,
+                "dsr_threshold: expected in [0, 1], got ", options.dsr_threshold);
+  return units;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const RuleFit& f, const RuleFitOptions& options) {
@@ -117,27 +128,14 @@ RuleFit fit_decision_rule(const std::vector<Bundle>& bundles, const data::BarSer
 RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments, const DecisionRule& base,
                           const RuleFitOptions& options) {
   FOXHUNT_CHECK(!segments.empty(), kRuleFitComponent, "expected at least one segment to fit on");
-  FOXHUNT_CHECK(options.grid_step > 0 && options.grid_step <= 1, kRuleFitComponent,
-                "grid_step: expected in (0, 1], got ", options.grid_step);
-  const double units_real = 1.0 / options.grid_step;
-  const int units = static_cast<int>(std::lround(units_real));
-  FOXHUNT_CHECK(std::abs(units_real - units) < 1e-9 && units <= 100, kRuleFitComponent,
-                "grid_step: expected 1 / step to be an integer <= 100, got step ",
-                options.grid_step);
-  FOXHUNT_CHECK(options.shrinkage >= 0 && options.shrinkage <= 1, kRuleFitComponent,
-                "shrinkage: expected in [0, 1], got ", options.shrinkage);
-  FOXHUNT_CHECK(options.cost_bps >= 0 && std::isfinite(options.cost_bps), kRuleFitComponent,
-                "cost_bps: expected >= 0, got ", options.cost_bps);
-  FOXHUNT_CHECK(options.dsr_threshold >= 0 && options.dsr_threshold <= 1, kRuleFitComponent,
-                "dsr_threshold: expected in [0, 1], got ", options.dsr_threshold);
+  check_options(options);
   DecisionRule rule = base;
   rule.cost_bps = options.cost_bps;
   for (auto& [m, w] : rule.weights) w = 1.0;  // the recording run: equal weights
   rule.vol_target_weight = 0.0;
   std::vector<std::string> names;
-  DecisionRule resolved;
   std::vector<Recorded> recorded;
-  size_t bars = 0, longest = 0;
+  size_t bars = 0;
   std::string sources;
   for (const auto& seg : segments) {
     FOXHUNT_CHECK(seg.series != nullptr && seg.first <= seg.last, kRuleFitComponent,
@@ -149,7 +147,6 @@ RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments, const Dec
     FOXHUNT_CHECK(names.empty() || names == these, kRuleFitComponent,
                   "every segment needs the same models in the same order");
     names = these;
-    resolved = ensemble.rule();
     Recorded r;
     for (const auto& bar : seg.series->bars) {
       if (bar.timestamp > seg.last) break;
@@ -164,11 +161,9 @@ RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments, const Dec
       r.signals.push_back(std::move(d.signals));
       r.vol_target.push_back(d.vol_target);
       r.closes.push_back(bar.close);
-      r.times.push_back(bar.timestamp);
+      r.timestamps.push_back(bar.timestamp);
     }
     bars += r.closes.size();
-    if (recorded.empty() || r.closes.size() > recorded[longest].closes.size())
-      longest = recorded.size();
     sources += (sources.empty() ? "'" : ", '") + seg.series->source + "'";
     recorded.push_back(std::move(r));
   }
@@ -176,24 +171,56 @@ RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments, const Dec
                 ": expected at least 20 validation bars with every model ready to fit the "
                 "weights on, got ",
                 bars, " in [", segments.front().first, ", ", segments.front().last, "]");
+  // The decision reads only the recorded signals: `base` needs no resolving.
+  return fit_decision_rule(recorded, base, options);
+}
+
+RuleFit fit_decision_rule(const std::vector<RuleFitBars>& recorded, const DecisionRule& base,
+                          const RuleFitOptions& options) {
+  const int units = check_options(options);
+  FOXHUNT_CHECK(!recorded.empty(), kRuleFitComponent, "expected at least one segment to fit on");
+  std::vector<std::string> names;
+  size_t bars = 0, longest = 0;
+  for (size_t k = 0; k < recorded.size(); ++k) {
+    const auto& r = recorded[k];
+    FOXHUNT_CHECK(r.signals.size() == r.closes.size() && r.vol_target.size() == r.closes.size() &&
+                      r.timestamps.size() == r.closes.size(),
+                  kRuleFitComponent, "segment ", k,
+                  ": expected one signal list, vol_target and timestamp per close, got ",
+                  r.signals.size(), ", ", r.vol_target.size(), " and ", r.timestamps.size(),
+                  " for ", r.closes.size(), " closes");
+    for (const auto& bar : r.signals) {
+      std::vector<std::string> these;
+      for (const auto& sig : bar) these.push_back(sig.model);
+      FOXHUNT_CHECK(!these.empty() && (names.empty() || names == these), kRuleFitComponent,
+                    "segment ", k, ": every bar needs the same models in the same order");
+      names = these;
+    }
+    bars += r.closes.size();
+    if (r.closes.size() > recorded[longest].closes.size()) longest = k;
+  }
+  FOXHUNT_CHECK(bars >= 20, kRuleFitComponent,
+                "expected at least 20 validation bars with every model ready to fit the weights "
+                "on, got ",
+                bars);
   RuleFit fit;
   fit.bars = static_cast<int64_t>(bars);
   fit.first_timestamp = std::numeric_limits<int64_t>::max();
   fit.last_timestamp = std::numeric_limits<int64_t>::min();
   for (const auto& r : recorded)
-    if (!r.times.empty()) {
-      fit.first_timestamp = std::min(fit.first_timestamp, r.times.front());
-      fit.last_timestamp = std::max(fit.last_timestamp, r.times.back());
+    if (!r.timestamps.empty()) {
+      fit.first_timestamp = std::min(fit.first_timestamp, r.timestamps.front());
+      fit.last_timestamp = std::max(fit.last_timestamp, r.timestamps.back());
     }
   std::vector<int64_t> ms;
-  for (auto t : recorded[longest].times) ms.push_back(t * 1000);
+  for (auto t : recorded[longest].timestamps) ms.push_back(t * 1000);
   fit.periods_per_year = data::infer_periods_per_year(ms);
   const double ppy = fit.periods_per_year;
 
   const size_t n = names.size();
   const double sqrt_ppy = std::sqrt(ppy);
   auto rule_of = [&](const Candidate& c) {
-    DecisionRule r = resolved;
+    DecisionRule r = base;
     r.vol_target_weight = c.vol_target;
     for (size_t i = 0; i < n; ++i) r.weights[names[i]] = c.models.empty() ? 0.0 : c.models[i];
     return r;
@@ -309,10 +336,7 @@ RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments, const Dec
   fit.rule.cost_bps = options.cost_bps;
   for (const auto& [m, w] : fit.weights) fit.rule.weights[m] = w;
   fit.rule.vol_target_weight = fit.vol_target_weight;
-  DecisionRule written = resolved;
-  written.weights = fit.rule.weights;
-  written.vol_target_weight = fit.vol_target_weight;
-  const auto returns = rule_returns(written, recorded, options.cost_bps);
+  const auto returns = rule_returns(fit.rule, recorded, options.cost_bps);
   fit.sharpe_fitted = data::sharpe_ratio(returns, ppy);
   const auto sample = data::sharpe_sample(returns);
   fit.sharpe_per_bar = sample.sharpe;

@@ -114,6 +114,24 @@ RuleFit fit_decision_rule(const std::vector<Bundle>& bundles, const data::BarSer
                           int64_t first, int64_t last, const DecisionRule& base = {},
                           const RuleFitOptions& options = {});
 
+/// One segment's validation bars as the fit reads them: per bar with every model ready, the
+/// models' signals (one per model, the same models in the same order on every bar), the
+/// volatility-targeted long's position (BarDecision::vol_target) and the close.
+struct RuleFitBars {
+  std::vector<std::vector<ModelSignal>> signals;  ///< per bar, one per model
+  std::vector<double> vol_target;                 ///< per bar, the baseline's position
+  std::vector<double> closes;                     ///< per bar
+  std::vector<int64_t> timestamps;                ///< per bar, Unix seconds, increasing
+};
+
+/// The fit itself on recorded bars (what the overloads above and below record by streaming the
+/// ensemble): the candidates, the deflation and the written rule (file comment). `base` gives
+/// every setting but the weights (its periods_per_year resolved or not; the rule is written as
+/// given). InputError for sizes that differ, models that change between bars, fewer than 20
+/// bars in all or bad options.
+RuleFit fit_decision_rule(const std::vector<RuleFitBars>& recorded, const DecisionRule& base = {},
+                          const RuleFitOptions& options = {});
+
 /// One instrument's part of a fit on a panel: the bundles serving it (select_instrument), its
 /// bars and its validation range [first, last].
 struct RuleFitSegment {
