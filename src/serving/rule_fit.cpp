@@ -109,12 +109,15 @@ nlohmann::json to_json(const RuleFit& f, const RuleFitOptions& options) {
        "in-sample figures (the validation bars chose the weights); the RL policies saw the "
        "equal-weight ensemble's position"}};
   FOXHUNT_JSON_FIELDS(j, options, shrinkage, grid_step, cost_bps, baselines, dsr_threshold);
+  j["deflation_variance"] =
+      options.deflation_variance == DeflationVariance::kTrials ? "trials" : "sampling";
   FOXHUNT_JSON_FIELDS(j, f, bars, first_timestamp, last_timestamp, periods_per_year, best_weights,
                       weights, sharpe_best, sharpe_equal, sharpe_fitted, sharpe_alone,
                       exposure_alone, candidates);
   FOXHUNT_JSON_FIELDS(j, f, chosen, reason, vol_target_weight, sharpe_shrunk, shrinkage_kept,
                       sharpe_models, sharpe_vol_target, sharpe_flat, sharpe_mix, trials,
-                      sharpe_variance, dsr_candidate, sharpe_per_bar, skewness, kurtosis, psr, dsr);
+                      sharpe_variance, dsr_variance, dsr_candidate, sharpe_per_bar, skewness,
+                      kurtosis, psr, dsr);
   return j;
 }
 
@@ -279,6 +282,16 @@ RuleFit fit_decision_rule(const std::vector<RuleFitBars>& recorded, const Decisi
   if (!fit.shrinkage_kept) kept = Candidate{best, 0.0, "models", best_sharpe};
   fit.sharpe_models = kept.sharpe;
 
+  // The search's N and V (file comment), once every trial is scored.
+  auto record_search = [&] {
+    fit.trials = static_cast<int64_t>(trial_sharpes.size());
+    fit.sharpe_variance = data::sample_variance(trial_sharpes);
+    const auto pooled = static_cast<double>(fit.bars - static_cast<int64_t>(recorded.size()));
+    fit.dsr_variance = options.deflation_variance == DeflationVariance::kTrials
+                           ? fit.sharpe_variance
+                           : (pooled > 1 ? 1.0 / (pooled - 1.0) : 0.0);
+  };
+
   // 2. The baselines and the models' vector mixed with the volatility-targeted long.
   Candidate chosen = kept;
   if (options.baselines) {
@@ -295,9 +308,8 @@ RuleFit fit_decision_rule(const std::vector<RuleFitBars>& recorded, const Decisi
     fit.sharpe_vol_target = run(vol);
     fit.sharpe_flat = run(flat);
     const Candidate& baseline = vol.sharpe > flat.sharpe + 1e-12 ? vol : flat;
-    fit.sharpe_variance = data::sample_variance(trial_sharpes);
-    fit.trials = static_cast<int64_t>(trial_sharpes.size());
-    const data::SharpeTrials search{fit.trials, fit.sharpe_variance};
+    record_search();
+    const data::SharpeTrials search{fit.trials, fit.dsr_variance};
     fit.dsr_candidate = data::deflated_sharpe_ratio(
         data::sharpe_sample(rule_returns(rule_of(best_trade), recorded, options.cost_bps)), search);
     if (best_trade.sharpe <= baseline.sharpe + 1e-12) {
@@ -321,8 +333,7 @@ RuleFit fit_decision_rule(const std::vector<RuleFitBars>& recorded, const Decisi
           baseline.kind, baseline.sharpe, fit.dsr_candidate, options.dsr_threshold, fit.trials);
     }
   } else {
-    fit.sharpe_variance = data::sample_variance(trial_sharpes);
-    fit.trials = static_cast<int64_t>(trial_sharpes.size());
+    record_search();
     fit.reason = "the models' vector (baselines were not candidates)";
   }
   fit.chosen = chosen.kind;
@@ -343,7 +354,7 @@ RuleFit fit_decision_rule(const std::vector<RuleFitBars>& recorded, const Decisi
   fit.skewness = sample.skewness;
   fit.kurtosis = sample.kurtosis;
   fit.psr = data::probabilistic_sharpe_ratio(sample);
-  fit.dsr = data::deflated_sharpe_ratio(sample, {fit.trials, fit.sharpe_variance});
+  fit.dsr = data::deflated_sharpe_ratio(sample, {fit.trials, fit.dsr_variance});
   fit.rule.fit = to_json(fit, options);
   return fit;
 }
@@ -351,12 +362,11 @@ RuleFit fit_decision_rule(const std::vector<RuleFitBars>& recorded, const Decisi
 std::optional<double> fitted_rule_dsr(const DecisionRule& rule,
                                       const std::vector<double>& returns) {
   const auto& f = rule.fit;
-  if (returns.empty() || !f.is_object() || !f.contains("trials") ||
-      !f.contains("sharpe_variance") || !f.at("trials").is_number_integer() ||
-      !f.at("sharpe_variance").is_number())
+  if (returns.empty() || !f.is_object() || !f.contains("trials") || !f.contains("dsr_variance") ||
+      !f.at("trials").is_number_integer() || !f.at("dsr_variance").is_number())
     return std::nullopt;
   const int64_t trials = f.at("trials").get<int64_t>();
-  const double variance = f.at("sharpe_variance").get<double>();
+  const double variance = f.at("dsr_variance").get<double>();
   if (trials < 1 || !(variance >= 0) || !std::isfinite(variance)) return std::nullopt;
   return data::deflated_sharpe_ratio(data::sharpe_sample(returns), {trials, variance});
 }

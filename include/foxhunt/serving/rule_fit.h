@@ -21,8 +21,17 @@
 ///    inside (0, 1)), and the two baselines alone: the volatility-targeted long and flat.
 /// The best candidate by the objective is chosen; a baseline wins ties. A candidate that trades
 /// on the models must also pass the deflation: its Deflated Sharpe Ratio (data/sharpe_stats.h;
-/// N = every trial scored, V = the variance of their per-bar Sharpe ratios, the skewness and
-/// kurtosis of its own bar returns) at least `dsr_threshold` (0.95). Otherwise the rule is the
+/// N = every trial scored, the skewness and kurtosis of its own bar returns, V below) at least
+/// `dsr_threshold` (0.95). V, the variance of the trials' per-bar Sharpe ratios under no skill:
+/// by default (DeflationVariance::kSampling) the sampling variance of a per-bar Sharpe ratio
+/// with no skill over the T pooled bar returns, 1 / (T - 1) (the PSR's own variance at SR = 0,
+/// normal returns): what N independent trials without an edge would scatter by. The paper's
+/// estimate, the cross-sectional variance of the trials' Sharpe ratios (kTrials, always recorded
+/// as sharpe_variance), assumes the trials are that: on a grid of weight vectors a model with a
+/// real edge spreads the candidates' Sharpe ratios by its edge, and the edge deflates itself
+/// away (a planted 70%-accurate signal over 1,000 bars: DSR 0.12 with it, 1.00 with 1 / (T - 1)).
+/// N counts correlated candidates as independent, which errs on the side of the baseline.
+/// Otherwise the rule is the
 /// better baseline on the validation bars (flat, or the volatility-targeted long), and the fit
 /// says so: `chosen` is "models", "models+vol_target", "vol_target" or "flat", and `reason`
 /// says why. A model with no edge then has weight 0, not a share by default.
@@ -48,6 +57,12 @@
 
 namespace foxhunt::serving {
 
+/// The variance V of the trials' Sharpe ratios in the deflation (see the file comment).
+enum class DeflationVariance {
+  kSampling,  ///< 1 / (T - 1): a per-bar Sharpe ratio's sampling variance without skill
+  kTrials,    ///< the cross-sectional variance of the trials' per-bar Sharpe ratios (the paper's)
+};
+
 /// Settings of fit_decision_rule.
 struct RuleFitOptions {
   double grid_step = 0.1;  ///< weight grid step on the simplex, in (0, 1], 1 / step an integer
@@ -60,6 +75,8 @@ struct RuleFitOptions {
   /// below it the best baseline is (0.95: a 5% chance that the search found its Sharpe in
   /// noise; 0 turns the gate off).
   double dsr_threshold = 0.95;
+  /// V of the deflation.
+  DeflationVariance deflation_variance = DeflationVariance::kSampling;
 };
 
 /// The result of a fit: the rule (with `fit` holding the figures below as JSON) and the figures.
@@ -88,7 +105,8 @@ struct RuleFit {
   double sharpe_flat = 0;        ///< objective of flat (0)
   std::map<std::string, double> sharpe_mix;  ///< per share b of the volatility-targeted long
   int64_t trials = 0;                        ///< every candidate scored (N of the deflation)
-  double sharpe_variance = 0;                ///< variance of the trials' per-bar Sharpe ratios (V)
+  double sharpe_variance = 0;                ///< variance of the trials' per-bar Sharpe ratios
+  double dsr_variance = 0;                   ///< V the deflation used (options.deflation_variance)
   double dsr_candidate = 0;                  ///< DSR of the best candidate trading on the models
   /// Of the written rule's bar returns on the validation bars: per-bar Sharpe, skewness,
   /// kurtosis (not excess), PSR against 0 and DSR against the search (data/sharpe_stats.h).
@@ -103,7 +121,8 @@ struct RuleFit {
 /// grid_step, cost_bps, baselines, dsr_threshold, best_weights, weights, sharpe_best,
 /// sharpe_equal, sharpe_fitted, sharpe_alone, exposure_alone, candidates, chosen, reason,
 /// vol_target_weight, sharpe_shrunk, shrinkage_kept, sharpe_models, sharpe_vol_target,
-/// sharpe_flat, sharpe_mix, trials, sharpe_variance, dsr_candidate, sharpe_per_bar, skewness,
+/// sharpe_flat, sharpe_mix, trials, sharpe_variance, dsr_variance, deflation_variance
+/// ("sampling" | "trials"), dsr_candidate, sharpe_per_bar, skewness,
 /// kurtosis, psr, dsr, note}.
 nlohmann::json to_json(const RuleFit& f, const RuleFitOptions& options);
 
@@ -150,7 +169,7 @@ RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments,
                           const DecisionRule& base = {}, const RuleFitOptions& options = {});
 
 /// The Deflated Sharpe Ratio of bar returns `returns` (a backtest of `rule`) against the search
-/// that fitted the rule, as its `fit` recorded it (trials, sharpe_variance); nullopt for a rule
+/// that fitted the rule, as its `fit` recorded it (trials, dsr_variance); nullopt for a rule
 /// without those figures (hand-set, or fitted before they were recorded) or no returns.
 std::optional<double> fitted_rule_dsr(const DecisionRule& rule, const std::vector<double>& returns);
 
