@@ -120,7 +120,8 @@ TEST(VolatilityTargetStream, EqualsTheBatchPositions) {
   EXPECT_EQ(stream.position(0.1, 252), 0.0);  // nothing known yet: flat
   for (size_t t = 0; t < closes.size(); ++t) {
     stream.push(closes[t]);
-    if (t >= warm) EXPECT_EQ(stream.position(0.1, 252), batch[t - warm]) << t;
+    if (t < warm) continue;
+    EXPECT_EQ(stream.position(0.1, 252), batch[t - warm]) << t;
   }
   EXPECT_EQ(stream.returns_seen(), 299);
   foxhunt::testing::expect_input_error([&] { stream.push(-1.0); }, "vol_target", {"close"});
