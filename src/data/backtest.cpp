@@ -10,6 +10,7 @@
 #include "foxhunt/core/fields.h"
 #include "foxhunt/core/random.h"
 #include "foxhunt/core/stats.h"
+#include "foxhunt/data/sharpe_stats.h"
 
 namespace foxhunt::data {
 
@@ -188,6 +189,7 @@ void fill_return_metrics(BacktestResult& res, const std::vector<bool>& held,
   res.sharpe_per_bar = sd > 0.0 ? res.mean_return_per_bar / sd : 0.0;
   res.short_window = big_n < ppy;
   std::tie(res.sharpe_lo, res.sharpe_hi) = sharpe_interval(res.returns, ppy, bootstrap);
+  res.psr = probabilistic_sharpe_ratio(sharpe_sample(res.returns));
 }
 
 std::pair<double, double> sharpe_interval(const std::vector<double>& returns,
@@ -320,6 +322,8 @@ nlohmann::json to_json(const BacktestResult& r, bool include_series) {
   j["prob_beats_buy_and_hold"] = json_or_null(r.prob_beats_reference);
   j["break_even_cost_bps"] = json_or_null(r.break_even_cost_bps);
   j["beats_buy_and_hold_at_any_cost"] = r.beats_reference_at_any_cost;
+  j["psr"] = r.psr;
+  j["dsr"] = json_or_null(r.dsr);
   if (include_series) {
     j["returns"] = r.returns;
     j["equity"] = r.equity;

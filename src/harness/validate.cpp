@@ -285,9 +285,10 @@ void validate_train_step(const ValidateOptions& options, StepResult& result, std
     } else {
       log << fmt::format(
           "  rule    weights fitted on {} validation bars: Sharpe after costs equal "
-          "{:.2f}, best {:.2f}, shrunk {:.2f}\n",
+          "{:.2f}, best {:.2f}, written {:.2f}; chosen {} (DSR {:.3f})\n",
           fit.value("bars", 0), fit.value("sharpe_equal", 0.0), fit.value("sharpe_best", 0.0),
-          fit.value("sharpe_fitted", 0.0));
+          fit.value("sharpe_fitted", 0.0), fit.value("chosen", std::string("models")),
+          fit.value("dsr", 0.0));
     }
     result.details["rule_fit"] = fit;
   }

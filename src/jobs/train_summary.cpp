@@ -131,14 +131,21 @@ std::string format_train_summary(const TrainAllSummary& s) {
     const auto& f = s.rule_fit;
     out += fmt::format(
         "decision rule: weights fitted on {} validation bars (Sharpe after costs: "
-        "equal {:.2f}, best {:.2f}, written {:.2f} after shrinkage toward equal) -> {}\n",
+        "equal {:.2f}, best {:.2f}, written {:.2f}) -> {}\n",
         f.value("bars", 0), f.value("sharpe_equal", 0.0), f.value("sharpe_best", 0.0),
         f.value("sharpe_fitted", 0.0), s.rule);
+    // Which candidate the rule holds (models or a baseline) and why (serving/rule_fit.h).
+    if (f.contains("chosen"))
+      out += fmt::format("  chosen: {} (PSR {:.3f}, DSR {:.3f} over {} trials): {}\n",
+                         f.value("chosen", std::string()), f.value("psr", 0.0), f.value("dsr", 0.0),
+                         f.value("trials", 0), f.value("reason", std::string()));
     out += "  weights:";
     const auto weights = f.value("weights", nlohmann::json::object());  // outlives the loop
     for (const auto& [m, w] : weights.items()) {
       out += fmt::format(" {} {:.2f}", m, w.get<double>());
     }
+    if (f.value("vol_target_weight", 0.0) > 0)
+      out += fmt::format(" vol_target {:.2f}", f.value("vol_target_weight", 0.0));
     out += "\n";
   } else if (s.rule_fit.is_object() && s.rule_fit.contains("error")) {
     out += "decision rule: not fitted (" + s.rule_fit["error"].get<std::string>() +

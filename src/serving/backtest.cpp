@@ -20,6 +20,7 @@
 #include "foxhunt/serving/bar_stream.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/desk.h"
+#include "foxhunt/serving/rule_fit.h"
 
 namespace foxhunt::serving {
 namespace {
@@ -259,6 +260,9 @@ void score_backtest(BacktestRun& run, const BacktestJob& job) {
       data::compare_to_reference(run.results[name], bh, run.closes, positions.at(name),
                                  positions.at("buy_and_hold"), bo.bootstrap);
   run.short_window = bh.short_window;
+  // The fitted rule's Sharpe deflated for the search that chose it (rule.json's fit figures).
+  if (auto e = run.results.find("ensemble"); e != run.results.end())
+    e->second.dsr = fitted_rule_dsr(run.rule, e->second.returns);
   // A model that never holds a position is reported as such: no figure of it may pass for skill.
   for (const auto& [name, max_signal] : run.max_abs_signal) {
     if (run.results.at(name).exposure > 0) continue;

@@ -10,6 +10,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/hash.h"
+#include "foxhunt/data/vol_target.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/streaming.h"
 #include "model_inputs.h"
@@ -42,6 +43,7 @@ struct Instrument {
   std::vector<std::unique_ptr<models::ModelStream>> streams;  // per model; null: batched forward
   double position = 0.0;
   double entry_close = 0.0;
+  data::VolatilityTargetStream vol_target;  // the baseline a rule can hold (inline, no heap)
 
   // Bytes without the symbol's heap buffer.
   size_t fixed_bytes() const {
@@ -302,12 +304,17 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
     const int64_t prev = s.features.bars_seen() > 0 ? s.features.last_timestamp() : 0;
     s.features.update(bars[i].bar);  // checked above: cannot throw
     const double close = bars[i].bar.close;
+    s.vol_target.push(close);  // a close the features accepted: finite and > 0
     upnl[i] =
         s.position != 0.0 && s.entry_close > 0 ? s.position * std::log(close / s.entry_close) : 0.0;
     next[i] = detail::next_timestamps(timestamp, prev, d.horizon);
     out[i].symbol = bars[i].symbol;
     out[i].decision.timestamp = timestamp;
     out[i].decision.position = s.position;
+    out[i].decision.vol_target =
+        d.rule.target_volatility > 0 && d.rule.periods_per_year > 0
+            ? s.vol_target.position(d.rule.target_volatility, d.rule.periods_per_year)
+            : 0.0;
     out[i].decision.signals.resize(d.plans.size());
   }
 
@@ -396,7 +403,7 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
   const double us = detail::micros_since(t0);
   for (size_t i = 0; i < n; ++i) {
     auto& dec = out[i].decision;
-    dec.decision = combine_signals(d.rule, dec.signals);
+    dec.decision = combine_signals(d.rule, dec.signals, dec.vol_target);
     if (dec.decision != inst[i]->position) inst[i]->entry_close = bars[i].bar.close;
     inst[i]->position = dec.decision;
     dec.latency_us = us;

@@ -48,23 +48,17 @@ void to_json(nlohmann::json& j, const DecisionRule& r) {
   j = nlohmann::json::object();
   FOXHUNT_JSON_FIELDS(j, r, weights, target_volatility, full_edge, cost_bps, periods_per_year,
                       forecast_gain, policy_temperature, dead_band, max_position);
+  if (r.vol_target_weight != 0.0) j["vol_target_weight"] = r.vol_target_weight;
   j["forecast_rule"] = forecast_rule_name(r.forecast_rule);
   if (!r.fit.empty()) j["fit"] = r.fit;
 }
 
 void from_json(const nlohmann::json& j, DecisionRule& r) {
   const char* c = "decision";
-  static const std::vector<std::string> keys = {"weights",
-                                                "forecast_rule",
-                                                "target_volatility",
-                                                "full_edge",
-                                                "cost_bps",
-                                                "periods_per_year",
-                                                "forecast_gain",
-                                                "policy_temperature",
-                                                "dead_band",
-                                                "max_position",
-                                                "fit"};
+  static const std::vector<std::string> keys = {
+      "weights",   "forecast_rule",    "target_volatility", "full_edge",
+      "cost_bps",  "periods_per_year", "forecast_gain",     "policy_temperature",
+      "dead_band", "max_position",     "vol_target_weight", "fit"};
   FOXHUNT_CHECK(j.is_object(), c, "expected a JSON object, got ", j.type_name());
   for (const auto& [key, value] : j.items())
     FOXHUNT_CHECK(std::find(keys.begin(), keys.end(), key) != keys.end(), c, "unknown key '", key,
@@ -104,6 +98,7 @@ void from_json(const nlohmann::json& j, DecisionRule& r) {
   number("policy_temperature", r.policy_temperature);
   number("dead_band", r.dead_band);
   number("max_position", r.max_position);
+  number("vol_target_weight", r.vol_target_weight);
   if (j.contains("fit")) {
     FOXHUNT_CHECK(j.at("fit").is_object(), c, "fit: expected an object, got ",
                   j.at("fit").type_name());
@@ -125,6 +120,8 @@ void from_json(const nlohmann::json& j, DecisionRule& r) {
                 r.dead_band);
   FOXHUNT_CHECK(r.max_position > 0 && r.max_position <= 1, c,
                 "max_position: expected in (0, 1], got ", r.max_position);
+  FOXHUNT_CHECK(r.vol_target_weight >= 0, c, "vol_target_weight: expected >= 0, got ",
+                r.vol_target_weight);
 }
 
 DecisionRule load_decision_rule(const std::string& path) {
@@ -239,8 +236,10 @@ double forecast_signal(const std::vector<double>& taus, const std::vector<double
   return (edge > 0 ? 1.0 : edge < 0 ? -1.0 : 0.0) * strength * size;
 }
 
-double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>& signals) {
-  double num = 0.0, den = 0.0;
+double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>& signals,
+                       double vol_target) {
+  // The baseline first: a ready signal from the first bar (0 until its volatility is known).
+  double num = rule.vol_target_weight * vol_target, den = rule.vol_target_weight;
   for (const auto& s : signals) {
     if (!s.ready) continue;
     auto it = rule.weights.find(s.model);

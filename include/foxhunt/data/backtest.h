@@ -75,6 +75,13 @@ struct BacktestResult {
   /// and mean / stdev of the bar returns (sharpe = sharpe_per_bar * sqrt(periods_per_year)).
   double mean_return_per_bar = 0.0;
   double sharpe_per_bar = 0.0;  ///< see mean_return_per_bar
+  /// Probabilistic Sharpe Ratio against a benchmark Sharpe of 0 (data/sharpe_stats.h): the
+  /// probability that the true Sharpe ratio is above 0, given sharpe_per_bar over the bar returns
+  /// and their skewness and kurtosis. 0.5 without variation.
+  double psr = 0.0;
+  /// Deflated Sharpe Ratio (data/sharpe_stats.h) for a strategy chosen by a search that recorded
+  /// its trials (the fitted decision rule: serving/rule_fit.h); unset otherwise.
+  std::optional<double> dsr;
   /// True when fewer bar returns than periods_per_year were scored: annualised figures then
   /// extrapolate less than a year (a Sharpe of -61 over 1,000 minute bars says little).
   bool short_window = false;
@@ -174,9 +181,9 @@ std::vector<double> volatility_target_positions(const std::vector<double>& past_
 /// The metrics as JSON (snake_case keys: total_return, annualized_return, volatility, sharpe,
 /// sharpe_lo, sharpe_hi, sortino, max_drawdown, max_drawdown_duration_bars, turnover,
 /// turnover_per_year, hit_rate, exposure, total_cost, mean_return_per_bar, sharpe_per_bar,
-/// short_window, prob_beats_buy_and_hold and break_even_cost_bps (null when unset), bars,
-/// cost_bps, periods_per_year); with `include_series` also the arrays
-/// returns, equity and drawdown.
+/// short_window, psr, dsr and prob_beats_buy_and_hold and break_even_cost_bps (null when unset),
+/// bars, cost_bps, periods_per_year); with `include_series` also the arrays returns, equity and
+/// drawdown.
 nlohmann::json to_json(const BacktestResult& result, bool include_series = false);
 
 /// Annualised Sharpe ratio of bar returns (sample stdev, risk-free 0); 0 when fewer than two

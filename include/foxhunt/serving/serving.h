@@ -24,6 +24,14 @@
 ///   clamp(forecast_gain * P50 / (P90 - P10), -1, 1), which reads the median only.
 /// - decision = clamp(sum_i w_i s_i / sum_i w_i over the models that are ready, +-max_position);
 ///   |decision| < dead_band is 0 (flat). No model ready (warm-up): 0.
+/// - Baselines: `vol_target_weight` w_v adds the volatility-targeted long as one more signal,
+///   s_v = min(1, target_volatility / (sigma * sqrt(periods_per_year))) with sigma the sample
+///   standard deviation of the instrument's last 60 log returns (data/vol_target.h: the
+///   backtests' `vol_target` baseline position, before the rule's clamp and dead band; 0 before
+///   2 returns are known), ready from
+///   the first bar: decision = clamp((sum_i w_i s_i + w_v s_v) / (sum_i w_i + w_v)). Weights all
+///   0 hold the flat baseline (decision 0). The rule fit writes either baseline when the models'
+///   edge does not survive its deflation (serving/rule_fit.h).
 /// - `foxhunt train all` fits the weights on the validation split of its data (serving/
 ///   rule_fit.h) and writes the rule to DIR/rule.json, which `predict`, `backtest`, the Desk and
 ///   the Python module use unless a rule is given (ensemble_rule()).
@@ -85,6 +93,9 @@ struct DecisionRule {
   double policy_temperature = 0.0;
   /// |decision| below this is flat (0).
   double dead_band = 0.05;
+  /// Weight of the volatility-targeted long beside the models' weights (>= 0; see the file
+  /// comment). 0: the models alone.
+  double vol_target_weight = 0.0;
   /// The decision is clipped to [-max_position, max_position] (0 < max_position <= 1).
   double max_position = 1.0;
   /// Where the weights came from ({} for hand-set; serving/rule_fit.h writes the fit's figures).
@@ -93,7 +104,7 @@ struct DecisionRule {
 };
 /// JSON form {"weights": {...}, "forecast_rule": "distribution"|"median", "target_volatility",
 /// "full_edge", "cost_bps", "periods_per_year", "forecast_gain", "policy_temperature",
-/// "dead_band", "max_position", "fit"}.
+/// "dead_band", "max_position", "vol_target_weight", "fit"}.
 void to_json(nlohmann::json& j, const DecisionRule& r);
 /// Reads the JSON form: missing keys keep their defaults; unknown keys, unknown models, negative
 /// weights or out-of-range thresholds are InputErrors.
@@ -150,8 +161,10 @@ double forecast_probability_above(const std::vector<double>& taus, const std::ve
 /// `rule.periods_per_year` must be resolved (> 0). 0 for a degenerate distribution.
 double forecast_signal(const std::vector<double>& taus, const std::vector<double>& q,
                        const DecisionRule& rule);
-/// The decision of `signals` under `rule` (see the file comment).
-double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>& signals);
+/// The decision of `signals` under `rule` (see the file comment); `vol_target` is the
+/// instrument's volatility-targeted long position s_v, read with rule.vol_target_weight.
+double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>& signals,
+                       double vol_target = 0.0);
 
 /// Runs batches of independent tasks on a fixed set of worker threads.
 class ThreadPool {
@@ -181,6 +194,7 @@ struct BarDecision {
   std::vector<ModelSignal> signals;  ///< one per model, in ensemble order
   double decision = 0.0;             ///< target position in [-1, 1]
   double position = 0.0;             ///< position held into this bar (the previous decision)
+  double vol_target = 0.0;           ///< the vol-targeted long's position (baseline signal)
   double latency_us = 0.0;           ///< wall time of on_bar (features, models, decision)
 };
 /// JSON line of `predict --json`: {timestamp, signals: {model: signal|null}, decision, position,
