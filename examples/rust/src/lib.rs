@@ -140,7 +140,10 @@ fn check(status: i32) -> Result<(), Error> {
 fn c_string(s: &str, what: &str) -> Result<CString, Error> {
     CString::new(s).map_err(|_| Error {
         status: 2,
-        message: format!("[rust] {}: expected a string without NUL bytes, got {:?}", what, s),
+        message: format!(
+            "[rust] {}: expected a string without NUL bytes, got {:?}",
+            what, s
+        ),
     })
 }
 
@@ -238,7 +241,11 @@ impl Desk {
         o.device = ptr_of(&device);
         o.rule_file = ptr_of(&rule_file);
         o.symbol = ptr_of(&symbol);
-        o.mode = if options.panel { ffi::DESK_PANEL } else { ffi::DESK_SERIES };
+        o.mode = if options.panel {
+            ffi::DESK_PANEL
+        } else {
+            ffi::DESK_SERIES
+        };
         o.threads = options.threads;
         o.serial = options.serial as i32;
         let mut raw: *mut ffi::Desk = ptr::null_mut();
@@ -247,7 +254,10 @@ impl Desk {
             status: 1,
             message: "[rust] foxhunt_desk_open succeeded without a handle".to_string(),
         })?;
-        let mut desk = Desk { raw, models: Vec::new() };
+        let mut desk = Desk {
+            raw,
+            models: Vec::new(),
+        };
         let mut count = 0usize;
         check(unsafe { ffi::foxhunt_desk_model_count(desk.raw.as_ptr(), &mut count) })?;
         for i in 0..count {
@@ -336,7 +346,10 @@ impl Desk {
             )
         })?;
         out.truncate(count);
-        Ok(out.into_iter().map(|v| if v.is_nan() { None } else { Some(v) }).collect())
+        Ok(out
+            .into_iter()
+            .map(|v| if v.is_nan() { None } else { Some(v) })
+            .collect())
     }
 }
 

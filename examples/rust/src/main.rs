@@ -12,7 +12,15 @@
 use foxhunt::{Bar, Desk, Error, Options};
 use std::process::exit;
 
-const COLUMNS: [&str; 7] = ["timestamp", "open", "high", "low", "close", "volume", "symbol"];
+const COLUMNS: [&str; 7] = [
+    "timestamp",
+    "open",
+    "high",
+    "low",
+    "close",
+    "volume",
+    "symbol",
+];
 
 fn input_error(message: String) -> Error {
     Error { status: 2, message }
@@ -28,8 +36,10 @@ fn read_csv(path: &str) -> Result<(Vec<Bar>, bool), Error> {
         None => return Err(input_error(format!("empty bars CSV {}", path))),
     };
     let names: Vec<&str> = header.trim_end_matches('\r').split(',').collect();
-    let col: Vec<Option<usize>> =
-        COLUMNS.iter().map(|c| names.iter().position(|n| n == c)).collect();
+    let col: Vec<Option<usize>> = COLUMNS
+        .iter()
+        .map(|c| names.iter().position(|n| n == c))
+        .collect();
     if col[0].is_none() || col[4].is_none() {
         return Err(input_error(format!(
             "expected a header with timestamp and close columns in {}",
@@ -68,7 +78,11 @@ fn read_csv(path: &str) -> Result<(Vec<Bar>, bool), Error> {
         };
         let ts = field(0)?.unwrap_or("");
         let timestamp = ts.parse::<i64>().map_err(|_| {
-            input_error(format!("line {}: expected Unix seconds, got '{}'", i + 1, ts))
+            input_error(format!(
+                "line {}: expected Unix seconds, got '{}'",
+                i + 1,
+                ts
+            ))
         })?;
         let close = number(4)?.unwrap_or(0.0);
         bars.push(Bar {
@@ -119,7 +133,10 @@ fn run(args: &[String]) -> Result<(), Error> {
         ..Options::default()
     };
     let mut desk = Desk::open(&args[1], &options)?;
-    println!("timestamp,symbol,decision,position,{}", desk.models().join(","));
+    println!(
+        "timestamp,symbol,decision,position,{}",
+        desk.models().join(",")
+    );
     if !panel {
         for bar in &bars {
             desk.push_bar(bar)?;
