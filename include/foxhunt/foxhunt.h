@@ -54,7 +54,7 @@ typedef enum foxhunt_status {
   FOXHUNT_ERR_OOM = 3     /**< an allocation refused under a memory cap, or the device is full */
 } foxhunt_status;
 
-/* ---- version and errors -------------------------------------------------------------------- */
+/* ---- version and errors ---------------------------------------------------------------------- */
 
 /** The library's version ("0.1.0"); a static string. */
 FOXHUNT_API const char* foxhunt_version(void);
@@ -174,7 +174,7 @@ FOXHUNT_API foxhunt_status foxhunt_desk_model_name(const foxhunt_desk* desk, siz
 FOXHUNT_API foxhunt_status foxhunt_desk_signals(const foxhunt_desk* desk, const char* symbol,
                                                 double* out, size_t capacity, size_t* count);
 
-/* ---- memory questions, as JSON ------------------------------------------------------------- */
+/* ---- memory questions, as JSON --------------------------------------------------------------- */
 
 /** The largest training batch of a model that fits a memory budget (`foxhunt plan --json`).
  *  `request_json` is an object; every key is optional except "model":
