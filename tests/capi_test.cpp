@@ -235,23 +235,24 @@ TEST_F(CapiTest, SeriesDeskEqualsTheEnsembleBitForBit) {
     all_ready += expect_capi_equal(desk.d, nullptr, want) == static_cast<int>(models) ? 1 : 0;
     moved += want.decision != 0.0 ? 1 : 0;
   }
-  EXPECT_GE(all_ready, 30);  // the comparison covered every model's output
-  EXPECT_GE(moved, 30);
+  EXPECT_GE(all_ready, 20);  // the comparison covered every model's output
+  EXPECT_GE(moved, 20);
 }
 
 TEST_F(CapiTest, PanelDeskEqualsTheDeskBitForBit) {
   auto cpp = serving::Desk::load(capi_bundles());
   CapiDesk desk(FOXHUNT_DESK_PANEL);
   ASSERT_NE(desk.d, nullptr);
-  const int64_t n = cpp.warmup_bars() + 30;
+  const int64_t n = cpp.warmup_bars() + 40;
   const auto a = bars(n, 31), b = bars(n, 32);
   ASSERT_EQ(a.bars[0].timestamp, b.bars[0].timestamp);
   int all_ready = 0;
   for (int64_t i = 0; i < n; ++i) {
-    // "BBB" misses every fifth timestamp: batches of one and two instruments.
+    // "BBB" misses every fifth of the first 50 timestamps: batches of one and two instruments,
+    // and still 30 bars with every model ready.
     std::vector<serving::SymbolBar> batch = {{"AAA", a.bars[i]}};
     std::vector<foxhunt_bar> c_batch = {capi_bar(a.bars[i], "AAA")};
-    if (i % 5 != 4) {
+    if (i >= 50 || i % 5 != 4) {
       batch.push_back({"BBB", b.bars[i]});
       c_batch.push_back(capi_bar(b.bars[i], "BBB"));
     }
@@ -264,7 +265,7 @@ TEST_F(CapiTest, PanelDeskEqualsTheDeskBitForBit) {
                        ? 1
                        : 0;
   }
-  EXPECT_GE(all_ready, 40);
+  EXPECT_GE(all_ready, 50);  // both instruments past every warm-up
   // An invalid bar names its symbol and changes nothing, for either instrument.
   foxhunt_decision before{}, after{};
   ASSERT_EQ(foxhunt_desk_decision(desk.d, "AAA", &before), FOXHUNT_OK);
