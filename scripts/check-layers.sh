@@ -4,7 +4,8 @@
 # from there): each area may include itself and the areas below it on its own branch of the graph.
 #   core <- memory <- dist;  core <- quant <- models;  core <- data;  core <- report;
 #   memory, models, data <- serving;  all but serving <- train <- plan;  plan, serving <- jobs;
-#   jobs, report <- harness <- app/tests/bench
+#   jobs, report <- harness <- capi (the C ABI; its header is include/foxhunt/foxhunt.h);
+#   harness <- app/tests/bench
 # (data and models are siblings: data produces matrices, models consume tensors; train joins them.
 # report renders typed results as HTML/SVG/Markdown: it knows no model, only core.)
 set -euo pipefail
@@ -46,6 +47,8 @@ bad=0
 checked=0
 while IFS= read -r file; do
   area=$(echo "$file" | sed -E 's#^(include/foxhunt|src)/([a-z_]+)/.*#\2#')
+  # The C ABI's one header sits directly in include/foxhunt/ (<foxhunt/foxhunt.h>): area capi.
+  [[ $file =~ ^include/foxhunt/[^/]+$ ]] && area=capi
   if [ -z "${allowed[$area]+x}" ]; then
     echo "check-layers: $file: unknown area '$area' (expected one of: ${!allowed[*]})" >&2
     bad=1

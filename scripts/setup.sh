@@ -8,6 +8,8 @@
 #   venv: .venv in the repo root for the Python cross-checks (tests/python), with safetensors,
 #         pytest and scikit-build-core; onnxruntime and onnx (bench/compare_onnxruntime.py)
 #   data: the S&P 500 daily closes for the forecast-quality tests (~/.cache/foxhunt, see below)
+#   apt: rustc and cargo when no cargo is on PATH (examples/rust, the C ABI's Rust consumer that
+#        scripts/test-capi.sh builds offline)
 # Everything lands in system locations (dpkg, the system python3's site-packages), so a fresh clone
 # on the same machine finds it again without downloading anything.
 set -euo pipefail
@@ -30,6 +32,17 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 else
   log "apt: all ${#APT_PACKAGES[@]} packages present"
+fi
+
+# A Rust toolchain for examples/rust (no crates: `cargo build --offline`): Debian's, unless one
+# is already on PATH (rustup's, for instance).
+if command -v cargo > /dev/null; then
+  log "rust: $(cargo --version) present"
+else
+  log "apt: installing rustc cargo (examples/rust)"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq rustc cargo >/dev/null ||
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq rustc cargo >/dev/null; }
 fi
 
 PY="${PYTHON:-python3}"
