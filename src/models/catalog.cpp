@@ -90,6 +90,8 @@ std::vector<CatalogEntry>& mutable_catalog() {
        125 * kMiB,
        1.0,
        "static_categories",
+       nullptr,
+       nullptr,
        {{Precision::kInt8, &make_int8_tft_model, &int8_tft_bytes, &quantize_int8_tft}}},
   };
   return entries;
