@@ -99,7 +99,7 @@ Calibration Bundle::calibration(const std::string& s) const {
     if (i.symbol == s) return {&i.normalizer, i.target_scale, i.instrument_id};
   throw InputError(
       kBundleComponent,
-      detail::cat("symbol '", s, "': the ", name(), " bundle was trained on a panel of ",
+      foxhunt::detail::cat("symbol '", s, "': the ", name(), " bundle was trained on a panel of ",
                   instruments.size(), " instruments (", symbols_text(),
                   ") and has no normaliser or instrument id for it; serve those "
                   "symbols, or train on a panel that includes it"));
