@@ -168,7 +168,7 @@ namespace {
 std::atomic<int> g_stop{0};
 static_assert(std::atomic<int>::is_always_lock_free);
 
-extern "C" void foxhunt_sigint_handler(int) {
+extern "C" void on_sigint(int) {
   if (g_stop.load() != 0) {
     // Second Ctrl-C: give up on the clean stop and die the default way.
     std::signal(SIGINT, SIG_DFL);
@@ -192,7 +192,7 @@ struct ScopedSigintHandler::Saved {
 
 ScopedSigintHandler::ScopedSigintHandler() : saved_(new Saved) {
   struct sigaction sa {};
-  sa.sa_handler = foxhunt_sigint_handler;
+  sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a blocking read returns so the trainer sees the flag
   if (::sigaction(SIGINT, &sa, &saved_->old) != 0) {
