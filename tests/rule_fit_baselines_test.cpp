@@ -10,7 +10,9 @@
 // 0.03, the rule is vol_target; the planted 70%-accurate
 // signal: the unshrunk w* is the planted model alone (Sharpe per bar 0.288 vs 0.269 shrunk), a
 // mix with the volatility-targeted long is chosen with DSR 1.00 (0.12 with the trials' own
-// Sharpe variance as V).
+// Sharpe variance as V; 0.10 with the no-trade bands among the trials). With the bands: noise
+// keeps vol_target (DSR 0.07); the planted w* keeps band 0 (every band ties: its trades are
+// flips of 1.6).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -72,10 +74,11 @@ TEST(RuleFitBaselines, NoiseLeavesTheRuleOnABaseline) {
   EXPECT_EQ(fit.rule.vol_target_weight, 1.0);
   EXPECT_LT(fit.dsr_candidate, 0.95);
   EXPECT_FALSE(fit.reason.empty());
-  // The search's figures: 286 simplex vectors, equal weights, the shrunk vector, 9 mixes and the
-  // two baselines; V = 1 / (T - 1) over the 999 bar returns.
+  // The search's figures: 286 simplex vectors, equal weights, w* at the 4 other no-trade bands,
+  // the shrunk vector, 9 mixes and the two baselines; V = 1 / (T - 1) over the 999 bar returns.
   EXPECT_EQ(fit.candidates, 286);
-  EXPECT_EQ(fit.trials, 286 + 1 + 1 + 9 + 2);
+  EXPECT_EQ(fit.band_candidates, 5);
+  EXPECT_EQ(fit.trials, 286 + 1 + 4 + 1 + 9 + 2);
   EXPECT_NEAR(fit.dsr_variance, 1.0 / 998.0, 1e-15);
   EXPECT_GT(fit.sharpe_variance, 0.0);
   // The written figures are those of the baseline, and they travel with the rule.
