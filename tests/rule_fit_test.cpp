@@ -8,6 +8,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/backtest.h"
+#include "foxhunt/data/cost_model.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/catalog.h"
 #include "serving_test_util.h"
@@ -101,6 +102,28 @@ TEST_F(RuleFitTest, AForecasterAlonesFigureIsItsBacktest) {
     EXPECT_NEAR(fit.sharpe_alone.at(model), bt.sharpe, 1e-9) << model;
     EXPECT_NEAR(fit.exposure_alone.at(model), bt.exposure, 1e-12) << model;
   }
+}
+
+// The serving runtime applies the no-trade band as the backtests and the fit do: the positions
+// an Ensemble takes are data::apply_no_trade_band of its combined targets, starting flat.
+TEST_F(RuleFitTest, TheServedBandIsTheBacktestsBand) {
+  const auto series = sp500(700);
+  const auto bundles = seeded_bundles(series);
+  DecisionRule rule;
+  rule.vol_target_weight = 1.0;  // a target that moves a little every bar
+  rule.band = 0.2;
+  Ensemble e(bundles, rule);
+  std::vector<double> targets, served, closes;
+  for (const auto& bar : series.bars) {
+    const auto d = e.on_bar(bar);
+    targets.push_back(d.target);
+    served.push_back(d.decision);
+    closes.push_back(bar.close);
+  }
+  EXPECT_EQ(served, data::apply_no_trade_band(targets, 0.2));
+  EXPECT_NE(served, targets);  // the band bit
+  EXPECT_LT(data::run_backtest(closes, served).turnover,
+            data::run_backtest(closes, targets).turnover);
 }
 
 TEST_F(RuleFitTest, ReadsOnlyTheValidationBars) {
