@@ -103,6 +103,12 @@ struct Candidate {
   double band = 0.0;  // DecisionRule::band
 };
 
+// The forecasters' hurdle in basis points: the linear cost per unit traded (as
+// serving::hurdle_bps of a backtest job).
+double fit_hurdle_bps(const RuleFitOptions& o) {
+  return o.cost_bps + 0.5 * o.costs.spread_bps + o.costs.fee_bps;
+}
+
 std::string band_key(double b) {
   return fmt::format("{:.4g}", b);
 }
@@ -173,7 +179,7 @@ RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments, const Dec
   FOXHUNT_CHECK(!segments.empty(), kRuleFitComponent, "expected at least one segment to fit on");
   check_options(options);
   DecisionRule rule = base;
-  rule.cost_bps = options.cost_bps;
+  rule.cost_bps = fit_hurdle_bps(options);
   for (auto& [m, w] : rule.weights) w = 1.0;  // the recording run: equal weights, no band
   rule.vol_target_weight = 0.0;
   rule.band = 0.0;
@@ -417,7 +423,7 @@ RuleFit fit_decision_rule(const std::vector<RuleFitBars>& recorded, const Decisi
   fit.vol_target_weight = chosen.vol_target * scale;
   fit.band = chosen.band;
   fit.rule = base;
-  fit.rule.cost_bps = options.cost_bps;
+  fit.rule.cost_bps = fit_hurdle_bps(options);  // the forecasters' hurdle: the linear cost
   for (const auto& [m, w] : fit.weights) fit.rule.weights[m] = w;
   fit.rule.vol_target_weight = fit.vol_target_weight;
   fit.rule.band = fit.band;

@@ -90,7 +90,9 @@ struct RuleFitOptions {
   /// The no-trade bands fitted with the weights (each in [0, 1], at least one; every band is
   /// a trial per weight vector).
   std::vector<double> bands = {0.0, 0.05, 0.1, 0.2, 0.3};
-  /// The cost terms beside cost_bps that the objective charges (data/cost_model.h).
+  /// The cost terms beside cost_bps that the objective charges (data/cost_model.h). The
+  /// forecasters' hurdle (DecisionRule::cost_bps of the recording run and of the written rule) is
+  /// the linear cost per unit traded, cost_bps + spread_bps / 2 + fee_bps.
   data::CostModel costs = {};
 };
 
