@@ -70,6 +70,7 @@ int backtest_walk_forward(const BacktestArgs& a) {
   jobs::WalkForwardJob w = a.walk;
   w.data = a.job.data;
   w.cost_bps = a.job.cost_bps;
+  w.costs = a.job.costs;
   w.seed = a.job.seed;
   w.device = a.job.device;
   w.rule = a.rule;
@@ -120,7 +121,23 @@ Registrar registered_backtest = subcommand<BacktestArgs>(
                       "up")
           ->required();
       add_defaulted(sub, "--cost-bps", &a->job.cost_bps,
-                    "Cost per unit of position change, basis points of notional");
+                    "Cost per unit of position change, basis points of notional (flat; the cost "
+                    "model's terms below add to it)");
+      auto& costs = a->job.costs;
+      add_defaulted(sub, "--spread-bps", &costs.spread_bps,
+                    "Quoted spread (ask - bid) / mid in basis points; half of it is paid per unit "
+                    "traded (a bar CSV has no quotes)");
+      add_defaulted(sub, "--fee-bps", &costs.fee_bps, "Fee per notional traded, basis points");
+      add_defaulted(sub, "--fee-per-contract", &costs.fee_per_contract,
+                    "Fee per contract traded, in the price's currency (see --contract-multiplier)");
+      add_defaulted(sub, "--contract-multiplier", &costs.contract_multiplier,
+                    "Units of the instrument per contract (1 for shares, 50 for an E-mini)");
+      add_defaulted(sub, "--notional", &costs.notional,
+                    "Account notional (price currency) that a position of 1 is; > 0 charges the "
+                    "square-root market impact k * sigma * sqrt(traded / ADV) from the bars' "
+                    "volume (capacity is reported either way)");
+      add_defaulted(sub, "--impact-k", &costs.impact_k,
+                    "k of the square-root market impact (0 turns it off)");
       sub->add_option(
           "--from", a->job.from,
           "First scored bar (Unix seconds or ISO 8601); must be after the training data");

@@ -8,6 +8,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/backtest.h"
+#include "foxhunt/data/cost_model.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/catalog.h"
 #include "serving_test_util.h"
@@ -34,7 +35,10 @@ TEST_F(RuleFitTest, FindsTheGridsBestAndShrinksTowardEqualWeights) {
   const auto series = sp500(1300);
   const auto bundles = seeded_bundles(series);
   const int64_t first = series.bars[900].timestamp, last = series.bars[1299].timestamp;
-  const auto fit = fit_decision_rule(bundles, series, first, last);
+  // The models' search alone (the baselines and the deflation: rule_fit_baselines_test.cpp).
+  const RuleFitOptions models_only{.baselines = false};
+  const auto fit = fit_decision_rule(bundles, series, first, last, {}, models_only);
+  EXPECT_EQ(fit.chosen, "models");
   EXPECT_EQ(fit.bars, 400);
   EXPECT_EQ(fit.first_timestamp, first);
   EXPECT_EQ(fit.last_timestamp, last);
@@ -42,19 +46,30 @@ TEST_F(RuleFitTest, FindsTheGridsBestAndShrinksTowardEqualWeights) {
   // The grid holds equal-ish weights and each model alone: the best is at least as good.
   EXPECT_GE(fit.sharpe_best, fit.sharpe_equal - 1e-12);
   for (const auto& [m, s] : fit.sharpe_alone) EXPECT_GE(fit.sharpe_best, s - 1e-12) << m;
-  // w = 0.5 w* + 0.5 / 4, scaled so equal weights are 1.
+  // w = 0.5 w* + 0.5 / 4 where that does no harm on the fitted bars, else w* itself; scaled so
+  // that equal weights are 1.
   double sum = 0;
   for (const auto& [m, w] : fit.weights) {
-    EXPECT_NEAR(w, 4 * (0.5 * fit.best_weights.at(m) + 0.5 * 0.25), 1e-12) << m;
+    const double expected =
+        fit.shrinkage_kept ? 0.5 * fit.best_weights.at(m) + 0.5 * 0.25 : fit.best_weights.at(m);
+    EXPECT_NEAR(w, 4 * expected, 1e-12) << m;
     EXPECT_EQ(fit.rule.weights.at(m), w);
     sum += w;
   }
   EXPECT_NEAR(sum, 4.0, 1e-12);
-  // Shrinkage 1 is equal weights; 0 is the best vector itself.
-  const auto equal = fit_decision_rule(bundles, series, first, last, {}, {.shrinkage = 1.0});
-  for (const auto& [m, w] : equal.weights) EXPECT_NEAR(w, 1.0, 1e-12) << m;
-  EXPECT_NEAR(equal.sharpe_fitted, equal.sharpe_equal, 1e-12);
-  const auto raw = fit_decision_rule(bundles, series, first, last, {}, {.shrinkage = 0.0});
+  EXPECT_GE(fit.sharpe_fitted, fit.sharpe_best - 1e-12);
+  // Shrinkage 1 is equal weights (where they do no harm); 0 is the best vector itself.
+  auto equal_only = models_only;
+  equal_only.shrinkage = 1.0;
+  const auto equal = fit_decision_rule(bundles, series, first, last, {}, equal_only);
+  for (const auto& [m, w] : equal.weights)
+    EXPECT_NEAR(w, equal.shrinkage_kept ? 1.0 : 4 * equal.best_weights.at(m), 1e-12) << m;
+  if (equal.shrinkage_kept) {
+    EXPECT_NEAR(equal.sharpe_fitted, equal.sharpe_shrunk, 1e-12);
+  }
+  auto unshrunk = models_only;
+  unshrunk.shrinkage = 0.0;
+  const auto raw = fit_decision_rule(bundles, series, first, last, {}, unshrunk);
   EXPECT_NEAR(raw.sharpe_fitted, raw.sharpe_best, 1e-12);
   // The figures travel with the rule.
   EXPECT_EQ(fit.rule.fit["bars"], 400);
@@ -87,6 +102,28 @@ TEST_F(RuleFitTest, AForecasterAlonesFigureIsItsBacktest) {
     EXPECT_NEAR(fit.sharpe_alone.at(model), bt.sharpe, 1e-9) << model;
     EXPECT_NEAR(fit.exposure_alone.at(model), bt.exposure, 1e-12) << model;
   }
+}
+
+// The serving runtime applies the no-trade band as the backtests and the fit do: the positions
+// an Ensemble takes are data::apply_no_trade_band of its combined targets, starting flat.
+TEST_F(RuleFitTest, TheServedBandIsTheBacktestsBand) {
+  const auto series = sp500(700);
+  const auto bundles = seeded_bundles(series);
+  DecisionRule rule;
+  rule.vol_target_weight = 1.0;  // a target that moves a little every bar
+  rule.band = 0.2;
+  Ensemble e(bundles, rule);
+  std::vector<double> targets, served, closes;
+  for (const auto& bar : series.bars) {
+    const auto d = e.on_bar(bar);
+    targets.push_back(d.target);
+    served.push_back(d.decision);
+    closes.push_back(bar.close);
+  }
+  EXPECT_EQ(served, data::apply_no_trade_band(targets, 0.2));
+  EXPECT_NE(served, targets);  // the band bit
+  EXPECT_LT(data::run_backtest(closes, served).turnover,
+            data::run_backtest(closes, targets).turnover);
 }
 
 TEST_F(RuleFitTest, ReadsOnlyTheValidationBars) {

@@ -40,6 +40,12 @@ TEST(WalkForwardTest, FoldsTileTheScoredBarsAndResume_SLOW) {
     EXPECT_FALSE(r["reused"].get<bool>());
     EXPECT_TRUE(r["training"].contains("tft")) << r.dump();
     EXPECT_TRUE(r["rule_fit"].contains("weights")) << r["rule_fit"].dump();
+    // PSR per strategy and the ensemble's DSR against its fold's search.
+    const double psr = r["psr"]["ensemble"].get<double>();
+    EXPECT_TRUE(psr >= 0.0 && psr <= 1.0) << psr;
+    EXPECT_TRUE(r["psr"].contains("buy_and_hold"));
+    ASSERT_TRUE(r["dsr"].is_number()) << r.dump();
+    EXPECT_LE(r["dsr"].get<double>(), psr + 1e-12);  // deflated: at most the PSR against 0
     EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(work) /
                                         ("fold-00" + std::to_string(k)) / "rule.json"));
   }
@@ -49,6 +55,10 @@ TEST(WalkForwardTest, FoldsTileTheScoredBarsAndResume_SLOW) {
   EXPECT_EQ(j["last_timestamp"], series.bars[1599].timestamp);
   for (const char* s : {"ensemble", "tft", "buy_and_hold", "vol_target"})
     EXPECT_TRUE(j["strategies"].contains(s)) << s;
+  // Stitched: the ensemble's PSR, and its DSR against every fold's search together.
+  EXPECT_EQ(j["walk_forward"]["stitched_psr"], j["strategies"]["ensemble"]["psr"]);
+  ASSERT_TRUE(j["walk_forward"]["stitched_dsr"].is_number()) << j["walk_forward"].dump();
+  EXPECT_EQ(j["walk_forward"]["stitched_dsr"], j["strategies"]["ensemble"]["dsr"]);
 
   // The first fold's stretch is exactly a plain backtest of its ensemble over its bars.
   const auto plain = run_cli("backtest --bundles " + work + "/fold-000 --data " + csv + " --to " +
@@ -60,6 +70,9 @@ TEST(WalkForwardTest, FoldsTileTheScoredBarsAndResume_SLOW) {
                    j["refits"][0]["sharpe"]["ensemble"].get<double>());
   EXPECT_DOUBLE_EQ(p["strategies"]["tft"]["sharpe"].get<double>(),
                    j["refits"][0]["sharpe"]["tft"].get<double>());
+  EXPECT_DOUBLE_EQ(p["strategies"]["ensemble"]["psr"].get<double>(),
+                   j["refits"][0]["psr"]["ensemble"].get<double>());
+  EXPECT_EQ(p["strategies"]["ensemble"]["dsr"], j["refits"][0]["dsr"]);
 
   // A rerun reuses every fold and gives the same figures; a fold whose record is gone retrains.
   std::filesystem::remove(std::filesystem::path(work) / "fold-002" / "walk_forward.json");

@@ -103,7 +103,7 @@ double sortino_ratio(const std::vector<double>& returns, double periods_per_year
 }
 
 BacktestResult run_backtest(const std::vector<double>& closes, const std::vector<double>& positions,
-                            const BacktestOptions& options) {
+                            const BacktestOptions& options, const MarketCostInputs& market) {
   const size_t n = closes.size();
   FOXHUNT_CHECK(positions.size() == n, kBacktestComponent,
                 "expected as many positions as closes, got ", positions.size(), " positions for ",
@@ -119,27 +119,41 @@ BacktestResult run_backtest(const std::vector<double>& closes, const std::vector
     FOXHUNT_CHECK(positions[t] >= -1.0 && positions[t] <= 1.0, kBacktestComponent, "positions[", t,
                   "]: expected a value in [-1, 1], got ", positions[t]);
   }
+  const auto rates = bar_cost_rates(options.cost_bps, options.costs, closes, market);
 
   BacktestResult res;
   res.bars = static_cast<int64_t>(n);
   res.cost_bps = options.cost_bps;
+  res.cost_model = options.costs;
   res.periods_per_year = options.periods_per_year;
   const size_t num_returns = n - 1;
-  const double cost_rate = options.cost_bps / 1e4;
+  const double notional = options.costs.notional;
   res.returns.resize(num_returns);
 
-  double prev_position = 0.0;  // p_{-1}: the account starts flat
+  double prev_position = 0.0;            // p_{-1}: the account starts flat
+  double edge = 0.0, impact_unit = 0.0;  // capacity's E and I (cost_model.h)
   std::vector<bool> held(num_returns);
   for (size_t t = 0; t + 1 < n; ++t) {
     const double p = positions[t];
     const double change = std::abs(p - prev_position);
-    const double cost = cost_rate * change;
-    res.returns[t] = p * (closes[t + 1] / closes[t] - 1.0) - cost;
+    const auto& r = rates[t];
+    const double cost = trade_cost(r, change, notional);
+    const double gross = p * (closes[t + 1] / closes[t] - 1.0);
+    res.returns[t] = gross - cost;
     res.turnover += change;
     res.total_cost += cost;
+    res.cost_flat += change * r.flat;
+    res.cost_spread += change * r.spread;
+    res.cost_fees += change * r.fees;
+    res.gross_return += gross;
+    edge += gross - change * r.linear();
+    impact_unit += r.impact * change * std::sqrt(change);
     held[t] = p != 0.0;
     prev_position = p;
   }
+  res.cost_impact = res.total_cost - res.cost_flat - res.cost_spread - res.cost_fees;
+  if (notional == 0.0) res.cost_impact = 0.0;  // exactly: no rounding residue
+  res.capacity = capacity_notional(edge, impact_unit);
   fill_return_metrics(res, held, options.bootstrap);
   return res;
 }
@@ -317,7 +331,10 @@ nlohmann::json to_json(const BacktestResult& r, bool include_series) {
   FOXHUNT_JSON_FIELDS(j, r, total_return, annualized_return, volatility, sharpe, sharpe_lo,
                       sharpe_hi, mean_return_per_bar, sharpe_per_bar, short_window, sortino,
                       max_drawdown, max_drawdown_duration_bars, turnover, turnover_per_year,
-                      hit_rate, exposure, total_cost, bars, cost_bps, periods_per_year);
+                      hit_rate, exposure, total_cost, cost_flat, cost_spread, cost_fees,
+                      cost_impact, gross_return, bars, cost_bps, periods_per_year);
+  j["capacity"] = json_or_null(r.capacity);
+  j["cost_model"] = to_json(r.cost_model);
   // The reference of a single-series backtest is buy and hold.
   j["prob_beats_buy_and_hold"] = json_or_null(r.prob_beats_reference);
   j["break_even_cost_bps"] = json_or_null(r.break_even_cost_bps);

@@ -146,6 +146,9 @@ std::string format_train_summary(const TrainAllSummary& s) {
     }
     if (f.value("vol_target_weight", 0.0) > 0)
       out += fmt::format(" vol_target {:.2f}", f.value("vol_target_weight", 0.0));
+    if (f.contains("band"))
+      out += fmt::format("; no-trade band {:.2g} (turnover {:.0f}/year)", f.value("band", 0.0),
+                         f.value("turnover_per_year", 0.0));
     out += "\n";
   } else if (s.rule_fit.is_object() && s.rule_fit.contains("error")) {
     out += "decision rule: not fitted (" + s.rule_fit["error"].get<std::string>() +

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include "foxhunt/jobs/train_job.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/serving/bundle.h"
+#include "foxhunt/serving/rule_fit.h"
 #include "foxhunt/serving/serving.h"
 #include "foxhunt/train/infra.h"
 
@@ -56,6 +58,23 @@ std::string day(int64_t t) {
   return data::format_timestamp(t).substr(0, 10);
 }
 
+// The stitched ensemble's DSR (walk_forward.h): N = every fold's trials, V = the largest of the
+// folds' variances; nullopt when a fold's rule recorded no search.
+std::optional<double> stitched_dsr(const std::vector<serving::BacktestRun>& parts,
+                                   const std::vector<double>& returns) {
+  int64_t trials = 0;
+  double variance = 0.0;
+  for (const auto& p : parts) {
+    const auto& f = p.rule.fit;
+    if (!serving::fitted_rule_dsr(p.rule, returns)) return std::nullopt;
+    trials += f.at("trials").get<int64_t>();
+    variance = std::max(variance, f.at("dsr_variance").get<double>());
+  }
+  serving::DecisionRule all;
+  all.fit = {{"trials", trials}, {"dsr_variance", variance}};
+  return serving::fitted_rule_dsr(all, returns);
+}
+
 }  // namespace
 
 WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
@@ -83,6 +102,7 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
   serving::BacktestJob bt;
   bt.data = job.data;
   bt.cost_bps = job.cost_bps;
+  bt.costs = job.costs;
   bt.device = job.device;
   bt.seed = job.seed;
   bt.explain = job.explain;
@@ -162,7 +182,11 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
     r.last_timestamp = part.timestamps.back();
     auto scored = part;  // the fold alone, for its refit line
     serving::score_backtest(scored, bt);
-    for (const auto& [s, res] : scored.results) r.sharpe[s] = res.sharpe;
+    for (const auto& [s, res] : scored.results) {
+      r.sharpe[s] = res.sharpe;
+      r.psr[s] = res.psr;
+    }
+    if (auto e = scored.results.find("ensemble"); e != scored.results.end()) r.dsr = e->second.dsr;
     parts.push_back(std::move(part));
     out.refits.push_back(std::move(r));
   }
@@ -176,6 +200,7 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
     const auto& p = parts[k];
     run.timestamps.insert(run.timestamps.end(), p.timestamps.begin(), p.timestamps.end());
     run.closes.insert(run.closes.end(), p.closes.begin(), p.closes.end());
+    run.volumes.insert(run.volumes.end(), p.volumes.begin(), p.volumes.end());
     for (const auto& [s, pos] : p.positions)
       run.positions[s].insert(run.positions[s].end(), pos.begin(), pos.end());
     for (const auto& [m, v] : p.max_abs_signal)
@@ -195,6 +220,12 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
   run.bars_in_file = n;
   run.training_end = out.refits.front().train_last_timestamp;
   serving::score_backtest(run, bt);
+  // The stitched ensemble was chosen by every fold's search, not the first fold's alone.
+  if (auto e = run.results.find("ensemble"); e != run.results.end()) {
+    e->second.dsr = stitched_dsr(parts, e->second.returns);
+    out.stitched_psr = e->second.psr;
+    out.stitched_dsr = e->second.dsr;
+  }
   return out;
 }
 
@@ -205,13 +236,16 @@ nlohmann::json WalkForwardRun::to_json() const {
     nlohmann::json& row = refit_rows.emplace_back();
     FOXHUNT_JSON_FIELDS(row, r, fold, train_begin, train_end, train_first_timestamp,
                         train_last_timestamp, score_begin, score_end, first_timestamp,
-                        last_timestamp, seconds, reused, dir, training, rule_fit, sharpe);
+                        last_timestamp, seconds, reused, dir, training, rule_fit, sharpe, psr);
+    row["dsr"] = json_or_null(r.dsr);
   }
   j["walk_forward"] = {{"every", every},
                        {"rolling", rolling},
                        {"window", rolling > 0 ? "rolling" : "expanding"},
                        {"folds", refits.size()},
-                       {"interrupted", interrupted}};
+                       {"interrupted", interrupted},
+                       {"stitched_psr", stitched_psr},
+                       {"stitched_dsr", json_or_null(stitched_dsr)}};
   j["refits"] = refit_rows;
   return j;
 }
@@ -228,7 +262,10 @@ std::string WalkForwardRun::refits_table() const {
       columns.push_back(m);
   os << fmt::format("{:<5} {:<23} {:<23} {:>8}", "fold", "trained on", "scored", "train s");
   for (const auto& c : columns) os << fmt::format(" {:>9}", c == "buy_and_hold" ? "b&h" : c);
-  os << "\n";
+  os << fmt::format(" {:>7} {:>7}\n", "ens.psr", "ens.dsr");
+  auto dsr_text = [](const std::optional<double>& d) {
+    return d ? fmt::format("{:.2f}", *d) : std::string("-");
+  };
   for (const auto& r : refits) {
     const std::string trained = day(r.train_first_timestamp) + ".." + day(r.train_last_timestamp);
     const std::string scored = day(r.first_timestamp) + ".." + day(r.last_timestamp);
@@ -238,7 +275,16 @@ std::string WalkForwardRun::refits_table() const {
       const auto it = r.sharpe.find(c);
       os << fmt::format(" {:>9.2f}", it == r.sharpe.end() ? NAN : it->second);
     }
-    os << "\n";
+    const auto psr = r.psr.find("ensemble");
+    os << fmt::format(" {:>7.2f} {:>7}\n", psr == r.psr.end() ? NAN : psr->second, dsr_text(r.dsr));
+  }
+  if (run.scored) {
+    os << fmt::format("{:<5} {:<23} {:<23} {:>8}", "all", "stitched", "", "");
+    for (const auto& c : columns) {
+      const auto it = run.results.find(c);
+      os << fmt::format(" {:>9.2f}", it == run.results.end() ? NAN : it->second.sharpe);
+    }
+    os << fmt::format(" {:>7.2f} {:>7}\n", stitched_psr, dsr_text(stitched_dsr));
   }
   if (interrupted) os << "interrupted: rerun the same command to resume from the finished folds\n";
   return os.str();

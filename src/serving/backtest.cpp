@@ -34,6 +34,10 @@ void accumulate(std::vector<double>& sum, const std::vector<double>& v) {
 
 }  // namespace
 
+double hurdle_bps(const BacktestJob& job) {
+  return job.cost_bps + 0.5 * job.costs.spread_bps + job.costs.fee_bps;
+}
+
 void add_explanation(BacktestRun& run, const std::string& model, const models::Explanation& e) {
   auto& s = run.explanation_sums[model];
   accumulate(s.past_weights, e.past_weights);
@@ -79,6 +83,7 @@ void record(BacktestRun& run, const data::Bar& bar, double prev_close, bool firs
   }
   run.timestamps.push_back(bar.timestamp);
   run.closes.push_back(bar.close);
+  run.volumes.push_back(bar.volume);
   for (size_t k = 0; k < d.size(); ++k)
     run.positions[run.order[k]].push_back(d[k][i].decision.decision);
   for (size_t k = 1; k < d.size(); ++k)
@@ -103,7 +108,7 @@ std::vector<SymbolStream> stream_symbols(const std::vector<Bundle>& bundles,
   std::vector<std::string> names = {"ensemble"};
   for (const auto& b : bundles) names.push_back(b.name());
   DecisionRule rule = job.rule;
-  rule.cost_bps = job.cost_bps;  // the forecasters' hurdle is the cost the backtest charges
+  rule.cost_bps = hurdle_bps(job);  // the forecasters' hurdle is the cost the backtest charges
   std::vector<SymbolStream> out(panel.symbols.size());
   std::map<std::vector<double>, Lane> lanes;  // by the rules' periods_per_year
   std::unordered_map<std::string, size_t> index;
@@ -115,6 +120,7 @@ std::vector<SymbolStream> stream_symbols(const std::vector<Bundle>& bundles,
     try {
       FOXHUNT_CHECK(job.cost_bps >= 0 && std::isfinite(job.cost_bps), kBacktestComponent,
                     "cost_bps: expected a cost >= 0 basis points, got ", job.cost_bps);
+      data::check_cost_model(job.cost_bps, job.costs);
       // A panel bundle serves each symbol with that instrument's calibration and training range
       // (and refuses a symbol it was not trained on).
       const auto selected = select_instrument(bundles, ps.symbol);
@@ -249,10 +255,14 @@ void score_backtest(BacktestRun& run, const BacktestJob& job) {
   bo.cost_bps = job.cost_bps;
   bo.periods_per_year = run.periods_per_year;
   bo.bootstrap.seed = job.seed;
+  bo.costs = job.costs;
+  data::MarketCostInputs market;
+  if (run.volumes.size() == n) market.volumes = run.volumes;
+  market.past_returns = run.past_returns;
   for (const auto& name : run.order) {
     FOXHUNT_CHECK(positions.at(name).size() == n, kBacktestComponent, "strategy '", name, "' has ",
                   positions.at(name).size(), " positions for ", n, " scored bars");
-    run.results[name] = data::run_backtest(run.closes, positions.at(name), bo);
+    run.results[name] = data::run_backtest(run.closes, positions.at(name), bo, market);
   }
   const auto& bh = run.results.at("buy_and_hold");
   for (const auto& name : run.order)
@@ -371,9 +381,22 @@ std::string BacktestRun::table() const {
         "figures extrapolate; per-bar figures beside them\n",
         closes.size() - 1, periods_per_year);
   }
-  os << fmt::format("{:<13} {:>9} {:>9} {:>8} {:>17} {:>8} {:>7} {:>8} {:>7} {:>8} {:>8} {:>9}\n",
-                    "strategy", "return", "ann.ret", "vol", "sharpe [95% CI]", "sh/bar", "max dd",
-                    "dd bars", "turn/y", "exposure", "P>B&H", "b/e bps");
+  if (!order.empty() && results.count(order.front())) {
+    const auto& r = results.at(order.front());
+    const auto& c = r.cost_model;
+    if (c.spread_bps > 0 || c.fee_bps > 0 || c.fee_per_contract > 0 || c.notional > 0)
+      os << fmt::format(
+          "costs: {:g} bp flat, spread {:g} bp (half paid), fee {:g} bp + {:g} per contract "
+          "(multiplier {:g}), impact {:g} sigma sqrt(participation) at notional {:g} (ADV, "
+          "sigma over {} bars)\n",
+          r.cost_bps, c.spread_bps, c.fee_bps, c.fee_per_contract, c.contract_multiplier,
+          c.impact_k, c.notional, c.window);
+  }
+  os << fmt::format(
+      "{:<13} {:>9} {:>9} {:>8} {:>17} {:>8} {:>5} {:>7} {:>8} {:>7} {:>8} {:>8} {:>9} {:>7} "
+      "{:>9}\n",
+      "strategy", "return", "ann.ret", "vol", "sharpe [95% CI]", "sh/bar", "psr", "max dd",
+      "dd bars", "turn/y", "exposure", "P>B&H", "b/e bps", "cost %", "capacity");
   for (const auto& name : order) {
     const auto& r = results.at(name);
     const std::string ci =
@@ -383,12 +406,13 @@ std::string BacktestRun::table() const {
     const std::string be = r.break_even_cost_bps ? fmt::format("{:.1f}", *r.break_even_cost_bps)
                            : r.beats_reference_at_any_cost ? "any"
                                                            : "-";
+    const std::string capacity = r.capacity ? fmt::format("{:.3g}", *r.capacity) : "-";
     os << fmt::format(
-        "{:<13} {:>+8.2f}% {:>+8.2f}% {:>7.2f}% {:>17} {:>8.4f} {:>6.2f}% {:>8} {:>7.1f} {:>7.1f}% "
-        "{:>8} {:>9}\n",
+        "{:<13} {:>+8.2f}% {:>+8.2f}% {:>7.2f}% {:>17} {:>8.4f} {:>5.2f} {:>6.2f}% {:>8} {:>7.1f} "
+        "{:>7.1f}% {:>8} {:>9} {:>7.3f} {:>9}\n",
         name, 100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility, ci,
-        r.sharpe_per_bar, 100 * r.max_drawdown, r.max_drawdown_duration_bars, r.turnover_per_year,
-        100 * r.exposure, beats, be);
+        r.sharpe_per_bar, r.psr, 100 * r.max_drawdown, r.max_drawdown_duration_bars,
+        r.turnover_per_year, 100 * r.exposure, beats, be, 100 * r.total_cost, capacity);
   }
   for (const auto& [name, why] : idle) os << name << ": idle, " << why << "\n";
   for (const auto& [name, f] : forecasts) {

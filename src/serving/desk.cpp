@@ -10,6 +10,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/hash.h"
+#include "foxhunt/data/cost_model.h"
 #include "foxhunt/data/vol_target.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/streaming.h"
@@ -403,7 +404,8 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
   const double us = detail::micros_since(t0);
   for (size_t i = 0; i < n; ++i) {
     auto& dec = out[i].decision;
-    dec.decision = combine_signals(d.rule, dec.signals, dec.vol_target);
+    dec.target = combine_signals(d.rule, dec.signals, dec.vol_target);
+    dec.decision = data::apply_no_trade_band(dec.target, inst[i]->position, d.rule.band);
     if (dec.decision != inst[i]->position) inst[i]->entry_close = bars[i].bar.close;
     inst[i]->position = dec.decision;
     dec.latency_us = us;

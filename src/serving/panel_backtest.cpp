@@ -104,6 +104,12 @@ PanelBacktestRun run_panel_backtest(const std::vector<Bundle>& bundles, const da
       }
       p.turnover += w * r.turnover;
       p.total_cost += w * r.total_cost;
+      p.cost_flat += w * r.cost_flat;
+      p.cost_spread += w * r.cost_spread;
+      p.cost_fees += w * r.cost_fees;
+      p.cost_impact += w * r.cost_impact;
+      p.gross_return += w * r.gross_return;
+      p.cost_model = r.cost_model;
     }
     data::BootstrapOptions bootstrap;
     bootstrap.seed = job.seed;
@@ -167,14 +173,16 @@ std::string PanelBacktestRun::portfolio_table() const {
   os << fmt::format("portfolio of {} symbols (equal risk:", symbols.size());
   for (const auto& s : symbols) os << fmt::format(" {} {:.1f}%", s, 100 * weights.at(s));
   os << "), " << timestamps.size() + 1 << " bars\n";
-  os << fmt::format("{:<13} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8}\n", "strategy", "return",
-                    "ann.ret", "vol", "sharpe", "max dd", "turnover", "exposure");
+  os << fmt::format("{:<13} {:>9} {:>9} {:>8} {:>8} {:>5} {:>8} {:>9} {:>8} {:>7}\n", "strategy",
+                    "return", "ann.ret", "vol", "sharpe", "psr", "max dd", "turnover", "exposure",
+                    "cost %");
   for (const auto& name : order) {
     const auto& r = portfolio.at(name);
     os << fmt::format(
-        "{:<13} {:>+8.2f}% {:>+8.2f}% {:>7.2f}% {:>8.2f} {:>7.2f}% {:>9.1f} {:>7.1f}%\n", name,
-        100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility, r.sharpe,
-        100 * r.max_drawdown, r.turnover, 100 * r.exposure);
+        "{:<13} {:>+8.2f}% {:>+8.2f}% {:>7.2f}% {:>8.2f} {:>5.2f} {:>7.2f}% {:>9.1f} {:>7.1f}% "
+        "{:>7.3f}\n",
+        name, 100 * r.total_return, 100 * r.annualized_return, 100 * r.volatility, r.sharpe, r.psr,
+        100 * r.max_drawdown, r.turnover, 100 * r.exposure, 100 * r.total_cost);
   }
   for (const auto& [m, p] : pooled) {
     os << fmt::format(

@@ -16,6 +16,7 @@
 #include "foxhunt/core/fields.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/strings.h"
+#include "foxhunt/data/cost_model.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/features.h"
 #include "foxhunt/data/forecast_eval.h"
@@ -49,6 +50,7 @@ void to_json(nlohmann::json& j, const DecisionRule& r) {
   FOXHUNT_JSON_FIELDS(j, r, weights, target_volatility, full_edge, cost_bps, periods_per_year,
                       forecast_gain, policy_temperature, dead_band, max_position);
   if (r.vol_target_weight != 0.0) j["vol_target_weight"] = r.vol_target_weight;
+  if (r.band != 0.0) j["band"] = r.band;
   j["forecast_rule"] = forecast_rule_name(r.forecast_rule);
   if (!r.fit.empty()) j["fit"] = r.fit;
 }
@@ -58,7 +60,8 @@ void from_json(const nlohmann::json& j, DecisionRule& r) {
   static const std::vector<std::string> keys = {
       "weights",   "forecast_rule",    "target_volatility", "full_edge",
       "cost_bps",  "periods_per_year", "forecast_gain",     "policy_temperature",
-      "dead_band", "max_position",     "vol_target_weight", "fit"};
+      "dead_band", "max_position",     "vol_target_weight", "band",
+      "fit"};
   FOXHUNT_CHECK(j.is_object(), c, "expected a JSON object, got ", j.type_name());
   for (const auto& [key, value] : j.items())
     FOXHUNT_CHECK(std::find(keys.begin(), keys.end(), key) != keys.end(), c, "unknown key '", key,
@@ -99,6 +102,7 @@ void from_json(const nlohmann::json& j, DecisionRule& r) {
   number("dead_band", r.dead_band);
   number("max_position", r.max_position);
   number("vol_target_weight", r.vol_target_weight);
+  number("band", r.band);
   if (j.contains("fit")) {
     FOXHUNT_CHECK(j.at("fit").is_object(), c, "fit: expected an object, got ",
                   j.at("fit").type_name());
@@ -122,6 +126,8 @@ void from_json(const nlohmann::json& j, DecisionRule& r) {
                 "max_position: expected in (0, 1], got ", r.max_position);
   FOXHUNT_CHECK(r.vol_target_weight >= 0, c, "vol_target_weight: expected >= 0, got ",
                 r.vol_target_weight);
+  FOXHUNT_CHECK(r.band >= 0 && r.band <= 1, c,
+                "band: expected a no-trade band in [0, 1] (0: trade every change), got ", r.band);
 }
 
 DecisionRule load_decision_rule(const std::string& path) {
@@ -250,6 +256,11 @@ double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>&
   if (den <= 0) return 0.0;
   const double d = std::clamp(num / den, -rule.max_position, rule.max_position);
   return std::abs(d) < rule.dead_band ? 0.0 : d;
+}
+
+double decide_position(const DecisionRule& rule, const std::vector<ModelSignal>& signals,
+                       double vol_target, double current) {
+  return data::apply_no_trade_band(combine_signals(rule, signals, vol_target), current, rule.band);
 }
 
 // ---- thread pool --------------------------------------------------------------------------------

@@ -9,9 +9,11 @@
 ///   including bar t, and is held over bar t+1. There is no look-ahead as long as the caller
 ///   computes p_t from data up to t only.
 /// - The strategy's simple return over bar t+1 (t = 0..n-2) is
-///       r_{t+1} = p_t * (c_{t+1} / c_t - 1) - cost_bps / 1e4 * |p_t - p_{t-1}|,   p_{-1} = 0,
+///       r_{t+1} = p_t * (c_{t+1} / c_t - 1) - cost_t(|p_t - p_{t-1}|),   p_{-1} = 0,
 ///   so entering the first position costs, and every change of position is charged on the bar
-///   that it is held over.
+///   that it is held over. cost_t is the cost model's (data/cost_model.h): by default the flat
+///   cost_bps / 1e4 per unit of position change; with BacktestOptions::costs also half the
+///   quoted spread, fees per notional or per contract and a square-root market impact.
 /// - The last position p_{n-1} has no next bar: it earns nothing, costs nothing and does not
 ///   count in turnover, exposure or hit rate (it is the "current" signal, not a traded one).
 /// - The equity curve starts at E_0 = 1 and compounds: E_{t+1} = E_t * (1 + r_{t+1}). A bar
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "foxhunt/data/bars.h"
+#include "foxhunt/data/cost_model.h"
 
 namespace foxhunt::data {
 
@@ -48,6 +51,8 @@ struct BacktestOptions {
   double periods_per_year = 252;
   /// The Sharpe interval's bootstrap.
   BootstrapOptions bootstrap = {};
+  /// The cost terms beside cost_bps (data/cost_model.h); the defaults add none.
+  CostModel costs = {};
 };
 
 /// Per-bar series and metrics of one backtest (see the file comment for the conventions).
@@ -113,9 +118,20 @@ struct BacktestResult {
   double hit_rate = 0.0;
   /// Fraction of the N held bars with p_t != 0.
   double exposure = 0.0;
-  /// Sum of the per-bar cost deductions cost_bps / 1e4 * |p_t - p_{t-1}| (in return units, not
-  /// compounded).
+  /// Sum of the per-bar cost deductions cost_t(|p_t - p_{t-1}|) (in return units, not
+  /// compounded): the costs paid, cost_flat + cost_spread + cost_fees + cost_impact.
   double total_cost = 0.0;
+  double cost_flat = 0.0;    ///< the flat cost_bps part of total_cost
+  double cost_spread = 0.0;  ///< the half-spread part of total_cost
+  double cost_fees = 0.0;    ///< the fees (per notional and per contract) part of total_cost
+  double cost_impact = 0.0;  ///< the market-impact part of total_cost (0 without a notional)
+  /// Sum of p_t * (c_{t+1} / c_t - 1): the return before any cost (not compounded).
+  double gross_return = 0.0;
+  /// The notional (in the price's currency) at which the square-root impact eats the edge
+  /// before impact (data/cost_model.h: capacity_notional); unset without volume, trades or k.
+  std::optional<double> capacity;
+  /// The cost terms used beside cost_bps.
+  CostModel cost_model;
   /// Number of bars n (closes given).
   int64_t bars = 0;
   /// The cost used, in basis points.
@@ -127,8 +143,11 @@ struct BacktestResult {
 /// Runs the backtest of `positions` on `closes`. Throws InputError "[backtest] ..." when the sizes
 /// differ, n < 2, a close is not finite and > 0, a position is NaN or outside [-1, 1], the cost
 /// is negative or not finite, or periods_per_year is not finite and > 0; messages name the index.
+/// `market` gives the per-bar volumes, quoted spreads and past returns of the cost model
+/// (bar_cost_rates' InputErrors for bad ones).
 BacktestResult run_backtest(const std::vector<double>& closes, const std::vector<double>& positions,
-                            const BacktestOptions& options = {});
+                            const BacktestOptions& options = {},
+                            const MarketCostInputs& market = {});
 
 /// Fills every series and metric of `res` from its bar returns `res.returns` (net of costs)
 /// and `res.periods_per_year`, as run_backtest does; `held[t]` says whether return t was earned
@@ -180,10 +199,11 @@ std::vector<double> volatility_target_positions(const std::vector<double>& past_
 
 /// The metrics as JSON (snake_case keys: total_return, annualized_return, volatility, sharpe,
 /// sharpe_lo, sharpe_hi, sortino, max_drawdown, max_drawdown_duration_bars, turnover,
-/// turnover_per_year, hit_rate, exposure, total_cost, mean_return_per_bar, sharpe_per_bar,
-/// short_window, psr, dsr and prob_beats_buy_and_hold and break_even_cost_bps (null when unset),
-/// bars, cost_bps, periods_per_year); with `include_series` also the arrays returns, equity and
-/// drawdown.
+/// turnover_per_year, hit_rate, exposure, total_cost, cost_flat, cost_spread, cost_fees,
+/// cost_impact, gross_return, capacity (null when unset), cost_model, mean_return_per_bar,
+/// sharpe_per_bar, short_window, psr, dsr and prob_beats_buy_and_hold and break_even_cost_bps
+/// (null when unset), bars, cost_bps, periods_per_year); with `include_series` also the arrays
+/// returns, equity and drawdown.
 nlohmann::json to_json(const BacktestResult& result, bool include_series = false);
 
 /// Annualised Sharpe ratio of bar returns (sample stdev, risk-free 0); 0 when fewer than two

@@ -18,11 +18,13 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "foxhunt/core/device.h"
+#include "foxhunt/data/cost_model.h"
 #include "foxhunt/serving/backtest.h"
 
 namespace foxhunt::jobs {
@@ -39,6 +41,7 @@ struct WalkForwardJob {
   uint64_t seed = 42;     ///< training, the random policy and the bootstrap
   Device device;          ///< training and serving device
   double cost_bps = 1.0;  ///< cost per unit of position change, basis points
+  data::CostModel costs;  ///< the cost terms beside cost_bps (serving::BacktestJob::costs)
   std::string rule;       ///< decision rule file ("" = each fold's fitted rule)
   bool progress = true;   ///< train all's progress display (auto) or none
   bool explain = false;   ///< average the TFT's explanations (serving::BacktestJob::explain)
@@ -61,6 +64,10 @@ struct Refit {
   nlohmann::json training;               ///< per model: its evaluation after training
   nlohmann::json rule_fit;               ///< the fold's decision rule fit
   std::map<std::string, double> sharpe;  ///< per strategy: Sharpe on this fold's bars
+  std::map<std::string, double> psr;     ///< per strategy: PSR (against 0) on this fold's bars
+  /// The ensemble's Deflated Sharpe Ratio on this fold's bars against the search its fold's fit
+  /// recorded; unset for a rule without one (a --rule file).
+  std::optional<double> dsr;
 };
 
 /// The stitched run and its refits.
@@ -70,13 +77,19 @@ struct WalkForwardRun {
   bool interrupted = false;   ///< stopped by Ctrl-C; rerun the same command to resume
   int64_t every = 0;          ///< N
   int64_t rolling = 0;        ///< W (0: expanding)
+  /// The stitched ensemble's PSR and DSR (also the run's strategies.ensemble.psr and .dsr). The
+  /// stitched DSR deflates for every fold's search: N = the sum of the folds' trials, V = the
+  /// largest of their variances; unset when a fold's rule recorded no search.
+  double stitched_psr = 0;
+  std::optional<double> stitched_dsr;  ///< see stitched_psr
 
-  /// {walk_forward: {every, rolling, folds, interrupted}, refits: [...], ...the run's JSON}.
+  /// {walk_forward: {every, rolling, window, folds, interrupted, stitched_psr, stitched_dsr},
+  /// refits: [... each with sharpe, psr and dsr], ...the run's JSON}.
   nlohmann::json to_json() const;
   /// The refits' table, then the run's table.
   std::string table() const;
   /// The refits' part of table(): one line per fold (dates, training time, the Sharpe of the
-  /// ensemble, buy-and-hold and each model).
+  /// ensemble, buy-and-hold and each model; the ensemble's PSR and DSR), then the stitched run.
   std::string refits_table() const;
 };
 

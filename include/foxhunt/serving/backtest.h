@@ -47,6 +47,10 @@ struct BacktestJob {
   /// Average the models' explanations (the TFT's variable selection and attention) over the
   /// scored bars (`backtest --report` plots them); one more TFT forward per bar.
   bool explain = false;
+  /// The cost terms beside cost_bps (data/cost_model.h: half the spread, fees, square-root
+  /// impact at a notional, from the bars' volume); the defaults add none. The forecasters'
+  /// hurdle is the linear cost per unit traded: cost_bps + spread_bps / 2 + fee_bps.
+  data::CostModel costs;
 };
 
 /// Per-forecaster next-bar forecasts over the scored bars (log returns).
@@ -56,6 +60,10 @@ struct ForecastPath {
   std::vector<double> realized;                ///< r_{t+1} = log(c_{t+1} / c_t)
   data::ForecastEvaluation evaluation;         ///< scores, baselines, skill, calibration
 };
+
+/// The forecasters' hurdle of a job: the linear cost per unit traded in basis points,
+/// cost_bps + costs.spread_bps / 2 + costs.fee_bps (cost_bps alone by default).
+double hurdle_bps(const BacktestJob& job);
 
 /// The result of a backtest.
 struct BacktestRun {
@@ -69,6 +77,7 @@ struct BacktestRun {
   double periods_per_year = 0;        ///< inferred from the timestamps
   std::vector<int64_t> timestamps;    ///< scored bars
   std::vector<double> closes;         ///< scored bars' closes
+  std::vector<double> volumes;        ///< scored bars' volumes (the cost model's ADV)
   /// Positions per strategy: "ensemble", each model name, "buy_and_hold", "flat", "random".
   std::map<std::string, std::vector<double>> positions;
   /// Backtest of each strategy.

@@ -4,21 +4,28 @@
 /// writes the models' rule only where its edge survives the search that found it.
 ///
 /// The ensemble runs bar by bar over the series with the base rule (equal weights), and on the
-/// validation bars records each model's signal and the volatility-targeted long's position once
-/// every model is ready. Objective: the annualised Sharpe ratio after costs (cost_bps per unit
-/// of position change, as run_backtest charges it) of the combined decision (combine_signals:
-/// weights, clamp, dead band) held over the next bar, with run_backtest's arithmetic.
+/// validation bars records each model's signal, the volatility-targeted long's position and the
+/// bar's volume once every model is ready. Objective: the annualised Sharpe ratio after costs
+/// (cost_bps and the cost model of `costs`: spread, fees, square-root impact at its notional,
+/// data/cost_model.h, charged per unit of position change as run_backtest charges them) of the
+/// position the decision takes (decide_position: weights, clamp, dead band, then the no-trade
+/// band against the position held) held over the next bar, with run_backtest's arithmetic. The
+/// volatility of the impact term warms up on each segment's first bars (no earlier returns).
 ///
 /// The candidates, each a trial:
 /// 1. Every weight vector of the models on the simplex with a grid step (0.1: 286 vectors for
-///    four models; ties go to the vector nearest equal weights): the best, w*. It is shrunk
+///    four models; ties go to the vector nearest equal weights), without a band: the best, w*.
+///    Then w* at every other no-trade band of `bands` ({0, 0.05, 0.1, 0.2, 0.3}; ties go to the
+///    smaller band): the best, b*. (The band is fitted after the weights, not jointly: jointly, a
+///    band lets noise models buy a share of the weights.) It is shrunk
 ///    toward equal weights, w = (1 - shrinkage) w* + shrinkage w_equal (shrinkage 0.5 by
 ///    default: a few hundred validation bars cannot tell four models apart well), but the shrunk
-///    vector is kept only when it scores at least w*'s objective on the fitted bars: shrinkage
-///    never makes the written rule worse than the best candidate it came from.
+///    vector (at b*) is kept only when it scores at least w*'s objective on the fitted bars:
+///    shrinkage never makes the written rule worse than the best candidate it came from.
 /// 2. With `baselines` (the default): that models' vector mixed with the volatility-targeted
 ///    long (DecisionRule::vol_target_weight a share b of the total, b on the grid strictly
-///    inside (0, 1)), and the two baselines alone: the volatility-targeted long and flat.
+///    inside (0, 1)) at b*, and the two baselines alone, without a band (as the backtests run
+///    them): the volatility-targeted long and flat.
 /// The best candidate by the objective is chosen; a baseline wins ties. A candidate that trades
 /// on the models must also pass the deflation: its Deflated Sharpe Ratio (data/sharpe_stats.h;
 /// N = every trial scored, the skewness and kurtosis of its own bar returns, V below) at least
@@ -36,6 +43,8 @@
 /// says so: `chosen` is "models", "models+vol_target", "vol_target" or "flat", and `reason`
 /// says why. A model with no edge then has weight 0, not a share by default.
 ///
+/// The written rule carries its band (DecisionRule::band; 0 for a baseline).
+///
 /// Weights are written scaled so that their total is the number of models (equal weights are 1
 /// each; a mix gives the volatility-targeted long its share of that total); the
 /// volatility-targeted long alone has weight 1 and the models 0; flat has every weight 0.
@@ -52,6 +61,7 @@
 #include <vector>
 
 #include "foxhunt/data/bars.h"
+#include "foxhunt/data/cost_model.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
 
@@ -77,6 +87,13 @@ struct RuleFitOptions {
   double dsr_threshold = 0.95;
   /// V of the deflation.
   DeflationVariance deflation_variance = DeflationVariance::kSampling;
+  /// The no-trade bands fitted with the weights (each in [0, 1], at least one; every band is
+  /// a trial per weight vector).
+  std::vector<double> bands = {0.0, 0.05, 0.1, 0.2, 0.3};
+  /// The cost terms beside cost_bps that the objective charges (data/cost_model.h). The
+  /// forecasters' hurdle (DecisionRule::cost_bps of the recording run and of the written rule) is
+  /// the linear cost per unit traded, cost_bps + spread_bps / 2 + fee_bps.
+  data::CostModel costs = {};
 };
 
 /// The result of a fit: the rule (with `fit` holding the figures below as JSON) and the figures.
@@ -88,12 +105,21 @@ struct RuleFit {
   double periods_per_year = 0;                   ///< of the validation bars
   std::map<std::string, double> best_weights;    ///< w* (sum 1)
   std::map<std::string, double> weights;         ///< the result (equal weights = 1 each)
-  double sharpe_best = 0;                        ///< objective at w*
-  double sharpe_equal = 0;                       ///< objective at equal weights
+  double sharpe_best = 0;                        ///< objective at w* with its band b*
+  double sharpe_equal = 0;                       ///< objective at equal weights, band 0
   double sharpe_fitted = 0;                      ///< objective at the result
-  std::map<std::string, double> sharpe_alone;    ///< each model alone (weight 1, others 0)
+  std::map<std::string, double> sharpe_alone;    ///< each model alone (weight 1), band 0
   std::map<std::string, double> exposure_alone;  ///< each model alone: share of bars held
   int64_t candidates = 0;                        ///< weight vectors tried on the simplex
+  int64_t band_candidates = 0;                   ///< no-trade bands tried per weight vector
+  double band = 0;                               ///< the written rule's no-trade band
+  double best_band = 0;                          ///< b*: the band of w*
+  /// The objective of w* at each band of the search (keyed by the band, "%.4g").
+  std::map<std::string, double> sharpe_band;
+  /// Of the written rule on the validation bars: position change per year and the costs paid
+  /// per year (return units), after the band.
+  double turnover_per_year = 0;
+  double cost_per_year = 0;  ///< see turnover_per_year
   /// What the written rule holds: "models", "models+vol_target", "vol_target" or "flat".
   std::string chosen;
   std::string reason;            ///< why it was chosen, in words
@@ -118,7 +144,9 @@ struct RuleFit {
 };
 
 /// {bars, first_timestamp, last_timestamp, periods_per_year, objective, method, shrinkage,
-/// grid_step, cost_bps, baselines, dsr_threshold, best_weights, weights, sharpe_best,
+/// grid_step, cost_bps, costs (the cost model), bands, baselines, dsr_threshold, band,
+/// best_band, band_candidates, sharpe_band, turnover_per_year, cost_per_year, best_weights,
+/// weights, sharpe_best,
 /// sharpe_equal, sharpe_fitted, sharpe_alone, exposure_alone, candidates, chosen, reason,
 /// vol_target_weight, sharpe_shrunk, shrinkage_kept, sharpe_models, sharpe_vol_target,
 /// sharpe_flat, sharpe_mix, trials, sharpe_variance, dsr_variance, deflation_variance
@@ -141,6 +169,8 @@ struct RuleFitBars {
   std::vector<double> vol_target;                 ///< per bar, the baseline's position
   std::vector<double> closes;                     ///< per bar
   std::vector<int64_t> timestamps;                ///< per bar, Unix seconds, increasing
+  /// Per bar, the traded volume (the impact term's ADV); empty: no impact is charged.
+  std::vector<double> volumes;
 };
 
 /// The fit itself on recorded bars (what the overloads above and below record by streaming the

@@ -32,6 +32,10 @@
 ///   the first bar: decision = clamp((sum_i w_i s_i + w_v s_v) / (sum_i w_i + w_v)). Weights all
 ///   0 hold the flat baseline (decision 0). The rule fit writes either baseline when the models'
 ///   edge does not survive its deflation (serving/rule_fit.h).
+/// - No-trade band (`band`, 0 by default): the position held moves to the decision only when
+///   |decision - position| > band, else it stays (data::apply_no_trade_band; the backtests and the
+///   rule fit apply the same function). BarDecision::decision is the position after the band,
+///   BarDecision::target the combined decision before it. The rule fit fits it with the weights.
 /// - `foxhunt train all` fits the weights on the validation split of its data (serving/
 ///   rule_fit.h) and writes the rule to DIR/rule.json, which `predict`, `backtest`, the Desk and
 ///   the Python module use unless a rule is given (ensemble_rule()).
@@ -98,13 +102,17 @@ struct DecisionRule {
   double vol_target_weight = 0.0;
   /// The decision is clipped to [-max_position, max_position] (0 < max_position <= 1).
   double max_position = 1.0;
+  /// No-trade band in [0, 1]: the position changes only when the decision moves by more than it
+  /// (see the file comment); 0 trades every change (and is what a rule without it reads as).
+  double band = 0.0;
   /// Where the weights came from ({} for hand-set; serving/rule_fit.h writes the fit's figures).
   /// Read and written with the rule, never used by the decision.
   nlohmann::json fit = nlohmann::json::object();
 };
 /// JSON form {"weights": {...}, "forecast_rule": "distribution"|"median", "target_volatility",
 /// "full_edge", "cost_bps", "periods_per_year", "forecast_gain", "policy_temperature",
-/// "dead_band", "max_position", "vol_target_weight", "fit"}.
+/// "dead_band", "max_position", "vol_target_weight", "band", "fit"}; vol_target_weight and band
+/// are written only when not 0.
 void to_json(nlohmann::json& j, const DecisionRule& r);
 /// Reads the JSON form: missing keys keep their defaults; unknown keys, unknown models, negative
 /// weights or out-of-range thresholds are InputErrors.
@@ -165,6 +173,11 @@ double forecast_signal(const std::vector<double>& taus, const std::vector<double
 /// instrument's volatility-targeted long position s_v, read with rule.vol_target_weight.
 double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>& signals,
                        double vol_target = 0.0);
+/// The position after one bar: combine_signals, then the no-trade band against the position
+/// `current` held into the bar (data::apply_no_trade_band with rule.band). The serving runtime's
+/// decision; the rule fit scores its candidates with it.
+double decide_position(const DecisionRule& rule, const std::vector<ModelSignal>& signals,
+                       double vol_target, double current);
 
 /// Runs batches of independent tasks on a fixed set of worker threads.
 class ThreadPool {
@@ -192,7 +205,8 @@ class ThreadPool {
 struct BarDecision {
   int64_t timestamp = 0;             ///< the bar's timestamp
   std::vector<ModelSignal> signals;  ///< one per model, in ensemble order
-  double decision = 0.0;             ///< target position in [-1, 1]
+  double decision = 0.0;             ///< the position taken, in [-1, 1] (after the band)
+  double target = 0.0;               ///< combine_signals' decision, before the no-trade band
   double position = 0.0;             ///< position held into this bar (the previous decision)
   double vol_target = 0.0;           ///< the vol-targeted long's position (baseline signal)
   double latency_us = 0.0;           ///< wall time of on_bar (features, models, decision)
