@@ -194,7 +194,9 @@ void measure_fit(const std::vector<Bundle>& bundles, const DeskCapacityOptions& 
     fit_line(runs, c.fixed_bytes, c.bytes_per_instrument);
     n = line_max(c.fixed_bytes, c.bytes_per_instrument, room, o.max_instruments_limit);
   }
-  if (n == o.instruments && !c.asked.refused) {  // verified already
+  // The asked universe ran under the cap: verified already, and a lower bound of the maximum.
+  if (!c.asked.refused && n <= o.instruments) {
+    n = o.instruments;
     c.verified = c.asked;
     c.verify_attempts = 1;
     c.max_instruments = n;
