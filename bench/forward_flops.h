@@ -14,7 +14,11 @@
 //      TFT (window W, horizon K): static_* once; past_vsn, encoder over W; future_vsn, decoder
 //        over K; lstm_gate, enrichment over W + K; attention query / out over K, key / value over
 //        W + K, scores and weighted values 2 x 2 x K x (W + K) x hidden; the gates after it,
-//        positionwise and output over K. The static embedding is a lookup (0).
+//        positionwise and output over K. The static embedding is a lookup (0). The variable
+//        selection networks count as their kernels compute them (models/tft.cpp, VsnFolding):
+//        each variable's Linear(1 -> E) embedding folded into what consumes it (the variable's
+//        fc2 and skip, the selection GRN's fc2 and skip), so those weights count 1/E of their
+//        size and the embedding none.
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -45,13 +49,28 @@ inline int64_t weight_positions(const std::string& model, const std::string& nam
   return 1;
 }
 
-// A matmul weight: 2+ dimensions, not a norm's scale, not an embedding table.
+// Multiply-adds per application of the weight `name` (`p`) of `model`: its size, less where the
+// kernels fold the TFT's variable embeddings (E = real_embedding) into it.
+inline double weight_macs(const std::string& model, const std::string& name, const torch::Tensor& p,
+                          int64_t e) {
+  const auto n = static_cast<double>(p.numel());
+  if (model != "tft" || name.find("_vsn.") == std::string::npos || e <= 0) return n;
+  const auto leaf = name.substr(name.rfind('.') + 1);
+  if (leaf == "emb_weight") return 0.0;
+  if (leaf == "fc2_weight" || leaf == "skip_weight") return n / static_cast<double>(e);
+  if (name.find(".selection.fc2.") != std::string::npos ||
+      name.find(".selection.skip.") != std::string::npos)
+    return n / static_cast<double>(e);
+  return n;
+}
+
+// A matmul weight: 2+ dimensions (norm scales are 1-D but the VSN's per-variable [V, H]
+// "norm_weight"), not the static embedding table (a lookup).
 inline bool is_matmul_weight(const std::string& name, const torch::Tensor& p) {
   if (p.dim() < 2) return false;
   const auto leaf = name.substr(name.rfind('.') + 1);
-  if (leaf.find("weight") == std::string::npos) return false;
-  return name.find("norm") == std::string::npos &&
-         name.find("static_embedding") == std::string::npos;
+  if (leaf.find("weight") == std::string::npos || leaf == "norm_weight") return false;
+  return name.rfind("static_embedding", 0) != 0;
 }
 
 }  // namespace detail
@@ -62,13 +81,13 @@ inline double forward_flops(models::Model& model, int64_t batch) {
   const std::string name = model.name();
   const auto spec = model.spec();
   const int64_t w = std::max<int64_t>(1, spec.window), k = std::max<int64_t>(1, spec.horizon);
+  const auto o = model.options_json();
+  const auto get = [&o](const char* key) { return o.value(key, int64_t{0}); };
   double per_sample = 0;
   for (const auto& p : model.module().named_parameters())
     if (detail::is_matmul_weight(p.key(), p.value()))
-      per_sample += 2.0 * static_cast<double>(p.value().numel()) *
+      per_sample += 2.0 * detail::weight_macs(name, p.key(), p.value(), get("real_embedding")) *
                     static_cast<double>(detail::weight_positions(name, p.key(), w, k));
-  const auto o = model.options_json();
-  const auto get = [&o](const char* key) { return o.value(key, int64_t{0}); };
   if (name == "mamba2") {
     const double q = static_cast<double>(get("chunk_size")),
                  n = static_cast<double>(get("d_state"));
