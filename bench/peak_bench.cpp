@@ -5,8 +5,8 @@
 // are picked at run time, so this builds for any x86-64.
 //
 // Counters: gflops / gops (over the run's CPU time: a core shared with other processes still
-// gives its own rate) and best_gflops / best_gops (the best iteration's wall time), gbs and
-// best_gbs. After the run the best figures go to BUILD/peak.json (or
+// gives its own rate) and best_gflops / best_gops (the best iteration, by the thread's CPU
+// time), gbs and best_gbs. After the run the best figures go to BUILD/peak.json (or
 // $FOXHUNT_PEAK_JSON), merged into what is there, for the other benchmarks (peak_fraction.h)
 // and scripts:
 //   {"fp32_gflops_per_core", "bf16_gflops_per_core", "int8_gops_per_core", "l1_gbs", "l2_gbs",
@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -46,9 +45,7 @@ void BM_Mac(benchmark::State& state, pk::MacLoop loop, std::string key, std::str
   loop(reps);  // wakes the wide units up
   double best = 0, ops = 0;
   for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    ops = loop(reps);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = pk::seconds_of([&] { ops = loop(reps); });
     best = std::max(best, ops / s);
   }
   using C = benchmark::Counter;
@@ -75,11 +72,11 @@ void BM_Read(benchmark::State& state, size_t bytes, std::string key) {
   const int64_t passes = std::max<int64_t>(1, static_cast<int64_t>(2e-3 / std::max(t1, 1e-9)));
   double best = 0, read = 0;
   for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    read = caps.avx512f    ? pk::read_avx512(buf.data(), buf.floats(), passes)
-           : caps.avx2_fma ? pk::read_avx2(buf.data(), buf.floats(), passes)
-                           : pk::read_sse2(buf.data(), buf.floats(), passes);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = pk::seconds_of([&] {
+      read = caps.avx512f    ? pk::read_avx512(buf.data(), buf.floats(), passes)
+             : caps.avx2_fma ? pk::read_avx2(buf.data(), buf.floats(), passes)
+                             : pk::read_sse2(buf.data(), buf.floats(), passes);
+    });
     best = std::max(best, read / s);
   }
   using C = benchmark::Counter;
