@@ -67,9 +67,9 @@ TEST_F(DeskCapacityTest, CapacityIsMeasuredAndTheLargestUniverseIsVerifiedUnderT
   EXPECT_EQ(c.verified.instruments, c.max_instruments);
   EXPECT_EQ(c.verified.distinct, 8);
   EXPECT_LE(c.verified.bytes + o.headroom_bytes, o.budget.bytes);
-  EXPECT_EQ(c.predicted_bytes,
-            static_cast<uint64_t>(c.fixed_bytes +
-                                  c.bytes_per_instrument * static_cast<double>(c.max_instruments)));
+  // The line at the maximum (to a byte or two: the compiler may fuse the multiply-add).
+  EXPECT_NEAR(static_cast<double>(c.predicted_bytes),
+              c.fixed_bytes + c.bytes_per_instrument * static_cast<double>(c.max_instruments), 2.0);
   EXPECT_TRUE(c.ok);
   std::printf(
       "[desk] capacity in %llu MiB: %lld instruments (%.0f B each, %lld attempts, "
