@@ -55,6 +55,10 @@ Registrar registered_budget = subcommand<BudgetArgs>(
                       "Also measure a desk serving this many instruments (state plus the "
                       "batched forwards, CPU ledger) and the largest universe that fits, "
                       "verified under the cap");
+      sub->add_flag("--exhaustive", a->desk.exhaustive,
+                    "With --instruments: warm every instrument of every desk up (minutes for "
+                    "10,000s) instead of fitting the bytes from small desks and verifying the "
+                    "answer under the cap (seconds)");
       sub->add_option("--bundles", a->bundles,
                       "With --instruments: the desk's bundles (foxhunt train all --out DIR); "
                       "default: untrained default models");
@@ -69,6 +73,8 @@ Registrar registered_budget = subcommand<BudgetArgs>(
         const bool desk = sub->count("--instruments") > 0;
         FOXHUNT_CHECK(desk || a->bundles.empty(), "budget",
                       "--bundles: only used with --instruments");
+        FOXHUNT_CHECK(desk || !a->desk.exhaustive, "budget",
+                      "--exhaustive: only used with --instruments");
         FOXHUNT_CHECK(!desk || !o.device.is_cuda(), "budget",
                       "--instruments: the desk is measured on the CPU ledger; got --device ",
                       o.device.str());

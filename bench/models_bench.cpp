@@ -1,7 +1,8 @@
 // Forward latency of each registered model at batch 1 and batch 64 under inference mode (CPU,
-// default thread count), one training step of each at batch 64 (samples/s), and the per-bar cost
-// of the streaming sequence models against the full-window forward they reproduce.
-// Run: ./build/models_bench [--benchmark_filter=stream]
+// default thread count), with its FLOPs and fraction of the machine's peak (gflops,
+// peak_fraction, roofline_fraction: peak_fraction.h, forward_flops.h), one training step of each at
+// batch 64 (samples/s), and the per-bar cost of the streaming sequence models against the
+// full-window forward they reproduce. Run: ./build/models_bench [--benchmark_filter=stream]
 //
 // `models_bench --profile MODEL [STEPS]` prints the top ops of its training step (LibTorch's
 // profiler, self CPU time); `models_bench --profile-forward MODEL BATCH [CALLS]` the same for
@@ -30,6 +31,8 @@
 #include "foxhunt/models/tft.h"
 
 #include "bench_main.h"
+#include "forward_flops.h"
+#include "peak_fraction.h"
 
 namespace {
 
@@ -57,6 +60,18 @@ void BM_Forward(benchmark::State& state, const std::string& name) {
   }
   state.SetItemsProcessed(state.iterations() * batch);
   state.counters["threads"] = torch::get_num_threads();
+  foxhunt::bench::report_flops(state, foxhunt::bench::forward_flops(*model, batch),
+                               static_cast<double>(model->parameter_bytes()),
+                               torch::get_num_threads());
+}
+
+// The FLOPs and weight bytes of the catalog model `name` (default options) at batch 1: what
+// the window forwards below compute.
+void report_window_flops(benchmark::State& state, const std::string& name) {
+  auto model = bench_model(name);
+  foxhunt::bench::report_flops(state, foxhunt::bench::forward_flops(*model, 1),
+                               static_cast<double>(model->parameter_bytes()),
+                               torch::get_num_threads());
 }
 
 // One training step at batch `range(0)`: the model's training loss on an example batch, backward
@@ -125,6 +140,7 @@ void BM_Mamba2WindowForward(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data_ptr());
   }
   state.counters["threads"] = torch::get_num_threads();
+  report_window_flops(state, "mamba2");
 }
 
 // For scale: the O(1) recurrent step with a state carried from the start of history (not equal
@@ -177,6 +193,7 @@ void BM_TftWindowForward(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data_ptr());
   }
   state.counters["threads"] = torch::get_num_threads();
+  report_window_flops(state, "tft");
 }
 
 // Forward without input validation cost isolated: the same path, validation is part of serving.

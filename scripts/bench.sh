@@ -38,7 +38,8 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 failed=0
 programs=()
-for src in bench/*.cpp; do
+# peak_bench first: it writes BUILD/peak.json, which the others' fraction-of-peak counters read.
+for src in bench/peak_bench.cpp $(ls bench/*.cpp | grep -v '^bench/peak_bench.cpp$'); do
   name=$(basename "$src" .cpp)
   bin="$BUILD/$name"
   if [ ! -x "$bin" ]; then
@@ -78,10 +79,14 @@ elif [ ! -x "$PY" ]; then
   echo "bench: $PY is missing: no PyTorch-eager comparison (scripts/setup.sh)" >&2
 fi
 
-python3 - "$WORK" "$OUT" "$COMPARE" "${programs[@]}" <<'PYEOF'
+PEAK_JSON="$BUILD/peak.json" python3 - "$WORK" "$OUT" "$COMPARE" "${programs[@]}" <<'PYEOF'
 import json, os, sys, tempfile
 work, out, compare, programs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 result = {"context": None, "benchmarks": {}}
+# Latency percentiles, FLOP rates and fractions of the machine's peak (bench/peak_fraction.h),
+# the peak figures themselves (bench/peak_bench.cpp) and the benchmarks' labels.
+KEPT = {"p50_us", "p99_us", "flops", "gflops", "peak_fraction", "roofline_fraction",
+        "best_gflops", "gops", "best_gops", "gbs", "best_gbs", "label"}
 for p in programs:
     path = os.path.join(work, p + ".json")
     try:
@@ -93,8 +98,12 @@ for p in programs:
         if b.get("run_type") == "aggregate":
             continue
         entry = {k: b[k] for k in ("real_time", "cpu_time", "time_unit", "iterations") if k in b}
-        entry.update({k: v for k, v in b.items() if k.endswith("per_second") or k in ("p50_us", "p99_us")})
+        entry.update({k: v for k, v in b.items() if k.endswith("per_second") or k in KEPT})
         result["benchmarks"][f"{p}/{b['name']}"] = entry
+try:  # the machine's peak per core (bench/peak_bench.cpp)
+    result["peak"] = json.load(open(os.environ["PEAK_JSON"]))
+except (OSError, ValueError):
+    pass
 for cmp in ("compare_python", "compare_onnxruntime"):
     try:  # written even when an output check failed ("ok": false)
         result[cmp] = json.load(open(os.path.join(work, cmp + ".json")))

@@ -192,9 +192,10 @@ FOXHUNT_API foxhunt_status foxhunt_plan_json(const char* request_json, char** ou
  *    {"device": "cpu", "device_profile": "...", "budget_mib": 4096, "headroom_mib": 500,
  *     "views": true, "serving_batch": 64, "training_batch": 64, "seed": 42,
  *     "precision": "<model>=int8,...", "targets_mib": {"<model>": 150, ...},
- *     "instruments": 64, "bundles": "DIR"}
- *  *out as for foxhunt_plan_json: the report ("ok" says whether it passed; a failed budget is
- *  still FOXHUNT_OK), with "desk" when "instruments" was given. */
+ *     "instruments": 64, "bundles": "DIR", "exhaustive": false}
+ *  ("exhaustive": true warms every instrument of every desk up, `budget --exhaustive`: minutes
+ *  instead of seconds). *out as for foxhunt_plan_json: the report ("ok" says whether it passed;
+ *  a failed budget is still FOXHUNT_OK), with "desk" when "instruments" was given. */
 FOXHUNT_API foxhunt_status foxhunt_budget_json(const char* request_json, char** out);
 /** Frees a string a foxhunt call wrote to a `char** out`; NULL is a no-op. */
 FOXHUNT_API void foxhunt_free_string(char* s);

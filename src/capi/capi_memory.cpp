@@ -107,7 +107,7 @@ nlohmann::json budget_request(const nlohmann::json& j) {
   models::check_known_keys(j, kBudgetFn,
                            {"device", "device_profile", "budget_mib", "headroom_mib", "views",
                             "serving_batch", "training_batch", "seed", "precision", "targets_mib",
-                            "targets_bytes", "instruments", "bundles"});
+                            "targets_bytes", "instruments", "bundles", "exhaustive"});
   plan::BudgetOptions o;
   o.device = request_device(j, kBudgetFn);
   if (auto b = request_budget(j, kBudgetFn)) o.budget = *b;
@@ -149,6 +149,7 @@ nlohmann::json budget_request(const nlohmann::json& j) {
     dopt.headroom_bytes = o.headroom_bytes;
     dopt.seed = o.seed;
     dopt.probe_instruments = std::min<int64_t>(8, dopt.instruments / 2);
+    models::json_get(j, kBudgetFn, "exhaustive", dopt.exhaustive);
     out["desk"] =
         serving::measure_desk_capacity(bundles.empty() ? serving::default_bundles(o.seed)
                                                        : serving::load_ensemble_bundles(bundles),

@@ -238,6 +238,39 @@ void Desk::clear() {
   impl_->state_bytes = 0;
 }
 
+void Desk::replicate(const std::string& source, const std::vector<std::string>& symbols) {
+  auto& d = *impl_;
+  const auto it = d.index.find(source);
+  FOXHUNT_CHECK(it != d.index.end(), kDeskComponent,
+                "replicate: expected a source symbol on the desk, got '", source, "'");
+  FOXHUNT_CHECK(!d.options.streams, kDeskComponent,
+                "replicate: expected a desk of batched forwards, got one running per-instrument "
+                "streams (not copied)");
+  std::unordered_set<std::string> seen;
+  for (const auto& s : symbols) {
+    FOXHUNT_CHECK(!s.empty() && d.index.count(s) == 0 && seen.insert(s).second, kDeskComponent,
+                  "replicate: expected new, distinct, non-empty symbols, got '", s, "'");
+    for (const auto& p : d.plans) (void)p.bundle->calibration(s);  // a panel bundle's symbols only
+  }
+  const Instrument& src = *d.instruments[it->second];
+  for (const auto& s : symbols) {
+    auto copy = std::make_unique<Instrument>(s, d.plans, d.instrument_bytes + symbol_heap_bytes(s),
+                                             /*streams=*/false);
+    copy->features = src.features;
+    for (size_t m = 0; m < d.plans.size(); ++m) {
+      const auto cal = copy->histories[m].cal;  // the copy's own normaliser, scale and id
+      copy->histories[m] = src.histories[m];
+      copy->histories[m].cal = cal;
+    }
+    copy->position = src.position;
+    copy->entry_close = src.entry_close;
+    copy->vol_target = src.vol_target;
+    d.state_bytes += copy->reservation.bytes();
+    d.index.emplace(s, d.instruments.size());
+    d.instruments.push_back(std::move(copy));
+  }
+}
+
 std::vector<const std::string*> Desk::Impl::check(int64_t timestamp,
                                                   const std::vector<SymbolBar>& bars) const {
   std::unordered_set<std::string> seen;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "foxhunt/core/error.h"
 
 namespace foxhunt::serving {
@@ -24,13 +26,29 @@ SyntheticUniverse::SyntheticUniverse(uint64_t seed, int64_t instruments) {
 }
 
 std::vector<SymbolBar> SyntheticUniverse::next() {
+  return next(size());
+}
+
+const std::string& SyntheticUniverse::symbol(int64_t k) const {
+  FOXHUNT_CHECK(k >= 0 && k < size(), "desk", "universe symbol: expected an index in [0, ", size(),
+                "), got ", k);
+  return cursors_[static_cast<size_t>(k)].symbol;
+}
+
+std::vector<SymbolBar> SyntheticUniverse::next(int64_t first) {
   t_ += step_;
+  const auto built = static_cast<size_t>(std::clamp<int64_t>(first, 0, size()));
   std::vector<SymbolBar> out;
-  out.reserve(cursors_.size());
-  for (auto& c : cursors_) {
+  out.reserve(built);
+  for (size_t k = 0; k < cursors_.size(); ++k) {
+    auto& c = cursors_[k];
     if (c.i == base_.size()) {  // another lap, the price path continuous
       c.factor *= base_.back().close / base_.front().open;
       c.i = 0;
+    }
+    if (k >= built) {
+      ++c.i;
+      continue;
     }
     data::Bar b = base_[c.i++];
     b.timestamp = t_;

@@ -142,6 +142,15 @@ class Desk {
   void set_memory_scopes(bool on);
   /// Removes every instrument's state (bytes withdrawn from the ledger).
   void clear();
+  /// Adds each of `symbols` as an instrument whose state is a copy of `source`'s (features,
+  /// every model's history, position), with its own calibration: a universe warmed up at the
+  /// cost of the instruments it copies, for capacity runs (desk_capacity.h), where the bytes
+  /// matter and the copies' forecasts do not. Each copy is declared to the ledger before it is
+  /// built and kept as soon as it exists (an OutOfMemoryError under the cap leaves the copies
+  /// made before it). InputError, nothing added, for a source not on the desk, a symbol empty,
+  /// repeated or already there (or not known to a panel bundle), or a desk running
+  /// per-instrument streams (DeskOptions::streams: a stream is not copied).
+  void replicate(const std::string& source, const std::vector<std::string>& symbols);
 
  private:
   struct Impl;

@@ -22,6 +22,12 @@ class SyntheticUniverse {
   SyntheticUniverse(uint64_t seed, int64_t instruments);
   /// The next timestamp's bars, one per instrument, in symbol order.
   std::vector<SymbolBar> next();
+  /// The next timestamp: every instrument moves on, but only the first `first` (clamped to
+  /// [0, size()]) get their bar built and returned (a desk that warms a few instruments up and
+  /// copies them: Desk::replicate).
+  std::vector<SymbolBar> next(int64_t first);
+  /// The symbol of instrument `k` (0 <= k < size(); InputError otherwise).
+  const std::string& symbol(int64_t k) const;
   /// The timestamp of the last next() (before the first: one step before it).
   int64_t timestamp() const { return t_; }
   /// Number of instruments.
