@@ -34,7 +34,9 @@ namespace foxhunt::data {
 
 /// One instrument's bars from a tape: element i of `flow` belongs to `bars.bars[i]`.
 struct TapeBars {
-  BarSeries bars;                  ///< OHLCV, strictly increasing timestamps (file comment)
+  /// OHLCV, strictly increasing timestamps (file comment), with `bars.flow` = `flow`: a
+  /// MarketDataset of it has the flow feature columns (flow_features.h).
+  BarSeries bars;
   std::vector<BarFlow> flow;       ///< per bar
   BarSpec spec;                    ///< how they were sampled
   int64_t shifted_timestamps = 0;  ///< bars whose timestamp was moved past a busy second
@@ -43,7 +45,8 @@ struct TapeBars {
 /// A panel's bars from a tape with a symbol column (time bars): `flow[s]` belongs to
 /// `panel.symbols[s].series`.
 struct TapePanelBars {
-  Panel panel;                             ///< one series per symbol, in the tape's symbol order
+  /// One series per symbol, in the tape's symbol order, each carrying its flow (BarSeries::flow).
+  Panel panel;
   std::vector<std::vector<BarFlow>> flow;  ///< per symbol, per bar
   BarSpec spec;                            ///< how they were sampled
 };
