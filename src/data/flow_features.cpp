@@ -92,8 +92,8 @@ Matrix compute_flow_features(const BarSeries& series) {
   FlowFeatures engine;
   try {
     for (int64_t t = 0; t < series.size(); ++t) {
-      const auto row = engine.update(series.bars[static_cast<size_t>(t)],
-                                     series.flow[static_cast<size_t>(t)]);
+      const auto row =
+          engine.update(series.bars[static_cast<size_t>(t)], series.flow[static_cast<size_t>(t)]);
       std::copy(row.begin(), row.end(), m.row(t));
     }
   } catch (const InputError& e) {

@@ -84,10 +84,10 @@ class FlowFeatures {
     // Sum of the last min(n, kFlowWindow) values, oldest to newest (the same order on every path).
     double sum(int64_t n) const;
   };
-  int64_t t_ = 0;             // bars consumed
-  double prev_close_ = 0.0;   // c_{t-1}
-  int64_t prev_end_ns_ = 0;   // the previous bar's last print
-  Ring log_rate_, rv_, r2_;   // log(prints / span), realised variance, squared return
+  int64_t t_ = 0;            // bars consumed
+  double prev_close_ = 0.0;  // c_{t-1}
+  int64_t prev_end_ns_ = 0;  // the previous bar's last print
+  Ring log_rate_, rv_, r2_;  // log(prints / span), realised variance, squared return
 };
 
 /// The flow columns of every bar of `series`: [bars, kFlowFeatures], row t from bars 0..t.
