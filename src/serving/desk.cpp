@@ -162,13 +162,13 @@ Desk::Desk(std::vector<Bundle> bundles, const DecisionRule& rule, const DeskOpti
   }
   d.flow = d.bundles.front()->flow_features;
   for (const auto& b : d.bundles)
-    FOXHUNT_CHECK(b->flow_features == d.flow, kDeskComponent, "bundles: '",
-                  d.bundles.front()->name(), "' was trained on ",
-                  d.flow ? "bars built from a tape (flow features)" : "bars without flow features",
-                  ", '", b->name(), "' on ",
-                  b->flow_features ? "bars built from a tape (flow features)"
-                                   : "bars without flow features",
-                  "; expected models trained on one input");
+    FOXHUNT_CHECK(
+        b->flow_features == d.flow, kDeskComponent, "bundles: '", d.bundles.front()->name(),
+        "' was trained on ",
+        d.flow ? "bars built from a tape (flow features)" : "bars without flow features", ", '",
+        b->name(), "' on ",
+        b->flow_features ? "bars built from a tape (flow features)" : "bars without flow features",
+        "; expected models trained on one input");
   d.plans.reserve(d.bundles.size());
   // A model streamed per instrument keeps raw rows; batched, its cached per-bar stage.
   for (const auto& b : d.bundles) d.plans.emplace_back(*b, /*use_cache=*/!options.streams);

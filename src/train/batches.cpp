@@ -56,9 +56,9 @@ void check_market_spec(const std::string& model, const models::IoSpec& spec, boo
                   "': a state input is fed by an environment, not by market windows");
     const auto& fs = data::feature_set(in.feature_set, flow);
     FOXHUNT_CHECK(fs.width == in.features, kBatchesComponent, "model '", model, "' input '",
-                  in.name, "': the feature set '", fs.name, "' gives ", fs.width,
-                  " values per bar", flow ? " (with the tape's flow columns)" : "",
-                  ", the model expects ", in.features);
+                  in.name, "': the feature set '", fs.name, "' gives ", fs.width, " values per bar",
+                  flow ? " (with the tape's flow columns)" : "", ", the model expects ",
+                  in.features);
     const int64_t steps = in.role == models::InputRole::kPastFeatures ? spec.window : spec.horizon;
     FOXHUNT_CHECK(in.steps == steps, kBatchesComponent, "model '", model, "' input '", in.name,
                   "': expected ", steps, " steps, the spec says ", in.steps);

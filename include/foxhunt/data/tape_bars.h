@@ -31,7 +31,6 @@ namespace foxhunt::data {
 // BarFlow (what a bar knows beyond OHLCV: TapeBar without its prices and volume) is in bars.h,
 // where BarSeries::flow carries it.
 
-
 /// One instrument's bars from a tape: element i of `flow` belongs to `bars.bars[i]`.
 struct TapeBars {
   /// OHLCV, strictly increasing timestamps (file comment), with `bars.flow` = `flow`: a
