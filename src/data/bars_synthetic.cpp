@@ -33,6 +33,9 @@ double round_to_tick(double price, double tick) {
 void validate_bars(const BarSeries& series) {
   const std::string name = series.source.empty() ? std::string("series") : series.source;
   FOXHUNT_CHECK(!series.bars.empty(), kBarsComponent, name, ": empty series: no bars");
+  FOXHUNT_CHECK(series.flow.empty() || series.flow.size() == series.bars.size(), kBarsComponent,
+                name, ": expected a flow for each of the ", series.bars.size(),
+                " bars (or none), got ", series.flow.size());
   for (size_t i = 0; i < series.bars.size(); ++i) {
     const std::string prefix = name + ": bar " + std::to_string(i) + ": ";
     check_bar_values(series.bars[i], prefix);

@@ -5,6 +5,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/random.h"
+#include "foxhunt/data/flow_features.h"
 
 namespace foxhunt::data {
 
@@ -134,7 +135,8 @@ MarketDataset::MarketDataset(BarSeries series, DatasetOptions options)
   validate_bars(series_);
   splits_ = options_.cuts ? split_at_cuts(series_, options_.warmup, *options_.cuts)
                           : chronological_split(series_, options_.warmup, options_.split);
-  raw_ = compute_observed_features(series_);
+  // The bank, then the flow columns of bars built from a tape (flow_features.h).
+  raw_ = compute_market_features(series_);
   calendar_ = compute_calendar_features(series_);
   // Statistics from training rows only: later bars must not shape the inputs of earlier ones.
   normalizer_ = Normalizer::fit(raw_, splits_.train.begin, splits_.train.end, options_.clip);
@@ -284,15 +286,15 @@ void MarketDataset::fill_rl_market(int64_t bar, float* out) const {
   FOXHUNT_CHECK(bar >= 0 && bar < size(), kDatasetComponent, "bar ", bar, " outside [0, ", size(),
                 ")");
   const float* row = normalized_.row(bar);
-  std::copy(row, row + kObservedFeatures, out);
+  std::copy(row, row + normalized_.cols, out);
   const float* cal = calendar_.row(bar);
-  std::copy(cal, cal + kKnownFutureFeatures, out + kObservedFeatures);
+  std::copy(cal, cal + kKnownFutureFeatures, out + normalized_.cols);
 }
 
 Matrix MarketDataset::rl_market_features(int64_t begin, int64_t end) const {
   FOXHUNT_CHECK(begin >= 0 && begin <= end && end <= size(), kDatasetComponent, "bar range [",
                 begin, ", ", end, ") outside [0, ", size(), "]");
-  Matrix m(end - begin, kRlMarketFeatures);
+  Matrix m(end - begin, rl_market_width());
   for (int64_t t = begin; t < end; ++t) fill_rl_market(t, m.row(t - begin));
   return m;
 }

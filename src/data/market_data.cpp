@@ -3,6 +3,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/tape.h"
+#include "foxhunt/data/tape_bars.h"
 
 namespace foxhunt::data {
 
@@ -23,6 +24,27 @@ MarketData load_market_data(const std::string& path) {
   else
     bars.series = parse_bars_csv(text, path);
   return bars;
+}
+
+bool MarketData::has_flow() const {
+  return panel ? !panel->symbols.empty() && panel->symbols.front().series.has_flow()
+               : series.has_flow();
+}
+
+MarketData tape_market_data(const Tape& tape, const BarSpec& spec) {
+  FOXHUNT_CHECK(tape.size_prints() > 0, "bars", "'", tape.source,
+                "': expected a tape with at least one print, got none");
+  MarketData bars;
+  if (tape.symbols.empty())
+    bars.series = build_tape_bars(tape, spec).bars;  // carries its flow
+  else
+    bars.panel = build_tape_panel(tape, spec).panel;
+  return bars;
+}
+
+MarketData load_tape_market_data(const std::string& path, const BarSpec& spec,
+                                 const TapeReadOptions& options) {
+  return tape_market_data(load_tape_csv(path, options), spec);
 }
 
 }  // namespace foxhunt::data

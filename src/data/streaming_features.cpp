@@ -311,9 +311,11 @@ struct StreamingFeatures::State {
   std::vector<Ema> emas, signals;
   std::vector<Ring> histories;  // earlier outputs reused as lags
 
-  std::array<float, kObservedFeatures> row{};
+  bool flow_on = false;  // bars come with their flow: the row ends with the flow columns
+  FlowFeatures flow;     // inline: its rings are part of the state's fixed bytes
+  std::array<float, kObservedFeatures + kFlowFeatures> row{};
 
-  State() {
+  explicit State(bool with_flow) : flow_on(with_flow) {
     const Plan& p = *plan;
     for (int64_t span : p.ring_span) rings.emplace_back(span);
     for (const auto& k : p.windows) windows.emplace_back(k.w, k.kind);
@@ -346,7 +348,8 @@ struct StreamingFeatures::State {
   double value(const Plan::Column& c) const;
 };
 
-StreamingFeatures::StreamingFeatures() : state_(std::make_unique<State>()) {}
+StreamingFeatures::StreamingFeatures() : StreamingFeatures(false) {}
+StreamingFeatures::StreamingFeatures(bool flow) : state_(std::make_unique<State>(flow)) {}
 StreamingFeatures::~StreamingFeatures() = default;
 StreamingFeatures::StreamingFeatures(const StreamingFeatures& other)
     : state_(std::make_unique<State>(*other.state_)) {}
@@ -358,7 +361,15 @@ StreamingFeatures::StreamingFeatures(StreamingFeatures&&) noexcept = default;
 StreamingFeatures& StreamingFeatures::operator=(StreamingFeatures&&) noexcept = default;
 
 void StreamingFeatures::reset() {
-  state_ = std::make_unique<State>();
+  state_ = std::make_unique<State>(state_->flow_on);
+}
+
+bool StreamingFeatures::has_flow() const {
+  return state_->flow_on;
+}
+
+int64_t StreamingFeatures::width() const {
+  return market_feature_width(state_->flow_on);
 }
 
 size_t StreamingFeatures::state_bytes() const {
@@ -375,7 +386,7 @@ int64_t StreamingFeatures::last_timestamp() const {
   return state_->last_timestamp;
 }
 
-void StreamingFeatures::check(const Bar& b) const {
+void StreamingFeatures::check(const Bar& b, const BarFlow* flow) const {
   const int64_t i = state_->t;
   const std::array<std::pair<const char*, double>, 4> prices = {
       {{"open", b.open}, {"high", b.high}, {"low", b.low}, {"close", b.close}}};
@@ -396,11 +407,17 @@ void StreamingFeatures::check(const Bar& b) const {
   FOXHUNT_CHECK(i == 0 || b.timestamp > state_->last_timestamp, kStreamingFeaturesComponent, "bar ",
                 i, ": expected a timestamp after the previous bar's ", state_->last_timestamp,
                 ", got ", b.timestamp);
+  FOXHUNT_CHECK((flow != nullptr) == state_->flow_on, kStreamingFeaturesComponent, "bar ", i,
+                state_->flow_on ? ": expected the bar's flow (features of bars built from a tape, "
+                                  "flow_features.h), got a bar without one"
+                                : ": expected a plain bar (features without flow columns), got a "
+                                  "bar with a flow");
+  if (flow) state_->flow.check(b, *flow);
 }
 
-bool StreamingFeatures::try_update(const Bar& bar, std::string* why) {
+bool StreamingFeatures::try_update(const Bar& bar, std::string* why, const BarFlow* flow) {
   try {
-    update(bar);
+    update(bar, flow);
     return true;
   } catch (const InputError& e) {
     if (why) *why = e.what();
@@ -420,7 +437,7 @@ const std::vector<std::string>& StreamingFeatures::column_names() {
 std::span<const float> StreamingFeatures::row() const {
   FOXHUNT_CHECK(state_->t > 0, kStreamingFeaturesComponent,
                 "no bar yet: the feature row needs an accepted bar");
-  return state_->row;
+  return {state_->row.data(), static_cast<size_t>(width())};
 }
 
 std::array<float, 4> StreamingFeatures::calendar() const {
@@ -430,7 +447,7 @@ std::array<float, 4> StreamingFeatures::calendar() const {
 void StreamingFeatures::normalized_row(const Normalizer& nz, std::vector<float>& out) const {
   const auto r = row();
   out.assign(r.begin(), r.end());
-  nz.apply_row(out.data(), kObservedFeatures);
+  nz.apply_row(out.data(), width());
 }
 
 void StreamingFeatures::rl_market_row(const Normalizer& nz, std::vector<float>& out) const {
@@ -572,8 +589,8 @@ double StreamingFeatures::State::value(const Plan::Column& c) const {
   return 0.0;
 }
 
-std::span<const float> StreamingFeatures::update(const Bar& bar) {
-  check(bar);  // before any state changes: a rejected bar leaves the engine as it was
+std::span<const float> StreamingFeatures::update(const Bar& bar, const BarFlow* flow) {
+  check(bar, flow);  // before any state changes: a rejected bar leaves the engine as it was
   State& s = *state_;
   const Plan& p = *s.plan;
   const int64_t t = s.t;
@@ -643,11 +660,15 @@ std::span<const float> StreamingFeatures::update(const Bar& bar) {
     const double v = s.value(p.columns[c]);
     s.row[c] = static_cast<float>(std::isfinite(v) ? v : 0.0);
   }
+  if (flow) {  // checked above: cannot throw
+    const auto columns = s.flow.update(bar, *flow);
+    std::copy(columns.begin(), columns.end(), s.row.begin() + kObservedFeatures);
+  }
 
   s.lc_prev = lc;
   s.last_timestamp = bar.timestamp;
   s.t = t + 1;
-  return s.row;
+  return row();
 }
 
 }  // namespace foxhunt::data

@@ -81,6 +81,7 @@ TapeBars to_tape_bars(const std::vector<TapeBar>& bars, const BarSpec& spec,
     out.bars.bars.push_back(b);
     out.flow.push_back(flow_of(t));
   }
+  out.bars.flow = out.flow;  // the series carries its flow: datasets add the flow columns
   return out;
 }
 

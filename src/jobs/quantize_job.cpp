@@ -31,6 +31,10 @@ constexpr const char* kQuantizeJobComponent = "quantize";
 std::shared_ptr<const data::MarketDataset> bundle_dataset(const serving::Bundle& b,
                                                           const QuantizeJob& job) {
   const auto& source = b.data.source;
+  FOXHUNT_CHECK(!b.flow_features, kQuantizeJobComponent, "the ", b.name(),
+                " bundle was trained on bars built from a tape (flow features, '", source,
+                "'); expected a bundle trained on a bar CSV: quantizing from a tape is not "
+                "supported yet");
   const bool synthetic = job.data.empty() && source.rfind("synthetic", 0) == 0;
   const std::string path = job.data.empty() ? source : job.data;
   data::BarSeries series =

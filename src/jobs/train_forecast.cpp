@@ -6,6 +6,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/data/features.h"
 #include "foxhunt/data/forecast_eval.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
@@ -220,6 +221,13 @@ TrainSummary run_forecast(const TrainJob& job, const JobInputs& in) {
   nlohmann::json model_options = resumed   ? resumed->model_options
                                  : compact ? compact_model_options(job.model)
                                            : job.model_options;
+  // Bars built from a tape: each past-feature input reads its feature set with the flow columns
+  // (data/flow_features.h), the model sized to it by its catalog entry's width options.
+  if (!resumed && market.first().has_flow())
+    model_options = models::sized_inputs(
+        job.model, model_options,
+        [](const models::InputSpec& in) { return data::feature_set(in.feature_set, true).width; },
+        kTrainJobComponent);
   // A model with an instrument input (the TFT's static categorical) gets an id per instrument.
   const auto& sizing = models::catalog_entry(job.model).instrument_count_option;
   const auto instruments = static_cast<int64_t>(market.datasets.size());

@@ -185,6 +185,7 @@ std::string write_bundle(models::Model& model, const Market& market, const nlohm
   b.target_vol_feature = ds.options().target_vol_feature;
   b.instrument_id = ds.options().instrument_id;
   b.warmup = ds.options().warmup;
+  b.flow_features = ds.has_flow();
   b.trading_env = trading_env;
   b.data =
       market.is_panel() ? serving::fingerprint(*market.panel) : serving::fingerprint(ds.series());

@@ -32,6 +32,7 @@ data::BarSeries slice(const data::BarSeries& s, int64_t begin, int64_t end) {
   out.close_only = s.close_only;
   out.source = s.source;
   out.bars.assign(s.bars.begin() + begin, s.bars.begin() + end);
+  if (s.has_flow()) out.flow.assign(s.flow.begin() + begin, s.flow.begin() + end);
   return out;
 }
 

@@ -74,10 +74,22 @@ std::vector<CatalogEntry>& mutable_catalog() {
        &make_ppo_model, nlohmann::json::object(), nlohmann::json::object(), 1 * kMiB, 1 * kMiB,
        145 * kMiB, 1.0, "", &sized_options<PpoOptions>,
        &shape_of<PpoOptions, &ppo_options_from_json>},
-      {"mamba2", Family::kForecaster, TrainerKind::kForecast,
-       "Mamba-2 (SSD) quantile forecaster over a window of bars", &make_mamba2_model,
-       nlohmann::json{{"d_model", 16}, {"n_layers", 1}}, nlohmann::json::object(), 11 * kMiB,
-       31 * kMiB, 164 * kMiB},
+      {"mamba2",
+       Family::kForecaster,
+       TrainerKind::kForecast,
+       "Mamba-2 (SSD) quantile forecaster over a window of bars",
+       &make_mamba2_model,
+       nlohmann::json{{"d_model", 16}, {"n_layers", 1}},
+       nlohmann::json::object(),
+       11 * kMiB,
+       31 * kMiB,
+       164 * kMiB,
+       1.0,
+       "",
+       nullptr,
+       nullptr,
+       {},
+       {{"x", "input_dim"}}},
       {"tft",
        Family::kForecaster,
        TrainerKind::kForecast,
@@ -92,7 +104,8 @@ std::vector<CatalogEntry>& mutable_catalog() {
        "static_categories",
        nullptr,
        nullptr,
-       {{Precision::kInt8, &make_int8_tft_model, &int8_tft_bytes, &quantize_int8_tft}}},
+       {{Precision::kInt8, &make_int8_tft_model, &int8_tft_bytes, &quantize_int8_tft}},
+       {{"past", "past_features"}}},
   };
   return entries;
 }
@@ -156,6 +169,38 @@ nlohmann::json policy_options(const std::string& name, const PolicyShape& shape,
                 joined_model_names(Family::kPolicy, ", "),
                 "), got one without CatalogEntry::policy_options");
   return e.policy_options(shape);
+}
+
+nlohmann::json sized_inputs(const std::string& name, nlohmann::json options,
+                            const std::function<std::int64_t(const InputSpec&)>& width,
+                            const char* component) {
+  const auto& e = catalog_entry(name, component);
+  const auto past_inputs = [&](const nlohmann::json& o) {
+    std::vector<InputSpec> out;
+    for (const auto& in : make_model(name, o)->spec().inputs)
+      if (in.role == InputRole::kPastFeatures) out.push_back(in);
+    return out;
+  };
+  bool changed = false;
+  for (const auto& in : past_inputs(options)) {
+    const std::int64_t want = width(in);
+    if (want == in.features) continue;
+    const auto it = std::find_if(e.input_width_options.begin(), e.input_width_options.end(),
+                                 [&](const auto& p) { return p.first == in.name; });
+    FOXHUNT_CHECK(it != e.input_width_options.end(), component, "model '", name, "' input '",
+                  in.name, "': expected ", want, " values per bar ('", in.feature_set,
+                  "' of this data), the model reads ", in.features,
+                  " and its catalog entry names no option that sizes the input "
+                  "(CatalogEntry::input_width_options)");
+    options[it->second] = want;
+    changed = true;
+  }
+  if (!changed) return options;
+  for (const auto& in : past_inputs(options))
+    FOXHUNT_CHECK(width(in) == in.features, component, "model '", name, "' input '", in.name,
+                  "': expected ", width(in), " values per bar once sized, the model reads ",
+                  in.features);
+  return options;
 }
 
 PolicyShape policy_shape(const std::string& name, const nlohmann::json& options,

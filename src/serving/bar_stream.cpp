@@ -39,8 +39,12 @@ bool PanelBarSource::next(std::vector<SymbolBar>& bars) {
     bars.clear();
     for (size_t k = 0; k < served_.size(); ++k) {
       const auto& series = served_[k]->series.bars;
-      if (cursor_[k] < series.size() && series[cursor_[k]].timestamp == t)
-        bars.push_back({served_[k]->symbol, series[cursor_[k]++]});
+      const auto& flow = served_[k]->series.flow;  // bars built from a tape carry theirs
+      if (cursor_[k] < series.size() && series[cursor_[k]].timestamp == t) {
+        const size_t i = cursor_[k]++;
+        bars.push_back({served_[k]->symbol, series[i],
+                        i < flow.size() ? std::optional<data::BarFlow>(flow[i]) : std::nullopt});
+      }
     }
     if (!bars.empty()) return true;
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/data/flow_features.h"
 
 #include <algorithm>
 #include <cmath>
@@ -135,17 +136,19 @@ void check_instrument_selected(const Bundle& b, const std::string& what) {
                 "); serve them with a panel (a CSV with a symbol column) or select one instrument");
 }
 
-nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup) {
+nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup, bool flow) {
   nlohmann::json sets = nlohmann::json::object();
   for (const auto& in : spec.inputs) {
     if (in.feature_set.empty()) continue;
-    const auto& fs = data::feature_set(in.feature_set);
+    const auto& fs = data::feature_set(in.feature_set, flow);
     sets[fs.name] = {{"width", fs.width}, {"columns", fs.columns}};
   }
-  return {{"bank", data::observed_feature_names()},
-          {"calendar", data::calendar_feature_names()},
-          {"warmup", warmup},
-          {"sets", sets}};
+  nlohmann::json out = {{"bank", data::observed_feature_names()},
+                        {"calendar", data::calendar_feature_names()},
+                        {"warmup", warmup},
+                        {"sets", sets}};
+  if (flow) out["flow"] = data::flow_feature_names();  // absent: a bundle of plain bars
+  return out;
 }
 
 void save_bundle(const Bundle& b, const std::string& path) {
@@ -161,7 +164,7 @@ void save_bundle(const Bundle& b, const std::string& path) {
               {"precision", b.model->precision()},
               {"options", b.model->options_json()},
               {"spec", spec_json},
-              {"features", feature_spec(spec, b.warmup)},
+              {"features", feature_spec(spec, b.warmup, b.flow_features)},
               {"normalizer", normalizer},
               {"target_scale", b.target_scale},
               {"target_vol_feature", b.target_vol_feature},
@@ -276,15 +279,26 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
                   " columns) than this build computes (", bank.size(),
                   "); retrain the model with this version");
     b.warmup = features.at("warmup").get<int64_t>();
+    // Trained on bars built from a tape: the flow columns follow the bank.
+    b.flow_features = features.contains("flow");
+    if (b.flow_features) {
+      const nlohmann::json flow = data::flow_feature_names();
+      FOXHUNT_CHECK(features.at("flow") == flow, kBundleComponent, "'", path,
+                    "': trained on other flow features (", features.at("flow").dump(),
+                    ") than this build computes (", flow.dump(),
+                    "); retrain the model with this version");
+    }
     for (const auto& [name, set] : features.at("sets").items()) {
-      const auto& now = data::feature_set(current_set_name(name, features.at("sets")));
+      const auto& now =
+          data::feature_set(current_set_name(name, features.at("sets")), b.flow_features);
       FOXHUNT_CHECK(set.at("columns").get<std::vector<int64_t>>() == now.columns, kBundleComponent,
                     "'", path, "': feature set '", name, "' has other columns than this build's");
     }
     b.normalizer = h.at("normalizer").get<data::Normalizer>();
-    FOXHUNT_CHECK(b.normalizer.cols() == data::kObservedFeatures, kBundleComponent, "'", path,
-                  "': normaliser over ", b.normalizer.cols(), " columns, expected ",
-                  data::kObservedFeatures);
+    const int64_t market_width = data::market_feature_width(b.flow_features);
+    FOXHUNT_CHECK(b.normalizer.cols() == market_width, kBundleComponent, "'", path,
+                  "': normaliser over ", b.normalizer.cols(), " columns, expected ", market_width,
+                  b.flow_features ? " (the bank and the flow columns)" : "");
     b.target_scale = h.at("target_scale").get<double>();
     FOXHUNT_CHECK(b.target_scale > 0 && std::isfinite(b.target_scale), kBundleComponent, "'", path,
                   "': target_scale must be > 0, got ", b.target_scale);
@@ -327,11 +341,11 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
         i.normalizer = j.at("normalizer").get<data::Normalizer>();
         i.target_scale = j.at("target_scale").get<double>();
         i.data = j.at("data").get<DataFingerprint>();
-        FOXHUNT_CHECK(!i.symbol.empty() && i.normalizer.cols() == data::kObservedFeatures &&
+        FOXHUNT_CHECK(!i.symbol.empty() && i.normalizer.cols() == market_width &&
                           i.target_scale > 0 && std::isfinite(i.target_scale) &&
                           i.instrument_id >= 0 && (categories < 0 || i.instrument_id < categories),
                       kBundleComponent, "'", path, "': instrument '", i.symbol,
-                      "': expected a symbol, a normaliser over ", data::kObservedFeatures,
+                      "': expected a symbol, a normaliser over ", market_width,
                       " columns, a target scale > 0 and an id in [0, ",
                       categories < 0 ? std::string("inf") : std::to_string(categories), "), got ",
                       i.normalizer.cols(), " columns, scale ", i.target_scale, ", id ",

@@ -29,7 +29,9 @@ struct Instrument {
   // `streams`: each model's own per-instrument stream where it has one (DeskOptions::streams).
   Instrument(std::string s, const std::vector<detail::ModelPlan>& plans, uint64_t bytes,
              bool streams, bool probe = false)
-      : reservation(kInstrumentStateTag, bytes), symbol(std::move(s)) {
+      : reservation(kInstrumentStateTag, bytes),
+        symbol(std::move(s)),
+        features(!plans.empty() && plans.front().flow) {
     histories.reserve(plans.size());
     for (const auto& p : plans) {
       histories.emplace_back(p, probe ? p.bundle->calibration() : p.bundle->calibration(symbol));
@@ -131,6 +133,7 @@ struct Desk::Impl {
   int64_t horizon = 0;                      // longest forecast horizon
   uint64_t instrument_bytes = 0;            // one instrument's state, symbol buffer aside
   uint64_t state_bytes = 0;
+  bool flow = false;  // the bundles' flow_features: every bar comes with its flow
 
   // Every check of on_timestamp's bars, no state changed; returns the symbols not seen before
   // (pointers into `bars`).
@@ -158,6 +161,15 @@ Desk::Desk(std::vector<Bundle> bundles, const DecisionRule& rule, const DeskOpti
     d.horizon = std::max(d.horizon, b.model->spec().horizon);
     d.bundles.push_back(std::make_unique<Bundle>(std::move(b)));
   }
+  d.flow = d.bundles.front()->flow_features;
+  for (const auto& b : d.bundles)
+    FOXHUNT_CHECK(
+        b->flow_features == d.flow, kDeskComponent, "bundles: '", d.bundles.front()->name(),
+        "' was trained on ",
+        d.flow ? "bars built from a tape (flow features)" : "bars without flow features", ", '",
+        b->name(), "' on ",
+        b->flow_features ? "bars built from a tape (flow features)" : "bars without flow features",
+        "; expected models trained on one input");
   d.plans.reserve(d.bundles.size());
   // A model streamed per instrument keeps raw rows; batched, its cached per-bar stage.
   for (const auto& b : d.bundles) d.plans.emplace_back(*b, /*use_cache=*/!options.streams);
@@ -169,6 +181,10 @@ Desk::Desk(std::vector<Bundle> bundles, const DecisionRule& rule, const DeskOpti
 
 Desk::~Desk() = default;
 Desk::Desk(Desk&&) noexcept = default;
+
+bool Desk::flow_features() const {
+  return impl_->flow;
+}
 
 int64_t Desk::instruments() const {
   return static_cast<int64_t>(impl_->instruments.size());
@@ -286,15 +302,23 @@ std::vector<const std::string*> Desk::Impl::check(int64_t timestamp,
     FOXHUNT_CHECK(sb.bar.timestamp == timestamp, kDeskComponent, "symbol '", sb.symbol,
                   "': expected a bar at timestamp ", timestamp, ", got ", sb.bar.timestamp);
     auto it = index.find(sb.symbol);
+    const data::BarFlow* flow_of_bar = sb.flow ? &*sb.flow : nullptr;
     try {
+      FOXHUNT_CHECK(sb.flow.has_value() == flow, kDeskComponent,
+                    flow ? "the models were trained on bars built from a tape (flow features): "
+                           "expected each bar with its flow (serve the tape with the bar spec "
+                           "they were trained on), got a bar without one"
+                         : "the models were trained on bars without flow features: expected "
+                           "plain bars, got a bar built from a tape (with its flow); serve bars, "
+                           "or train on the tape");
       if (it == index.end()) {
         // A panel bundle serves only the symbols it was trained on.
         for (const auto& p : plans) (void)p.bundle->calibration(sb.symbol);
-        if (!blank) blank.emplace();
-        blank->check(sb.bar);
+        if (!blank) blank.emplace(flow);
+        blank->check(sb.bar, flow_of_bar);
         fresh.push_back(&sb.symbol);
       } else {
-        instruments[it->second]->features.check(sb.bar);
+        instruments[it->second]->features.check(sb.bar, flow_of_bar);
       }
     } catch (const InputError& e) {
       if (!options.name_symbol_in_errors) throw;
@@ -336,7 +360,8 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
     Instrument& s = *d.instruments[d.index.at(bars[i].symbol)];
     inst[i] = &s;
     const int64_t prev = s.features.bars_seen() > 0 ? s.features.last_timestamp() : 0;
-    s.features.update(bars[i].bar);  // checked above: cannot throw
+    // Checked above: cannot throw.
+    s.features.update(bars[i].bar, bars[i].flow ? &*bars[i].flow : nullptr);
     const double close = bars[i].bar.close;
     s.vol_target.push(close);  // a close the features accepted: finite and > 0
     upnl[i] =

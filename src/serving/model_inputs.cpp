@@ -85,7 +85,7 @@ float* RowRing::copy_to(float* dst) const {
 // ---- plan and history ---------------------------------------------------------------------------
 
 ModelPlan::ModelPlan(const Bundle& b, bool use_cache)
-    : name(b.name()), spec(b.model->spec()), bundle(&b) {
+    : name(b.name()), spec(b.model->spec()), bundle(&b), flow(b.flow_features) {
   const auto vol = data::parse_target_vol(b.target_vol_feature, "bundle target_vol_feature");
   vol_column = vol.column;
   absret = vol;
@@ -93,7 +93,7 @@ ModelPlan::ModelPlan(const Bundle& b, bool use_cache)
   if (absret_window > 0) ret_column = data::bank_column("ret_lag_0", "absret volatility");
   for (const auto& in : spec.inputs) {
     if (in.role != models::InputRole::kPastFeatures) continue;
-    sets.push_back(&data::feature_set(in.feature_set));
+    sets.push_back(&data::feature_set(in.feature_set, flow));
     FOXHUNT_CHECK(sets.back()->width == in.features, kModelInputsComponent, "model '", name,
                   "' input '", in.name, "': feature set '", in.feature_set, "' gives ",
                   sets.back()->width, " values, the model expects ", in.features);
@@ -138,6 +138,10 @@ bool push_bar(const ModelPlan& plan, ModelHistory& h, const data::StreamingFeatu
   }
   // Rows before the feature warm-up use truncated windows; training never saw them.
   if (!features.ready()) return false;
+  FOXHUNT_CHECK(features.has_flow() == plan.flow, kModelInputsComponent, "model '", plan.name,
+                "': trained on ",
+                plan.flow ? "bars built from a tape (flow features)" : "bars without flow features",
+                ", fed bars ", features.has_flow() ? "with" : "without", " a flow");
   features.normalized_row(*h.cal.normalizer, scratch);
   std::vector<float> row;
   for (size_t k = 0; k < h.past.size(); ++k) {

@@ -47,6 +47,7 @@ struct ModelPlan {
   std::string name;
   models::IoSpec spec;
   const Bundle* bundle = nullptr;
+  bool flow = false;  // the bundle's flow_features: feature sets are their flow variants
   std::vector<const data::FeatureSet*> sets;  // per past-feature input, in input order
   std::vector<int64_t> past_width;            // per past input: the ring's row width
   bool cached = false;  // the past ring holds the model's cached stage (one past input)

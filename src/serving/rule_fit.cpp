@@ -198,9 +198,11 @@ RuleFit fit_decision_rule(const std::vector<RuleFitSegment>& segments, const Dec
                   "every segment needs the same models in the same order");
     names = these;
     Recorded r;
-    for (const auto& bar : seg.series->bars) {
+    const auto& flow = seg.series->flow;  // bars built from a tape: each with its flow
+    for (size_t i = 0; i < seg.series->bars.size(); ++i) {
+      const auto& bar = seg.series->bars[i];
       if (bar.timestamp > seg.last) break;
-      auto d = ensemble.on_bar(bar);
+      auto d = ensemble.on_bar(bar, i < flow.size() ? &flow[i] : nullptr);
       if (bar.timestamp < seg.first) continue;
       if (!std::all_of(d.signals.begin(), d.signals.end(), [](auto& s) { return s.ready; }))
         continue;

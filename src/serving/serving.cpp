@@ -435,20 +435,31 @@ Ensemble::Ensemble(std::vector<Bundle> bundles, const DecisionRule& rule) {
 Ensemble::~Ensemble() = default;
 Ensemble::Ensemble(Ensemble&&) noexcept = default;
 
-bool Ensemble::try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why) {
+namespace {
+SymbolBar symbol_bar(const std::string& symbol, const data::Bar& bar, const data::BarFlow* flow) {
+  return SymbolBar{symbol, bar, flow ? std::optional<data::BarFlow>(*flow) : std::nullopt};
+}
+}  // namespace
+
+bool Ensemble::flow_features() const {
+  return desk_->flow_features();
+}
+
+bool Ensemble::try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why,
+                          const data::BarFlow* flow) {
   try {
-    desk_->check(bar.timestamp, {SymbolBar{symbol_, bar}});  // no state changes
+    desk_->check(bar.timestamp, {symbol_bar(symbol_, bar, flow)});  // no state changes
   } catch (const InputError& e) {
     if (why) *why = e.what();
     return false;
   }
-  auto d = on_bar(bar);  // an error past the checks is not the bar's: it propagates
+  auto d = on_bar(bar, flow);  // an error past the checks is not the bar's: it propagates
   if (out) *out = std::move(d);
   return true;
 }
 
-BarDecision Ensemble::on_bar(const data::Bar& bar) {
-  auto out = desk_->on_timestamp(bar.timestamp, {SymbolBar{symbol_, bar}});
+BarDecision Ensemble::on_bar(const data::Bar& bar, const data::BarFlow* flow) {
+  auto out = desk_->on_timestamp(bar.timestamp, {symbol_bar(symbol_, bar, flow)});
   return std::move(out.front().decision);
 }
 

@@ -47,17 +47,18 @@ data::WindowSpec window_of(const models::IoSpec& spec) {
   return {spec.window, spec.horizon};
 }
 
-void check_market_spec(const std::string& model, const models::IoSpec& spec) {
+void check_market_spec(const std::string& model, const models::IoSpec& spec, bool flow) {
   window_of(spec);
   for (const auto& in : spec.inputs) {
     if (in.role == models::InputRole::kStaticId) continue;
     FOXHUNT_CHECK(in.role != models::InputRole::kState, kBatchesComponent, "model '", model,
                   "' input '", in.name,
                   "': a state input is fed by an environment, not by market windows");
-    const auto& fs = data::feature_set(in.feature_set);
+    const auto& fs = data::feature_set(in.feature_set, flow);
     FOXHUNT_CHECK(fs.width == in.features, kBatchesComponent, "model '", model, "' input '",
-                  in.name, "': the feature set '", fs.name, "' gives ", fs.width,
-                  " values per bar, the model expects ", in.features);
+                  in.name, "': the feature set '", fs.name, "' gives ", fs.width, " values per bar",
+                  flow ? " (with the tape's flow columns)" : "", ", the model expects ",
+                  in.features);
     const int64_t steps = in.role == models::InputRole::kPastFeatures ? spec.window : spec.horizon;
     FOXHUNT_CHECK(in.steps == steps, kBatchesComponent, "model '", model, "' input '", in.name,
                   "': expected ", steps, " steps, the spec says ", in.steps);
@@ -87,12 +88,19 @@ models::Batch market_batch(const std::vector<const data::MarketDataset*>& panel,
   const auto anchor = [&](int64_t i) { return refs[static_cast<size_t>(i)].anchor; };
   const data::WindowSpec w = window_of(spec);
   const auto b = static_cast<int64_t>(refs.size());
+  // Every dataset of a batch has the same market bank (all with the flow columns, or none).
+  const bool flow = ds(0).has_flow();
+  for (int64_t i = 1; i < b; ++i)
+    FOXHUNT_CHECK(ds(i).has_flow() == flow, kBatchesComponent,
+                  "market batch: expected every instrument with flow features or none, got '",
+                  ds(0).series().source, "' ", flow ? "with" : "without", " and '",
+                  ds(i).series().source, "' ", flow ? "without" : "with");
   models::Batch batch;
   for (const auto& in : spec.inputs) {
     torch::Tensor t;
     switch (in.role) {
       case models::InputRole::kPastFeatures: {
-        const auto& fs = data::feature_set(in.feature_set);
+        const auto& fs = data::feature_set(in.feature_set, flow);
         t = torch::empty({b, w.past, fs.width}, torch::kFloat32);
         for (int64_t i = 0; i < b; ++i)
           ds(i).fill_past(anchor(i), w, fs.columns, t.data_ptr<float>() + i * w.past * fs.width);

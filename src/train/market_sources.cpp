@@ -132,7 +132,7 @@ MarketBatchSource::MarketBatchSource(std::vector<std::shared_ptr<const data::Mar
     FOXHUNT_CHECK(ds != nullptr, c, "market batches: expected a dataset");
     raw_panel_.push_back(ds.get());
   }
-  check_market_spec(model.name(), io_);
+  check_market_spec(model.name(), io_, panel_.front()->has_flow());
   spec_ = window_of(io_);
   // Validation and test batches never mix instruments' time orders: instrument by instrument.
   const auto batches_of = [&](data::Split split) {

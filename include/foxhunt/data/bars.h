@@ -54,14 +54,34 @@ struct Bar {
   double volume = 0.0;    ///< traded quantity (>= 0)
 };
 
+/// What a bar built from a tape knows beyond OHLCV (tape_bars.h builds it from the prints;
+/// flow_features.h turns it into the flow feature columns).
+struct BarFlow {
+  int64_t interval_start_ns = 0;   ///< time bars: the interval's start; others: first print
+  int64_t start_ns = 0;            ///< first print
+  int64_t end_ns = 0;              ///< last print
+  double vwap = 0.0;               ///< volume-weighted average price
+  double notional = 0.0;           ///< sum of price * size
+  int64_t prints = 0;              ///< number of prints
+  double buy_volume = 0.0;         ///< buyer-initiated size (side, else the tick rule)
+  double sell_volume = 0.0;        ///< seller-initiated size
+  double duration_seconds = 0.0;   ///< last print - first print
+  double realized_variance = 0.0;  ///< sum of squared log returns between the bar's prints
+};
+
 /// A chronological series of bars from one instrument.
 struct BarSeries {
   std::vector<Bar> bars;    ///< strictly increasing timestamps
   bool close_only = false;  ///< true when open/high/low were derived from close
   std::string source;       ///< file path, "synthetic(seed=...)" or a caller's label
+  /// Bars built from a tape: element i is the flow of bars[i] (data/flow_features.h adds its
+  /// columns to the model inputs). Empty for bars read from a bar CSV or generated.
+  std::vector<BarFlow> flow = {};
 
   /// Number of bars.
   int64_t size() const { return static_cast<int64_t>(bars.size()); }
+  /// True when every bar carries its flow (a series built from a tape).
+  bool has_flow() const { return !flow.empty(); }
   /// Close prices in order.
   std::vector<double> closes() const;
 };
@@ -139,8 +159,8 @@ std::string bars_to_csv(const BarSeries& series);
 void write_bars_csv(const std::string& path, const BarSeries& series);
 
 /// Checks the invariants of the CSV format on an in-memory series (non-empty, increasing
-/// timestamps, finite positive prices, low <= open/close <= high, volume >= 0). Throws
-/// InputError "[bars] SOURCE: bar I: reason".
+/// timestamps, finite positive prices, low <= open/close <= high, volume >= 0; a flow, when
+/// present, for every bar). Throws InputError "[bars] SOURCE: bar I: reason".
 void validate_bars(const BarSeries& series);
 
 /// Close-to-close log returns: element i is log(close[i] / close[i-1]); element 0 is 0.

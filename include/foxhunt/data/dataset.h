@@ -179,12 +179,17 @@ class MarketDataset {
   int64_t size() const { return series_.size(); }
   /// Split ranges.
   const SplitRanges& splits() const { return splits_; }
-  /// Normalisation fitted on the training rows of the bank.
+  /// Normalisation fitted on the training rows of the market bank.
   const Normalizer& normalizer() const { return normalizer_; }
-  /// Raw past-observed bank [bars, 250].
+  /// True for bars built from a tape (BarSeries::flow): the market bank ends with the flow
+  /// columns (flow_features.h) and the feature sets are their flow variants.
+  bool has_flow() const { return series_.has_flow(); }
+  /// Raw market bank [bars, 250] (255 with the flow columns: market_feature_width).
   const Matrix& raw_features() const { return raw_; }
-  /// Normalised bank [bars, 250].
+  /// Normalised market bank [bars, 250 or 255].
   const Matrix& features() const { return normalized_; }
+  /// Values per bar of fill_rl_market: the market bank's width + 4 (254, or 259 with flow).
+  int64_t rl_market_width() const { return normalized_.cols + kKnownFutureFeatures; }
   /// Calendar features [bars, 4].
   const Matrix& calendar() const { return calendar_; }
 
@@ -213,10 +218,11 @@ class MarketDataset {
   /// / target_divisor(anchor) * target_scale.
   void fill_target(int64_t anchor, const WindowSpec& spec, float* out) const;
 
-  /// RL market features of one bar: normalised bank (250) then calendar (4) = 254 values.
+  /// RL market features of one bar: normalised market bank (250, or 255 with the flow columns)
+  /// then calendar (4): rl_market_width() values.
   void fill_rl_market(int64_t bar, float* out) const;
 
-  /// RL market features of bars [begin, end) as a [end-begin, 254] matrix.
+  /// RL market features of bars [begin, end) as a [end-begin, rl_market_width()] matrix.
   Matrix rl_market_features(int64_t begin, int64_t end) const;
 
  private:

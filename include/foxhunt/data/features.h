@@ -17,6 +17,9 @@
 /// state | 254 | bank[0..249] + the 4 calendar features | | "rl_state" | 256 | RL market state +
 /// position + scaled unrealised PnL |
 ///
+/// Bars built from a tape add kFlowFeatures microstructure columns after the bank, and every
+/// bank set gains them (flow_features.h); bars from a bar CSV have exactly the sets above.
+///
 /// Warm-up: the longest lookback is 240 bars (plus lags of shorter features); rows before
 /// `kFeatureWarmup` (256) use truncated windows and are dropped by the datasets.
 /// Bank values are plain numbers of mixed scale; `Normalizer` (fitted on the training split
@@ -98,6 +101,10 @@ struct FeatureSet {
 /// "calendar" (4), "rl_state" (256: bank, calendar, position, unrealised PnL). Throws InputError
 /// naming the known sets otherwise.
 const FeatureSet& feature_set(const std::string& name);
+/// `feature_set(name)`, or with `flow` its variant over a market bank with the flow columns
+/// (flow_features.h): bank sets end with the kFlowFeatures flow columns, "rl_state" is
+/// kFlowFeatures wider, "calendar" is the same. Defined in flow_features.cpp.
+const FeatureSet& feature_set(const std::string& name, bool flow);
 /// Every feature set, in a fixed order.
 const std::vector<FeatureSet>& feature_sets();
 

@@ -8,8 +8,10 @@
 #include <optional>
 #include <string>
 
+#include "foxhunt/data/bar_builder.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/panel.h"
+#include "foxhunt/data/tape.h"
 
 namespace foxhunt::data {
 
@@ -19,11 +21,26 @@ struct MarketData {
   BarSeries series;            ///< otherwise the one series (a CSV or the synthetic default)
   /// True for a panel.
   bool is_panel() const { return panel.has_value(); }
+  /// True for bars built from a tape: every series carries its flow (BarSeries::flow), so the
+  /// datasets built from them add the flow feature columns (flow_features.h).
+  bool has_flow() const;
 };
 
 /// The bars of `path`: a panel when its header has a symbol column, else one series; for an
 /// empty path the embedded synthetic default (SyntheticOptions{}). InputError naming the file and
 /// line for a bad file, and naming the bar builder for a tape of prints (tape.h).
 MarketData load_market_data(const std::string& path);
+
+/// The bars of a tape: `spec`'s bars of every print (build_tape_bars), each with its flow, as one
+/// series for a tape without a symbol column, or (time bars only) a panel for one with it
+/// (build_tape_panel; its InputError names the tape and the spec for other kinds). InputError
+/// for a tape without prints.
+MarketData tape_market_data(const Tape& tape, const BarSpec& spec);
+
+/// tape_market_data of the tape CSV at `path`, read with `options` (load_tape_csv: its bad-print
+/// policy and epoch unit). The library entry point of training and backtesting on a tape:
+/// jobs take the result as their preloaded market data.
+MarketData load_tape_market_data(const std::string& path, const BarSpec& spec,
+                                 const TapeReadOptions& options = {});
 
 }  // namespace foxhunt::data

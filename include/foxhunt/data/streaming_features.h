@@ -20,6 +20,12 @@
 /// are exactly 0 there on both paths. Checked on synthetic series with jumps, flat stretches and
 /// overflowing volumes, and on the S&P 500 daily closes (streaming_features_test.cpp).
 ///
+/// Flow mode (`StreamingFeatures(true)`, for bars built from a tape): every bar comes with its
+/// BarFlow and the row is kObservedFeatures + kFlowFeatures wide, the bank then the flow columns
+/// that `FlowFeatures` (flow_features.h) computes, the same function as the batch path, so the
+/// flow columns equal compute_market_features' bit for bit. An engine refuses a bar without a
+/// flow in flow mode and a bar with one otherwise (InputError naming the bar).
+///
 /// Serving boundary: `update` rejects a bar with a non-finite or non-positive price, a
 /// non-finite or negative volume, high < low, open/close outside [low, high], or a timestamp not
 /// after the previous accepted bar, with foxhunt::InputError "[stream] bar N: ..." naming the
@@ -42,14 +48,18 @@
 
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/features.h"
+#include "foxhunt/data/flow_features.h"
 
 namespace foxhunt::data {
 
 /// Incremental feature bank of one instrument: feed bars in time order, read the latest row.
 class StreamingFeatures {
  public:
-  /// An engine that has seen no bars.
+  /// An engine that has seen no bars, without flow columns.
   StreamingFeatures();
+  /// An engine that has seen no bars; with `flow` every bar needs its BarFlow and the row ends
+  /// with the flow columns (the file comment).
+  explicit StreamingFeatures(bool flow);
   ~StreamingFeatures();
   /// Deep copy of the whole state (a snapshot; the copy continues independently).
   StreamingFeatures(const StreamingFeatures& other);
@@ -58,19 +68,27 @@ class StreamingFeatures {
   StreamingFeatures(StreamingFeatures&&) noexcept;
   StreamingFeatures& operator=(StreamingFeatures&&) noexcept;
 
-  /// Consumes the next bar and returns its bank row (kObservedFeatures values, valid until the
-  /// next successful update). Throws InputError for an invalid bar; the state is then unchanged.
-  std::span<const float> update(const Bar& bar);
+  /// Consumes the next bar (with its `flow` in flow mode, null otherwise) and returns its row
+  /// (width() values, valid until the next successful update). Throws InputError for an invalid
+  /// bar or flow, or a flow given to an engine without flow mode or missing in flow mode; the
+  /// state is then unchanged.
+  std::span<const float> update(const Bar& bar, const BarFlow* flow = nullptr);
 
   /// Like `update`, but returns false instead of throwing for an invalid bar and writes the
   /// reason to `why` (when given): the "skip the bar with a warning" mode of a live feed.
-  bool try_update(const Bar& bar, std::string* why = nullptr);
+  bool try_update(const Bar& bar, std::string* why = nullptr, const BarFlow* flow = nullptr);
 
-  /// Checks `bar` as `update` would, without consuming it; throws InputError when invalid.
-  void check(const Bar& bar) const;
+  /// Checks `bar` (and `flow`) as `update` would, without consuming it; throws InputError when
+  /// invalid.
+  void check(const Bar& bar, const BarFlow* flow = nullptr) const;
 
-  /// Names of the row's entries, in row order: the kFeatureTable entries the engine planned its
-  /// columns from (equal to observed_feature_names()).
+  /// True in flow mode.
+  bool has_flow() const;
+  /// Values per row: market_feature_width(has_flow()), 250 or 255.
+  int64_t width() const;
+
+  /// Names of the bank's entries, in row order: the kFeatureTable entries the engine planned its
+  /// columns from (equal to observed_feature_names()); in flow mode flow_feature_names() follow.
   static const std::vector<std::string>& column_names();
 
   /// The bank row of the last accepted bar. Throws InputError before the first bar.
@@ -79,12 +97,12 @@ class StreamingFeatures {
   /// Calendar features of the last accepted bar (calendar_features of its timestamp).
   std::array<float, 4> calendar() const;
 
-  /// The last row normalised by `nz` (fitted on the 250 bank columns), written to `out` (resized
-  /// to kObservedFeatures). Throws InputError on a column mismatch or before the first bar.
+  /// The last row normalised by `nz` (fitted on the width() market columns), written to `out`
+  /// (resized to width()). Throws InputError on a column mismatch or before the first bar.
   void normalized_row(const Normalizer& nz, std::vector<float>& out) const;
 
   /// The RL market features of the last bar, as MarketDataset::fill_rl_market builds them: the
-  /// normalised bank (250) then the calendar features (4); `out` is resized to kRlMarketFeatures.
+  /// normalised row (width()) then the calendar features (4); `out` is resized to width() + 4.
   void rl_market_row(const Normalizer& nz, std::vector<float>& out) const;
 
   /// Bars accepted so far.
@@ -101,7 +119,7 @@ class StreamingFeatures {
   /// construction): what one instrument's feature state costs a desk (serving/desk.h).
   size_t state_bytes() const;
 
-  /// Forgets every bar (back to the freshly constructed state).
+  /// Forgets every bar (back to the freshly constructed state, in the same mode).
   void reset();
 
  private:

@@ -28,23 +28,14 @@
 
 namespace foxhunt::data {
 
-/// What a bar knows beyond OHLCV (TapeBar without its prices and volume).
-struct BarFlow {
-  int64_t interval_start_ns = 0;   ///< time bars: the interval's start; others: first print
-  int64_t start_ns = 0;            ///< first print
-  int64_t end_ns = 0;              ///< last print
-  double vwap = 0.0;               ///< volume-weighted average price
-  double notional = 0.0;           ///< sum of price * size
-  int64_t prints = 0;              ///< number of prints
-  double buy_volume = 0.0;         ///< buyer-initiated size (side, else the tick rule)
-  double sell_volume = 0.0;        ///< seller-initiated size
-  double duration_seconds = 0.0;   ///< last print - first print
-  double realized_variance = 0.0;  ///< sum of squared log returns between the bar's prints
-};
+// BarFlow (what a bar knows beyond OHLCV: TapeBar without its prices and volume) is in bars.h,
+// where BarSeries::flow carries it.
 
 /// One instrument's bars from a tape: element i of `flow` belongs to `bars.bars[i]`.
 struct TapeBars {
-  BarSeries bars;                  ///< OHLCV, strictly increasing timestamps (file comment)
+  /// OHLCV, strictly increasing timestamps (file comment), with `bars.flow` = `flow`: a
+  /// MarketDataset of it has the flow feature columns (flow_features.h).
+  BarSeries bars;
   std::vector<BarFlow> flow;       ///< per bar
   BarSpec spec;                    ///< how they were sampled
   int64_t shifted_timestamps = 0;  ///< bars whose timestamp was moved past a busy second
@@ -53,7 +44,8 @@ struct TapeBars {
 /// A panel's bars from a tape with a symbol column (time bars): `flow[s]` belongs to
 /// `panel.symbols[s].series`.
 struct TapePanelBars {
-  Panel panel;                             ///< one series per symbol, in the tape's symbol order
+  /// One series per symbol, in the tape's symbol order, each carrying its flow (BarSeries::flow).
+  Panel panel;
   std::vector<std::vector<BarFlow>> flow;  ///< per symbol, per bar
   BarSpec spec;                            ///< how they were sampled
 };

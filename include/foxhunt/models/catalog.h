@@ -15,11 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "foxhunt/models/precision.h"
+#include "foxhunt/models/spec.h"
 
 namespace foxhunt::models {
 
@@ -86,6 +89,11 @@ struct CatalogEntry {
   PolicyShape (*policy_shape)(const nlohmann::json& options) = nullptr;
   /// Its forms at precisions other than fp32 (none for most models).
   std::vector<QuantizedForm> quantized_forms = {};
+  /// The option that sets the width of each past-feature input, by input name ({"x",
+  /// "input_dim"}): training on bars built from a tape sizes the input to its feature set with
+  /// the flow columns (data/flow_features.h; sized_inputs). A model without an entry for an
+  /// input trains on bar CSVs only (training it on a tape is refused, naming the input).
+  std::vector<std::pair<std::string, std::string>> input_width_options = {};
 };
 
 /// Every model, in canonical order (dqn, ppo, mamba2, tft): reports list models in this order.
@@ -130,6 +138,16 @@ std::string trainer_algo(TrainerKind kind);
 /// InputError naming `component` for an unknown name or a model without that hook.
 nlohmann::json policy_options(const std::string& name, const PolicyShape& shape,
                               const char* component = "models");
+/// `options` of model `name` with every past-feature input `width(input)` values wide: an
+/// input of another width gets the option the entry's input_width_options names for it; inputs
+/// already that wide are left as they are (so a model trained on bar CSVs keeps its options).
+/// InputError naming `component`, the model and the input when an input needs another width and
+/// the entry names no option for it, or when the model built from the new options still reads
+/// another width.
+nlohmann::json sized_inputs(const std::string& name, nlohmann::json options,
+                            const std::function<std::int64_t(const InputSpec&)>& width,
+                            const char* component = "models");
+
 /// The network shape of policy `name` with options JSON `options` (CatalogEntry::policy_shape;
 /// null means {}). InputError naming `component` for an unknown name or a model without that
 /// hook, and as the model's reader throws for bad options.

@@ -61,7 +61,8 @@ class CsvBarSource : public BarSource {
 
 /// A panel's symbols (those `serve` accepts; every one without it) one timestamp at a time, over
 /// the union of their timestamps: at each, the served symbols with a bar there, in the panel's
-/// symbol order. Timestamps where none of them has a bar are passed over.
+/// symbol order. Timestamps where none of them has a bar are passed over. A series built from a
+/// tape (BarSeries::flow) gives each bar its flow (SymbolBar::flow).
 class PanelBarSource : public BarSource {
  public:
   /// Streams `panel` (which must outlive the source).

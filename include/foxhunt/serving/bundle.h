@@ -106,6 +106,11 @@ struct Bundle {
   std::string target_vol_feature;
   int64_t instrument_id = 0;              ///< static id fed to the TFT
   int64_t warmup = data::kFeatureWarmup;  ///< bars before the features are fully defined
+  /// Trained on bars built from a tape: the normaliser covers the bank and the flow columns
+  /// (data/flow_features.h) and the feature sets are their flow variants. Serving needs each
+  /// bar's flow then, and refuses plain bars; a bundle without it refuses bars with a flow.
+  /// Bundles written before flow features have none.
+  bool flow_features = false;
   /// The trading environment a policy trained on: serving builds the RL state's position part
   /// with its pnl_scale, exactly as training did. Bundles written before it was recorded were
   /// all trained with the defaults.
@@ -144,8 +149,9 @@ std::vector<Bundle> select_instrument(std::vector<Bundle> bundles, const std::st
 void check_instrument_selected(const Bundle& b, const std::string& what);
 
 /// The feature spec stored in a bundle: bank column names, calendar names, warm-up, and for each
-/// feature set the model's inputs read, its columns.
-nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup);
+/// feature set the model's inputs read, its columns; with `flow` also the flow column names
+/// ("flow", data/flow_features.h) and the sets' flow variants.
+nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup, bool flow = false);
 
 /// Writes `b` atomically to `path`. Throws InputError when the bundle has no model.
 void save_bundle(const Bundle& b, const std::string& path);

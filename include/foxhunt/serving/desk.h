@@ -54,6 +54,9 @@ inline constexpr const char* kInstrumentStateTag = "instrument_state";
 struct SymbolBar {
   std::string symbol;  ///< the instrument (non-empty)
   data::Bar bar;       ///< its bar
+  /// Its flow, for a bar built from a tape (data/tape_bars.h): required by a desk whose bundles
+  /// were trained on tape bars (Bundle::flow_features), refused by one whose bundles were not.
+  std::optional<data::BarFlow> flow = std::nullopt;
 };
 
 /// One instrument's result at a timestamp.
@@ -94,7 +97,8 @@ class Desk {
   static Desk load(const std::string& dir, std::optional<DecisionRule> rule = std::nullopt,
                    const torch::Device& device = torch::kCPU, const DeskOptions& options = {});
   /// A desk over already loaded bundles (any subset of the models, any order); the rule is
-  /// resolved against them (resolve_rule).
+  /// resolved against them (resolve_rule). InputError when the bundles disagree on
+  /// Bundle::flow_features (some trained on bars built from a tape, some on bar CSVs).
   explicit Desk(std::vector<Bundle> bundles, const DecisionRule& rule = {},
                 const DeskOptions& options = {});
   ~Desk();
@@ -102,15 +106,19 @@ class Desk {
 
   /// Feeds the bars of one timestamp: at most one per symbol, every bar's timestamp equal to
   /// `timestamp`. Returns one decision per bar, in the order of `bars`. Throws InputError for a
-  /// duplicated or empty symbol, a bar at another timestamp, or an invalid bar (NaN, a
-  /// non-positive price, a timestamp not after the symbol's previous bar), naming the symbol;
-  /// nothing changes then (every bar is checked before any state changes).
+  /// duplicated or empty symbol, a bar at another timestamp, an invalid bar (NaN, a
+  /// non-positive price, a timestamp not after the symbol's previous bar) or flow, or a bar
+  /// without a flow on a desk of flow_features() (with one on a desk without), naming the
+  /// symbol; nothing changes then (every bar is checked before any state changes).
   std::vector<InstrumentDecision> on_timestamp(int64_t timestamp,
                                                const std::vector<SymbolBar>& bars);
   /// The checks on_timestamp makes before any state changes (the same InputErrors), without
   /// feeding the bars.
   void check(int64_t timestamp, const std::vector<SymbolBar>& bars) const;
 
+  /// True when the bundles were trained on bars built from a tape (Bundle::flow_features): every
+  /// bar needs its flow (SymbolBar::flow).
+  bool flow_features() const;
   /// Instruments seen so far.
   int64_t instruments() const;
   /// Their symbols, in the order of their first bar.

@@ -242,9 +242,14 @@ class Ensemble {
   /// Feeds the next bar: features, the models (concurrently unless set_parallel(false)) and the
   /// decision. Throws InputError for an invalid bar (NaN, non-positive price, high < low, a
   /// timestamp not after the previous one); the state is then unchanged.
-  BarDecision on_bar(const data::Bar& bar);
+  /// `flow`: the bar's flow, required when the bundles were trained on bars built from a tape
+  /// (flow_features()) and refused otherwise (InputError saying which).
+  BarDecision on_bar(const data::Bar& bar, const data::BarFlow* flow = nullptr);
   /// Like on_bar, but returns false (state unchanged) for an invalid bar and says why.
-  bool try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why);
+  bool try_on_bar(const data::Bar& bar, BarDecision* out, std::string* why,
+                  const data::BarFlow* flow = nullptr);
+  /// True when the bundles were trained on bars built from a tape: each bar needs its flow.
+  bool flow_features() const;
   /// Runs the models one by one (false) or concurrently (true, the default).
   void set_parallel(bool parallel);
   /// The models in the order the next bar hands them to the threads: by their time on the

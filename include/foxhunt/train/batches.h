@@ -31,14 +31,16 @@ torch::Tensor states_tensor(const std::vector<std::vector<float>>& states,
 data::WindowSpec window_of(const models::IoSpec& spec);
 
 /// Checks that every input of `spec` can be assembled from market data: past-feature and
-/// known-future inputs name a feature set whose width equals the input's feature count, steps
+/// known-future inputs name a feature set whose width equals the input's feature count (the
+/// set's flow variant with `flow`: data of bars built from a tape, data/flow_features.h), steps
 /// match the window/horizon. Throws InputError naming the model, input and both widths.
-void check_market_spec(const std::string& model, const models::IoSpec& spec);
+void check_market_spec(const std::string& model, const models::IoSpec& spec, bool flow = false);
 
 /// The batch of the windows anchored at `anchors`, laid out as `spec` says: past features
 /// [batch, window, width] of bars anchor-window+1..anchor, known-future calendar rows
 /// [batch, horizon, 4] of bars anchor+1..anchor+horizon, static ids [batch] (the dataset's
-/// instrument id), target [batch, horizon] scaled returns.
+/// instrument id), target [batch, horizon] scaled returns. A dataset with flow columns
+/// (MarketDataset::has_flow) fills the flow variants of the feature sets.
 models::Batch market_batch(const data::MarketDataset& ds, const models::IoSpec& spec,
                            const std::vector<int64_t>& anchors,
                            const torch::Device& device = torch::kCPU);
