@@ -3,6 +3,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/tape.h"
+#include "foxhunt/data/tape_bars.h"
 
 namespace foxhunt::data {
 
@@ -22,6 +23,23 @@ MarketData load_market_data(const std::string& path) {
     bars.panel = parse_panel_csv(text, path);
   else
     bars.series = parse_bars_csv(text, path);
+  return bars;
+}
+
+MarketData load_tape_market_data(const std::string& path, const BarSpec& spec,
+                                 const TapeReadOptions& read) {
+  const std::string text = read_file(path);
+  FOXHUNT_CHECK(has_tape_header(text), "bars", path,
+                ": expected a tape of trade prints (a timestamp, a price and a size column, no "
+                "open/high/low/close), got another header; give bars with --data instead");
+  Tape tape = parse_tape_csv(text, path, read);
+  MarketData bars;
+  bars.bar_spec = spec;
+  bars.dropped = tape.dropped;
+  if (tape.symbols.empty())
+    bars.series = build_tape_bars(tape, spec).bars;
+  else
+    bars.panel = build_tape_panel(tape, spec).panel;
   return bars;
 }
 

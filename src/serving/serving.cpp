@@ -162,8 +162,16 @@ DecisionRule ensemble_rule(const std::string& dir, const std::string& override_p
 
 DecisionRule resolve_rule(DecisionRule rule, const std::vector<Bundle>& bundles) {
   if (rule.periods_per_year > 0) return rule;
-  rule.periods_per_year = 252.0;
+  // The calendar a bundle recorded at training (data/calendar.h: a short intraday span's
+  // sessions), of the bundle trained on the most bars.
   int64_t rows = 0;
+  for (const auto& b : bundles)
+    if (b.periods_per_year > 0 && b.data.rows > rows) {
+      rows = b.data.rows;
+      rule.periods_per_year = b.periods_per_year;
+    }
+  if (rule.periods_per_year > 0) return rule;
+  rule.periods_per_year = 252.0;
   for (const auto& b : bundles) {
     const double span_years =
         static_cast<double>(b.data.last_timestamp - b.data.first_timestamp) / (365.25 * 86400.0);

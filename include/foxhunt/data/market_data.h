@@ -8,8 +8,10 @@
 #include <optional>
 #include <string>
 
+#include "foxhunt/data/bar_builder.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/panel.h"
+#include "foxhunt/data/tape.h"
 
 namespace foxhunt::data {
 
@@ -17,6 +19,10 @@ namespace foxhunt::data {
 struct MarketData {
   std::optional<Panel> panel;  ///< a CSV with a symbol column: its instruments
   BarSeries series;            ///< otherwise the one series (a CSV or the synthetic default)
+  /// Bars built from a tape of prints (load_tape_market_data): their spec. None: plain bars.
+  std::optional<BarSpec> bar_spec;
+  /// Built from a tape: the prints its reader dropped (TapeBadPrintPolicy::kDrop).
+  TapeDrops dropped;
   /// True for a panel.
   bool is_panel() const { return panel.has_value(); }
 };
@@ -25,5 +31,12 @@ struct MarketData {
 /// empty path the embedded synthetic default (SyntheticOptions{}). InputError naming the file and
 /// line for a bad file, and naming the bar builder for a tape of prints (tape.h).
 MarketData load_market_data(const std::string& path);
+
+/// The bars of the tape CSV `path` (tape.h, read with `read`) built with `spec`
+/// (bar_builder.h, tape_bars.h): one series for a tape without a symbol column, a panel for one
+/// with (time bars only: build_tape_panel refuses the others there). `bar_spec` is set.
+/// InputError naming the file for a bad tape, and for a bar CSV given as a tape.
+MarketData load_tape_market_data(const std::string& path, const BarSpec& spec,
+                                 const TapeReadOptions& read = {});
 
 }  // namespace foxhunt::data
