@@ -16,6 +16,7 @@
 #include "foxhunt/core/fields.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/strings.h"
+#include "foxhunt/data/calendar.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/features.h"
 #include "foxhunt/data/forecast_eval.h"
@@ -181,6 +182,27 @@ DecisionRule resolve_rule(DecisionRule rule, const std::vector<Bundle>& bundles)
     }
   }
   return rule;
+}
+
+std::string periods_per_year_basis(const DecisionRule& rule, const std::vector<Bundle>& bundles) {
+  const DecisionRule r = resolve_rule(rule, bundles);
+  const std::string v = data::format_count(r.periods_per_year);
+  if (rule.periods_per_year > 0) return v + " (the rule's)";
+  int64_t rows = 0;
+  const Bundle* recorded = nullptr;
+  for (const auto& b : bundles)
+    if (b.periods_per_year > 0 && b.data.rows > rows) {
+      rows = b.data.rows;
+      recorded = &b;
+    }
+  if (recorded)
+    return recorded->periods_per_year_basis.empty() ? v + " (recorded in the bundles)"
+                                                    : recorded->periods_per_year_basis;
+  for (const auto& b : bundles)
+    if (b.data.rows >= 2 &&
+        static_cast<double>(b.data.last_timestamp - b.data.first_timestamp) >= 30.0 * 86400.0)
+      return v + " (from the training data's span)";
+  return v + " (default)";
 }
 
 double policy_signal(const std::vector<float>& p) {
