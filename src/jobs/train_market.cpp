@@ -211,12 +211,10 @@ std::string write_bundle(models::Model& model, const Market& market, const nlohm
   b.training = training;
   if (market.bar_spec) b.bars = serving::BarOrigin{*market.bar_spec, "tape"};
   // The calendar where it corrects serving's default (resolve_rule: bars / years over 30 days or
-  // more, else 252): a stated figure, or intraday bars over a short span. Short daily series keep
-  // the default.
+  // more, else 252): a stated figure, or the sessions of a short intraday span. Other series keep
+  // the default, as every bundle before did.
   const auto& cal = market.calendar;
-  constexpr double kDaySeconds = 86400.0;
-  if (cal.basis == data::CalendarBasis::kGiven || cal.basis == data::CalendarBasis::kSessions ||
-      (cal.basis == data::CalendarBasis::kSpacing && cal.median_spacing_seconds < kDaySeconds)) {
+  if (cal.basis == data::CalendarBasis::kGiven || cal.basis == data::CalendarBasis::kSessions) {
     b.periods_per_year = cal.value;
     b.periods_per_year_basis = cal.describe();
   }
