@@ -72,7 +72,9 @@ bool TapeBarSource::read_line(std::string_view line,
   using namespace tape_stream_impl;
   const bool had_header = reader_.has_header();
   const auto p = reader_.read_line(line);  // InputError for a bad line: the next call reads on
-  if (!had_header && reader_.has_header() && reader_.has_symbol())
+  // Checked on the header and on every print, so that skipping bad lines never serves a desk
+  // bars it cannot decide on together.
+  if ((p || !had_header) && reader_.has_header() && reader_.has_symbol())
     FOXHUNT_CHECK(options_.spec.kind == data::BarKind::kTime, kTapeStreamComponent, options_.source,
                   ": bar spec '", data::to_string(options_.spec),
                   "' on a tape with a symbol column: a desk needs time bars (each symbol's ",
