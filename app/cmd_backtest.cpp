@@ -5,6 +5,7 @@
 
 #include "command.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/data/market_data.h"
 #include "foxhunt/data/panel.h"
 #include "foxhunt/harness/reports.h"
 #include "foxhunt/jobs/walk_forward.h"
@@ -13,6 +14,7 @@
 #include "foxhunt/serving/backtest.h"
 #include "foxhunt/serving/panel_backtest.h"
 #include "foxhunt/train/infra.h"
+#include "tape_flags.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -30,6 +32,7 @@ struct BacktestArgs {
   std::string gate = "forecasters";
   bool json = false;
   bool explain = false;
+  TapeFlags tape;
 };
 
 // The verdict in the JSON, and the exit code: 1 when the gate is on and failed (the report and
@@ -91,9 +94,8 @@ int backtest_walk_forward(const BacktestArgs& a) {
 }
 
 // A panel: every symbol, then the portfolio (serving/panel_backtest.h).
-int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job) {
-  const auto panel = data::load_panel_csv(job.data);
-  const auto bundles = serving::load_ensemble_bundles(job.bundles, models::to_torch(job.device));
+int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job, const data::Panel& panel,
+                   const std::vector<serving::Bundle>& bundles) {
   const auto run = serving::run_panel_backtest(bundles, panel, job, std::cerr);
   const std::string table = run.table();
   const auto failures = serving::forecaster_gate_failures(run);
@@ -110,6 +112,53 @@ int backtest_panel(const BacktestArgs& a, const serving::BacktestJob& job) {
   return verdict_exit(a, failures);
 }
 
+// The job of the flags: the rule (with --periods-per-year, which also annualises the figures).
+serving::BacktestJob backtest_job(const BacktestArgs& a, bool ppy_given) {
+  serving::BacktestJob job = a.job;
+  FOXHUNT_CHECK(!job.bundles.empty(), "backtest",
+                "--bundles: expected the directory of train all (or use --walk-forward)");
+  job.rule = serving::ensemble_rule(job.bundles, a.rule);
+  if (ppy_given) job.rule.periods_per_year = job.periods_per_year;
+  job.explain = a.explain || !a.report.empty();
+  return job;
+}
+
+// One series' run: the verdict, the report, the table or JSON.
+int backtest_series(const BacktestArgs& a, const serving::BacktestRun& run) {
+  const auto failures = serving::forecaster_gate_failures(run);
+  auto j = run.to_json();
+  j["verdict"] = verdict_json(a, failures);
+  finish(a, j, run.table(), "foxhunt backtest",
+         [&](HtmlReport& page) { harness::add_backtest_sections(page, run); });
+  return verdict_exit(a, failures);
+}
+
+// --ticks: the tape's bars (the bundles' spec, or --bar when it is the same), then the backtest
+// of one series or of a panel (a symbol column, time bars).
+int backtest_ticks(const BacktestArgs& a, bool ppy_given) {
+  serving::BacktestJob job = backtest_job(a, ppy_given);
+  job.ticks = a.tape.ticks;
+  job.bar_spec = a.tape.spec();
+  job.tape_read = a.tape.read_options();
+  auto bundles = serving::load_ensemble_bundles(job.bundles, models::to_torch(job.device));
+  const auto spec = serving::tape_bar_spec(bundles, job.bundles, job.bar_spec);
+  const auto bars = data::load_tape_market_data(job.ticks, spec, job.tape_read);
+  if (bars.dropped.total() > 0)
+    std::cerr << "foxhunt: backtest: " << bars.dropped.total() << " bad prints dropped from "
+              << job.ticks << "\n";
+  if (bars.is_panel()) {
+    FOXHUNT_CHECK(job.symbol.empty(), "backtest",
+                  "--symbol applies to a tape of one instrument; a tape with a symbol column "
+                  "serves each symbol as itself");
+    job.data = bars.panel->source;
+    return backtest_panel(a, job, *bars.panel, bundles);
+  }
+  if (!job.symbol.empty()) bundles = serving::select_instrument(std::move(bundles), job.symbol);
+  auto run = serving::run_backtest_on(bundles, bars.series, job, std::cerr);
+  run.data = bars.series.source;
+  return backtest_series(a, run);
+}
+
 Registrar registered_backtest = subcommand<BacktestArgs>(
     "backtest", 55, [](CLI::App* sub, std::shared_ptr<BacktestArgs> a) -> Runner {
       sub->add_option("--bundles", a->job.bundles,
@@ -118,11 +167,13 @@ Registrar registered_backtest = subcommand<BacktestArgs>(
       sub->add_option("--data", a->job.data,
                       "Bars CSV, or a panel CSV with a symbol column (each symbol, then an "
                       "equal-risk portfolio); bars up to the end of the training data only warm "
-                      "up")
-          ->required();
+                      "up (or --ticks)");
+      a->tape.add(sub,
+                  "Tape of trade prints: its bars are built with the bundles' recorded --bar, "
+                  "then backtested as bars are (a symbol column: time bars, a panel)");
       add_defaulted(sub, "--cost-bps", &a->job.cost_bps,
                     "Cost per unit of position change, basis points of notional (flat; the cost "
-                    "model's terms below add to it)");
+                    "model's terms below add to it; a per-contract fee: --fee-per-contract)");
       auto& costs = a->job.costs;
       add_defaulted(sub, "--spread-bps", &costs.spread_bps,
                     "Quoted spread (ask - bid) / mid in basis points; half of it is paid per unit "
@@ -138,6 +189,10 @@ Registrar registered_backtest = subcommand<BacktestArgs>(
                     "volume (capacity is reported either way)");
       add_defaulted(sub, "--impact-k", &costs.impact_k,
                     "k of the square-root market impact (0 turns it off)");
+      auto* ppy = add_periods_per_year_flag(
+          sub, &a->job.periods_per_year,
+          "the figures and the rule's volatility targeting (default: inferred from the scored "
+          "bars)");
       sub->add_option(
           "--from", a->job.from,
           "First scored bar (Unix seconds or ISO 8601); must be after the training data");
@@ -182,9 +237,19 @@ Registrar registered_backtest = subcommand<BacktestArgs>(
       sub->add_option("--epochs", a->walk.epochs, "Walk-forward: forecaster epochs per refit")
           ->check(positive_number())
           ->needs(wf);
-      return [a, wf]() {
+      return [a, wf, ppy]() {
         // A --report path that cannot hold the files fails now, before the run.
         if (!a->report.empty()) check_output_dir(a->report, "--report");
+        a->tape.check_used("backtest");
+        FOXHUNT_CHECK(a->tape.given() != !a->job.data.empty(), "backtest",
+                      "expected one input: --data (bars) or --ticks (a tape), got ",
+                      a->tape.given() ? "both" : "neither");
+        if (a->tape.given()) {
+          FOXHUNT_CHECK(wf->count() == 0, "backtest",
+                        "--walk-forward reads bars: build them first (foxhunt data bars --ticks "
+                        "TAPE --bar SPEC --out bars.csv) and give --data bars.csv");
+          return backtest_ticks(*a, ppy->count() > 0);
+        }
         // The input's kind, decided once (a stream's header: data::has_symbol_column).
         const bool panel = data::has_symbol_column(read_file(a->job.data));
         if (wf->count() > 0) {
@@ -198,23 +263,15 @@ Registrar registered_backtest = subcommand<BacktestArgs>(
                         a->job.data);
           return backtest_walk_forward(*a);
         }
-        FOXHUNT_CHECK(!a->job.bundles.empty(), "backtest",
-                      "--bundles: expected the directory of train all (or use --walk-forward)");
-        serving::BacktestJob job = a->job;
-        job.rule = serving::ensemble_rule(job.bundles, a->rule);
-        job.explain = a->explain || !a->report.empty();
+        const serving::BacktestJob job = backtest_job(*a, ppy->count() > 0);
         if (panel) {
           FOXHUNT_CHECK(job.symbol.empty(), "backtest",
                         "--symbol applies to one series; a panel serves each symbol as itself");
-          return backtest_panel(*a, job);
+          return backtest_panel(
+              *a, job, data::load_panel_csv(job.data),
+              serving::load_ensemble_bundles(job.bundles, models::to_torch(job.device)));
         }
-        const auto run = serving::run_backtest_job(job, std::cerr);
-        const auto failures = serving::forecaster_gate_failures(run);
-        auto j = run.to_json();
-        j["verdict"] = verdict_json(*a, failures);
-        finish(*a, j, run.table(), "foxhunt backtest",
-               [&](HtmlReport& page) { harness::add_backtest_sections(page, run); });
-        return verdict_exit(*a, failures);
+        return backtest_series(*a, serving::run_backtest_job(job, std::cerr));
       };
     });
 

@@ -16,6 +16,8 @@
 #include "foxhunt/serving/bar_stream.h"
 #include "foxhunt/serving/desk.h"
 #include "foxhunt/serving/serving.h"
+#include "predict_ticks.h"
+#include "tape_flags.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -128,6 +130,8 @@ struct PredictArgs {
   bool serial = false;
   bool json = false;
   bool explain = false;
+  TapeFlags tape;
+  double periods_per_year = 0;
 };
 
 // predict on a panel: the desk, one block (or one JSON line per symbol) per timestamp.
@@ -177,7 +181,14 @@ Registrar registered_predict = subcommand<PredictArgs>(
       sub->add_option("--bundles", a->bundles,
                       "Directory with dqn/, ppo/, mamba2/, tft/ bundles (foxhunt train all --out)")
           ->required();
-      sub->add_option("--data", a->data, "Bars CSV to stream, or - for stdin")->required();
+      sub->add_option("--data", a->data, "Bars CSV to stream, or - for stdin (or --ticks)");
+      a->tape.add(sub,
+                  "Tape of trade prints to stream, or - for stdin: bars built as prints arrive "
+                  "(the bundles' recorded --bar), a decision each time one closes (excludes "
+                  "--data)");
+      auto* ppy = add_periods_per_year_flag(
+          sub, &a->periods_per_year,
+          "the rule's volatility targeting (default: the rule's, else the bundles' calendar)");
       sub->add_option("--from", a->from,
                       "Print bars from this time on (Unix seconds or ISO 8601); earlier bars only "
                       "warm the state up");
@@ -202,10 +213,29 @@ Registrar registered_predict = subcommand<PredictArgs>(
       sub->add_option("--shard", a->shard,
                       "Panel only: serve the symbols of shard K of N (K/N, by a stable hash of "
                       "the symbol), so that N processes split a universe");
-      return [a]() {
-        const auto rule = serving::ensemble_rule(a->bundles, a->rule);
-        const torch::Device device = models::to_torch(a->device);
+      return [a, ppy]() {
+        auto rule = serving::ensemble_rule(a->bundles, a->rule);
+        if (ppy->count() > 0) rule.periods_per_year = a->periods_per_year;
         const int64_t from = a->from.empty() ? INT64_MIN : data::parse_timestamp(a->from);
+        a->tape.check_used("predict");
+        FOXHUNT_CHECK(a->tape.given() != !a->data.empty(), "predict",
+                      "expected one input: --data (bars) or --ticks (a tape), got ",
+                      a->tape.given() ? "both" : "neither");
+        if (a->tape.given()) {
+          FOXHUNT_CHECK(!a->explain && a->shard.empty(), "predict",
+                        "--explain and --shard apply to bars (--data), not to --ticks");
+          TickPredictArgs t;
+          t.bundles = a->bundles;
+          t.tape = a->tape;
+          t.symbol = a->symbol;
+          t.from = from;
+          t.device = a->device;
+          t.skip_bad = a->skip_bad;
+          t.serial = a->serial;
+          t.json = a->json;
+          return predict_ticks(t, rule);
+        }
+        const torch::Device device = models::to_torch(a->device);
         auto bundles = serving::load_ensemble_bundles(a->bundles, device);
         std::ifstream file;
         std::istream* in = &std::cin;
@@ -246,6 +276,7 @@ Registrar registered_predict = subcommand<PredictArgs>(
                         " is one series and the bundles were trained on a panel of ",
                         b.instruments.size(), " instruments (", b.symbols_text(),
                         "): name the one it is with --symbol, or give a panel CSV");
+        const std::string basis = serving::periods_per_year_basis(rule, bundles);
         serving::Ensemble ensemble(std::move(bundles), rule);
         ensemble.set_parallel(!a->serial);
         ensemble.set_explain(a->explain);
@@ -301,10 +332,10 @@ Registrar registered_predict = subcommand<PredictArgs>(
           check_from(from, last_bar_time(first, buf.last_line(), source), source);
         std::fprintf(stderr,
                      "foxhunt: %lld bars (%lld printed, %lld skipped); latency per bar p50 %.1f "
-                     "us, p99 %.1f us\n",
+                     "us, p99 %.1f us; periods/year: %s\n",
                      static_cast<long long>(stats.bars), static_cast<long long>(stats.reported),
                      static_cast<long long>(stats.skipped), stats.latency_us.p50,
-                     stats.latency_us.p99);
+                     stats.latency_us.p99, basis.c_str());
         return 0;
       };
     });

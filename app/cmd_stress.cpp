@@ -30,8 +30,16 @@ struct StressArgs {
 
 Registrar registered_stress = subcommand<StressArgs>(
     "stress", 65, [](CLI::App* sub, std::shared_ptr<StressArgs> a) -> Runner {
-      add_defaulted(sub, "--scenario", &a->scenario,
-                    "all, or a comma-separated list of concurrent, train, switch, soak, server");
+      auto* scenario = add_defaulted(
+          sub, "--scenario", &a->scenario,
+          "all, or a comma-separated list of concurrent, train, switch, soak, server, tape "
+          "(with --ticks; --ticks alone runs tape)");
+      sub->add_option("--ticks", a->o.ticks,
+                      "tape: a tape CSV replayed as fast as it goes through the streaming bar "
+                      "builder and the desk (prints/s, bars/s, print-to-decision p50/p99)");
+      sub->add_option("--bar", a->o.bar_spec,
+                      "tape: bar spec (default: the bundles' recorded spec; time:1m for fresh "
+                      "models)");
       sub->add_option("--bundles", a->o.bundles,
                       "Directory with dqn/ ppo/ mamba2/ tft/ bundles (default: fresh default "
                       "models)");
@@ -61,7 +69,9 @@ Registrar registered_stress = subcommand<StressArgs>(
       sub->add_option("--report", a->report,
                       "Write DIR/report.html (plots), DIR/report.md and DIR/stress.json");
       sub->add_flag("--json", a->json, "Print the JSON report only (progress goes to stderr)");
-      return [a]() {
+      return [a, scenario]() {
+        // --ticks alone means the tape scenario; `tape` without a tape is refused by the run.
+        if (!a->o.ticks.empty() && scenario->count() == 0) a->scenario = "tape";
         // A --report path that cannot hold the files fails now, before the run.
         if (!a->report.empty()) check_output_dir(a->report, "--report");
         harness::StressOptions o = a->o;

@@ -8,6 +8,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/dist/launcher.h"
 #include "foxhunt/jobs/train_job.h"
+#include "tape_flags.h"
 
 namespace foxhunt::cli {
 namespace {
@@ -29,6 +30,8 @@ struct TrainArgs {
   std::string master, backend = "auto";
   double timeout_s = 0;
   BudgetFlags budget;
+  TapeFlags tape;
+  double periods_per_year = 0;
 };
 
 // What to run next, in this CLI's flags: resume an interrupted model, serve the bundles.
@@ -41,7 +44,10 @@ std::string next_steps(const jobs::TrainSummary& s) {
 std::string next_steps(const jobs::TrainAllSummary& s) {
   std::string out;
   for (const auto& [name, m] : s.models) out += next_steps(m);
-  return out + "serve them with: foxhunt predict --bundles " + s.out + " --data F.csv\n";
+  const bool tape = !s.models.empty() && s.models.begin()->second.data &&
+                    !s.models.begin()->second.data->bar_spec.empty();
+  return out + "serve them with: foxhunt predict --bundles " + s.out +
+         (tape ? " --ticks TAPE (the bundles record the bar spec)\n" : " --data F.csv\n");
 }
 
 // The command line of rank `rank` under --nproc: this one without --nproc and --master, then
@@ -105,6 +111,12 @@ Registrar registered_train = subcommand<TrainArgs>(
                       "directory DIR)")
           ->check(CLI::ExistingPath);
       add_device_flag(sub, &args->job.device);
+      args->tape.add(sub,
+                     "Tape of trade prints to build the bars from (with --bar; excludes --data); "
+                     "the bar spec is recorded in every bundle");
+      auto* ppy = add_periods_per_year_flag(sub, &args->periods_per_year,
+                                            "the training data (recorded in the bundles; "
+                                            "serving's volatility targeting uses it)");
       sub->add_option("--options", args->options_json,
                       "Trainer option overrides as a JSON object, e.g. '{\"learning_rate\":1e-3}'");
       sub->add_option("--model-options", args->model_options_json,
@@ -161,8 +173,16 @@ Registrar registered_train = subcommand<TrainArgs>(
                           std::to_string(d.check_interval()) + ")")
           ->check(non_negative_number());
       nproc->excludes(world);
-      return [args, seed, steps, epochs]() {
+      return [args, seed, steps, epochs, ppy]() {
         auto& job = args->job;
+        args->tape.check_used("train");
+        if (args->tape.given()) {
+          FOXHUNT_CHECK(job.data.empty(), "train",
+                        "--ticks builds the bars from a tape: expected no --data with it");
+          job.ticks = jobs::TapeSource{args->tape.ticks, args->tape.required_spec("train"),
+                                       args->tape.read_options()};
+        }
+        if (ppy->count() > 0) job.periods_per_year = args->periods_per_year;
         job.batch = jobs::BatchChoice::parse(args->batch, "--batch");
         job.budget = args->budget.resolve("train");
         // One model trains for steps or epochs; `all` takes both (steps: dqn/ppo, epochs: the

@@ -430,13 +430,14 @@ TEST(Backtest, InfersPeriodsPerYearFromTheMedianSpacingOfAShortSpan) {
   EXPECT_NEAR(infer_periods_per_year({0, kHourMs, 2 * kHourMs, 5 * kHourMs, 8 * kHourMs}),
               8766.0 / 2, 1e-9);
 
-  expect_input_error([] { infer_periods_per_year(std::vector<int64_t>{5}); },
-                     {"at least 2 timestamps"});
-  expect_input_error(
+  // The calendar inference (data/calendar.h) names itself in its errors.
+  foxhunt::testing::expect_input_error([] { infer_periods_per_year(std::vector<int64_t>{5}); },
+                                       "calendar", {"at least 2 timestamps"});
+  foxhunt::testing::expect_input_error(
       [] {
         infer_periods_per_year(std::vector<int64_t>{0, 10, 10});
       },
-      {"strictly increasing", "index 2"});
+      "calendar", {"strictly increasing", "index 2"});
 }
 
 }  // namespace

@@ -9,6 +9,10 @@ ensemble that `foxhunt predict` runs (tests/python/test_module.py checks they ar
     out = ens.run(foxhunt.read_bars("live.csv"))   # numpy arrays
     out["decision"], out["signals"]["tft"]
     foxhunt.plan("tft", device_profile="rtx3050ti-4gb")["chosen_batch"]
+    # A tape of trade prints: bars (with their flow columns), training, decisions per bar.
+    bars = foxhunt.read_tape_bars("tick_data.csv", bar="time:1m")
+    foxhunt.train("all", ticks="tick_data.csv", bar="time:1m", out="models/es")
+    foxhunt.Ensemble("models/es").run_tape("tick_data.csv")  # the bundles' recorded spec
     foxhunt.budget()["ok"]
 
 Errors: ValueError for bad input (what was expected, what was received), MemoryError for a
@@ -63,6 +67,28 @@ def read_bars(path):
     return {c: np.asarray(v) for c, v in cols.items()}
 
 
+_INT_COLUMNS = ("timestamp", "prints", "start_ns", "end_ns")
+
+
+def _tape_columns(cols):
+    return {k: np.asarray(v, dtype=np.int64 if k in _INT_COLUMNS else np.float64)
+            for k, v in cols.items()}
+
+
+def read_tape_bars(path, bar, on_bad="refuse"):
+    """The bars of a tape of trade prints (`foxhunt data bars --ticks PATH --bar BAR`): the
+    bar spec ("time:1m", "tick:500", "volume:1000", "dollar:5e6") and numpy columns timestamp,
+    open, high, low, close, volume and the flow columns vwap, prints, buy_volume, sell_volume,
+    duration (s), realized_variance, start_ns, end_ns. A tape with a symbol column gives
+    {"symbols": {name: columns}} (time bars only). on_bad: "refuse" or "drop" bad prints."""
+    j = json.loads(_foxhunt.tape_bars(str(path), bar, on_bad))
+    if "bars" in j:
+        j["bars"] = _tape_columns(j["bars"])
+    else:
+        j["symbols"] = {s: _tape_columns(c) for s, c in j["symbols"].items()}
+    return j
+
+
 def _decisions_to_arrays(items, models):
     n = len(items)
     out = {
@@ -100,6 +126,24 @@ class Ensemble:
         signals {model: array} (NaN during warm-up)."""
         items = json.loads(self._e.run(*_bar_columns(bars)))
         return _decisions_to_arrays(items, self.models)
+
+    def run_tape(self, path, bar=None, on_bad="refuse"):
+        """A tape of trade prints through the ensemble as `foxhunt predict --ticks` serves it:
+        bars built as the prints are read, a decision each time one closes. `bar`: None for the
+        bundles' recorded spec (bundles trained on plain bars need one); another spec is a
+        ValueError. Returns the arrays of run() plus close_print_ns (the print that closed each
+        bar) and print_to_decision_ns (from its line being read to the decision)."""
+        items = json.loads(self._e.run_tape(str(path), bar or "", on_bad))
+        out = _decisions_to_arrays(items, self.models)
+        out["close_print_ns"] = np.array([d["close_print_ns"] for d in items], dtype=np.int64)
+        out["print_to_decision_ns"] = np.array([d["print_to_decision_ns"] for d in items],
+                                               dtype=np.int64)
+        return out
+
+    @property
+    def bar_spec(self):
+        """The bar spec the bundles were trained on ("" for plain bars)."""
+        return self._e.bar_spec()
 
     def on_bar(self, timestamp, close, open=None, high=None, low=None, volume=0.0):
         """One bar; returns its decision as a dict (the JSON of `predict --json`)."""
@@ -157,9 +201,12 @@ def budget(device="cpu", device_profile="rtx3050ti-4gb", budget_mib=None, headro
 
 
 def train(model, data="", out="", steps=0, epochs=0, seed=None, device="cpu", env="",
-          eval_episodes=20):
+          eval_episodes=20, ticks="", bar="", periods_per_year=None):
     """`foxhunt train MODEL` (or "all") as a function: returns the summary dict. 0 steps or
-    epochs: the trainer's defaults; env "trading" trains an RL model on `data`."""
+    epochs: the trainer's defaults; env "trading" trains an RL model on `data`. `ticks`: a tape
+    of trade prints instead of `data`, its bars built with `bar` (recorded in the bundles).
+    `periods_per_year`: bars per year (None: inferred from the bars' sessions or span)."""
     return json.loads(_foxhunt.train(model, str(data or ""), str(out or ""), int(steps),
                                      int(epochs), -1 if seed is None else int(seed), device,
-                                     env, int(eval_episodes)))
+                                     env, int(eval_episodes), str(ticks or ""), bar or "",
+                                     float(periods_per_year or 0.0)))

@@ -6,11 +6,15 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/bars.h"
+#include "foxhunt/data/market_data.h"
+#include "foxhunt/data/tape.h"
+#include "foxhunt/data/tape_bars.h"
 #include "foxhunt/jobs/train_job.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/memory/runtime_init.h"
@@ -19,6 +23,7 @@
 #include "foxhunt/plan/planner.h"
 #include "foxhunt/serving/desk.h"
 #include "foxhunt/serving/serving.h"
+#include "foxhunt/serving/tape_stream.h"
 
 namespace nb = nanobind;
 using namespace foxhunt;
@@ -61,11 +66,108 @@ std::vector<data::Bar> bars_of(const std::vector<int64_t>& t, const std::vector<
   return bars;
 }
 
+// The tape reader's options from on_bad ("refuse" or "drop").
+data::TapeReadOptions tape_read_of(const std::string& on_bad) {
+  FOXHUNT_CHECK(on_bad == "refuse" || on_bad == "drop", "python", "on_bad: expected 'refuse' or ",
+                "'drop', got '", on_bad, "'");
+  data::TapeReadOptions o;
+  if (on_bad == "drop") o.on_bad = data::TapeBadPrintPolicy::kDrop;
+  return o;
+}
+
+// One instrument's tape bars as JSON columns: OHLCV and the flow columns.
+nlohmann::json bar_columns_json(const data::BarSeries& series,
+                                const std::vector<data::BarFlow>& flow) {
+  nlohmann::json j;
+  for (const char* k :
+       {"timestamp", "open", "high", "low", "close", "volume", "vwap", "prints", "buy_volume",
+        "sell_volume", "duration", "realized_variance", "start_ns", "end_ns"})
+    j[k] = nlohmann::json::array();
+  for (size_t i = 0; i < flow.size(); ++i) {
+    const auto& b = series.bars[i];
+    const auto& f = flow[i];
+    j["timestamp"].push_back(b.timestamp);
+    j["open"].push_back(b.open);
+    j["high"].push_back(b.high);
+    j["low"].push_back(b.low);
+    j["close"].push_back(b.close);
+    j["volume"].push_back(b.volume);
+    j["vwap"].push_back(f.vwap);
+    j["prints"].push_back(f.prints);
+    j["buy_volume"].push_back(f.buy_volume);
+    j["sell_volume"].push_back(f.sell_volume);
+    j["duration"].push_back(f.duration_seconds);
+    j["realized_variance"].push_back(f.realized_variance);
+    j["start_ns"].push_back(f.start_ns);
+    j["end_ns"].push_back(f.end_ns);
+  }
+  return j;
+}
+
+// `foxhunt data bars` as a function: {spec, source, bars: columns} for one instrument, or
+// {spec, source, symbols: {name: columns}} for a tape with a symbol column (time bars).
+std::string tape_bars_json(const std::string& path, const std::string& spec,
+                           const std::string& on_bad) {
+  const auto bar_spec = data::parse_bar_spec(spec);
+  const auto tape = data::load_tape_csv(path, tape_read_of(on_bad));
+  nlohmann::json j = {{"spec", data::to_string(bar_spec)}, {"dropped", tape.dropped.total()}};
+  if (tape.symbols.empty()) {
+    const auto tb = data::build_tape_bars(tape, bar_spec);
+    j["source"] = tb.bars.source;
+    j["shifted_timestamps"] = tb.shifted_timestamps;
+    j["bars"] = bar_columns_json(tb.bars, tb.flow);
+    return j.dump();
+  }
+  const auto panel = data::build_tape_panel(tape, bar_spec);
+  j["source"] = panel.panel.source;
+  j["symbols"] = nlohmann::json::object();
+  for (size_t s = 0; s < panel.panel.symbols.size(); ++s)
+    j["symbols"][panel.panel.symbols[s].symbol] =
+        bar_columns_json(panel.panel.symbols[s].series, panel.flow[s]);
+  return j.dump();
+}
+
 class PyEnsemble {
  public:
   PyEnsemble(const std::string& dir, const std::string& device, const std::string& rule)
-      : e_(serving::Ensemble::load(dir, rule_of(rule),
-                                   models::to_torch(Device::parse(device, "device")))) {}
+      : dir_(dir),
+        e_(ensemble_of(dir, rule, models::to_torch(Device::parse(device, "device")), spec_)) {}
+  // A tape through the ensemble (predict --ticks): a decision per closed bar, each with the
+  // closing print's time and the latency from its arrival. `spec` "" = the bundles' recorded
+  // spec; another is refused. A JSON array of to_json(BarDecision) with close_print_ns and
+  // print_to_decision_ns.
+  std::string run_tape(const std::string& path, const std::string& spec,
+                       const std::string& on_bad) {
+    std::ifstream in(path);
+    FOXHUNT_CHECK(in.good(), "python", "tape: cannot open '", path, "'");
+    serving::TapeStreamOptions o;
+    o.source = path;
+    o.read = tape_read_of(on_bad);
+    o.symbol = e_.symbol();
+    const std::optional<data::BarSpec> given =
+        spec.empty() ? std::nullopt : std::optional<data::BarSpec>(data::parse_bar_spec(spec));
+    FOXHUNT_CHECK(spec_ || given, "python", "the bundles in ", dir_,
+                  " record no bar spec (trained on plain bars): expected bar='time:1m' or another "
+                  "spec");
+    if (spec_ && given)
+      FOXHUNT_CHECK(*spec_ == *given, "bundle", "bar spec '", data::to_string(*given),
+                    "' differs from '", data::to_string(*spec_), "' that the bundles in ", dir_,
+                    " were trained on: expected the same spec");
+    o.spec = spec_ ? *spec_ : *given;
+    nlohmann::json out = nlohmann::json::array();
+    serving::stream_tape(e_.desk(), in, o, serving::StreamOptions{},
+                         [&](const std::vector<serving::SymbolBar>&,
+                             const std::vector<serving::InstrumentDecision>& ds,
+                             const serving::BarClose& close, int64_t latency_ns) {
+                           auto j = serving::to_json(ds.front().decision);
+                           j["close_print_ns"] = close.print_ns;
+                           j["print_to_decision_ns"] = latency_ns;
+                           out.push_back(std::move(j));
+                         });
+    return out.dump();
+  }
+  // The bar spec the bundles record ("" = plain bars).
+  std::string bar_spec() const { return spec_ ? data::to_string(*spec_) : std::string(); }
   // Feeds the bars in order; returns a JSON array of to_json(BarDecision).
   std::string run(const std::vector<int64_t>& t, const std::vector<double>& o,
                   const std::vector<double>& h, const std::vector<double>& l,
@@ -79,6 +181,18 @@ class PyEnsemble {
   double position() const { return e_.position(); }
 
  private:
+  // The ensemble of DIR's bundles (Ensemble::load), noting the bar spec they record in `spec`.
+  static serving::Ensemble ensemble_of(const std::string& dir, const std::string& rule,
+                                       const torch::Device& device,
+                                       std::optional<data::BarSpec>& spec) {
+    auto bundles = serving::load_ensemble_bundles(dir, device);
+    spec = serving::recorded_bar_spec(bundles, dir);
+    const auto r = rule_of(rule);
+    return serving::Ensemble(std::move(bundles), r ? *r : serving::ensemble_rule(dir));
+  }
+
+  std::string dir_;
+  std::optional<data::BarSpec> spec_;  // before e_: ensemble_of sets it
   serving::Ensemble e_;
 };
 
@@ -128,10 +242,16 @@ std::string budget_json(const std::string& device, const std::string& profile, d
 
 std::string train_json(const std::string& model, const std::string& data, const std::string& out,
                        int64_t steps, int64_t epochs, int64_t seed, const std::string& device,
-                       const std::string& env, int64_t eval_episodes) {
+                       const std::string& env, int64_t eval_episodes, const std::string& ticks,
+                       const std::string& bar, double periods_per_year) {
   jobs::TrainJob job;
   job.model = model;
   job.data = data;
+  if (!ticks.empty()) {
+    FOXHUNT_CHECK(!bar.empty(), "python", "ticks: expected a bar spec with it (bar='time:1m')");
+    job.ticks = jobs::TapeSource{ticks, data::parse_bar_spec(bar), {}};
+  }
+  if (periods_per_year > 0) job.periods_per_year = periods_per_year;
   job.out_dir = out;
   job.steps = steps;
   job.epochs = epochs;
@@ -172,6 +292,8 @@ NB_MODULE(_foxhunt, m) {
   m.def("version", [] { return std::string(FOXHUNT_VERSION); });
   bundles_class<PyEnsemble>(m, "Ensemble")
       .def("run", &PyEnsemble::run, nb::call_guard<nb::gil_scoped_release>())
+      .def("run_tape", &PyEnsemble::run_tape, nb::call_guard<nb::gil_scoped_release>())
+      .def("bar_spec", &PyEnsemble::bar_spec)
       .def("models", &PyEnsemble::models)
       .def("position", &PyEnsemble::position);
   bundles_class<PyDesk>(m, "Desk")
@@ -181,4 +303,5 @@ NB_MODULE(_foxhunt, m) {
   m.def("plan", &plan_json, nb::call_guard<nb::gil_scoped_release>());
   m.def("budget", &budget_json, nb::call_guard<nb::gil_scoped_release>());
   m.def("train", &train_json, nb::call_guard<nb::gil_scoped_release>());
+  m.def("tape_bars", &tape_bars_json, nb::call_guard<nb::gil_scoped_release>());
 }

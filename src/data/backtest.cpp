@@ -10,6 +10,7 @@
 #include "foxhunt/core/fields.h"
 #include "foxhunt/core/random.h"
 #include "foxhunt/core/stats.h"
+#include "foxhunt/data/calendar.h"
 #include "foxhunt/data/sharpe_stats.h"
 
 namespace foxhunt::data {
@@ -365,36 +366,11 @@ std::vector<double> random_positions(size_t n, uint64_t seed) {
 }
 
 double infer_periods_per_year(const std::vector<int64_t>& timestamps_ms) {
-  const size_t n = timestamps_ms.size();
-  FOXHUNT_CHECK(n >= 2, kBacktestComponent,
-                "infer_periods_per_year: expected at least 2 timestamps, got ", n);
-  std::vector<int64_t> gaps(n - 1);
-  for (size_t i = 1; i < n; ++i) {
-    FOXHUNT_CHECK(timestamps_ms[i] > timestamps_ms[i - 1], kBacktestComponent,
-                  "infer_periods_per_year: expected strictly increasing timestamps, got ",
-                  timestamps_ms[i], " at index ", i, " after ", timestamps_ms[i - 1]);
-    gaps[i - 1] = timestamps_ms[i] - timestamps_ms[i - 1];
-  }
-  constexpr double kDayMs = 86'400'000.0;
-  constexpr double kYearMs = 365.25 * kDayMs;
-  const double span = static_cast<double>(timestamps_ms.back() - timestamps_ms.front());
-  if (span >= 30.0 * kDayMs) return static_cast<double>(n - 1) / (span / kYearMs);
-  // Too short to see weekends and holidays: the typical spacing is all there is.
-  const size_t mid = gaps.size() / 2;
-  std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(mid), gaps.end());
-  double median = static_cast<double>(gaps[mid]);
-  if (gaps.size() % 2 == 0) {
-    const int64_t lower = *std::max_element(gaps.begin(), gaps.begin() + mid);
-    median = 0.5 * (median + static_cast<double>(lower));
-  }
-  return kYearMs / median;
+  return infer_calendar(timestamps_ms).value;
 }
 
 double infer_periods_per_year(const BarSeries& series) {
-  std::vector<int64_t> ms;
-  ms.reserve(series.bars.size());
-  for (const Bar& b : series.bars) ms.push_back(b.timestamp * 1000);
-  return infer_periods_per_year(ms);
+  return infer_calendar(series).value;
 }
 
 }  // namespace foxhunt::data

@@ -35,6 +35,8 @@ MarketData tape_market_data(const Tape& tape, const BarSpec& spec) {
   FOXHUNT_CHECK(tape.size_prints() > 0, "bars", "'", tape.source,
                 "': expected a tape with at least one print, got none");
   MarketData bars;
+  bars.bar_spec = spec;
+  bars.dropped = tape.dropped;
   if (tape.symbols.empty())
     bars.series = build_tape_bars(tape, spec).bars;  // carries its flow
   else
@@ -43,8 +45,12 @@ MarketData tape_market_data(const Tape& tape, const BarSpec& spec) {
 }
 
 MarketData load_tape_market_data(const std::string& path, const BarSpec& spec,
-                                 const TapeReadOptions& options) {
-  return tape_market_data(load_tape_csv(path, options), spec);
+                                 const TapeReadOptions& read) {
+  const std::string text = read_file(path);
+  FOXHUNT_CHECK(has_tape_header(text), "bars", path,
+                ": expected a tape of trade prints (a timestamp, a price and a size column, no "
+                "open/high/low/close), got another header; give bars with --data instead");
+  return tape_market_data(parse_tape_csv(text, path, read), spec);
 }
 
 }  // namespace foxhunt::data

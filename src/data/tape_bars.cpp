@@ -49,6 +49,27 @@ constexpr const char* kFlowHeader =
 }  // namespace
 }  // namespace tape_bars_impl
 
+Bar tape_bar_to_bar(const TapeBar& t, const BarSpec& spec, std::optional<int64_t> previous,
+                    bool* shifted) {
+  using namespace tape_bars_impl;
+  Bar b;
+  b.timestamp = floor_seconds(t.interval_start_ns);
+  if (shifted) *shifted = false;
+  if (previous && b.timestamp <= *previous) {
+    FOXHUNT_CHECK(spec.kind != BarKind::kTime, kTapeBarsComponent, "time bar starting at ",
+                  format_time_ns(t.interval_start_ns),
+                  " is not after the previous bar (expected bars in time order)");
+    b.timestamp = *previous + 1;
+    if (shifted) *shifted = true;
+  }
+  b.open = t.open;
+  b.high = t.high;
+  b.low = t.low;
+  b.close = t.close;
+  b.volume = t.volume;
+  return b;
+}
+
 TapeBars to_tape_bars(const std::vector<TapeBar>& bars, const BarSpec& spec,
                       const std::string& source) {
   using namespace tape_bars_impl;
@@ -64,21 +85,16 @@ TapeBars to_tape_bars(const std::vector<TapeBar>& bars, const BarSpec& spec,
     FOXHUNT_CHECK(t.symbol == bars.front().symbol, kTapeBarsComponent, source, ": bar ", i,
                   " is of symbol id ", t.symbol, ", bar 0 of ", bars.front().symbol,
                   " (expected one instrument's bars)");
-    Bar b;
-    b.timestamp = floor_seconds(t.interval_start_ns);
-    if (!out.bars.bars.empty() && b.timestamp <= out.bars.bars.back().timestamp) {
-      FOXHUNT_CHECK(spec.kind != BarKind::kTime, kTapeBarsComponent, source, ": time bar ", i,
-                    " starts at ", format_time_ns(t.interval_start_ns),
-                    ", not after the previous bar (expected bars in time order)");
-      b.timestamp = out.bars.bars.back().timestamp + 1;
-      ++out.shifted_timestamps;
+    bool shifted = false;
+    const std::optional<int64_t> previous =
+        out.bars.bars.empty() ? std::nullopt
+                              : std::optional<int64_t>(out.bars.bars.back().timestamp);
+    try {
+      out.bars.bars.push_back(tape_bar_to_bar(t, spec, previous, &shifted));
+    } catch (const InputError& e) {
+      throw InputError(kTapeBarsComponent, fmt::format("{}: bar {}: {}", source, i, e.message()));
     }
-    b.open = t.open;
-    b.high = t.high;
-    b.low = t.low;
-    b.close = t.close;
-    b.volume = t.volume;
-    out.bars.bars.push_back(b);
+    if (shifted) ++out.shifted_timestamps;
     out.flow.push_back(flow_of(t));
   }
   out.bars.flow = out.flow;  // the series carries its flow: datasets add the flow columns

@@ -374,6 +374,7 @@ ScenarioFn scenario_fn(const std::string& name) {
   if (name == "switch") return &run_switch;
   if (name == "soak") return &run_soak;
   if (name == "server") return &run_server;
+  if (name == "tape") return &stress_detail::run_tape;
   throw InputError(kStressComponent, "unknown scenario '" + name + "'");
 }
 
@@ -390,9 +391,11 @@ std::vector<std::string> parse_scenarios(const std::string& spec) {
   std::stringstream ss(spec);
   for (std::string s; std::getline(ss, s, ',');) {
     const auto& known = stress_scenarios();
-    FOXHUNT_CHECK(std::find(known.begin(), known.end(), s) != known.end(), kStressComponent,
+    // tape needs a tape (StressOptions::ticks), so `all` leaves it out.
+    FOXHUNT_CHECK(s == "tape" || std::find(known.begin(), known.end(), s) != known.end(),
+                  kStressComponent,
                   "scenario: expected all or a comma-separated list of concurrent, train, "
-                  "switch, soak, server; got '",
+                  "switch, soak, server, tape; got '",
                   s, "'");
     out.push_back(s);
   }

@@ -300,4 +300,8 @@ std::unique_ptr<StepServer> make_step_server(Context& c, uint64_t seed, int64_t 
 // The concurrent scenario on a desk of options.instruments instruments (stress_desk.cpp).
 void run_desk_concurrent(Context& c, ScenarioResult& r);
 
+// tape (stress_tape.cpp): StressOptions::ticks replayed as fast as it goes through the streaming
+// bar builder and the desk.
+void run_tape(Context& c, ScenarioResult& r);
+
 }  // namespace foxhunt::harness::stress_detail

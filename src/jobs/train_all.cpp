@@ -83,7 +83,7 @@ TrainAllSummary run_train_all(const TrainJob& base) {
   // A rule fitted for earlier bundles must not outlive them.
   std::filesystem::remove(serving::BundleDirectory(all.out).rule_path());
   // The series is read once: every model trains on these bars and the rule is fitted on them.
-  const auto bars = data::load_market_data(base.data);
+  const auto bars = market_data::load_job_bars(base, nullptr);
   {
     // Too few bars to split are refused before any model starts (the error names the file).
     const data::DatasetOptions split;

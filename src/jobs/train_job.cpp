@@ -10,6 +10,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/data/calendar.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
@@ -180,6 +181,10 @@ TrainSummary run_train_job(const TrainJob& given, const data::MarketData* preloa
                 "steps and epochs must be positive");
   FOXHUNT_CHECK(job.steps == 0 || job.epochs == 0, kTrainJobComponent,
                 "give either steps or epochs, not both");
+  FOXHUNT_CHECK(!job.ticks || job.data.empty(), kTrainJobComponent,
+                "ticks: a tape to build bars from excludes data (a bars CSV); give one of them");
+  if (job.periods_per_year)
+    (void)data::given_periods_per_year(*job.periods_per_year, "periods_per_year");
   if (!job.resume.empty())
     FOXHUNT_CHECK(job.options.empty() && job.batch.is_default() && !job.seed, kTrainJobComponent,
                   "resume continues with the checkpoint's options; only steps/epochs may "

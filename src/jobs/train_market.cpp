@@ -84,12 +84,32 @@ double target_scale_of(const data::TargetVol& vol, const data::Matrix& raw,
 
 }  // namespace
 
+data::MarketData load_job_bars(const TrainJob& job, const ResumedCheckpoint* resumed) {
+  if (job.ticks)
+    return data::load_tape_market_data(job.ticks->path, job.ticks->spec, job.ticks->read);
+  return data::load_market_data(data_path(job, resumed));
+}
+
+data::PeriodsPerYear job_calendar(const TrainJob& job, const data::MarketData& bars) {
+  if (job.periods_per_year)
+    return data::given_periods_per_year(*job.periods_per_year, "periods_per_year");
+  if (!bars.is_panel()) return data::infer_calendar(bars.series);
+  std::vector<int64_t> ms;
+  for (int64_t t : bars.panel->timestamps) ms.push_back(t * 1000);
+  return data::infer_calendar(ms);
+}
+
 Market load_market(const TrainJob& job, const ResumedCheckpoint* resumed,
                    const data::MarketData* preloaded, bool scale_targets) {
   std::optional<data::MarketData> loaded;
-  if (!preloaded) loaded = data::load_market_data(data_path(job, resumed));
+  if (!preloaded) loaded = load_job_bars(job, resumed);
   const data::MarketData& bars = preloaded ? *preloaded : *loaded;
   Market m;
+  m.bar_spec = bars.bar_spec;
+  m.calendar = job_calendar(job, bars);
+  m.info.bar_spec = bars.bar_spec ? data::to_string(*bars.bar_spec) : std::string();
+  m.info.periods_per_year = m.calendar.value;
+  m.info.periods_per_year_basis = m.calendar.describe();
   std::vector<data::BarSeries> series;
   data::DatasetOptions options;
   if (bars.is_panel()) {
@@ -190,6 +210,15 @@ std::string write_bundle(models::Model& model, const Market& market, const nlohm
   b.data =
       market.is_panel() ? serving::fingerprint(*market.panel) : serving::fingerprint(ds.series());
   b.training = training;
+  if (market.bar_spec) b.bars = serving::BarOrigin{*market.bar_spec, "tape"};
+  // The calendar where it corrects serving's default (resolve_rule: bars / years over 30 days or
+  // more, else 252): a stated figure, or the sessions of a short intraday span. Other series keep
+  // the default, as every bundle before did.
+  const auto& cal = market.calendar;
+  if (cal.basis == data::CalendarBasis::kGiven || cal.basis == data::CalendarBasis::kSessions) {
+    b.periods_per_year = cal.value;
+    b.periods_per_year_basis = cal.describe();
+  }
   if (market.is_panel())
     for (size_t i = 0; i < market.datasets.size(); ++i) {
       const auto& d = *market.datasets[i];

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "foxhunt/core/container.h"
+#include "foxhunt/data/calendar.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/market_data.h"
 #include "foxhunt/data/panel.h"
@@ -26,6 +27,8 @@ struct Market {
   std::vector<std::string> symbols;  // a panel's symbols (empty for a single series)
   std::optional<data::Panel> panel;  // a panel run's bars (for the bundle's fingerprint)
   MarketDataInfo info;
+  std::optional<data::BarSpec> bar_spec;  // bars built from a tape: their spec (the bundle's)
+  data::PeriodsPerYear calendar;          // the training bars' periods per year (the bundle's)
   bool is_panel() const { return panel.has_value(); }
   const data::MarketDataset& first() const { return *datasets.front(); }
   std::vector<const data::MarketDataset*> raw() const {
@@ -34,6 +37,14 @@ struct Market {
     return out;
   }
 };
+
+// The bars of a job, read once: its tape (ticks, built into bars), else its bars CSV (or, on
+// resume, the file the checkpoint trained on), else the synthetic series.
+data::MarketData load_job_bars(const TrainJob& job, const ResumedCheckpoint* resumed);
+
+// The calendar of a job's bars: the periods per year it states, else inferred from the bars
+// (data/calendar.h; a panel: from the union of its timestamps).
+data::PeriodsPerYear job_calendar(const TrainJob& job, const data::MarketData& bars);
 
 // The market data of a job: `preloaded` when given, else the bars of --data (or, on resume, of
 // the file the checkpoint trained on). A panel gets one dataset per symbol, split at common cut

@@ -130,8 +130,8 @@ TrainSummary run_rl(const TrainJob& job, const JobInputs& in) {
                 job.model, " trains for steps");
   FOXHUNT_CHECK(env_name == "cartpole" || env_name == "trading", kTrainJobComponent,
                 "env: expected cartpole or trading, got '", env_name, "'");
-  FOXHUNT_CHECK(job.data.empty() || env_name == "trading", kTrainJobComponent,
-                "data applies to env 'trading' and to ", forecaster_names());
+  FOXHUNT_CHECK((job.data.empty() && !job.ticks) || env_name == "trading", kTrainJobComponent,
+                "data and ticks apply to env 'trading' and to ", forecaster_names());
   FOXHUNT_CHECK(job.model_options.empty(), kTrainJobComponent, "model_options applies to ",
                 forecaster_names(), "; use options for ", job.model);
   FOXHUNT_CHECK(job.eval_episodes >= 0, kTrainJobComponent, "eval_episodes: expected >= 0, got ",

@@ -24,8 +24,9 @@ using train::json_number;
 
 nlohmann::json to_json(const MarketDataInfo& d) {
   nlohmann::json j;
-  FOXHUNT_JSON_FIELDS(j, d, source, bars, train, validation, test, target_scale,
-                      target_vol_feature);
+  FOXHUNT_JSON_FIELDS(j, d, source, bars, train, validation, test, target_scale, target_vol_feature,
+                      periods_per_year, periods_per_year_basis);
+  if (!d.bar_spec.empty()) j["bar_spec"] = d.bar_spec;
   if (d.target_vol_selection_loss) {
     nlohmann::json losses = nlohmann::json::object();
     for (const auto& [name, loss] : *d.target_vol_selection_loss) losses[name] = json_number(loss);
@@ -212,6 +213,9 @@ std::string format_train_summary(const TrainSummary& s) {
            " instruments, validation from " +
            data::format_timestamp(s.data->cuts->validation_begin) + ", test from " +
            data::format_timestamp(s.data->cuts->test_begin) + " for all\n";
+  if (s.data && !s.data->periods_per_year_basis.empty())
+    out += "  periods/year: " + s.data->periods_per_year_basis +
+           (s.data->bar_spec.empty() ? "" : "; bars " + s.data->bar_spec + " from the tape") + "\n";
   out += "  checkpoint: " + s.checkpoint + "\n";
   out += "  metrics:    " + s.metrics_file + "\n";
   if (s.interrupted) out += "  interrupted: the checkpoint holds the run so far\n";

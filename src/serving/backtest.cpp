@@ -16,6 +16,8 @@
 #include "backtest_stream.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
+#include "foxhunt/data/calendar.h"
+#include "foxhunt/data/market_data.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/serving/bar_stream.h"
 #include "foxhunt/serving/bundle.h"
@@ -242,7 +244,11 @@ void score_backtest(BacktestRun& run, const BacktestJob& job) {
   run.last_timestamp = run.timestamps.back();
   std::vector<int64_t> ms;
   for (auto t : run.timestamps) ms.push_back(t * 1000);
-  run.periods_per_year = data::infer_periods_per_year(ms);
+  const auto calendar = job.periods_per_year > 0
+                            ? data::given_periods_per_year(job.periods_per_year, "periods_per_year")
+                            : data::infer_calendar(ms);
+  run.periods_per_year = calendar.value;
+  run.periods_per_year_basis = calendar.describe();
   const size_t n = run.closes.size();
   auto& positions = run.positions;
   positions["buy_and_hold"] = data::buy_and_hold_positions(n);
@@ -316,7 +322,9 @@ std::vector<std::string> forecaster_gate_failures(const BacktestRun& run) {
 
 BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log) {
   FOXHUNT_CHECK(!job.bundles.empty(), kBacktestComponent, "bundles: expected a directory");
-  FOXHUNT_CHECK(!job.data.empty(), kBacktestComponent, "data: expected a bars CSV");
+  FOXHUNT_CHECK(job.data.empty() != job.ticks.empty(), kBacktestComponent,
+                "expected one input: data (a bars CSV) or ticks (a tape), got ",
+                job.data.empty() ? "neither" : "both");
   const auto device = models::to_torch(job.device);
   auto bundles = load_ensemble_bundles(job.bundles, device);
   if (!job.symbol.empty()) bundles = select_instrument(std::move(bundles), job.symbol);
@@ -325,6 +333,15 @@ BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log) {
                   "' is one series and the bundles were trained on a panel of ",
                   b.instruments.size(), " instruments (", b.symbols_text(),
                   "): name the instrument it is (symbol), or backtest a panel CSV");
+  if (!job.ticks.empty()) {
+    const auto spec = tape_bar_spec(bundles, job.bundles, job.bar_spec);
+    const auto bars = data::load_tape_market_data(job.ticks, spec, job.tape_read);
+    FOXHUNT_CHECK(!bars.is_panel(), kBacktestComponent, "'", job.ticks,
+                  "' has a symbol column: backtest its panel of bars (run_panel_backtest)");
+    auto run = run_backtest_on(bundles, bars.series, job, log);
+    run.data = bars.series.source;
+    return run;
+  }
   const auto series = data::load_bars_csv(job.data);
   auto run = run_backtest_on(bundles, series, job, log);
   run.data = job.data;
@@ -334,8 +351,8 @@ BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log) {
 nlohmann::json BacktestRun::to_json() const {
   nlohmann::json j = {{"scored_bars", closes.size()}};
   FOXHUNT_JSON_FIELDS(j, *this, data, bars_in_file, training_end, skipped_training_bars,
-                      warmup_bars, first_timestamp, last_timestamp, periods_per_year, short_window,
-                      rule, idle);
+                      warmup_bars, first_timestamp, last_timestamp, periods_per_year,
+                      periods_per_year_basis, short_window, rule, idle);
   if (short_window)
     j["note"] = "fewer than a year of bars scored (" + std::to_string(closes.size() - 1) +
                 " bar returns, " + std::to_string(static_cast<int64_t>(periods_per_year)) +
@@ -373,8 +390,10 @@ std::string BacktestRun::table() const {
   std::ostringstream os;
   os << fmt::format(
       "backtest: {} scored bars ({} warm-up, {} inside the training range "
-      "skipped), {:.0f} bars/year\n",
-      closes.size(), warmup_bars, skipped_training_bars, periods_per_year);
+      "skipped), {:.0f} bars/year\nperiods/year: {}\n",
+      closes.size(), warmup_bars, skipped_training_bars, periods_per_year,
+      periods_per_year_basis.empty() ? fmt::format("{:.0f}", periods_per_year)
+                                     : periods_per_year_basis);
   if (short_window) {
     os << fmt::format(
         "note: fewer than a year of bars scored ({} of {:.0f} per year): annualised "

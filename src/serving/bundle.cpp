@@ -136,6 +136,45 @@ void check_instrument_selected(const Bundle& b, const std::string& what) {
                 "); serve them with a panel (a CSV with a symbol column) or select one instrument");
 }
 
+std::optional<data::BarSpec> recorded_bar_spec(const std::vector<Bundle>& bundles,
+                                               const std::string& dir) {
+  std::optional<data::BarSpec> spec;
+  const Bundle* first = nullptr;
+  for (const auto& b : bundles) {
+    const std::optional<data::BarSpec> mine =
+        b.bars ? std::optional<data::BarSpec>(b.bars->spec) : std::nullopt;
+    if (!first) {
+      first = &b;
+      spec = mine;
+      continue;
+    }
+    const auto text = [](const std::optional<data::BarSpec>& s) {
+      return s ? "bar spec '" + data::to_string(*s) + "'" : std::string("plain bars");
+    };
+    FOXHUNT_CHECK(mine == spec, kBundleComponent, BundleDirectory(dir).bundle_path(b.name()),
+                  " was trained on ", text(mine), ", ",
+                  BundleDirectory(dir).bundle_path(first->name()), " on ", text(spec),
+                  ": expected one ensemble trained on the same bars");
+  }
+  return spec;
+}
+
+data::BarSpec tape_bar_spec(const std::vector<Bundle>& bundles, const std::string& dir,
+                            const std::optional<data::BarSpec>& given) {
+  const auto recorded = recorded_bar_spec(bundles, dir);
+  FOXHUNT_CHECK(recorded || given, kBundleComponent, "the bundles in ", dir,
+                " were trained on plain bars and record no bar spec: expected the tape's bar "
+                "spec stated (--bar, ",
+                data::kBarSpecForms, ")");
+  if (!recorded) return *given;
+  FOXHUNT_CHECK(!given || *given == *recorded, kBundleComponent, "bar spec '",
+                data::to_string(*given), "' differs from '", data::to_string(*recorded), "' that ",
+                BundleDirectory(dir).bundle_path(bundles.front().name()),
+                " was trained on: expected the same spec (leave --bar out to use it, or train on '",
+                data::to_string(*given), "' bars)");
+  return *recorded;
+}
+
 nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup, bool flow) {
   nlohmann::json sets = nlohmann::json::object();
   for (const auto& in : spec.inputs) {
@@ -175,6 +214,12 @@ void save_bundle(const Bundle& b, const std::string& path) {
                 {"episode_length", b.trading_env.episode_length}}},
               {"data", b.data},
               {"training", b.training}};
+  // Optional fields: a reader that predates them ignores them (plain bars, the old calendar).
+  if (b.bars)
+    c.header["bars"] = {{"spec", data::to_string(b.bars->spec)}, {"source", b.bars->source}};
+  if (b.periods_per_year > 0)
+    c.header["calendar"] = {{"periods_per_year", b.periods_per_year},
+                            {"basis", b.periods_per_year_basis}};
   {
     nlohmann::json list = nlohmann::json::array();  // empty: a model of one series
     for (const auto& i : b.instruments) {
@@ -321,6 +366,20 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
     }
     b.data = h.at("data").get<DataFingerprint>();
     b.training = h.at("training");
+    if (const auto bars = h.find("bars"); bars != h.end()) {
+      // Absent: plain bars (every bundle written before tapes).
+      BarOrigin o;
+      o.spec = data::parse_bar_spec(bars->at("spec").get<std::string>());
+      o.source = bars->value("source", std::string("tape"));
+      b.bars = o;
+    }
+    if (const auto cal = h.find("calendar"); cal != h.end()) {
+      b.periods_per_year = cal->at("periods_per_year").get<double>();
+      b.periods_per_year_basis = cal->value("basis", std::string());
+      FOXHUNT_CHECK(std::isfinite(b.periods_per_year) && b.periods_per_year > 0, kBundleComponent,
+                    "'", path, "': calendar: expected periods_per_year > 0, got ",
+                    b.periods_per_year);
+    }
     // Version 2: a panel, its instruments listed; version 3: listed, none for one series.
     constexpr int kPanelOnlyVersion = 2;
     const bool listed = version == kPanelOnlyVersion ||

@@ -17,6 +17,7 @@
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/strings.h"
 #include "foxhunt/data/cost_model.h"
+#include "foxhunt/data/calendar.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/features.h"
 #include "foxhunt/data/forecast_eval.h"
@@ -168,8 +169,16 @@ DecisionRule ensemble_rule(const std::string& dir, const std::string& override_p
 
 DecisionRule resolve_rule(DecisionRule rule, const std::vector<Bundle>& bundles) {
   if (rule.periods_per_year > 0) return rule;
-  rule.periods_per_year = 252.0;
+  // The calendar a bundle recorded at training (data/calendar.h: a short intraday span's
+  // sessions), of the bundle trained on the most bars.
   int64_t rows = 0;
+  for (const auto& b : bundles)
+    if (b.periods_per_year > 0 && b.data.rows > rows) {
+      rows = b.data.rows;
+      rule.periods_per_year = b.periods_per_year;
+    }
+  if (rule.periods_per_year > 0) return rule;
+  rule.periods_per_year = 252.0;
   for (const auto& b : bundles) {
     const double span_years =
         static_cast<double>(b.data.last_timestamp - b.data.first_timestamp) / (365.25 * 86400.0);
@@ -179,6 +188,27 @@ DecisionRule resolve_rule(DecisionRule rule, const std::vector<Bundle>& bundles)
     }
   }
   return rule;
+}
+
+std::string periods_per_year_basis(const DecisionRule& rule, const std::vector<Bundle>& bundles) {
+  const DecisionRule r = resolve_rule(rule, bundles);
+  const std::string v = data::format_count(r.periods_per_year);
+  if (rule.periods_per_year > 0) return v + " (the rule's)";
+  int64_t rows = 0;
+  const Bundle* recorded = nullptr;
+  for (const auto& b : bundles)
+    if (b.periods_per_year > 0 && b.data.rows > rows) {
+      rows = b.data.rows;
+      recorded = &b;
+    }
+  if (recorded)
+    return recorded->periods_per_year_basis.empty() ? v + " (recorded in the bundles)"
+                                                    : recorded->periods_per_year_basis;
+  for (const auto& b : bundles)
+    if (b.data.rows >= 2 &&
+        static_cast<double>(b.data.last_timestamp - b.data.first_timestamp) >= 30.0 * 86400.0)
+      return v + " (from the training data's span)";
+  return v + " (default)";
 }
 
 double policy_signal(const std::vector<float>& p) {

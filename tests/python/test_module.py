@@ -2,6 +2,7 @@
 path for research and production), the desk on a panel, plan/budget/train as dicts, and errors
 as Python exceptions. Run by ctest (Python.ModuleMatchesTheCli) with PYTHONPATH at the built
 module and FOXHUNT_CLI at the CLI."""
+import csv
 import json
 import math
 import os
@@ -125,3 +126,47 @@ def test_bad_bars_are_value_errors(work):
         ens._e.run([1, 2], [1.0], [1.0], [1.0], [1.0], [1.0])
     with pytest.raises(ValueError):
         ens.on_bar(1800000000, close=float("nan"))
+
+
+def write_tape(path, minutes=360, seed=7):
+    """A one-instrument tape: 4 prints a minute from 2027-01-15 14:30 UTC, some repeated."""
+    rng = np.random.default_rng(seed)
+    price, lines = 100.0, ["timestamp,price,size"]
+    t0 = 1800000000 * 10**9
+    for m in range(minutes):
+        for k in range(4):
+            t = t0 + (m * 60 + k * 15) * 10**9 + int(rng.integers(0, 1000)) * 10**6
+            price = round(price * math.exp(5e-4 * rng.standard_normal()), 2)
+            line = f"{t},{price},{int(rng.integers(1, 10))}"
+            lines.append(line)
+            if rng.integers(0, 5) == 0:
+                lines.append(line)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_tape_bars_and_run_tape_match_the_cli(work):
+    tape = write_tape(work / "tape.csv")
+    bars = foxhunt.read_tape_bars(tape, bar="time:1m")
+    assert bars["spec"] == "time:1m" and len(bars["bars"]["close"]) == 360
+    cli("data", "bars", "--ticks", tape, "--bar", "time:1m", "--out", work / "tape_bars.csv")
+    with open(work / "tape_bars.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    np.testing.assert_array_equal(bars["bars"]["close"], [float(r["close"]) for r in rows])
+    np.testing.assert_array_equal(bars["bars"]["prints"], [int(r["prints"]) for r in rows])
+    np.testing.assert_array_equal(bars["bars"]["start_ns"], [int(r["start_ns"]) for r in rows])
+    # The bundles trained on plain bars record no spec: run_tape needs one, then equals the CLI.
+    ens = foxhunt.Ensemble(work / "b", rule=RULE)
+    assert ens.bar_spec == ""
+    with pytest.raises(ValueError, match="record no bar spec"):
+        ens.run_tape(tape)
+    got = ens.run_tape(tape, bar="time:1m")
+    rule_file = work / "rule_tape.json"
+    rule_file.write_text(json.dumps(RULE))
+    want = [json.loads(line) for line in cli("predict", "--bundles", work / "b", "--ticks", tape,
+                                             "--bar", "time:1m", "--rule", rule_file,
+                                             "--json").splitlines()]
+    assert len(got["decision"]) == len(want) == 360
+    np.testing.assert_array_equal(got["decision"], [d["decision"] for d in want])
+    np.testing.assert_array_equal(got["close_print_ns"], [d["close_print_ns"] for d in want])
+    assert np.all(got["print_to_decision_ns"] >= 0)

@@ -224,12 +224,9 @@ std::vector<double> flat_positions(size_t n);
 std::vector<double> random_positions(size_t n, uint64_t seed);
 
 /// Bars per year of a series from its timestamps (Unix milliseconds, strictly increasing, at
-/// least two). The rule, simple and deterministic:
-/// - span = last - first; when span >= 30 days: (number of bars - 1) / (span in years of 365.25
-///   days). This measures the calendar from the data: weekends, holidays and session hours
-///   that have no bars are accounted for (an exchange calendar with ~9 holidays gives ~252, a
-///   pure Monday-Friday calendar ~261, 24/7 hourly bars 8766).
-/// - otherwise (too short to see the calendar): 365.25 days / median spacing.
+/// least two): infer_calendar(timestamps_ms).value (data/calendar.h, whose file comment is the
+/// rule: bars / years over 30 days or more; a short intraday span by its sessions, bars per
+/// session x 252; otherwise 365.25 days / the median spacing).
 /// Throws InputError for fewer than two timestamps or a timestamp not above the previous one.
 double infer_periods_per_year(const std::vector<int64_t>& timestamps_ms);
 

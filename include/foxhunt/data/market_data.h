@@ -19,6 +19,10 @@ namespace foxhunt::data {
 struct MarketData {
   std::optional<Panel> panel;  ///< a CSV with a symbol column: its instruments
   BarSeries series;            ///< otherwise the one series (a CSV or the synthetic default)
+  /// Bars built from a tape of prints (load_tape_market_data): their spec. None: plain bars.
+  std::optional<BarSpec> bar_spec;
+  /// Built from a tape: the prints its reader dropped (TapeBadPrintPolicy::kDrop).
+  TapeDrops dropped;
   /// True for a panel.
   bool is_panel() const { return panel.has_value(); }
   /// True for bars built from a tape: every series carries its flow (BarSeries::flow), so the
@@ -33,14 +37,15 @@ MarketData load_market_data(const std::string& path);
 
 /// The bars of a tape: `spec`'s bars of every print (build_tape_bars), each with its flow, as one
 /// series for a tape without a symbol column, or (time bars only) a panel for one with it
-/// (build_tape_panel; its InputError names the tape and the spec for other kinds). InputError
-/// for a tape without prints.
+/// (build_tape_panel; its InputError names the tape and the spec for other kinds). `bar_spec` and
+/// `dropped` are set. InputError for a tape without prints.
 MarketData tape_market_data(const Tape& tape, const BarSpec& spec);
 
-/// tape_market_data of the tape CSV at `path`, read with `options` (load_tape_csv: its bad-print
-/// policy and epoch unit). The library entry point of training and backtesting on a tape:
-/// jobs take the result as their preloaded market data.
+/// tape_market_data of the tape CSV at `path`, read with `read` (its bad-print policy and epoch
+/// unit). The library entry point of training and backtesting on a tape: jobs take the result
+/// as their preloaded market data. InputError naming the file for a bad tape, and for a bar CSV
+/// given as a tape.
 MarketData load_tape_market_data(const std::string& path, const BarSpec& spec,
-                                 const TapeReadOptions& options = {});
+                                 const TapeReadOptions& read = {});
 
 }  // namespace foxhunt::data

@@ -18,6 +18,7 @@
 /// like any bar CSV. A panel's CSV has a `symbol` column after the timestamp.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,14 @@ struct TapePanelBars {
   std::vector<std::vector<BarFlow>> flow;  ///< per symbol, per bar
   BarSpec spec;                            ///< how they were sampled
 };
+
+/// The Bar of tape bar `t` as to_tape_bars gives it, after a bar at `previous` (the series'
+/// previous bar's timestamp; none for the first): OHLCV, and the timestamp of the file comment
+/// (a tick, volume or dollar bar starting in the second of the previous one moves to the second
+/// after it; `*shifted` says so). The one rule of batch (to_tape_bars) and streaming
+/// (serving's TapeBarSource). InputError for a time bar not after `previous`.
+Bar tape_bar_to_bar(const TapeBar& t, const BarSpec& spec, std::optional<int64_t> previous,
+                    bool* shifted = nullptr);
 
 /// One instrument's bars (from build_bars on a tape without a symbol column, or one symbol's
 /// bars) in the system's types. `source` labels the series. InputError when `bars` is empty or

@@ -15,6 +15,10 @@
 /// - server: open-loop Poisson arrivals at `rate` per second for `duration_s`, served by one
 ///   worker in arrival order; latency counts from the scheduled arrival, so queueing counts.
 ///   Valid (MLPerf server style) when p99 <= p99_ms and at least min_queries completed.
+/// - tape (not in `all`: it needs `ticks`): a tape of prints replayed from memory as fast as it
+///   goes through the streaming bar builder and the desk (serving/tape_stream.h), a decision per
+///   closed bar: prints/s, bars/s and print-to-decision p50/p99 (from the closing print's line
+///   being read to its decision). Passes when the tape gave at least one bar.
 ///
 /// Instruments (`instruments` > 1): concurrent, soak and server serve that many synthetic
 /// instruments through a Desk (serving/desk.h), every instrument's bar of a timestamp in one batch
@@ -75,6 +79,10 @@ struct StressOptions {
   double duration_s = 5;
   double p99_ms = 1.0;
   int64_t min_queries = 500;
+  /// tape: the tape CSV to replay (data/tape.h).
+  std::string ticks;
+  /// tape: its bar spec ("" = the bundles' recorded spec, or time:1m for bundles without one).
+  std::string bar_spec;
   /// soak: ledger sample interval in bars.
   int64_t sample_every = 100;
   /// Leak threshold on the least-squares slope, bytes per 1,000 inferences.

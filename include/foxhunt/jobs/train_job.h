@@ -15,6 +15,8 @@
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/device.h"
+#include "foxhunt/data/bar_builder.h"
+#include "foxhunt/data/tape.h"
 #include "foxhunt/data/trading_env.h"
 #include "foxhunt/dist/options.h"
 #include "foxhunt/jobs/train_summary.h"
@@ -56,11 +58,24 @@ struct BatchChoice {
   bool operator==(const BatchChoice&) const = default;
 };
 
+/// A tape of trade prints a job trains on: its bars are built with `spec` (data/tape_bars.h),
+/// and the spec is recorded in every bundle (serving a tape then builds the same bars).
+struct TapeSource {
+  std::string path;            ///< the tape CSV (data/tape.h)
+  data::BarSpec spec;          ///< how its prints become bars (data/bar_builder.h)
+  data::TapeReadOptions read;  ///< bad prints refused or dropped, the epoch unit
+};
+
 /// What to train and where to write it.
 struct TrainJob {
-  std::string model;   ///< "dqn", "ppo", "mamba2" or "tft"
-  std::string env;     ///< RL environment: "cartpole" (default) or "trading"
-  std::string data;    ///< bars CSV (trading env, forecasting); "" = synthetic
+  std::string model;  ///< "dqn", "ppo", "mamba2" or "tft"
+  std::string env;    ///< RL environment: "cartpole" (default) or "trading"
+  std::string data;   ///< bars CSV (trading env, forecasting); "" = synthetic
+  /// A tape to build the bars from instead of `data` (which must then be empty).
+  std::optional<TapeSource> ticks;
+  /// Bars per year stated by the user (data/calendar.h); none: inferred from the bars (a short
+  /// intraday span by its sessions). Recorded in the bundle; serving annualises with it.
+  std::optional<double> periods_per_year;
   int64_t steps = 0;   ///< RL environment steps (0 = the trainer's default)
   int64_t epochs = 0;  ///< forecasting epochs (0 = the trainer's default)
   BatchChoice batch;   ///< the trainer's default, the batch planner's (auto), or a size

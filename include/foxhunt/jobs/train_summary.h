@@ -49,9 +49,15 @@ struct MarketDataInfo {
   std::vector<InstrumentDataInfo> instruments = {};
   /// The panel's common cut dates (data/dataset.h).
   std::optional<data::SplitCuts> cuts = std::nullopt;
+  /// Bars built from a tape: their spec ("time:1m"); "" for plain bars.
+  std::string bar_spec = {};
+  /// Bars per year of the series (data/calendar.h), and how it was decided, in words.
+  double periods_per_year = 0.0;
+  std::string periods_per_year_basis = {};
 };
 
-/// {source, bars, train: [b, e], validation, test, target_scale, target_vol_feature} and
+/// {source, bars, train: [b, e], validation, test, target_scale, target_vol_feature,
+/// periods_per_year, periods_per_year_basis}, bar_spec when built from a tape and
 /// target_vol_selection_loss when chosen.
 nlohmann::json to_json(const MarketDataInfo& d);
 

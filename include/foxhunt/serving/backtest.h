@@ -19,23 +19,39 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "foxhunt/core/device.h"
 #include "foxhunt/data/backtest.h"
+#include "foxhunt/data/bar_builder.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/forecast_eval.h"
+#include "foxhunt/data/tape.h"
 #include "foxhunt/serving/serving.h"
 
 namespace foxhunt::serving {
 
 /// What to backtest.
 struct BacktestJob {
-  std::string bundles;    ///< directory with dqn/ ppo/ mamba2/ tft/ bundles
-  std::string data;       ///< bars CSV
-  double cost_bps = 1.0;  ///< cost per unit of position change, basis points
+  std::string bundles;  ///< directory with dqn/ ppo/ mamba2/ tft/ bundles
+  std::string data;     ///< bars CSV ("" with `ticks`)
+  /// A tape of prints instead of `data` (data/tape.h): its bars are built with the bundles'
+  /// recorded spec, or `bar_spec` (tape_bar_spec: a different one is refused), then backtested
+  /// as bars are.
+  std::string ticks;
+  std::optional<data::BarSpec> bar_spec;  ///< with `ticks`: the spec stated (none: recorded)
+  data::TapeReadOptions tape_read = {};   ///< with `ticks`: bad prints refused or dropped
+  /// Cost per unit of position change, basis points of the notional traded: a change of |dp| in
+  /// the position (a fraction of capital) costs |dp| x cost_bps x 1e-4 of capital, on any bar
+  /// kind. There is no per-contract fee: a fee F per contract of price P and multiplier M is
+  /// F / (P x M) x 1e4 basis points (e.g. $2.50 on an E-mini at 1,650 x $50: ~0.3 bp).
+  double cost_bps = 1.0;
+  /// Bars per year that annualise the figures (and the rule's volatility targeting, where the
+  /// caller sets it there too); 0: inferred from the scored bars (data/calendar.h).
+  double periods_per_year = 0.0;
   std::string from;    ///< first scored bar (Unix seconds or ISO 8601; "" = first after training)
   std::string to;      ///< last bar (inclusive; "" = the end of the data)
   Device device;       ///< "cpu", "cuda", "cuda:N"
@@ -67,17 +83,18 @@ double hurdle_bps(const BacktestJob& job);
 
 /// The result of a backtest.
 struct BacktestRun {
-  std::string data;                   ///< the CSV
-  int64_t bars_in_file = 0;           ///< bars read
-  int64_t training_end = 0;           ///< last training bar's time (Unix seconds)
-  int64_t skipped_training_bars = 0;  ///< bars at or before training_end (warm-up only)
-  int64_t warmup_bars = 0;            ///< bars fed before the first scored bar
-  int64_t first_timestamp = 0;        ///< first scored bar
-  int64_t last_timestamp = 0;         ///< last scored bar
-  double periods_per_year = 0;        ///< inferred from the timestamps
-  std::vector<int64_t> timestamps;    ///< scored bars
-  std::vector<double> closes;         ///< scored bars' closes
-  std::vector<double> volumes;        ///< scored bars' volumes (the cost model's ADV)
+  std::string data;                    ///< the CSV
+  int64_t bars_in_file = 0;            ///< bars read
+  int64_t training_end = 0;            ///< last training bar's time (Unix seconds)
+  int64_t skipped_training_bars = 0;   ///< bars at or before training_end (warm-up only)
+  int64_t warmup_bars = 0;             ///< bars fed before the first scored bar
+  int64_t first_timestamp = 0;         ///< first scored bar
+  int64_t last_timestamp = 0;          ///< last scored bar
+  double periods_per_year = 0;         ///< given, else inferred from the timestamps
+  std::string periods_per_year_basis;  ///< how, in words (data::PeriodsPerYear::describe())
+  std::vector<int64_t> timestamps;     ///< scored bars
+  std::vector<double> closes;          ///< scored bars' closes
+  std::vector<double> volumes;         ///< scored bars' volumes (the cost model's ADV)
   /// Positions per strategy: "ensemble", each model name, "buy_and_hold", "flat", "random".
   std::map<std::string, std::vector<double>> positions;
   /// Backtest of each strategy.
@@ -113,8 +130,9 @@ struct BacktestRun {
   std::string table() const;
 };
 
-/// Runs the job. Throws InputError for bad input (missing bundles, unreadable data, --from
-/// inside the training range, no bars after training).
+/// Runs the job (a bars CSV, or a tape's bars). Throws InputError for bad input (missing
+/// bundles, unreadable data, --from inside the training range, no bars after training, a bar
+/// spec other than the bundles').
 BacktestRun run_backtest_job(const BacktestJob& job, std::ostream& log);
 
 /// The ensemble and every strategy on an already loaded series and bundles (what

@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "foxhunt/data/bar_builder.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/features.h"
 #include "foxhunt/data/panel.h"
@@ -96,6 +98,15 @@ struct Calibration {
   int64_t instrument_id = 0;                     ///< the TFT's static id
 };
 
+/// How the bars a model trained on were made from prints (data/bar_builder.h). Recorded in the
+/// bundle header as `"bars": {"spec": "time:1m", "source": "tape"}`; a bundle without it was
+/// trained on plain bars (a bars CSV, a panel or the synthetic series), as every bundle written
+/// before tapes was: the field is optional, so the layout version did not change.
+struct BarOrigin {
+  data::BarSpec spec;           ///< the sampling (time, tick, volume, dollar bars)
+  std::string source = "tape";  ///< what the bars were built from
+};
+
 /// Everything serving needs for one model.
 struct Bundle {
   std::shared_ptr<models::Model> model;  ///< built from the stored options, weights loaded
@@ -115,7 +126,15 @@ struct Bundle {
   /// with its pnl_scale, exactly as training did. Bundles written before it was recorded were
   /// all trained with the defaults.
   data::TradingEnvOptions trading_env = {};
-  DataFingerprint data;                                ///< what it was trained on
+  DataFingerprint data;  ///< what it was trained on
+  /// Trained on bars built from a tape: their spec (serving a tape builds the same bars, and
+  /// refuses another spec). None: plain bars.
+  std::optional<BarOrigin> bars = std::nullopt;
+  /// Bars per year of the training data (data/calendar.h: inferred from its sessions, or given
+  /// at training); resolve_rule annualises with it. 0: not recorded (bundles written before).
+  double periods_per_year = 0.0;
+  /// How periods_per_year was decided, in words (data::PeriodsPerYear::describe()).
+  std::string periods_per_year_basis;
   nlohmann::json training = nlohmann::json::object();  ///< the training summary
   /// Trained on a panel: every instrument's calibration, in the panel's (symbol) order. Empty for
   /// a model trained on one series, which serves any symbol with the fields above.
@@ -147,6 +166,18 @@ std::vector<Bundle> select_instrument(std::vector<Bundle> bundles, const std::st
 /// Throws InputError when `b` is a panel bundle with no instrument selected (a single-instrument
 /// runtime would not know whose normaliser to use). `what` names the caller.
 void check_instrument_selected(const Bundle& b, const std::string& what);
+
+/// The bar spec the bundles record, the same in each; none when none records one (plain bars).
+/// InputError naming two bundles that differ (`dir` names the ensemble directory).
+std::optional<data::BarSpec> recorded_bar_spec(const std::vector<Bundle>& bundles,
+                                               const std::string& dir);
+
+/// The bar spec to build a tape's bars with for `bundles` (of the ensemble in `dir`): `given`
+/// (the user's --bar) when set, else the spec the bundles record. InputError when the two differ
+/// ("... bar spec 'tick:500' differs from 'time:1m' that DIR/tft/bundle.fhb was trained on"),
+/// or when neither is set (bundles trained on plain bars need the spec stated).
+data::BarSpec tape_bar_spec(const std::vector<Bundle>& bundles, const std::string& dir,
+                            const std::optional<data::BarSpec>& given);
 
 /// The feature spec stored in a bundle: bank column names, calendar names, warm-up, and for each
 /// feature set the model's inputs read, its columns; with `flow` also the flow column names

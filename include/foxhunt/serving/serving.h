@@ -126,10 +126,15 @@ void save_decision_rule(const DecisionRule& rule, const std::string& path);
 /// The rule of the ensemble in `dir`: the file `override_path` when not empty, else DIR/rule.json
 /// when `foxhunt train all` wrote one, else the defaults.
 DecisionRule ensemble_rule(const std::string& dir, const std::string& override_path = "");
-/// `rule` with periods_per_year resolved: kept when > 0, else from the bundles' training data
-/// (the longest: (rows - 1) / span in years of 365.25 days when it spans at least 30 days), else
-/// 252.
+/// `rule` with periods_per_year resolved: kept when > 0, else the calendar a bundle recorded at
+/// training (Bundle::periods_per_year, of the bundle trained on the most bars), else from the
+/// bundles' training data (the longest: (rows - 1) / span in years of 365.25 days when it spans
+/// at least 30 days), else 252.
 DecisionRule resolve_rule(DecisionRule rule, const std::vector<Bundle>& bundles);
+/// How resolve_rule decides periods_per_year for `rule` and `bundles`, in words: "98,280 (the
+/// rule's)", the bundle's recorded calendar ("98,280 (inferred from 2 sessions of ~390 bars, x 252
+/// sessions a year)", "98,280 (given)"), "252 (from the training data's span)" or "252 (default)".
+std::string periods_per_year_basis(const DecisionRule& rule, const std::vector<Bundle>& bundles);
 
 /// One model's view of one bar.
 struct ModelSignal {
