@@ -86,6 +86,11 @@ struct CatalogEntry {
   PolicyShape (*policy_shape)(const nlohmann::json& options) = nullptr;
   /// Its forms at precisions other than fp32 (none for most models).
   std::vector<QuantizedForm> quantized_forms = {};
+  /// The fp32 parameter count of the model with options JSON `options`, in closed form before
+  /// anything is allocated (missing keys at their defaults; bad values and an overflowing count
+  /// are InputErrors): the bundle loader refuses options that describe more weights than the
+  /// file holds. Null for a model that gives none (the loader then builds it unchecked).
+  std::int64_t (*parameter_count)(const nlohmann::json& options) = nullptr;
 };
 
 /// Every model, in canonical order (dqn, ppo, mamba2, tft): reports list models in this order.
