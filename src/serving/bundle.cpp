@@ -475,13 +475,18 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
                       ? " (it is an ensemble directory: name one model, e.g. " + path_in + "/tft)"
                       : std::string());
   }
-  const Container c = read_container(path);  // magic, version, length and CRC checked
+  // Magic, version, length and CRC checked.
+  return bundle_from_container(read_container(path), path, device, expected_model);
+}
+
+Bundle bundle_from_container(const Container& c, const std::string& source,
+                             const torch::Device& device, const std::string& expected_model) {
   try {
-    return load_checked(c, path, device, expected_model);
+    return load_checked(c, source, device, expected_model);
   } catch (const nlohmann::json::exception& e) {
     // Every field is read by type above; this is a safety net naming the file.
     throw InputError(kBundleComponent,
-                     "'" + path + "': malformed bundle header (" + e.what() + ")");
+                     "'" + source + "': malformed bundle header (" + e.what() + ")");
   }
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/container.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/features.h"
 #include "foxhunt/data/panel.h"
@@ -175,5 +176,10 @@ void save_bundle(const Bundle& b, const std::string& path);
 /// half-loaded.
 Bundle load_bundle(const std::string& path, const torch::Device& device = torch::kCPU,
                    const std::string& expected_model = "");
+
+/// load_bundle on a container already read (`source` names it in errors), with the same checks.
+Bundle bundle_from_container(const Container& c, const std::string& source,
+                             const torch::Device& device = torch::kCPU,
+                             const std::string& expected_model = "");
 
 }  // namespace foxhunt::serving
