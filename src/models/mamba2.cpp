@@ -1,5 +1,6 @@
 #include "foxhunt/models/mamba2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 
@@ -142,7 +143,9 @@ SsdResult ssd_chunked(const torch::Tensor& X_in, const torch::Tensor& A_in,
                       const torch::Tensor& initial_state) {
   const auto s = check_ssd_inputs("ssd", X_in, A_in, B_in, C_in, initial_state);
   FOXHUNT_CHECK(chunk_size > 0, "ssd", "expected chunk_size > 0, got ", chunk_size);
-  const int64_t Q = chunk_size;
+  // A chunk longer than the sequence is one chunk of the sequence (the padding would only add
+  // zeros): no overflow and no padding allocation for any chunk_size an options file holds.
+  const int64_t Q = std::min(chunk_size, std::max<int64_t>(s.L, 1));
   const int64_t nc = (s.L + Q - 1) / Q;
   const int64_t pad = nc * Q - s.L;
 
