@@ -162,7 +162,9 @@ std::optional<TapeBar> BarBuilder::push(const Print& p) {
     b.open = b.high = b.low = p.price;
     if (spec_.kind == BarKind::kTime) {
       b.interval_start_ns = period_floor(p.time_ns, spec_.period_ns);
-      bar_end_ns_ = b.interval_start_ns + spec_.period_ns;
+      // Saturated: a period reaching past int64's last nanosecond ends there.
+      if (__builtin_add_overflow(b.interval_start_ns, spec_.period_ns, &bar_end_ns_))
+        bar_end_ns_ = std::numeric_limits<int64_t>::max();
     } else {
       b.interval_start_ns = p.time_ns;
     }
