@@ -133,7 +133,8 @@ BarBuilder::BarBuilder(const BarSpec& spec) : spec_(spec) {
 
 TapeBar BarBuilder::take() {
   TapeBar b = bar_;
-  b.vwap = b.notional / b.volume;
+  // Within [low, high] as a mean of the prints' prices is: the division may round one ulp out.
+  b.vwap = std::clamp(b.notional / b.volume, b.low, b.high);
   b.duration_seconds = static_cast<double>(b.end_ns - b.start_ns) / 1e9;
   bar_ = TapeBar{};
   return b;
