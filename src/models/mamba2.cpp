@@ -47,6 +47,10 @@ void validate(const Mamba2Options& o) {
   FOXHUNT_CHECK(!o.quantiles().empty(), "mamba2", "expected at least one quantile, got none");
   for (double q : o.quantiles())
     FOXHUNT_CHECK(q > 0.0 && q < 1.0, "mamba2", "expected quantiles in (0, 1), got ", q);
+  for (size_t k = 1; k < o.quantiles().size(); ++k)
+    FOXHUNT_CHECK(o.quantiles()[k] > o.quantiles()[k - 1], "mamba2",
+                  "option 'quantiles': expected levels strictly increasing, got ",
+                  o.quantiles()[k - 1], " then ", o.quantiles()[k]);
 }
 
 int64_t parameter_count(const Mamba2Options& o) {
