@@ -108,11 +108,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (patch.is_discarded()) return 0;  // not JSON: the container's own reader refuses such bytes
   Container c = r.bundles.at(name);
   c.header.merge_patch(patch);
-  // Round-trip through the bytes, as a file would (the CRC re-computed).
-  c = decode_container(encode_container(c), "fuzz.fhb");
   serving::Bundle b;
   try {
-    b = serving::bundle_from_container(c, "fuzz.fhb");
+    // Through the bytes, as a file would be read (the CRC re-computed).
+    b = serving::bundle_from_container(decode_container(encode_container(c), "fuzz.fhb"),
+                                       "fuzz.fhb");
   } catch (const InputError&) {
     return 0;  // refused at load: a valid answer
   }
