@@ -133,7 +133,8 @@ BarBuilder::BarBuilder(const BarSpec& spec) : spec_(spec) {
 
 TapeBar BarBuilder::take() {
   TapeBar b = bar_;
-  b.vwap = b.notional / b.volume;
+  // Within [low, high] as a mean of the prints' prices is: the division may round one ulp out.
+  b.vwap = std::clamp(b.notional / b.volume, b.low, b.high);
   b.duration_seconds = static_cast<double>(b.end_ns - b.start_ns) / 1e9;
   bar_ = TapeBar{};
   return b;
@@ -162,7 +163,9 @@ std::optional<TapeBar> BarBuilder::push(const Print& p) {
     b.open = b.high = b.low = p.price;
     if (spec_.kind == BarKind::kTime) {
       b.interval_start_ns = period_floor(p.time_ns, spec_.period_ns);
-      bar_end_ns_ = b.interval_start_ns + spec_.period_ns;
+      // Saturated: a period reaching past int64's last nanosecond ends there.
+      if (__builtin_add_overflow(b.interval_start_ns, spec_.period_ns, &bar_end_ns_))
+        bar_end_ns_ = std::numeric_limits<int64_t>::max();
     } else {
       b.interval_start_ns = p.time_ns;
     }

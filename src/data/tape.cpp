@@ -424,6 +424,11 @@ double TapeCsvReader::Impl::parse_number(std::string_view t, const char* what) c
   const auto r = std::from_chars(b, e, v);
   if (r.ec != std::errc() || r.ptr != e || b == e || !std::isfinite(v))
     fail(fmt::format("{} '{}': expected a finite number", what, t));
+  // Bounded so that a bar's sums (volume, notional = sum of price * size) stay finite and
+  // nonzero; zero and negative values go on to the bad-print checks.
+  if (v > 0 && (v > kTapeMaxValue || v < kTapeMinValue))
+    fail(fmt::format("{} '{}': expected a number in [{:g}, {:g}]", what, t, kTapeMinValue,
+                     kTapeMaxValue));
   return v;
 }
 

@@ -16,7 +16,9 @@ void check_options(const TradingEnvOptions& o) {
                 o.episode_length);
   FOXHUNT_CHECK(std::isfinite(o.cost_bps) && o.cost_bps >= 0, kTradingEnvComponent,
                 "cost_bps must be >= 0, got ", o.cost_bps);
-  FOXHUNT_CHECK(std::isfinite(o.pnl_scale), kTradingEnvComponent, "pnl_scale must be finite");
+  // > 0: the bundle loader refuses any other scale (serving/bundle.h), so training does too.
+  FOXHUNT_CHECK(std::isfinite(o.pnl_scale) && o.pnl_scale > 0, kTradingEnvComponent,
+                "pnl_scale must be finite and > 0, got ", o.pnl_scale);
 }
 }  // namespace
 

@@ -28,6 +28,12 @@ PolicyShape shape_of(const nlohmann::json& options) {
   return {o.state_dim(), o.hidden(), o.actions()};
 }
 
+// The parameter_count hook of a model whose options struct has a closed-form count.
+template <typename Options, Options (*from_json)(const nlohmann::json&)>
+std::int64_t count_of(const nlohmann::json& options) {
+  return parameter_count(from_json(options));
+}
+
 }  // namespace
 
 namespace {
@@ -107,6 +113,14 @@ std::vector<CatalogEntry>& mutable_catalog() {
        {{Precision::kInt8, &make_int8_tft_model, &int8_tft_bytes, &quantize_int8_tft}},
        {{"past", "past_features"}}},
   };
+  static const bool counted = [] {
+    entries[0].parameter_count = &count_of<DqnOptions, &dqn_options_from_json>;
+    entries[1].parameter_count = &count_of<PpoOptions, &ppo_options_from_json>;
+    entries[2].parameter_count = &count_of<Mamba2Options, &mamba2_options_from_json>;
+    entries[3].parameter_count = &count_of<TftOptions, &tft_options_from_json>;
+    return true;
+  }();
+  (void)counted;
   return entries;
 }
 }  // namespace

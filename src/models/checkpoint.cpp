@@ -1,6 +1,11 @@
 #include "foxhunt/models/checkpoint.h"
 
+#include <fmt/format.h>
+
 #include <sstream>
+
+#include "foxhunt/core/header_fields.h"
+#include "foxhunt/models/catalog.h"
 
 namespace foxhunt::models {
 
@@ -25,6 +30,33 @@ void module_from_bytes(torch::nn::Module& m, const std::string& bytes, const std
   }
 }
 
+std::unique_ptr<Model> model_from_options(
+    const std::string& name, const nlohmann::json& options, std::size_t blob_bytes,
+    int bytes_per_parameter, const std::string& component, const std::string& source,
+    const std::function<std::unique_ptr<Model>(const nlohmann::json&)>& make) {
+  const auto refuse = [&](const std::string& why) {
+    throw InputError(component, fmt::format("'{}': field 'options': {}", source, why));
+  };
+  if (!options.is_object()) refuse("expected a JSON object, got " + short_json(options));
+  try {
+    if (const auto count = catalog_entry(name, component.c_str()).parameter_count) {
+      const int64_t n = count(options);
+      int64_t bytes = 0;
+      if (__builtin_mul_overflow(n, int64_t{bytes_per_parameter}, &bytes) ||
+          bytes > static_cast<int64_t>(blob_bytes))
+        refuse(fmt::format(
+            "the options describe a '{}' model of {} parameters, more than the file's {} bytes of "
+            "weights hold",
+            name, n, blob_bytes));
+    }
+    return make(options);
+  } catch (const InputError& e) {
+    if (e.message().rfind(fmt::format("'{}': field", source), 0) == 0) throw;  // already named
+    refuse(e.what());
+  }
+  return nullptr;  // not reached: refuse throws
+}
+
 Container model_container(Model& model, const nlohmann::json& extra) {
   Container c;
   c.header = {{"kind", "model"},
@@ -39,15 +71,18 @@ Container model_container(Model& model, const nlohmann::json& extra) {
 std::unique_ptr<Model> model_from_container(const Container& c, const std::string& source,
                                             const torch::Device& device,
                                             const std::string& expected_model) {
-  const auto& h = c.header;
-  FOXHUNT_CHECK(h.contains("model") && h["model"].is_string() && h.contains("options"),
-                "checkpoint", "'", source, "': header lacks 'model' or 'options'");
-  const std::string name = h["model"].get<std::string>();
+  const HeaderFields h(c.header, "checkpoint", source);
+  const std::string name = h.text("model");
+  if (!in_catalog(name))
+    h.refuse_because("model", fmt::format("unknown model '{}'; this build knows {}", name,
+                                          joined_model_names()));
   FOXHUNT_CHECK(expected_model.empty() || name == expected_model, "checkpoint", "'", source,
-                "': expected a '", expected_model, "' checkpoint, got '", name, "'");
+                "': field 'model': expected a '", expected_model, "' checkpoint, got '", name, "'");
   auto it = c.blobs.find("module");
   FOXHUNT_CHECK(it != c.blobs.end(), "checkpoint", "'", source, "': no 'module' blob");
-  auto model = make_model(name, h["options"]);
+  auto model =
+      model_from_options(name, h.at("options"), it->second.size(), sizeof(float), "checkpoint",
+                         source, [&](const nlohmann::json& o) { return make_model(name, o); });
   model->to(device);
   module_from_bytes(model->module(), it->second, source);
   return model;

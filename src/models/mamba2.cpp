@@ -1,7 +1,10 @@
 #include "foxhunt/models/mamba2.h"
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
+#include "foxhunt/core/checked_math.h"
 #include "foxhunt/models/adapter.h"
 #include "foxhunt/models/options_io.h"
 #include "foxhunt/models/quantile_loss.h"
@@ -30,6 +33,12 @@ void validate(const Mamba2Options& o) {
       {"window", o.window()},       {"horizon", o.horizon()}};
   for (const auto& [key, v] : sizes)
     FOXHUNT_CHECK(v > 0, "mamba2", "option '", key, "': expected > 0, got ", v);
+  // The derived sizes (d_inner, conv_dim) must fit before anything multiplies them.
+  const int64_t d_inner = checked_mul(o.expand(), o.d_model(), "mamba2", "d_inner");
+  (void)checked_add(d_inner,
+                    checked_mul(2, checked_mul(o.ngroups(), o.d_state(), "mamba2", "conv_dim"),
+                                "mamba2", "conv_dim"),
+                    "mamba2", "conv_dim");
   FOXHUNT_CHECK(o.d_inner() % o.headdim() == 0, "mamba2",
                 "expected d_inner (expand*d_model = ", o.d_inner(), ") divisible by headdim ",
                 o.headdim());
@@ -38,20 +47,33 @@ void validate(const Mamba2Options& o) {
   FOXHUNT_CHECK(!o.quantiles().empty(), "mamba2", "expected at least one quantile, got none");
   for (double q : o.quantiles())
     FOXHUNT_CHECK(q > 0.0 && q < 1.0, "mamba2", "expected quantiles in (0, 1), got ", q);
+  for (size_t k = 1; k < o.quantiles().size(); ++k)
+    FOXHUNT_CHECK(o.quantiles()[k] > o.quantiles()[k - 1], "mamba2",
+                  "option 'quantiles': expected levels strictly increasing, got ",
+                  o.quantiles()[k - 1], " then ", o.quantiles()[k]);
 }
 
 int64_t parameter_count(const Mamba2Options& o) {
-  const int64_t D = o.d_model(), di = o.d_inner(), H = o.nheads(), GN = o.ngroups() * o.d_state();
-  const int64_t conv_dim = o.conv_dim(), Q = static_cast<int64_t>(o.quantiles().size());
-  const int64_t mixer = D * (2 * di + 2 * GN + H)           // in_proj (no bias)
-                        + conv_dim * o.d_conv() + conv_dim  // depthwise conv + bias
-                        + 3 * H                             // dt_bias, A_log, D
-                        + di                                // gated norm weight
-                        + di * D;                           // out_proj (no bias)
-  const int64_t block = D + mixer;                          // pre-norm weight + mixer
-  return o.input_dim() * D + D                              // embedding
-         + o.n_layers() * block + D                         // blocks + final norm
-         + D * o.horizon() * Q + o.horizon() * Q;           // head
+  // Checked: the sizes may come from a file's options (a bundle header).
+  auto mul = [](int64_t a, int64_t b) { return checked_mul(a, b, "mamba2", "parameter count"); };
+  auto add = [](std::initializer_list<int64_t> terms) {
+    int64_t n = 0;
+    for (int64_t t : terms) n = checked_add(n, t, "mamba2", "parameter count");
+    return n;
+  };
+  const int64_t D = o.d_model(), di = o.d_inner(), H = o.nheads();
+  const int64_t GN = mul(o.ngroups(), o.d_state()), conv_dim = o.conv_dim();
+  const int64_t Q = static_cast<int64_t>(o.quantiles().size());
+  const int64_t mixer = add({mul(D, add({mul(2, di), mul(2, GN), H})),  // in_proj (no bias)
+                             mul(conv_dim, o.d_conv()), conv_dim,       // depthwise conv + bias
+                             mul(3, H),                                 // dt_bias, A_log, D
+                             di,                                        // gated norm weight
+                             mul(di, D)});                              // out_proj (no bias)
+  const int64_t block = add({D, mixer});                                // pre-norm weight + mixer
+  const int64_t head = mul(o.horizon(), Q);
+  return add({mul(o.input_dim(), D), D,     // embedding
+              mul(o.n_layers(), block), D,  // blocks + final norm
+              mul(D, head), head});         // head
 }
 
 // ---- SSD ----------------------------------------------------------------------------------
@@ -125,7 +147,9 @@ SsdResult ssd_chunked(const torch::Tensor& X_in, const torch::Tensor& A_in,
                       const torch::Tensor& initial_state) {
   const auto s = check_ssd_inputs("ssd", X_in, A_in, B_in, C_in, initial_state);
   FOXHUNT_CHECK(chunk_size > 0, "ssd", "expected chunk_size > 0, got ", chunk_size);
-  const int64_t Q = chunk_size;
+  // A chunk longer than the sequence is one chunk of the sequence (the padding would only add
+  // zeros): no overflow and no padding allocation for any chunk_size an options file holds.
+  const int64_t Q = std::min(chunk_size, std::max<int64_t>(s.L, 1));
   const int64_t nc = (s.L + Q - 1) / Q;
   const int64_t pad = nc * Q - s.L;
 

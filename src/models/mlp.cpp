@@ -1,18 +1,24 @@
 #include "foxhunt/models/mlp.h"
 
+#include "foxhunt/core/checked_math.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/lean.h"
 
 namespace foxhunt::models {
 
 int64_t mlp_parameter_count(const MlpOptions& o) {
+  // Checked: the sizes may come from a file's options (a bundle header).
+  auto linear = [](int64_t in, int64_t out) {
+    return checked_add(checked_mul(in, out, "mlp", "parameter count"), out, "mlp",
+                       "parameter count");
+  };
   int64_t total = 0;
   int64_t in = o.in();
   for (int64_t h : o.hidden()) {
-    total += in * h + h;
+    total = checked_add(total, linear(in, h), "mlp", "parameter count");
     in = h;
   }
-  return total + in * o.out() + o.out();
+  return checked_add(total, linear(in, o.out()), "mlp", "parameter count");
 }
 
 MlpImpl::MlpImpl(MlpOptions options_) : options(std::move(options_)) {

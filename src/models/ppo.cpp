@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "foxhunt/core/checked_math.h"
 #include "foxhunt/models/adapter.h"
 #include "foxhunt/models/lean.h"
 #include "foxhunt/models/options_io.h"
@@ -13,8 +14,9 @@ FOXHUNT_OPTIONS_JSON(PpoOptions, "ppo", ppo_options_from_json, state_dim, hidden
                      orthogonal_init)
 
 int64_t parameter_count(const PpoOptions& o) {
-  return mlp_parameter_count(MlpOptions(o.state_dim(), o.hidden(), o.actions())) +
-         mlp_parameter_count(MlpOptions(o.state_dim(), o.hidden(), 1));
+  return checked_add(mlp_parameter_count(MlpOptions(o.state_dim(), o.hidden(), o.actions())),
+                     mlp_parameter_count(MlpOptions(o.state_dim(), o.hidden(), 1)), "ppo",
+                     "parameter count");
 }
 
 ActorCriticImpl::ActorCriticImpl(PpoOptions options_) : options(std::move(options_)) {

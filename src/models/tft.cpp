@@ -114,6 +114,10 @@ void validate(const TftOptions& o) {
   for (double q : o.quantiles())
     FOXHUNT_CHECK(q > 0.0 && q < 1.0, "tft", "option 'quantiles': expected levels in (0, 1), got ",
                   q);
+  for (size_t k = 1; k < o.quantiles().size(); ++k)
+    FOXHUNT_CHECK(o.quantiles()[k] > o.quantiles()[k - 1], "tft",
+                  "option 'quantiles': expected levels strictly increasing, got ",
+                  o.quantiles()[k - 1], " then ", o.quantiles()[k]);
 }
 
 int64_t parameter_count(const GatedResidualNetworkOptions& o) {

@@ -9,10 +9,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <set>
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/hash.h"
+#include "foxhunt/core/header_fields.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/checkpoint.h"
 #include "foxhunt/models/precisions.h"
@@ -243,6 +246,7 @@ namespace {
 // Feature sets are named by what they hold; bundles written before name a set after the model
 // that read it. A stored name this build does not know is the current set with the same columns
 // and width (the bundle's feature spec lists them); any other name is returned as it is.
+// `stored_sets` was checked (check_stored_sets) before.
 std::string current_set_name(const std::string& stored, const nlohmann::json& stored_sets) {
   const auto& sets = data::feature_sets();
   if (std::any_of(sets.begin(), sets.end(), [&](const auto& s) { return s.name == stored; }))
@@ -254,6 +258,282 @@ std::string current_set_name(const std::string& stored, const nlohmann::json& st
   for (const auto& s : sets)
     if (s.columns == columns && s.width == width) return s.name;
   return stored;
+}
+
+constexpr int64_t kAnyInt = std::numeric_limits<int64_t>::max();
+
+// features.sets: {name: {"columns": [bank column...], "width": n}}, renamed to the current set
+// names (the layout feature_spec writes).
+nlohmann::json check_stored_sets(const HeaderFields& features, bool flow) {
+  const int64_t market = data::market_feature_width(flow);
+  const auto sets = features.nested("sets");
+  nlohmann::json renamed = nlohmann::json::object();
+  for (const auto& [name, set] : sets.json().items()) {
+    const auto one = sets.nested(name);
+    one.integer("width", 0, market);
+    const auto& columns = one.array("columns");
+    for (size_t k = 0; k < columns.size(); ++k)
+      if (!columns[k].is_number_integer() || columns[k].get<int64_t>() < 0 ||
+          columns[k].get<int64_t>() >= market)
+        one.refuse(fmt::format("columns[{}]", k),
+                   fmt::format("a market column in [0, {})", market), columns[k]);
+    renamed[current_set_name(name, sets.json())] = set;
+  }
+  return renamed;
+}
+
+// What serving can feed and read, on the spec the model publishes for its options (so the
+// refusal names 'options'): inputs as wide as the feature sets they read, a policy over the
+// trading environment's actions, a forecaster's window, horizon and quantile levels.
+void check_served_spec(const HeaderFields& h, const models::Model& model, bool flow) {
+  const auto spec = model.spec();
+  const auto refuse = [&](const std::string& why) { h.refuse_because("options", why); };
+  const auto& sets = data::feature_sets();
+  for (const auto& in : spec.inputs) {
+    if (in.feature_set.empty()) continue;
+    const auto set = std::find_if(sets.begin(), sets.end(),
+                                  [&](const auto& s) { return s.name == in.feature_set; });
+    if (set == sets.end())
+      refuse(fmt::format("input '{}' reads feature set '{}', which this build does not compute",
+                         in.name, in.feature_set));
+    const int64_t width = data::feature_set(in.feature_set, flow).width;
+    if (width != in.features)
+      refuse(fmt::format("input '{}' takes {} values per bar, its feature set '{}' gives {}{}",
+                         in.name, in.features, in.feature_set, width,
+                         flow ? " (with the flow columns of tape bars)" : ""));
+  }
+  if (models::catalog_entry(model.name()).family == models::Family::kPolicy) {
+    if (spec.actions != data::TradingEnv::kActions || spec.is_forecaster())
+      refuse(fmt::format("expected a policy over {} actions (sell, hold, buy), got {} actions",
+                         data::TradingEnv::kActions, spec.actions));
+    return;
+  }
+  if (!spec.is_forecaster() || spec.window > kMaxServedWindow || spec.horizon > kMaxServedHorizon)
+    refuse(fmt::format(
+        "expected a forecaster with a window in [1, {}] and a horizon in [1, {}] bars, got window "
+        "{} and horizon {}",
+        kMaxServedWindow, kMaxServedHorizon, spec.window, spec.horizon));
+  bool increasing = spec.quantiles.size() >= 2;
+  for (size_t k = 0; k < spec.quantiles.size(); ++k)
+    increasing = increasing && spec.quantiles[k] > 0 && spec.quantiles[k] < 1 &&
+                 (k == 0 || spec.quantiles[k] > spec.quantiles[k - 1]);
+  if (!increasing)
+    refuse(fmt::format("expected at least 2 quantile levels strictly increasing in (0, 1), got {}",
+                       short_json(spec.quantiles)));
+}
+
+data::Normalizer normalizer_field(const HeaderFields& h, const std::string& key, bool flow) {
+  const auto fields = h.nested(key);
+  data::Normalizer n;  // from_json checks the widths agree, std > 0 and clip >= 0
+  try {
+    n = fields.json().get<data::Normalizer>();
+  } catch (const InputError& e) {
+    h.refuse_because(key, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    h.refuse_because(key, e.what());
+  }
+  const int64_t market = data::market_feature_width(flow);
+  if (n.cols() != market)
+    h.refuse_because(key, fmt::format("expected a normaliser over {} columns (the bank{}), got {}",
+                                      market, flow ? " and the flow columns" : "", n.cols()));
+  return n;
+}
+
+DataFingerprint data_field(const HeaderFields& h, const std::string& key) {
+  const auto d = h.nested(key);
+  DataFingerprint f;
+  f.source = d.text("source");
+  f.rows = d.integer("rows", 0, kAnyInt);
+  f.first_timestamp = d.integer("first_timestamp", std::numeric_limits<int64_t>::min(), kAnyInt);
+  f.last_timestamp = d.integer("last_timestamp", f.first_timestamp, kAnyInt);
+  f.hash = d.text("hash");
+  if (f.hash.size() != 16 || f.hash.find_first_not_of("0123456789abcdef") != std::string::npos)
+    d.refuse("hash", "16 lowercase hex digits (FNV-1a 64)", f.hash);
+  return f;
+}
+
+// The instrument count the model embeds (its catalog's instrument_count_option), -1 for none.
+int64_t instrument_categories(const models::Model& model) {
+  const auto& sizing = models::catalog_entry(model.name()).instrument_count_option;
+  if (sizing.empty()) return -1;
+  return model.options_json().value(sizing, int64_t{-1});
+}
+
+std::vector<InstrumentCalibration> instruments_field(const HeaderFields& h, int64_t max_id,
+                                                     bool flow) {
+  std::vector<InstrumentCalibration> out;
+  const auto& list = h.array("instruments");
+  std::set<std::string> symbols;
+  std::set<int64_t> ids;
+  for (size_t k = 0; k < list.size(); ++k) {
+    const auto e = h.element("instruments", k);
+    InstrumentCalibration i;
+    i.symbol = e.text("symbol");
+    if (i.symbol.empty() || !symbols.insert(i.symbol).second)
+      e.refuse("symbol", "a symbol, not empty and not listed before", i.symbol);
+    i.instrument_id = e.integer("instrument_id", 0, max_id);
+    if (!ids.insert(i.instrument_id).second)
+      e.refuse("instrument_id", "an id no instrument listed before has", i.instrument_id);
+    i.normalizer = normalizer_field(e, "normalizer", flow);
+    i.target_scale = e.positive("target_scale");
+    i.data = data_field(e, "data");
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+Bundle load_checked(const Container& c, const std::string& path, const torch::Device& device,
+                    const std::string& expected_model) {
+  const HeaderFields h(c.header, kBundleComponent, path);
+  const auto kind_it = c.header.find("kind");
+  const std::string kind = kind_it == c.header.end() ? std::string("?")
+                           : kind_it->is_string()    ? kind_it->get<std::string>()
+                                                     : short_json(*kind_it);
+  if (kind != "bundle")
+    h.refuse_because(
+        "kind", fmt::format("expected a model bundle (kind \"bundle\", written by `foxhunt "
+                            "train`), got a '{}' file{}",
+                            kind,
+                            kind == "trainer"
+                                ? " (a trainer checkpoint; its directory also holds bundle.fhb)"
+                                : ""));
+  const auto& version_json = h.at("bundle_version");
+  if (!version_json.is_number_integer()) h.refuse("bundle_version", "an integer", version_json);
+  const bool known = version_json.is_number_unsigned()
+                         ? version_json.get<uint64_t>() <= uint64_t{kBundleVersion}
+                         : version_json.get<int64_t>() <= kBundleVersion;
+  if (!known || version_json.get<int64_t>() < kOldestBundleVersion)
+    h.refuse_because("bundle_version",
+                     fmt::format("bundle version {}, this foxhunt reads versions {} to {}; retrain "
+                                 "or convert it",
+                                 short_json(version_json), kOldestBundleVersion, kBundleVersion));
+  const int version = static_cast<int>(version_json.get<int64_t>());
+  // Bundles written before INT8 models have no precision: they are FP32.
+  const std::string precision =
+      h.text_or("precision", std::string(models::to_string(models::Precision::kFp32)));
+  const std::string name = h.text("model");
+  if (!models::in_catalog(name))
+    h.refuse_because("model", fmt::format("unknown model '{}'; this build serves {}", name,
+                                          models::joined_model_names()));
+  if (!expected_model.empty() && expected_model != name)
+    h.refuse_because("model",
+                     fmt::format("expected a '{}' bundle, got '{}'", expected_model, name));
+  const auto p = models::try_parse_precision(precision);
+  if (!p || !models::has_precision(name, *p))
+    h.refuse_because(
+        "precision",
+        fmt::format("precision '{}' of a '{}' model; this build serves fp32 models and "
+                    "{}",
+                    precision, name, models::quantized_forms_text()));
+  const auto blob = c.blobs.find("module");
+  FOXHUNT_CHECK(blob != c.blobs.end(), kBundleComponent, "'", path, "': no 'module' blob");
+  const bool fp32 = *p == models::Precision::kFp32;
+  std::shared_ptr<models::Model> model = models::model_from_options(
+      name, h.at("options"), blob->second.size(), fp32 ? sizeof(float) : 1, kBundleComponent, path,
+      [&](const nlohmann::json& o) {
+        return fp32 ? models::make_model(name, o)
+                    : models::make_model_at(name, *p, o, kBundleComponent);
+      });
+  // Trained on bars built from a tape: the flow columns follow the bank in every input.
+  const auto features = h.nested("features");
+  const bool flow = features.has("flow");
+  if (flow && features.at("flow") != nlohmann::json(data::flow_feature_names()))
+    features.refuse("flow", "this build's flow features " + short_json(data::flow_feature_names()),
+                    features.at("flow"));
+  check_served_spec(h, *model, flow);
+  const int64_t categories = instrument_categories(*model);
+  const int64_t max_id = categories < 0 ? kAnyInt : categories - 1;
+  model->to(device);
+  models::module_from_bytes(model->module(), blob->second, path);
+  model->module().eval();
+
+  Bundle b;
+  b.flow_features = flow;
+  b.warmup = features.integer("warmup", 0, kMaxBundleWarmup);
+  const nlohmann::json sets = check_stored_sets(features, flow);
+  // The stored spec must be what this build's model publishes for those options (feature sets
+  // by their current names).
+  nlohmann::json stored_spec = h.nested("spec").json();
+  if (const auto in = stored_spec.find("inputs"); in != stored_spec.end() && in->is_array())
+    for (auto& one : *in)
+      if (const auto fs = one.find("feature_set"); fs != one.end() && fs->is_string())
+        *fs = current_set_name(fs->get<std::string>(), features.at("sets"));
+  const nlohmann::json spec = model->spec();
+  if (spec != stored_spec)
+    h.refuse_because("spec",
+                     fmt::format("the stored I/O spec differs from what this build's '{}' "
+                                 "publishes for the same options: stored {}, now {}",
+                                 name, short_json(h.at("spec"), 400), short_json(spec, 400)));
+  // The feature spec must be what this build computes for that spec.
+  const nlohmann::json now = feature_spec(model->spec(), b.warmup, flow);
+  if (features.at("bank") != now.at("bank"))
+    features.refuse_because(
+        "bank", fmt::format("trained on a different feature bank ({} columns) than this build "
+                            "computes ({}); retrain the model with this version",
+                            features.at("bank").is_array() ? features.at("bank").size() : 0,
+                            now.at("bank").size()));
+  if (features.at("calendar") != now.at("calendar"))
+    features.refuse("calendar", "this build's calendar features " + short_json(now.at("calendar")),
+                    features.at("calendar"));
+  if (sets != now.at("sets"))
+    features.refuse("sets",
+                    "the feature sets the model's inputs read, as this build computes them (" +
+                        short_json(now.at("sets"), 120) + ")",
+                    features.at("sets"));
+  b.normalizer = normalizer_field(h, "normalizer", flow);
+  b.target_scale = h.positive("target_scale");
+  // Bundles written before volatility-scaled targets have none.
+  b.target_vol_feature = h.text_or("target_vol_feature", std::string());
+  try {
+    const auto vol = data::parse_target_vol(b.target_vol_feature, "target_vol_feature");
+    if (vol.window > b.warmup)
+      h.refuse_because("target_vol_feature",
+                       fmt::format("'{}' needs {} returns before the first bar, more than the "
+                                   "bundle's warm-up of {} bars",
+                                   b.target_vol_feature, vol.window, b.warmup));
+  } catch (const InputError& e) {
+    if (e.message().rfind("'" + path + "'", 0) == 0) throw;
+    h.refuse_because("target_vol_feature", e.what());
+  }
+  b.instrument_id = h.integer("instrument_id", 0, max_id);
+  if (h.has("trading_env")) {
+    // Bundles written before it was recorded were trained with the defaults.
+    const auto env = h.nested("trading_env");
+    b.trading_env.pnl_scale = env.positive("pnl_scale");
+    b.trading_env.cost_bps = env.non_negative("cost_bps");
+    // 0: episodes ran from the start to the end of the range (data/trading_env.h).
+    b.trading_env.episode_length = env.integer("episode_length", 0, kAnyInt);
+  }
+  b.data = data_field(h, "data");
+  b.training = h.nested("training").json();
+  if (h.has("bars")) {
+    // Absent: plain bars (every bundle written before tapes).
+    const auto bars = h.nested("bars");
+    BarOrigin o;
+    try {
+      o.spec = data::parse_bar_spec(bars.text("spec"));
+    } catch (const InputError& e) {
+      if (e.message().rfind("'" + path + "'", 0) == 0) throw;
+      bars.refuse_because("spec", e.what());
+    }
+    o.source = bars.text_or("source", std::string("tape"));
+    b.bars = o;
+  }
+  if (h.has("calendar")) {
+    const auto cal = h.nested("calendar");
+    b.periods_per_year = cal.positive("periods_per_year");
+    b.periods_per_year_basis = cal.text_or("basis", std::string());
+  }
+  // Version 2: a panel, its instruments listed; version 3: listed, none for one series.
+  constexpr int kPanelOnlyVersion = 2;
+  if (version >= kPanelOnlyVersion) {
+    b.instruments = instruments_field(h, max_id, flow);
+    if (version == kPanelOnlyVersion && b.instruments.empty())
+      h.refuse("instruments", "a non-empty list (a version 2 bundle is a panel's)",
+               h.at("instruments"));
+  }
+  b.model = std::move(model);
+  return b;
 }
 
 }  // namespace
@@ -271,153 +551,19 @@ Bundle load_bundle(const std::string& path_in, const torch::Device& device,
                       ? " (it is an ensemble directory: name one model, e.g. " + path_in + "/tft)"
                       : std::string());
   }
-  const Container c = read_container(path);  // magic, version, length and CRC checked
-  const auto& h = c.header;
-  const std::string kind = h.value("kind", std::string("?"));
-  FOXHUNT_CHECK(
-      kind == "bundle", kBundleComponent, "'", path,
-      "': expected a model bundle (kind \"bundle\", ", "written by `foxhunt train`), got a '", kind,
-      "' file",
-      kind == "trainer" ? " (a trainer checkpoint; its directory also holds bundle.fhb)" : "");
-  const int version = h.value("bundle_version", -1);
-  FOXHUNT_CHECK(version >= kOldestBundleVersion && version <= kBundleVersion, kBundleComponent, "'",
-                path, "': bundle version ", version, ", this foxhunt reads versions ",
-                kOldestBundleVersion, " to ", kBundleVersion, "; retrain or convert it");
-  Bundle b;
+  // Magic, version, length and CRC checked.
+  return bundle_from_container(read_container(path), path, device, expected_model);
+}
+
+Bundle bundle_from_container(const Container& c, const std::string& source,
+                             const torch::Device& device, const std::string& expected_model) {
   try {
-    // Bundles written before INT8 models have no precision: they are FP32.
-    const std::string precision =
-        h.value("precision", std::string(models::to_string(models::Precision::kFp32)));
-    const auto p = models::try_parse_precision(precision);  // another text: refused below
-    std::unique_ptr<models::Model> model;
-    if (p == models::Precision::kFp32) {
-      model = models::model_from_container(c, path, device, expected_model);
-    } else {
-      const std::string name = h.value("model", std::string("?"));
-      FOXHUNT_CHECK(p && models::has_precision(name, *p), kBundleComponent, "'", path,
-                    "': precision '", precision, "' of a '", name, "' model; this build serves ",
-                    "fp32 models and ", models::quantized_forms_text());
-      FOXHUNT_CHECK(expected_model.empty() || expected_model == name, kBundleComponent, "'", path,
-                    "': expected a '", expected_model, "' bundle, got '", name, "'");
-      auto it = c.blobs.find("module");
-      FOXHUNT_CHECK(it != c.blobs.end(), kBundleComponent, "'", path, "': no 'module' blob");
-      model = models::make_model_at(name, *p, h.at("options"), kBundleComponent);
-      model->to(device);
-      models::module_from_bytes(model->module(), it->second, path);
-    }
-    model->module().eval();
-    // The stored spec must be what this build's model publishes for those options (feature sets
-    // by their current names).
-    const auto& features = h.at("features");
-    nlohmann::json stored_spec = h.at("spec");
-    for (auto& in : stored_spec.at("inputs"))
-      if (const auto fs = in.find("feature_set"); fs != in.end() && fs->is_string())
-        *fs = current_set_name(fs->get<std::string>(), features.at("sets"));
-    const nlohmann::json spec = model->spec();
-    FOXHUNT_CHECK(spec == stored_spec, kBundleComponent, "'", path,
-                  "': the stored I/O spec differs from what this build's '", model->name(),
-                  "' publishes for the same options: stored ", h.at("spec").dump(), ", now ",
-                  spec.dump());
-    const nlohmann::json bank = data::observed_feature_names();
-    FOXHUNT_CHECK(features.at("bank") == bank, kBundleComponent, "'", path,
-                  "': trained on a different feature bank (", features.at("bank").size(),
-                  " columns) than this build computes (", bank.size(),
-                  "); retrain the model with this version");
-    b.warmup = features.at("warmup").get<int64_t>();
-    // Trained on bars built from a tape: the flow columns follow the bank.
-    b.flow_features = features.contains("flow");
-    if (b.flow_features) {
-      const nlohmann::json flow = data::flow_feature_names();
-      FOXHUNT_CHECK(features.at("flow") == flow, kBundleComponent, "'", path,
-                    "': trained on other flow features (", features.at("flow").dump(),
-                    ") than this build computes (", flow.dump(),
-                    "); retrain the model with this version");
-    }
-    for (const auto& [name, set] : features.at("sets").items()) {
-      const auto& now =
-          data::feature_set(current_set_name(name, features.at("sets")), b.flow_features);
-      FOXHUNT_CHECK(set.at("columns").get<std::vector<int64_t>>() == now.columns, kBundleComponent,
-                    "'", path, "': feature set '", name, "' has other columns than this build's");
-    }
-    b.normalizer = h.at("normalizer").get<data::Normalizer>();
-    const int64_t market_width = data::market_feature_width(b.flow_features);
-    FOXHUNT_CHECK(b.normalizer.cols() == market_width, kBundleComponent, "'", path,
-                  "': normaliser over ", b.normalizer.cols(), " columns, expected ", market_width,
-                  b.flow_features ? " (the bank and the flow columns)" : "");
-    b.target_scale = h.at("target_scale").get<double>();
-    FOXHUNT_CHECK(b.target_scale > 0 && std::isfinite(b.target_scale), kBundleComponent, "'", path,
-                  "': target_scale must be > 0, got ", b.target_scale);
-    // Bundles written before volatility-scaled targets have none.
-    b.target_vol_feature = h.value("target_vol_feature", std::string());
-    data::parse_target_vol(b.target_vol_feature, "'" + path + "' target_vol_feature");
-    b.instrument_id = h.at("instrument_id").get<int64_t>();
-    if (const auto env = h.find("trading_env"); env != h.end()) {
-      // Bundles written before it was recorded were trained with the defaults.
-      b.trading_env.pnl_scale = env->at("pnl_scale").get<double>();
-      b.trading_env.cost_bps = env->at("cost_bps").get<double>();
-      b.trading_env.episode_length = env->at("episode_length").get<int64_t>();
-      FOXHUNT_CHECK(std::isfinite(b.trading_env.pnl_scale) &&
-                        std::isfinite(b.trading_env.cost_bps) && b.trading_env.cost_bps >= 0 &&
-                        b.trading_env.episode_length >= 0,
-                    kBundleComponent, "'", path,
-                    "': trading_env: expected a finite pnl_scale, cost_bps >= 0 and "
-                    "episode_length >= 0, got ",
-                    env->dump());
-    }
-    b.data = h.at("data").get<DataFingerprint>();
-    b.training = h.at("training");
-    if (const auto bars = h.find("bars"); bars != h.end()) {
-      // Absent: plain bars (every bundle written before tapes).
-      BarOrigin o;
-      o.spec = data::parse_bar_spec(bars->at("spec").get<std::string>());
-      o.source = bars->value("source", std::string("tape"));
-      b.bars = o;
-    }
-    if (const auto cal = h.find("calendar"); cal != h.end()) {
-      b.periods_per_year = cal->at("periods_per_year").get<double>();
-      b.periods_per_year_basis = cal->value("basis", std::string());
-      FOXHUNT_CHECK(std::isfinite(b.periods_per_year) && b.periods_per_year > 0, kBundleComponent,
-                    "'", path, "': calendar: expected periods_per_year > 0, got ",
-                    b.periods_per_year);
-    }
-    // Version 2: a panel, its instruments listed; version 3: listed, none for one series.
-    constexpr int kPanelOnlyVersion = 2;
-    const bool listed = version == kPanelOnlyVersion ||
-                        (version > kPanelOnlyVersion && !h.at("instruments").empty());
-    if (listed) {
-      const auto& list = h.at("instruments");
-      FOXHUNT_CHECK(list.is_array() && !list.empty(), kBundleComponent, "'", path,
-                    "': a panel bundle (version ", kPanelOnlyVersion,
-                    ") needs a non-empty 'instruments' list");
-      // The option that sizes the model's instrument input (the catalog names it), if any.
-      const auto& sizing = models::catalog_entry(model->name()).instrument_count_option;
-      const int64_t categories =
-          sizing.empty() ? -1 : model->options_json().value(sizing, int64_t{-1});
-      for (const auto& j : list) {
-        InstrumentCalibration i;
-        i.symbol = j.at("symbol").get<std::string>();
-        i.instrument_id = j.at("instrument_id").get<int64_t>();
-        i.normalizer = j.at("normalizer").get<data::Normalizer>();
-        i.target_scale = j.at("target_scale").get<double>();
-        i.data = j.at("data").get<DataFingerprint>();
-        FOXHUNT_CHECK(!i.symbol.empty() && i.normalizer.cols() == market_width &&
-                          i.target_scale > 0 && std::isfinite(i.target_scale) &&
-                          i.instrument_id >= 0 && (categories < 0 || i.instrument_id < categories),
-                      kBundleComponent, "'", path, "': instrument '", i.symbol,
-                      "': expected a symbol, a normaliser over ", market_width,
-                      " columns, a target scale > 0 and an id in [0, ",
-                      categories < 0 ? std::string("inf") : std::to_string(categories), "), got ",
-                      i.normalizer.cols(), " columns, scale ", i.target_scale, ", id ",
-                      i.instrument_id);
-        b.instruments.push_back(std::move(i));
-      }
-    }
-    b.model = std::move(model);
+    return load_checked(c, source, device, expected_model);
   } catch (const nlohmann::json::exception& e) {
+    // Every field is read by type above; this is a safety net naming the file.
     throw InputError(kBundleComponent,
-                     "'" + path + "': malformed bundle header (" + e.what() + ")");
+                     "'" + source + "': malformed bundle header (" + e.what() + ")");
   }
-  return b;
 }
 
 }  // namespace foxhunt::serving

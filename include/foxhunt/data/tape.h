@@ -26,7 +26,8 @@
 /// - Prints with equal timestamps keep the file's order; identical consecutive lines are separate
 ///   prints (several fills at one price in one millisecond), never merged.
 /// - Malformed lines (a wrong field count, text that is not a number or a timestamp, a non-finite
-///   number, an unknown side) are always refused. Bad prints are refused, or with
+///   number, a positive price, size or quote outside [kTapeMinValue, kTapeMaxValue], an unknown
+///   side) are always refused. Bad prints are refused, or with
 ///   TapeBadPrintPolicy::kDrop dropped and counted by reason (TapeDrops): a print earlier than the
 ///   one before it (of the same symbol), a non-positive price or size (or quote), a crossed quote
 ///   (bid > ask), a repeated trade id (of the same symbol).
@@ -41,6 +42,12 @@
 #include <vector>
 
 namespace foxhunt::data {
+
+/// The range of a positive price, size or quote (1e-100 to 1e100): any sum of price * size over
+/// a tape's prints then stays finite and nonzero.
+inline constexpr double kTapeMinValue = 1e-100;
+/// See kTapeMinValue.
+inline constexpr double kTapeMaxValue = 1e100;
 
 /// The aggressor of a print: who crossed the spread.
 enum class Side : int8_t { kSell = -1, kUnknown = 0, kBuy = 1 };

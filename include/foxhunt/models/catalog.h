@@ -94,6 +94,11 @@ struct CatalogEntry {
   /// the flow columns (data/flow_features.h; sized_inputs). A model without an entry for an
   /// input trains on bar CSVs only (training it on a tape is refused, naming the input).
   std::vector<std::pair<std::string, std::string>> input_width_options = {};
+  /// The fp32 parameter count of the model with options JSON `options`, in closed form before
+  /// anything is allocated (missing keys at their defaults; bad values and an overflowing count
+  /// are InputErrors): the bundle loader refuses options that describe more weights than the
+  /// file holds. Null for a model that gives none (the loader then builds it unchecked).
+  std::int64_t (*parameter_count)(const nlohmann::json& options) = nullptr;
 };
 
 /// Every model, in canonical order (dqn, ppo, mamba2, tft): reports list models in this order.

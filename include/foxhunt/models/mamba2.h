@@ -69,7 +69,7 @@ Mamba2Options mamba2_options_from_json(const nlohmann::json& j);
 /// function of the options, like the closed-form sizes.
 IoSpec io_spec(const Mamba2Options& o);
 /// Throws InputError unless all sizes are positive, d_inner is divisible by headdim, the heads
-/// by ngroups, and every quantile lies in (0, 1).
+/// by ngroups, and the quantiles lie in (0, 1), strictly increasing.
 void validate(const Mamba2Options& o);
 /// Closed-form parameter count (58,675 for the defaults).
 int64_t parameter_count(const Mamba2Options& o);

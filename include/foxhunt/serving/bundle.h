@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "foxhunt/core/container.h"
 #include "foxhunt/data/bar_builder.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/features.h"
@@ -32,6 +33,14 @@ inline constexpr int kBundleVersion = 3;
 /// The oldest layout this build still reads: 1 (one series) and 2 (a panel; a build that read
 /// only version 1 refused it rather than serve every symbol with one normaliser) load as before.
 inline constexpr int kOldestBundleVersion = 1;
+/// The longest window (`IoSpec::window`, bars) and horizon a served forecaster may have: serving
+/// keeps `window` rows per instrument and model and forecasts `horizon` bars; a bundle beyond
+/// them is refused at load.
+inline constexpr int64_t kMaxServedWindow = 4096;
+/// See kMaxServedWindow.
+inline constexpr int64_t kMaxServedHorizon = 512;
+/// The longest feature warm-up (bars) a bundle may record.
+inline constexpr int64_t kMaxBundleWarmup = 1'000'000;
 /// File name of a model's bundle inside its training output directory.
 inline constexpr const char* kBundleFile = "bundle.fhb";
 
@@ -187,13 +196,27 @@ nlohmann::json feature_spec(const models::IoSpec& spec, int64_t warmup, bool flo
 /// Writes `b` atomically to `path`. Throws InputError when the bundle has no model.
 void save_bundle(const Bundle& b, const std::string& path);
 
-/// Reads a bundle onto `device`. `path` is the bundle file or a model's output directory holding
-/// it (DIR/tft for DIR/tft/bundle.fhb); a directory without one is an InputError that says so.
-/// Throws InputError naming the file for a missing, truncated or corrupted file, a foreign file (a
-/// trainer checkpoint, another program's file), another bundle version, a model other than
-/// `expected_model` (when not empty), or a feature spec this build does not compute (the bank
-/// changed since training). Nothing is returned half-loaded.
+/// Reads a bundle onto `device`. A bundle that loads is one a training run could have written:
+/// every header field read is checked against its domain (types; window, horizon and quantile
+/// levels strictly increasing in (0, 1); pnl_scale and target_scale finite > 0; cost_bps
+/// finite >= 0; episode_length >= 0; instrument symbols and ids unique, ids within the model's
+/// instrument count; normalisers over the bank's columns) and, where this build computes it,
+/// against the build's value (the spec from the options, the feature bank, calendar and sets
+/// from the spec, the parameter count from the options against the weights' bytes, checked
+/// before anything is allocated). A refusal is an InputError naming the file and the field
+/// ("'F': field 'trading_env.pnl_scale': expected a finite number > 0, got -3"). `path` is the
+/// bundle file or a model's output directory holding it (DIR/tft for DIR/tft/bundle.fhb); a
+/// directory without one is an InputError that says so. Throws InputError naming the file for a
+/// missing, truncated or corrupted file, a foreign file (a trainer checkpoint, another program's
+/// file), another bundle version, a model other than `expected_model` (when not empty), or a
+/// feature spec this build does not compute (the bank changed since training). Nothing is returned
+/// half-loaded.
 Bundle load_bundle(const std::string& path, const torch::Device& device = torch::kCPU,
                    const std::string& expected_model = "");
+
+/// load_bundle on a container already read (`source` names it in errors), with the same checks.
+Bundle bundle_from_container(const Container& c, const std::string& source,
+                             const torch::Device& device = torch::kCPU,
+                             const std::string& expected_model = "");
 
 }  // namespace foxhunt::serving
