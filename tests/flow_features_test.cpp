@@ -242,9 +242,11 @@ TEST(FlowFeaturesEminiTest, ModelsTrainOnTapeBarsWithTheFlowWidths) {
         [](const models::InputSpec& in) { return feature_set(in.feature_set, true).width; });
     torch::manual_seed(7);
     auto model = models::make_model(e.name, options);
-    for (const auto& in : model->spec().inputs)
-      if (in.role == models::InputRole::kPastFeatures)
+    for (const auto& in : model->spec().inputs) {
+      if (in.role == models::InputRole::kPastFeatures) {
         EXPECT_EQ(in.features, feature_set(in.feature_set).width + kFlowFeatures) << e.name;
+      }
+    }
     // Plain bars keep the options as they are.
     EXPECT_EQ(models::sized_inputs(
                   e.name, e.compact_model_options,

@@ -22,16 +22,7 @@ namespace {
 
 class PolicyHooksTest : public foxhunt::testing::SeededTest {};
 
-// The message of the InputError `f` throws ("" when it throws none).
-template <typename F>
-std::string input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::input_error;
 
 TEST_F(PolicyHooksTest, EachModelExposesTheHooksOfItsTrainerOnly) {
   const auto states = torch::randn({5, 6});
