@@ -311,7 +311,8 @@ TEST(FlowFeaturesEminiTest, BundlesRecordFlowAndServingRefusesTheOtherBars) {
     last = ensemble.on_bar(s.bars[static_cast<size_t>(t)], &s.flow[static_cast<size_t>(t)]);
   for (const auto& sig : last.signals) EXPECT_TRUE(sig.ready);
 
-  // A bundle of plain bars refuses a bar with its flow, and a desk will not mix the two.
+  // A bundle of plain bars reads a tape's bar as a bar (its flow is not one of its inputs), a
+  // bundle trained on tape bars refuses a plain bar, and a desk will not mix the two.
   SyntheticOptions so;
   so.bars = 700;
   const MarketDataset plain_ds(generate_synthetic(so));
@@ -320,8 +321,19 @@ TEST(FlowFeaturesEminiTest, BundlesRecordFlowAndServingRefusesTheOtherBars) {
   plain.normalizer = plain_ds.normalizer();
   serving::Ensemble plain_ensemble(std::vector<serving::Bundle>{plain});
   EXPECT_FALSE(plain_ensemble.flow_features());
-  EXPECT_THROW(plain_ensemble.on_bar(s.bars[0], &s.flow[0]), InputError);
-  EXPECT_NO_THROW(plain_ensemble.on_bar(s.bars[0]));
+  serving::Ensemble plain_with_flow(std::vector<serving::Bundle>{plain});
+  for (int64_t t = 0; t < n; ++t) {
+    const auto a = plain_ensemble.on_bar(s.bars[static_cast<size_t>(t)]);
+    const auto b =
+        plain_with_flow.on_bar(s.bars[static_cast<size_t>(t)], &s.flow[static_cast<size_t>(t)]);
+    ASSERT_EQ(a.decision, b.decision) << t;
+    ASSERT_EQ(a.signals.size(), b.signals.size());
+    for (size_t k = 0; k < a.signals.size(); ++k) {
+      ASSERT_EQ(a.signals[k].signal, b.signals[k].signal);
+      ASSERT_EQ(a.signals[k].raw, b.signals[k].raw);
+    }
+  }
+  EXPECT_EQ(plain_with_flow.bars_seen(), n);
   std::vector<serving::Bundle> mixed = {plain};
   mixed.push_back(serving::load_bundle(dir.file(flow_bundles.front().name() + ".fhb")));
   EXPECT_THROW((void)serving::Desk(std::move(mixed)), InputError);

@@ -20,7 +20,23 @@ int64_t floor_seconds(int64_t ns) {
   return (ns % kNsPerSecondTapeBars != 0 && ns < 0) ? q - 1 : q;
 }
 
-BarFlow flow_of(const TapeBar& b) {
+/// One CSV row after the timestamp (and symbol): OHLCV then the flow columns.
+void append_row(fmt::memory_buffer& out, const Bar& b, const BarFlow& f) {
+  fmt::format_to(std::back_inserter(out), ",{},{},{},{},{},{},{},{},{},{},{},{},{}\n", b.open,
+                 b.high, b.low, b.close, b.volume, f.vwap, f.prints, f.buy_volume, f.sell_volume,
+                 f.duration_seconds, f.realized_variance, f.start_ns, f.end_ns);
+}
+
+constexpr const char* kFlowHeader =
+    "open,high,low,close,volume,vwap,prints,buy_volume,sell_volume,duration,realized_variance,"
+    "start_ns,end_ns\n";
+
+}  // namespace
+
+
+}  // namespace tape_bars_impl
+
+BarFlow bar_flow(const TapeBar& b) {
   BarFlow f;
   f.interval_start_ns = b.interval_start_ns;
   f.start_ns = b.start_ns;
@@ -34,20 +50,6 @@ BarFlow flow_of(const TapeBar& b) {
   f.realized_variance = b.realized_variance;
   return f;
 }
-
-/// One CSV row after the timestamp (and symbol): OHLCV then the flow columns.
-void append_row(fmt::memory_buffer& out, const Bar& b, const BarFlow& f) {
-  fmt::format_to(std::back_inserter(out), ",{},{},{},{},{},{},{},{},{},{},{},{},{}\n", b.open,
-                 b.high, b.low, b.close, b.volume, f.vwap, f.prints, f.buy_volume, f.sell_volume,
-                 f.duration_seconds, f.realized_variance, f.start_ns, f.end_ns);
-}
-
-constexpr const char* kFlowHeader =
-    "open,high,low,close,volume,vwap,prints,buy_volume,sell_volume,duration,realized_variance,"
-    "start_ns,end_ns\n";
-
-}  // namespace
-}  // namespace tape_bars_impl
 
 Bar tape_bar_to_bar(const TapeBar& t, const BarSpec& spec, std::optional<int64_t> previous,
                     bool* shifted) {
@@ -95,7 +97,7 @@ TapeBars to_tape_bars(const std::vector<TapeBar>& bars, const BarSpec& spec,
       throw InputError(kTapeBarsComponent, fmt::format("{}: bar {}: {}", source, i, e.message()));
     }
     if (shifted) ++out.shifted_timestamps;
-    out.flow.push_back(flow_of(t));
+    out.flow.push_back(bar_flow(t));
   }
   out.bars.flow = out.flow;  // the series carries its flow: datasets add the flow columns
   return out;

@@ -266,11 +266,14 @@ constexpr int64_t kAnyInt = std::numeric_limits<int64_t>::max();
 // names (the layout feature_spec writes).
 nlohmann::json check_stored_sets(const HeaderFields& features, bool flow) {
   const int64_t market = data::market_feature_width(flow);
+  int64_t widest = 0;  // the widest set this build computes ("rl_state")
+  for (const auto& s : data::feature_sets())
+    widest = std::max(widest, data::feature_set(s.name, flow).width);
   const auto sets = features.nested("sets");
   nlohmann::json renamed = nlohmann::json::object();
   for (const auto& [name, set] : sets.json().items()) {
     const auto one = sets.nested(name);
-    one.integer("width", 0, market);
+    one.integer("width", 0, widest);
     const auto& columns = one.array("columns");
     for (size_t k = 0; k < columns.size(); ++k)
       if (!columns[k].is_number_integer() || columns[k].get<int64_t>() < 0 ||
@@ -347,8 +350,10 @@ DataFingerprint data_field(const HeaderFields& h, const std::string& key) {
   f.first_timestamp = d.integer("first_timestamp", std::numeric_limits<int64_t>::min(), kAnyInt);
   f.last_timestamp = d.integer("last_timestamp", f.first_timestamp, kAnyInt);
   f.hash = d.text("hash");
-  if (f.hash.size() != 16 || f.hash.find_first_not_of("0123456789abcdef") != std::string::npos)
-    d.refuse("hash", "16 lowercase hex digits (FNV-1a 64)", f.hash);
+  // Empty: a bundle assembled by a library caller without fingerprinting its data.
+  if (!f.hash.empty() &&
+      (f.hash.size() != 16 || f.hash.find_first_not_of("0123456789abcdef") != std::string::npos))
+    d.refuse("hash", "16 lowercase hex digits (FNV-1a 64), or none", f.hash);
   return f;
 }
 

@@ -302,15 +302,13 @@ std::vector<const std::string*> Desk::Impl::check(int64_t timestamp,
     FOXHUNT_CHECK(sb.bar.timestamp == timestamp, kDeskComponent, "symbol '", sb.symbol,
                   "': expected a bar at timestamp ", timestamp, ", got ", sb.bar.timestamp);
     auto it = index.find(sb.symbol);
-    const data::BarFlow* flow_of_bar = sb.flow ? &*sb.flow : nullptr;
+    // Models trained on plain bars read a tape's bars as bars: their flow is not an input.
+    const data::BarFlow* flow_of_bar = flow && sb.flow ? &*sb.flow : nullptr;
     try {
-      FOXHUNT_CHECK(sb.flow.has_value() == flow, kDeskComponent,
-                    flow ? "the models were trained on bars built from a tape (flow features): "
-                           "expected each bar with its flow (serve the tape with the bar spec "
-                           "they were trained on), got a bar without one"
-                         : "the models were trained on bars without flow features: expected "
-                           "plain bars, got a bar built from a tape (with its flow); serve bars, "
-                           "or train on the tape");
+      FOXHUNT_CHECK(!flow || sb.flow.has_value(), kDeskComponent,
+                    "the models were trained on bars built from a tape (flow features): "
+                    "expected each bar with its flow (serve the tape with the bar spec "
+                    "they were trained on), got a bar without one");
       if (it == index.end()) {
         // A panel bundle serves only the symbols it was trained on.
         for (const auto& p : plans) (void)p.bundle->calibration(sb.symbol);
@@ -361,7 +359,7 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
     inst[i] = &s;
     const int64_t prev = s.features.bars_seen() > 0 ? s.features.last_timestamp() : 0;
     // Checked above: cannot throw.
-    s.features.update(bars[i].bar, bars[i].flow ? &*bars[i].flow : nullptr);
+    s.features.update(bars[i].bar, d.flow && bars[i].flow ? &*bars[i].flow : nullptr);
     const double close = bars[i].bar.close;
     s.vol_target.push(close);  // a close the features accepted: finite and > 0
     upnl[i] =

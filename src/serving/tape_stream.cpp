@@ -49,7 +49,8 @@ void TapeBarSource::emit(std::vector<data::TapeBar>& closed, const BarClose& clo
     if (previous_.size() <= id) previous_.resize(id + 1);
     const data::Bar bar = data::tape_bar_to_bar(t, options_.spec, previous_[id]);
     previous_[id] = bar.timestamp;
-    out.push_back({reader_.has_symbol() ? reader_.symbols().at(id) : options_.symbol, bar});
+    out.push_back({reader_.has_symbol() ? reader_.symbols().at(id) : options_.symbol, bar,
+                   data::bar_flow(t)});
   }
   closed.clear();
   std::sort(out.begin(), out.end(), [](const SymbolBar& a, const SymbolBar& b) {

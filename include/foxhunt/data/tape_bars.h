@@ -51,6 +51,10 @@ struct TapePanelBars {
   BarSpec spec;                            ///< how they were sampled
 };
 
+/// What bar `t` knows beyond OHLCV (its prints, VWAP, buy and sell volume, times): the flow the
+/// batch path stores beside each bar and the streaming path hands the desk with it.
+BarFlow bar_flow(const TapeBar& t);
+
 /// The Bar of tape bar `t` as to_tape_bars gives it, after a bar at `previous` (the series'
 /// previous bar's timestamp; none for the first): OHLCV, and the timestamp of the file comment
 /// (a tick, volume or dollar bar starting in the second of the previous one moves to the second
