@@ -33,7 +33,6 @@ constexpr const char* kFlowHeader =
 
 }  // namespace
 
-
 }  // namespace tape_bars_impl
 
 BarFlow bar_flow(const TapeBar& b) {

@@ -39,7 +39,8 @@ std::unique_ptr<Model> model_from_options(
   };
   if (!options.is_object()) refuse("expected a JSON object, got " + short_json(options));
   try {
-    if (const auto count = catalog_entry(name, component.c_str()).parameter_count) {
+    const auto count = catalog_entry(name, component.c_str()).parameter_count;
+    if (count && bytes_per_parameter > 0) {
       const int64_t n = count(options);
       int64_t bytes = 0;
       if (__builtin_mul_overflow(n, int64_t{bytes_per_parameter}, &bytes) ||

@@ -104,9 +104,9 @@ Calibration Bundle::calibration(const std::string& s) const {
   throw InputError(
       kBundleComponent,
       foxhunt::detail::cat("symbol '", s, "': the ", name(), " bundle was trained on a panel of ",
-                  instruments.size(), " instruments (", symbols_text(),
-                  ") and has no normaliser or instrument id for it; serve those "
-                  "symbols, or train on a panel that includes it"));
+                           instruments.size(), " instruments (", symbols_text(),
+                           ") and has no normaliser or instrument id for it; serve those "
+                           "symbols, or train on a panel that includes it"));
 }
 
 std::string Bundle::symbols_text() const {
@@ -278,8 +278,8 @@ nlohmann::json check_stored_sets(const HeaderFields& features, bool flow) {
     for (size_t k = 0; k < columns.size(); ++k)
       if (!columns[k].is_number_integer() || columns[k].get<int64_t>() < 0 ||
           columns[k].get<int64_t>() >= market)
-        one.refuse(fmt::format("columns[{}]", k),
-                   fmt::format("a market column in [0, {})", market), columns[k]);
+        one.refuse(fmt::format("columns[{}]", k), fmt::format("a market column in [0, {})", market),
+                   columns[k]);
     renamed[current_set_name(name, sets.json())] = set;
   }
   return renamed;
@@ -433,8 +433,24 @@ Bundle load_checked(const Container& c, const std::string& path, const torch::De
   const auto blob = c.blobs.find("module");
   FOXHUNT_CHECK(blob != c.blobs.end(), kBundleComponent, "'", path, "': no 'module' blob");
   const bool fp32 = *p == models::Precision::kFp32;
+  if (!fp32) {
+    // A quantized form folds and drops some fp32 parameters, so the fp32 count is no bound on
+    // its file; its int8 codes (the form's closed-form byte table) are, and are checked first.
+    int64_t codes = 0;
+    try {
+      const auto table = models::quantized_form(name, *p, kBundleComponent).bytes(h.at("options"));
+      codes = table.at(std::string(models::to_string(*p))).value("int8_bytes", int64_t{0});
+    } catch (const nlohmann::json::exception& e) {
+      h.refuse_because("options", e.what());
+    }
+    if (codes > static_cast<int64_t>(blob->second.size()))
+      h.refuse_because("options",
+                       fmt::format("the options describe a '{}' model of {} bytes of int8 codes, "
+                                   "more than the file's {} bytes of weights hold",
+                                   name, codes, blob->second.size()));
+  }
   std::shared_ptr<models::Model> model = models::model_from_options(
-      name, h.at("options"), blob->second.size(), fp32 ? sizeof(float) : 1, kBundleComponent, path,
+      name, h.at("options"), blob->second.size(), fp32 ? sizeof(float) : 0, kBundleComponent, path,
       [&](const nlohmann::json& o) {
         return fp32 ? models::make_model(name, o)
                     : models::make_model_at(name, *p, o, kBundleComponent);

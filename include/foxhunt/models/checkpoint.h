@@ -37,10 +37,10 @@ void module_from_bytes(torch::nn::Module& m, const std::string& bytes, const std
 /// Model `name` (a catalog name) built from the options field of the header of file `source`,
 /// weights not loaded: InputError naming `component`, the file and field 'options' for options
 /// its schema refuses and for options that describe more parameters than the `blob_bytes` of
-/// weights the file holds can store at `bytes_per_parameter` (4 for fp32; a quantized form's
-/// codes take at least 1), checked in closed form (CatalogEntry::parameter_count) before
-/// anything is allocated, so a header cannot make the loader allocate what no file holds.
-/// `make` builds the model from the options.
+/// weights the file holds can store at `bytes_per_parameter` (4 for fp32; 0 skips the check: a
+/// quantized form's folded layout has no fp32 count), checked in closed form
+/// (CatalogEntry::parameter_count) before anything is allocated, so a header cannot make the loader
+/// allocate what no file holds. `make` builds the model from the options.
 std::unique_ptr<Model> model_from_options(
     const std::string& name, const nlohmann::json& options, std::size_t blob_bytes,
     int bytes_per_parameter, const std::string& component, const std::string& source,
