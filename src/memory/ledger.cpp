@@ -29,7 +29,7 @@ namespace {
 // header can keep a raw pointer to the record that must be credited when the block is freed.
 struct ScopeRecord {
   std::string name;
-  ScopeRecord* parent = nullptr;  // "tft" for "tft/optimizer"; null for a top-level scope
+  ScopeRecord* parent = nullptr;  // "net" for "net/optimizer"; null for a top-level scope
   std::atomic<std::uint64_t> live{0};
   std::atomic<std::uint64_t> peak{0};
   std::atomic<std::uint64_t> allocs{0};
