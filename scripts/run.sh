@@ -84,10 +84,11 @@ if [ "$what" = sanitize ] || [ "$what" = tsan ]; then
   export TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
   start=$(date +%s)
   if [ "$what" = sanitize ] && [ $ci = 1 ]; then
-    # CI's share: every reader of outside bytes (bars and panel CSV, containers, safetensors,
-    # rules, profiles, options; the fuzz corpora), the serving runtime and the stress harness.
+    # CI's share: every reader of outside bytes (bars, panel and tape CSV, bar specs, containers
+    # and bundle headers, safetensors, rules, profiles, options; the fuzz corpora), the C ABI,
+    # the serving runtime and the stress harness.
     ctest --test-dir "$dir" -L unit -j "${FOXHUNT_JOBS:-$(nproc)}" --output-on-failure \
-      -R 'Fuzz\.|^Bars|^Panel|^Container|^FileIo|^Error|^Safetensors|^RuleFit|^DecisionRule|^DeviceProfile|^StreamingFeatures|^Serving|^Stress|^Desk' \
+      -R 'Fuzz\.|^Bars|^Panel|^Tape|^BarSpec|^BarBuilder|^FlowFeatures|^Calendar|^Container|^BundleContract|^FileIo|^Error|^Safetensors|^RuleFit|^DecisionRule|^DeviceProfile|^StreamingFeatures|^Serving|^Stress|^Desk|^Capi' \
       -E '_CUDA$' "$@"
   elif [ "$what" = sanitize ]; then
     ctest --test-dir "$dir" -L unit -j "${FOXHUNT_JOBS:-$(nproc)}" --output-on-failure "$@"
