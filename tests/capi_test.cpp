@@ -11,8 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -20,6 +22,9 @@
 
 #include "../src/capi/guard.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/data/bar_builder.h"
+#include "foxhunt/data/tape.h"
+#include "foxhunt/data/tape_bars.h"
 #include "foxhunt/foxhunt.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/catalog.h"
@@ -237,6 +242,67 @@ TEST_F(CapiTest, SeriesDeskEqualsTheEnsembleBitForBit) {
   }
   EXPECT_GE(all_ready, 20);  // the comparison covered every model's output
   EXPECT_GE(moved, 20);
+}
+
+TEST_F(CapiTest, PrintsBuildTheRecordedBarsAndDecideAsTheEnsembleOnTheTapesBars) {
+  // capi_bundles() with the bar spec recorded (as `train all --ticks --bar time:1m` writes it).
+  const TempDir tmp;
+  const std::string dir = (tmp.path() / "tape").string();
+  auto bundles = serving::load_ensemble_bundles(capi_bundles(), torch::kCPU);
+  const auto spec = data::parse_bar_spec("time:1m");
+  for (auto& b : bundles) b.bars = serving::BarOrigin{spec, "tape"};
+  save_all(bundles, dir);
+  std::filesystem::copy_file(capi_bundles() + "/rule.json", dir + "/rule.json");
+  auto ensemble = serving::Ensemble::load(dir);
+  // A seeded tape: 5 prints a minute (some in the same millisecond), a random walk of prices.
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> step(0.0, 0.5);
+  std::vector<foxhunt_print> prints;
+  std::string csv = "timestamp,price,size\n";
+  double price = 1640.0;
+  const int64_t start_ns = int64_t{1378054800} * 1'000'000'000;
+  const int64_t minutes = ensemble.warmup_bars() + 40;
+  for (int64_t m = 0; m < minutes; ++m) {
+    for (int k = 0; k < 5; ++k) {
+      price = std::max(1.0, price + 0.25 * std::round(step(rng)));
+      const int64_t t = start_ns + m * 60'000'000'000 + (k == 4 ? 3 : k) * 11'000'000'000;
+      const double size = 1.0 + static_cast<double>(rng() % 4);
+      prints.push_back({t, price, size, 0});
+      csv += std::to_string(t) + "," + std::to_string(price) + "," + std::to_string(size) + "\n";
+    }
+  }
+  const auto tape_bars = data::build_tape_bars(data::parse_tape_csv(csv, "tape.csv"), spec);
+  ASSERT_EQ(tape_bars.bars.size(), minutes);
+  foxhunt_desk_options o;
+  foxhunt_desk_options_init(&o);
+  foxhunt_desk* desk = nullptr;
+  ASSERT_EQ(foxhunt_desk_open(dir.c_str(), &o, &desk), FOXHUNT_OK) << capi_message();
+  size_t models = 0;
+  ASSERT_EQ(foxhunt_desk_model_count(desk, &models), FOXHUNT_OK);
+  int64_t closed_bars = 0;
+  int all_ready = 0;
+  for (const auto& p : prints) {
+    int32_t closed = -1;
+    ASSERT_EQ(foxhunt_desk_push_print(desk, &p, &closed), FOXHUNT_OK) << capi_message();
+    ASSERT_TRUE(closed == 0 || closed == 1);
+    if (closed == 0) continue;
+    // A print of minute m closes the bar of minute m - 1: the batch builder's bar of that index.
+    const auto i = static_cast<size_t>(closed_bars++);
+    const auto want = ensemble.on_bar(tape_bars.bars.bars[i], &tape_bars.flow[i]);
+    all_ready += expect_capi_equal(desk, nullptr, want) == static_cast<int>(models) ? 1 : 0;
+  }
+  EXPECT_EQ(closed_bars, minutes - 1);  // the last minute's bar is still open
+  EXPECT_GE(all_ready, 20);
+  // A print out of order changes nothing; bundles of plain bars and a panel desk refuse prints.
+  foxhunt_print late = prints.front();
+  EXPECT_EQ(foxhunt_desk_push_print(desk, &late, nullptr), FOXHUNT_ERR_INPUT);
+  foxhunt_desk_close(desk);
+  CapiDesk plain(FOXHUNT_DESK_SERIES);
+  EXPECT_EQ(foxhunt_desk_push_print(plain.d, &prints[0], nullptr), FOXHUNT_ERR_INPUT);
+  EXPECT_NE(capi_message().find("record the bar spec"), std::string::npos) << capi_message();
+  CapiDesk panel(FOXHUNT_DESK_PANEL);
+  EXPECT_EQ(foxhunt_desk_push_print(panel.d, &prints[0], nullptr), FOXHUNT_ERR_INPUT);
+  EXPECT_NE(capi_message().find("panel desk"), std::string::npos) << capi_message();
 }
 
 TEST_F(CapiTest, PanelDeskEqualsTheDeskBitForBit) {

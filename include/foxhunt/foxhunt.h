@@ -123,6 +123,14 @@ typedef struct foxhunt_bar {
   const char* symbol; /**< the instrument (FOXHUNT_DESK_PANEL; ignored, may be NULL, in series) */
 } foxhunt_bar;
 
+/** One trade print of a tape. */
+typedef struct foxhunt_print {
+  int64_t time_ns; /**< Unix time in nanoseconds, not before the previous print */
+  double price;    /**< trade price (> 0) */
+  double size;     /**< traded quantity (> 0) */
+  int32_t side;    /**< +1 buy, -1 sell, 0 unknown (the tick rule decides) */
+} foxhunt_print;
+
 /** An instrument's decision on its latest bar. */
 typedef struct foxhunt_decision {
   int64_t timestamp;    /**< the bar's timestamp */
@@ -157,6 +165,16 @@ FOXHUNT_API foxhunt_status foxhunt_desk_push_bar(foxhunt_desk* desk, const foxhu
  *  call, in the byte order of their symbols. */
 FOXHUNT_API foxhunt_status foxhunt_desk_push_bars(foxhunt_desk* desk, const foxhunt_bar* bars,
                                                   size_t n);
+
+/** Feeds one trade print to a series desk whose bundles were trained on tape bars: the desk
+ *  builds bars with the bar spec the bundles record (the bar builder of `foxhunt predict
+ *  --ticks`), and when this print closes a bar it feeds that bar, with its flow, as
+ *  foxhunt_desk_push_bar would. *closed (may be NULL) is set to 1 when a bar closed (then
+ *  foxhunt_desk_decision has its decision), else 0. FOXHUNT_ERR_INPUT for a panel desk, for
+ *  bundles that record no bar spec, and for a bad print (out of order, price or size <= 0),
+ *  which changes nothing. */
+FOXHUNT_API foxhunt_status foxhunt_desk_push_print(foxhunt_desk* desk, const foxhunt_print* print,
+                                                   int32_t* closed);
 
 /** The decision on `symbol`'s latest bar (a series desk: `symbol` is ignored and may be NULL).
  *  FOXHUNT_ERR_INPUT when no bar of that symbol was accepted yet. */

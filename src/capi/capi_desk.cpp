@@ -16,7 +16,9 @@
 
 #include "foxhunt/core/device.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/data/bar_builder.h"
 #include "foxhunt/data/bars.h"
+#include "foxhunt/data/tape_bars.h"
 #include "foxhunt/foxhunt.h"
 #include "foxhunt/memory/runtime_init.h"
 #include "foxhunt/models/torch_device.h"
@@ -35,6 +37,11 @@ struct foxhunt_desk {
   std::optional<foxhunt::serving::BarDecision> last;
   /// Panel: each symbol's latest decision.
   std::unordered_map<std::string, foxhunt::serving::BarDecision> by_symbol;
+  /// Series: the bar spec the bundles record (none: trained on plain bars), the bar builder
+  /// foxhunt_desk_push_print feeds, and the previous bar's timestamp (data::tape_bar_to_bar).
+  std::optional<foxhunt::data::BarSpec> bar_spec;
+  std::optional<foxhunt::data::BarBuilder> builder;
+  std::optional<int64_t> previous_bar;
 };
 
 namespace foxhunt::capi {
@@ -148,6 +155,7 @@ FOXHUNT_API foxhunt_status foxhunt_desk_open(const char* bundle_dir,
     auto d = std::make_unique<foxhunt_desk>();
     if (o.mode == FOXHUNT_DESK_SERIES) {
       if (!symbol.empty()) bundles = serving::select_instrument(std::move(bundles), symbol);
+      d->bar_spec = serving::recorded_bar_spec(bundles, bundle_dir);
       d->series.emplace(std::move(bundles), rule);
       d->series->set_parallel(o.serial == 0);
       d->models = d->series->model_names();
@@ -181,6 +189,39 @@ FOXHUNT_API foxhunt_status foxhunt_desk_push_bars(foxhunt_desk* desk, const foxh
                                                   size_t n) {
   return foxhunt::capi::guarded(
       [&] { foxhunt::capi::push(desk, bars, n, "foxhunt_desk_push_bars"); });
+}
+
+FOXHUNT_API foxhunt_status foxhunt_desk_push_print(foxhunt_desk* desk, const foxhunt_print* print,
+                                                   int32_t* closed) {
+  using namespace foxhunt;
+  return capi::guarded([&] {
+    constexpr const char* kFn = "foxhunt_desk_push_print";
+    if (closed != nullptr) *closed = 0;
+    capi::check_not_null(desk, kFn, "desk", "a handle from foxhunt_desk_open");
+    capi::check_not_null(print, kFn, "print", "a print");
+    FOXHUNT_CHECK(desk->series.has_value(), capi::kCapiComponent, kFn,
+                  ": expected a series desk (FOXHUNT_DESK_SERIES), got a panel desk; push a "
+                  "panel's bars with foxhunt_desk_push_bars");
+    FOXHUNT_CHECK(desk->bar_spec.has_value(), capi::kCapiComponent, kFn,
+                  ": expected bundles trained on tape bars (they record the bar spec), got "
+                  "bundles of plain bars; push bars with foxhunt_desk_push_bar");
+    FOXHUNT_CHECK(print->side >= -1 && print->side <= 1, capi::kCapiComponent, kFn,
+                  ": print->side: expected +1 (buy), -1 (sell) or 0 (unknown), got ", print->side);
+    if (!desk->builder) desk->builder.emplace(*desk->bar_spec);
+    data::Print p;
+    p.time_ns = print->time_ns;
+    p.price = print->price;
+    p.size = print->size;
+    p.side = static_cast<int8_t>(print->side);
+    // The builder checks the print (order, price, size) before its state changes.
+    const auto bar = desk->builder->push(p);
+    if (!bar) return;
+    const data::Bar b = data::tape_bar_to_bar(*bar, *desk->bar_spec, desk->previous_bar);
+    const data::BarFlow flow = data::bar_flow(*bar);
+    desk->previous_bar = b.timestamp;
+    desk->last = desk->series->on_bar(b, &flow);
+    if (closed != nullptr) *closed = 1;
+  });
 }
 
 FOXHUNT_API foxhunt_status foxhunt_desk_decision(const foxhunt_desk* desk, const char* symbol,
