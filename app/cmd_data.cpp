@@ -57,8 +57,8 @@ nlohmann::json drops_json(const data::TapeDrops& d) {
 }
 
 /// A tape: prints, span, sessions and gaps, prints per second, same-millisecond share, increment.
-int inspect_tape(const DataArgs& a) {
-  const data::Tape tape = data::load_tape_csv(a.input, tape_options(a));
+int inspect_tape(const DataArgs& a, const std::string& text) {
+  const data::Tape tape = data::parse_tape_csv(text, a.input, tape_options(a));
   data::TapeSummaryOptions so;
   so.gap_seconds = a.gap_minutes * 60.0;
   const data::TapeSummary s = data::summarize_tape(tape, so);
@@ -254,8 +254,10 @@ int inspect_panel(const DataArgs& a, const data::Panel& panel) {
 
 int run_inspect(const DataArgs& a) {
   // InputError "file:line: ..." -> exit 2.
-  if (data::has_tape_header(read_file(a.input))) return inspect_tape(a);
-  const auto bars = data::load_market_data(a.input);
+  // The file is read once: a tape, else bars or a panel.
+  const std::string text = read_file(a.input);
+  if (data::has_tape_header(text)) return inspect_tape(a, text);
+  const auto bars = data::parse_market_data(text, a.input);
   if (bars.is_panel()) return inspect_panel(a, *bars.panel);
   const auto& series = bars.series;
   const auto s = data::summarize_bars(series);

@@ -13,7 +13,11 @@ MarketData load_market_data(const std::string& path) {
     bars.series = generate_synthetic(SyntheticOptions{});
     return bars;
   }
-  const std::string text = read_file(path);
+  return parse_market_data(read_file(path), path);
+}
+
+MarketData parse_market_data(std::string_view text, const std::string& path) {
+  MarketData bars;
   // A tape's header would fail as "unknown column 'Price'": say what the file is instead.
   FOXHUNT_CHECK(!has_tape_header(text), "bars", path,
                 ": a tape of trade prints (timestamp, price, size), expected bars here: build "

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "foxhunt/data/bar_builder.h"
 #include "foxhunt/data/bars.h"
@@ -34,6 +35,9 @@ struct MarketData {
 /// empty path the embedded synthetic default (SyntheticOptions{}). InputError naming the file and
 /// line for a bad file, and naming the bar builder for a tape of prints (tape.h).
 MarketData load_market_data(const std::string& path);
+
+/// load_market_data of a file's `text` already read (`source` names it in messages).
+MarketData parse_market_data(std::string_view text, const std::string& source);
 
 /// The bars of a tape: `spec`'s bars of every print (build_tape_bars), each with its flow, as one
 /// series for a tape without a symbol column, or (time bars only) a panel for one with it
