@@ -207,6 +207,15 @@ TEST_F(ServingTest, BacktestTicksScoresTheTapesBarsAndSaysWhichCalendar) {
       << j["periods_per_year_basis"];
   EXPECT_GT(j["scored_bars"].get<int64_t>(), 100);
   EXPECT_EQ(j["data"], tape + "[time:1m]");
+  // Scored bars inside one session (the last afternoon) cannot show a session: the calendar is
+  // the sessions of every bar fed, not the spacing's 24 h x 365 d.
+  const auto pm = foxhunt::testing::run_cli_json("backtest --bundles " + dir + " --ticks " + tape +
+                                                     " --gate none --json --from "
+                                                     "2024-01-05T16:00:00Z",
+                                                 0);
+  EXPECT_EQ(pm["scored_bars"].get<int64_t>(), 310);
+  EXPECT_DOUBLE_EQ(pm["periods_per_year"].get<double>(), 400.0 * 252.0)
+      << pm["periods_per_year_basis"];
   // Stated: used for the figures and the rule, and said so.
   const auto g = foxhunt::testing::run_cli_json("backtest --bundles " + dir + " --ticks " + tape +
                                                     " --gate none --json --periods-per-year 5000",

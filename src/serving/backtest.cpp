@@ -77,6 +77,7 @@ void record(BacktestRun& run, const data::Bar& bar, double prev_close, bool firs
   bool all_ready = true;
   for (const auto& s : ens.signals) all_ready = all_ready && s.ready;
   const bool held_out = bar.timestamp > run.training_end && bar.timestamp >= from;
+  run.calendar_timestamps.push_back(bar.timestamp);
   if (!(held_out && all_ready)) {
     if (bar.timestamp <= run.training_end) ++run.skipped_training_bars;
     if (!first) run.past_returns.push_back(std::log(bar.close / prev_close));
@@ -242,11 +243,22 @@ void score_backtest(BacktestRun& run, const BacktestJob& job) {
   run.scored = true;
   run.first_timestamp = run.timestamps.front();
   run.last_timestamp = run.timestamps.back();
-  std::vector<int64_t> ms;
-  for (auto t : run.timestamps) ms.push_back(t * 1000);
-  const auto calendar = job.periods_per_year > 0
-                            ? data::given_periods_per_year(job.periods_per_year, "periods_per_year")
-                            : data::infer_calendar(ms);
+  const auto to_ms = [](const std::vector<int64_t>& seconds) {
+    std::vector<int64_t> ms;
+    for (auto t : seconds) ms.push_back(t * 1000);
+    return ms;
+  };
+  auto calendar = job.periods_per_year > 0
+                      ? data::given_periods_per_year(job.periods_per_year, "periods_per_year")
+                      : data::infer_calendar(to_ms(run.timestamps));
+  // Scored bars too few to show a session (a held-out afternoon of a 2-day tape) fall back to
+  // the spacing, which annualises as if the market never closed: the sessions of every bar fed
+  // (the warm-up's too) are the market's calendar then.
+  if (calendar.basis == data::CalendarBasis::kSpacing &&
+      run.calendar_timestamps.size() > run.timestamps.size()) {
+    const auto whole = data::infer_calendar(to_ms(run.calendar_timestamps));
+    if (whole.basis != data::CalendarBasis::kSpacing) calendar = whole;
+  }
   run.periods_per_year = calendar.value;
   run.periods_per_year_basis = calendar.describe();
   const size_t n = run.closes.size();

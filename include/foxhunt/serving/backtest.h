@@ -50,7 +50,8 @@ struct BacktestJob {
   /// F / (P x M) x 1e4 basis points (e.g. $2.50 on an E-mini at 1,650 x $50: ~0.3 bp).
   double cost_bps = 1.0;
   /// Bars per year that annualise the figures (and the rule's volatility targeting, where the
-  /// caller sets it there too); 0: inferred from the scored bars (data/calendar.h).
+  /// caller sets it there too); 0: inferred from the scored bars (data/calendar.h), or from every
+  /// bar fed where the scored ones are too few to show a session.
   double periods_per_year = 0.0;
   std::string from;    ///< first scored bar (Unix seconds or ISO 8601; "" = first after training)
   std::string to;      ///< last bar (inclusive; "" = the end of the data)
@@ -93,8 +94,11 @@ struct BacktestRun {
   double periods_per_year = 0;         ///< given, else inferred from the timestamps
   std::string periods_per_year_basis;  ///< how, in words (data::PeriodsPerYear::describe())
   std::vector<int64_t> timestamps;     ///< scored bars
-  std::vector<double> closes;          ///< scored bars' closes
-  std::vector<double> volumes;         ///< scored bars' volumes (the cost model's ADV)
+  /// Every bar fed, warm-up and scored: the calendar where the scored bars are too few to show a
+  /// session.
+  std::vector<int64_t> calendar_timestamps;
+  std::vector<double> closes;   ///< scored bars' closes
+  std::vector<double> volumes;  ///< scored bars' volumes (the cost model's ADV)
   /// Positions per strategy: "ensemble", each model name, "buy_and_hold", "flat", "random".
   std::map<std::string, std::vector<double>> positions;
   /// Backtest of each strategy.
