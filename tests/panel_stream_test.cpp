@@ -127,7 +127,8 @@ TEST(CsvPanelSourceTest, RefusesARowGoingBackInTimeAtItsLine) {
   std::istringstream in(text);
   CsvPanelSource source(in, "p.csv");
   std::vector<SymbolBar> bars;
-  ASSERT_TRUE(source.next(bars));  // 2024-01-01 is complete once line 3 is read
+  ASSERT_TRUE(source.next(bars));        // 2024-01-01 is complete once line 3 is read
+  EXPECT_EQ(source.where(), "p.csv:2");  // its last row: where a bar the desk refuses is
   const std::string what = error_of([&] { source.next(bars); });
   EXPECT_NE(what.find("p.csv:4: symbol 'B': timestamp 2024-01-01"), std::string::npos) << what;
   EXPECT_NE(what.find("goes back in time"), std::string::npos) << what;

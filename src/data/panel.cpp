@@ -353,6 +353,7 @@ bool PanelCsvStream::next(std::vector<PanelRow>& rows) {
   rows.swap(s.ready);
   s.ready.clear();
   s.last_timestamp = rows.front().bar.timestamp;
+  s.place = rows.back().line;  // a bar of it the caller refuses is placed in its timestamp
   return true;
 }
 

@@ -116,7 +116,8 @@ class PanelCsvStream {
   /// InputError for a bad row (the next call reads on after it), and at the end of an input
   /// without a header or without rows (as parse_panel_csv).
   bool next(std::vector<PanelRow>& rows);
-  /// The line where the last next() stopped: the row it refused, else the last line it read.
+  /// Where the last next() stopped: the line it refused, else the last row of the timestamp it
+  /// returned.
   int64_t line_number() const;
   /// Symbols read so far.
   int64_t symbols() const;
