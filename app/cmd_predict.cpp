@@ -134,16 +134,32 @@ struct PredictArgs {
   double periods_per_year = 0;
 };
 
-// predict on a panel: the desk, one block (or one JSON line per symbol) per timestamp.
-int predict_panel(const PredictArgs& a, const std::string& text, const std::string& source,
-                  std::vector<serving::Bundle> bundles, const serving::DecisionRule& rule,
-                  int64_t from) {
+// predict on a panel: the desk, one block (or one JSON line per symbol) per timestamp. A panel
+// in time order is served line by line (memory for its symbols, not its rows). A file is scanned
+// first, as a panel read whole was: a bad row is refused before anything is printed and --from is
+// checked against its last timestamp; one whose rows are not in time order (grouped by symbol) is
+// read whole. `in` has given up `head` (the lines up to the header): a file is read again from
+// its start, stdin goes on after it.
+int predict_panel(const PredictArgs& a, std::istream& in, const std::string& head,
+                  const std::string& source, std::vector<serving::Bundle> bundles,
+                  const serving::DecisionRule& rule, int64_t from) {
   serving::PanelStreamOptions po;
   po.from = from;
   if (!a.shard.empty()) po.shard = serving::parse_shard(a.shard, "--shard");
-  const auto panel = data::parse_panel_csv(text, source);
-  if (from != INT64_MIN && !panel.timestamps.empty())
-    check_from(from, panel.timestamps.back(), source);
+  in.clear();  // the header may have been the input's last line
+  // A file that can be read twice (not stdin, not a pipe named as a file).
+  const bool is_file = a.data != "-" && in.tellg() >= 0;
+  std::optional<data::Panel> panel;  // a file not in time order, read whole
+  if (is_file) {
+    in.seekg(0);
+    const auto scan = data::scan_panel_csv(in, source);
+    in.clear();
+    in.seekg(0);
+    if (!scan.time_ordered)
+      panel = data::parse_panel_csv(std::string(std::istreambuf_iterator<char>(in), {}), source);
+    if (from != INT64_MIN)
+      check_from(from, panel ? panel->timestamps.back() : scan.last_timestamp, source);
+  }
   serving::DeskOptions dopt;
   dopt.parallel = !a.serial;
   serving::Desk desk(std::move(bundles), rule, dopt);
@@ -165,7 +181,15 @@ int predict_panel(const PredictArgs& a, const std::string& text, const std::stri
       std::printf("  decision %+7.3f\n", d.decision.decision);
     }
   };
-  const auto stats = serving::stream_panel(desk, panel, po, print);
+  serving::StreamStats stats;
+  if (panel) {
+    stats = serving::stream_panel(desk, *panel, po, print);
+  } else {
+    const auto r = serving::stream_panel_csv(desk, in, source, po, print, is_file ? "" : head);
+    stats = r.stream;
+    // stdin: checked once it has ended (nothing was printed then), as a series is.
+    if (from != INT64_MIN && stats.reported == 0) check_from(from, r.last_timestamp, source);
+  }
   std::cout.flush();
   std::fprintf(stderr,
                "foxhunt: %lld instruments, %lld timestamps, %lld instrument-bars (%lld printed); "
@@ -257,8 +281,7 @@ Registrar registered_predict = subcommand<PredictArgs>(
           FOXHUNT_CHECK(!a->explain, "predict",
                         "--explain: expected one series, got a panel (a symbol column) in ", source,
                         "; a panel is served batched without the per-bar explanation");
-          return predict_panel(*a, first + std::string(std::istreambuf_iterator<char>(*in), {}),
-                               source, std::move(bundles), rule, from);
+          return predict_panel(*a, *in, first, source, std::move(bundles), rule, from);
         }
         FOXHUNT_CHECK(a->shard.empty(), "predict",
                       "--shard: expected a panel (a CSV with a symbol column), got a single "

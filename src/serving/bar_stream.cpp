@@ -1,5 +1,6 @@
 #include "foxhunt/serving/bar_stream.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -52,10 +53,34 @@ bool PanelBarSource::next(std::vector<SymbolBar>& bars) {
   return false;
 }
 
+CsvPanelSource::CsvPanelSource(std::istream& in, std::string source,
+                               std::function<bool(const std::string&)> serve, std::string head)
+    : source_(std::move(source)), stream_(in, source_, std::move(head)), serve_(std::move(serve)) {}
+
+bool CsvPanelSource::next(std::vector<SymbolBar>& bars) {
+  bars.clear();
+  while (stream_.next(rows_)) {  // InputError for a bad row: the next call reads on
+    for (auto& r : rows_) {
+      if (serve_ && !serve_(r.symbol)) continue;
+      if (r.first) ++served_;
+      bars.push_back({std::move(r.symbol), r.bar});
+    }
+    if (bars.empty()) continue;  // none of the served symbols has a bar here
+    // A panel's order (PanelBarSource): its symbols in byte order.
+    std::sort(bars.begin(), bars.end(),
+              [](const SymbolBar& a, const SymbolBar& b) { return a.symbol < b.symbol; });
+    return true;
+  }
+  return false;
+}
+
+std::string CsvPanelSource::where() const {
+  return source_ + ":" + std::to_string(stream_.line_number());
+}
+
 StreamStats stream_source(Desk& desk, BarSource& source, const StreamOptions& options,
                           const StreamSink& on_decisions, const SkipSink& on_skip) {
   StreamStats stats;
-  stats.instruments = source.instruments();
   std::vector<double> latencies;
   std::vector<SymbolBar> bars;
   while (true) {
@@ -82,6 +107,8 @@ StreamStats stream_source(Desk& desk, BarSource& source, const StreamOptions& op
     stats.reported += static_cast<int64_t>(decisions.size());
     if (on_decisions) on_decisions(bars, decisions);
   }
+  // A source that reads its symbols as it goes (a panel, a tape) knows them all only now.
+  stats.instruments = source.instruments();
   FOXHUNT_CHECK(stats.bars > 0, "predict", source.name(), ": expected at least one bar, got none");
   stats.latency_us = summarize_latencies(latencies);
   return stats;
@@ -119,16 +146,20 @@ Shard parse_shard(const std::string& text, const std::string& what) {
   return s;
 }
 
-StreamStats stream_panel(Desk& desk, const data::Panel& panel, const PanelStreamOptions& options,
-                         const TimestampSink& on_timestamp) {
-  const Shard shard = options.shard;
+namespace {
+
+/// The symbols of `shard` (checked).
+std::function<bool(const std::string&)> shard_filter(const Shard& shard) {
   FOXHUNT_CHECK(shard.count >= 1 && shard.index >= 0 && shard.index < shard.count, "predict",
                 "shard: expected K/N with 0 <= K < N, got ", shard.index, "/", shard.count);
-  PanelBarSource source(panel, [&](const std::string& symbol) {
+  return [shard](const std::string& symbol) {
     return symbol_shard(symbol, shard.count) == shard.index;
-  });
-  FOXHUNT_CHECK(source.instruments() > 0, "predict", panel.source, ": shard ", shard.index, "/",
-                shard.count, " holds none of the ", panel.size(), " symbols");
+  };
+}
+
+/// stream_source on a panel's source, reporting each timestamp.
+StreamStats stream_timestamps(Desk& desk, BarSource& source, const PanelStreamOptions& options,
+                              const TimestampSink& on_timestamp) {
   const auto sink = [&](const std::vector<SymbolBar>& bars,
                         const std::vector<InstrumentDecision>& decisions) {
     if (on_timestamp) on_timestamp(bars.front().bar.timestamp, decisions);
@@ -136,6 +167,39 @@ StreamStats stream_panel(Desk& desk, const data::Panel& panel, const PanelStream
   StreamOptions o;
   o.from = options.from;
   return stream_source(desk, source, o, sink);
+}
+
+/// The error for a shard that holds none of a panel's `symbols`.
+[[noreturn]] void empty_shard(const std::string& source, const Shard& shard, int64_t symbols) {
+  throw InputError("predict", detail::cat(source, ": shard ", shard.index, "/", shard.count,
+                                          " holds none of the ", symbols, " symbols"));
+}
+
+}  // namespace
+
+StreamStats stream_panel(Desk& desk, const data::Panel& panel, const PanelStreamOptions& options,
+                         const TimestampSink& on_timestamp) {
+  PanelBarSource source(panel, shard_filter(options.shard));
+  if (source.instruments() == 0) empty_shard(panel.source, options.shard, panel.size());
+  return stream_timestamps(desk, source, options, on_timestamp);
+}
+
+PanelCsvStreamStats stream_panel_csv(Desk& desk, std::istream& in, const std::string& source,
+                                     const PanelStreamOptions& options,
+                                     const TimestampSink& on_timestamp, const std::string& head) {
+  CsvPanelSource panel(in, source, shard_filter(options.shard), head);
+  PanelCsvStreamStats stats;
+  try {
+    stats.stream = stream_timestamps(desk, panel, options, on_timestamp);
+  } catch (const InputError&) {
+    // The shard's symbols are known at the end only: none there, no bar was served.
+    if (panel.ended() && panel.instruments() == 0 && panel.symbols() > 0)
+      empty_shard(source, options.shard, panel.symbols());
+    throw;
+  }
+  stats.symbols = panel.symbols();
+  stats.last_timestamp = panel.last_timestamp();
+  return stats;
 }
 
 }  // namespace foxhunt::serving

@@ -23,8 +23,16 @@
 ///
 /// A file without a symbol column is a single-series file: parse_panel_csv reads it with the
 /// single-series reader (parse_bars_csv, unchanged) as a one-symbol panel.
+///
+/// A panel whose rows are in time order (a timestamp's rows together, timestamps increasing) can
+/// also be read as a stream, one timestamp at a time (PanelCsvStream), in memory proportional to
+/// its symbols rather than its rows: the same rows, checks and messages as parse_panel_csv, plus
+/// a row going back in time refused with its FILE:LINE.
 
 #include <cstdint>
+#include <istream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,6 +88,65 @@ Panel parse_panel_csv(std::string_view text, const std::string& source,
 
 /// Reads and parses a panel CSV file; errors name the path, the 1-based line and the symbol.
 Panel load_panel_csv(const std::string& path, const PanelReadOptions& options = {});
+
+/// One row of a panel CSV read as a stream.
+struct PanelRow {
+  std::string symbol;  ///< its symbol
+  Bar bar;             ///< its bar
+  int64_t line = 0;    ///< its 1-based line
+  bool first = false;  ///< the symbol's first row
+};
+
+/// A panel CSV (the file comment's format, header first) read line by line, one timestamp at a
+/// time: for predict over a stream, whose memory must not grow with its rows. The rows must be in
+/// time order; each row is checked as parse_panel_csv checks it (the same InputErrors), and a row
+/// whose timestamp is before the previous row's is refused ("[bars] SOURCE:LINE: symbol 'S':
+/// timestamp T goes back in time ..."). Holds the rows of one timestamp and a few bytes per
+/// symbol.
+class PanelCsvStream {
+ public:
+  /// Reads `in` (which must outlive the stream); `source` names it in messages. `head`: lines
+  /// already taken from `in` (the header a caller read to see whether it is a panel), read first.
+  PanelCsvStream(std::istream& in, std::string source, std::string head = "");
+  ~PanelCsvStream();
+  PanelCsvStream(PanelCsvStream&&) noexcept;
+
+  /// Replaces `rows` with the rows of the next timestamp, in file order, and returns true; false
+  /// at the end. A timestamp is complete when a row of a later one (or the end) is read. Throws
+  /// InputError for a bad row (the next call reads on after it), and at the end of an input
+  /// without a header or without rows (as parse_panel_csv).
+  bool next(std::vector<PanelRow>& rows);
+  /// Where the last next() stopped: the line it refused, else the last row of the timestamp it
+  /// returned.
+  int64_t line_number() const;
+  /// Symbols read so far.
+  int64_t symbols() const;
+  /// The timestamp of the rows next() last returned (none before the first).
+  std::optional<int64_t> last_timestamp() const;
+  /// True once next() has returned false.
+  bool ended() const;
+  /// True once a row going back in time was refused: the input is not in time order (a file of
+  /// it can still be read whole by parse_panel_csv).
+  bool out_of_order() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// What scan_panel_csv found.
+struct PanelCsvScan {
+  /// The rows are in time order: PanelCsvStream reads the input to its end.
+  bool time_ordered = false;
+  int64_t rows = 0;                       ///< rows read (up to the first out of order)
+  int64_t symbols = 0;                    ///< symbols read (up to the first row out of order)
+  std::optional<int64_t> last_timestamp;  ///< of the last row (time_ordered only)
+};
+
+/// Reads `in` through a PanelCsvStream to its end, or to the first row going back in time
+/// (time_ordered false): a file is checked before it is served. InputError for a bad row before
+/// that one.
+PanelCsvScan scan_panel_csv(std::istream& in, const std::string& source);
 
 /// Throws InputError "[panel] SOURCE: WHAT needs at least N bars per symbol; too few: 'S' has K
 /// bars, ..." naming every symbol with fewer than `n` bars. `what` says what needs them ("a

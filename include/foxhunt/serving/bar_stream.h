@@ -12,6 +12,7 @@
 #include <istream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,39 @@ class PanelBarSource : public BarSource {
   std::vector<const data::PanelSymbol*> served_;
   std::vector<size_t> cursor_;  // per served symbol: its next bar
   size_t next_time_ = 0;        // index into panel_.timestamps
+};
+
+/// A panel CSV (data/panel.h formats, header first, rows in time order) read line by line
+/// (data::PanelCsvStream): at each timestamp, the served symbols (those `serve` accepts; every
+/// one without it) with a row there, in byte order of their symbols (a panel's order), so that it
+/// yields what PanelBarSource yields on parse_panel_csv of the same text while holding one
+/// timestamp's rows and a few bytes per symbol. Timestamps where none of them has a bar are
+/// passed over. A timestamp is handed out once a row of a later one (or the end) is read. A bad
+/// row, or one going back in time, is an InputError from next().
+class CsvPanelSource : public BarSource {
+ public:
+  /// Reads `in` (which must outlive the source); `source` names it in messages; `head`: lines
+  /// already taken from `in`, read first.
+  CsvPanelSource(std::istream& in, std::string source,
+                 std::function<bool(const std::string&)> serve = nullptr, std::string head = "");
+  bool next(std::vector<SymbolBar>& bars) override;
+  std::string name() const override { return source_; }
+  std::string where() const override;
+  /// Served symbols read so far.
+  int64_t instruments() const override { return served_; }
+  /// Every symbol read so far, served or not.
+  int64_t symbols() const { return stream_.symbols(); }
+  /// The input's last timestamp read (served or not; none before the first).
+  std::optional<int64_t> last_timestamp() const { return stream_.last_timestamp(); }
+  /// True once the input has ended.
+  bool ended() const { return stream_.ended(); }
+
+ private:
+  std::string source_;
+  data::PanelCsvStream stream_;
+  std::function<bool(const std::string&)> serve_;
+  std::vector<data::PanelRow> rows_;
+  int64_t served_ = 0;
 };
 
 /// How a stream treats its input.
@@ -156,5 +190,23 @@ using TimestampSink = std::function<void(int64_t, const std::vector<InstrumentDe
 /// shard holds no symbol.
 StreamStats stream_panel(Desk& desk, const data::Panel& panel, const PanelStreamOptions& options,
                          const TimestampSink& on_timestamp);
+
+/// What stream_panel_csv did.
+struct PanelCsvStreamStats {
+  StreamStats stream;   ///< the desk's figures
+  int64_t symbols = 0;  ///< symbols in the input (served or not)
+  /// The input's last timestamp (served or not).
+  std::optional<int64_t> last_timestamp;
+};
+
+/// stream_panel on a panel CSV read line by line from `in` (a CsvPanelSource of the shard's
+/// symbols; `source` names it, `head` holds lines already taken from it): the same decisions, in
+/// memory that does not grow with the input. A bad row is an InputError "[predict] SOURCE:LINE:
+/// ..." (the stream stops there; what came before it was served). InputError when the input ends
+/// and the shard held none of its symbols.
+PanelCsvStreamStats stream_panel_csv(Desk& desk, std::istream& in, const std::string& source,
+                                     const PanelStreamOptions& options,
+                                     const TimestampSink& on_timestamp,
+                                     const std::string& head = "");
 
 }  // namespace foxhunt::serving
