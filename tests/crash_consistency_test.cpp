@@ -46,7 +46,9 @@
 
 extern char** environ;
 
-namespace foxhunt {
+// Its own namespace: the test sources compile in unity batches, where names of other files'
+// anonymous namespaces in namespace foxhunt would collide with these.
+namespace foxhunt::crash_consistency {
 namespace {
 
 namespace fs = std::filesystem;
@@ -646,4 +648,4 @@ TEST_F(CrashConsistencyTest, WalkForwardResumesFromWholeFoldsOnly_SLOW) {
 }
 
 }  // namespace
-}  // namespace foxhunt
+}  // namespace foxhunt::crash_consistency
