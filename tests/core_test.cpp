@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "foxhunt/core/container.h"
 #include "foxhunt/core/error.h"
@@ -124,6 +129,31 @@ TEST(FileIoTest, CrashBeforeRenameKeepsPreviousFile) {
   int files = 0;
   for (auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
   EXPECT_EQ(files, 1);
+}
+
+// kill -9 between writing a temp file and renaming it leaves PATH.tmp.PID.N: the next write of
+// PATH removes those of dead processes, and only those (a live writer's temp is its own business).
+TEST(FileIoTest, AWriteRemovesTheTempFilesOfDeadProcesses) {
+  TempDir dir;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);  // reaped: the pid runs nothing now
+  const std::string dead = std::to_string(child), self = std::to_string(::getpid());
+  const std::vector<std::string> stale = {"a.bin.tmp." + dead + ".0", "a.bin.tmp." + dead + ".12"};
+  const std::vector<std::string> kept = {
+      "a.bin.tmp." + self + ".99",  // this process: perhaps another thread's write in flight
+      "a.bin.tmp.1.0",              // init runs: a live (or foreign) process
+      "b.bin.tmp." + dead + ".0",   // another file's: its own next write cleans it
+      "a.bin.tmp." + dead,          // not write_file_atomic's name
+      "a.bin.tmp.x.0"};
+  for (const auto& n : stale) std::ofstream(dir.file(n)) << "half";
+  for (const auto& n : kept) std::ofstream(dir.file(n)) << "other";
+  write_file_atomic(dir.file("a.bin"), "whole");
+  EXPECT_EQ(read_file(dir.file("a.bin")), "whole");
+  for (const auto& n : stale) EXPECT_FALSE(std::filesystem::exists(dir.file(n))) << n;
+  for (const auto& n : kept) EXPECT_TRUE(std::filesystem::exists(dir.file(n))) << n;
 }
 
 TEST(FileIoTest, WriteIntoMissingDirectoryFails) {

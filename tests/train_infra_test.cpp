@@ -22,6 +22,7 @@
 #include "foxhunt/train/dqn_trainer.h"
 #include "foxhunt/train/forecast_trainer.h"
 #include "foxhunt/train/infra.h"
+#include "foxhunt/train/loop.h"
 #include "foxhunt/train/ppo_trainer.h"
 #include "test_util.h"
 #include "train_test_util.h"
@@ -101,6 +102,48 @@ TEST_F(TrainInfraTest, RollingMeanKeepsTheLastValues) {
   copy.from_json(m.to_json());
   EXPECT_DOUBLE_EQ(copy.mean(), 5.0);
   EXPECT_EQ(copy.size(), 3u);
+}
+
+// A run killed mid-line leaves a partial last line: a resumed run's log drops it before
+// appending, and a run from step 0 starts the file anew (never after a killed run's lines).
+TEST_F(TrainInfraTest, MetricsLogDropsAKilledRunsPartialLineAndAFreshRunStartsAnew) {
+  TempDir dir;
+  const auto path = dir.file("m.jsonl");
+  auto lines = [&] {
+    std::ifstream in(path);
+    std::vector<nlohmann::json> out;
+    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
+  };
+  std::ofstream(path) << "{\"step\":1}\n{\"step\":2,\"lo";
+  MetricsLog(path).write({{"step", 3}});
+  auto l = lines();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0]["step"], 1);
+  EXPECT_EQ(l[1]["step"], 3);
+  std::ofstream(path, std::ios::app) << "{\"st";  // a partial line and nothing before it ends
+  MetricsLog(path, MetricsStart::kAppend).write({{"step", 4}});
+  EXPECT_EQ(lines().size(), 3u);
+  std::ofstream(path, std::ios::trunc) << "{\"st";  // only a partial line
+  MetricsLog(path).write({{"step", 5}});
+  ASSERT_EQ(lines().size(), 1u);
+  // A session from step 0 (a fresh run) starts the file anew; one resumed at step 8 appends.
+  {
+    RunConfig run = quiet_run();
+    run.metrics_path = path;
+    RunSession fresh(run, "test", "test", 10, 0);
+    fresh.log({{"step", 1}}, 1, "");
+  }
+  l = lines();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0]["step"], 1);
+  {
+    RunConfig run = quiet_run();
+    run.metrics_path = path;
+    RunSession resumed(run, "test", "test", 10, 8);
+    resumed.log({{"step", 9}}, 9, "");
+  }
+  EXPECT_EQ(lines().size(), 2u);
 }
 
 TEST_F(TrainInfraTest, MetricsLogWritesJsonLinesAndAppends) {

@@ -1,9 +1,12 @@
 #include "foxhunt/core/file_io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -12,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "foxhunt/core/error.h"
 
@@ -32,6 +36,46 @@ std::string dir_of(const std::string& path) {
   if (pos == std::string::npos) return ".";
   if (pos == 0) return "/";
   return path.substr(0, pos);
+}
+
+std::string base_of(const std::string& path) {
+  const auto pos = path.find_last_of('/');
+  return pos == std::string::npos ? path : path.substr(pos + 1);
+}
+
+// The pid of a temp file name "BASE.tmp.PID.N" of `base` (write_file_atomic's), else 0.
+pid_t temp_owner(const std::string& name, const std::string& base) {
+  const std::string prefix = base + ".tmp.";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return 0;
+  const auto dot = name.find('.', prefix.size());
+  if (dot == std::string::npos || dot == prefix.size() || dot + 1 == name.size()) return 0;
+  const auto digits = [&](size_t from, size_t to) {
+    return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(from),
+                       name.begin() + static_cast<std::ptrdiff_t>(to),
+                       [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!digits(prefix.size(), dot) || !digits(dot + 1, name.size()) || dot - prefix.size() > 9)
+    return 0;
+  return static_cast<pid_t>(std::stol(name.substr(prefix.size(), dot - prefix.size())));
+}
+
+// A process killed between writing a temp file and renaming it (kill -9, a power cut) leaves
+// "PATH.tmp.PID.N" behind. The next write of PATH removes those of processes that no longer run,
+// so that a rerun after a crash leaves none; a live writer's (another process writing PATH now,
+// or a pid reused since) is kept. Best effort: a failure here never fails the write.
+void remove_stale_temps(const std::string& path) {
+  const std::string base = base_of(path);
+  DIR* d = ::opendir(dir_of(path).c_str());
+  if (!d) return;
+  std::vector<std::string> stale;
+  while (const dirent* e = ::readdir(d)) {
+    const pid_t owner = temp_owner(e->d_name, base);
+    if (owner <= 0 || owner == ::getpid()) continue;
+    if (::kill(owner, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to probe)
+    stale.push_back(e->d_name);
+  }
+  ::closedir(d);
+  for (const auto& name : stale) ::unlink((dir_of(path) + "/" + name).c_str());
 }
 
 }  // namespace
@@ -83,6 +127,7 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
       throw InputError("io", "cannot write '" + path + "': " + std::strerror(e));
     FOXHUNT_FAIL("io", "rename to '", path, "' failed: ", std::strerror(e));
   }
+  remove_stale_temps(path);
   // Make the rename itself durable.
   int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {

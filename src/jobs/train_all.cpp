@@ -80,7 +80,9 @@ TrainAllSummary run_train_all(const TrainJob& base) {
                 "train all: options and model_options differ per model; train each model alone");
   TrainAllSummary all;
   all.out = base.out_dir.empty() ? "out/ensemble" : base.out_dir;
-  // A rule fitted for earlier bundles must not outlive them.
+  // A rule fitted for earlier bundles must not outlive them, and the summary (written last)
+  // marks a finished run: neither may describe bundles that this run is about to replace.
+  std::filesystem::remove((std::filesystem::path(all.out) / "summary.json").string());
   std::filesystem::remove(serving::BundleDirectory(all.out).rule_path());
   // The series is read once: every model trains on these bars and the rule is fitted on them.
   const auto bars = market_data::load_job_bars(base, nullptr);

@@ -1,7 +1,11 @@
 #include "foxhunt/train/infra.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -33,9 +37,44 @@ nlohmann::json to_json(const TrainResult& r) {
 
 // ---- MetricsLog -------------------------------------------------------------------------------
 
-MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+namespace {
+
+// Cuts a partial last line (a process killed mid-write) off the end of the file at `path`, so that
+// every line of the log parses once the next run appends. No file yet: nothing to do.
+void drop_partial_last_line(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return;  // absent (fopen creates it) or unreadable (fopen reports why)
+  struct stat st {};
+  const off_t end = ::fstat(fd, &st) == 0 ? st.st_size : 0;
+  off_t keep = end;
+  std::array<char, 4096> buf{};
+  while (keep > 0) {
+    const off_t from = std::max<off_t>(0, keep - static_cast<off_t>(buf.size()));
+    const auto want = static_cast<size_t>(keep - from);
+    if (::pread(fd, buf.data(), want, from) != static_cast<ssize_t>(want)) {
+      keep = end;  // unreadable: leave it as it is
+      break;
+    }
+    if (const void* nl = ::memrchr(buf.data(), '\n', want)) {
+      keep = from + (static_cast<const char*>(nl) - buf.data()) + 1;
+      break;
+    }
+    keep = from;
+  }
+  const bool ok = keep == end || ::ftruncate(fd, keep) == 0;
+  const int e = errno;
+  ::close(fd);
+  if (!ok)
+    FOXHUNT_FAIL("train", "cannot drop the partial last line of metrics file '", path,
+                 "': ", std::strerror(e));
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& path, MetricsStart start) : path_(path) {
   if (path.empty()) return;
-  file_ = std::fopen(path.c_str(), "a");
+  if (start == MetricsStart::kAppend) drop_partial_last_line(path);
+  file_ = std::fopen(path.c_str(), start == MetricsStart::kFresh ? "w" : "a");
   if (!file_)
     FOXHUNT_FAIL("train", "cannot open metrics file '", path, "': ", std::strerror(errno));
 }

@@ -5,7 +5,9 @@ namespace foxhunt::train {
 RunSession::RunSession(const RunConfig& run, std::string algo, std::string label,
                        int64_t total_steps, int64_t start_step)
     : run_(run),
-      log_(run.metrics_path),
+      // A run from step 0 starts its log anew (a rerun after a crash must not append to the
+      // killed run's lines); a resumed run appends.
+      log_(run.metrics_path, start_step > 0 ? MetricsStart::kAppend : MetricsStart::kFresh),
       progress_(std::move(label), total_steps, start_step, run.progress, run.progress_output) {
   clear_stop();
   result_.algo = std::move(algo);

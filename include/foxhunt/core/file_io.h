@@ -6,9 +6,11 @@
 
 namespace foxhunt {
 
-/// Writes `bytes` to `path` atomically: a temp file in the same directory is written, flushed,
-/// fsync'ed and renamed over `path`. On any failure the temp file is removed and `path` keeps its
-/// previous contents. A path that cannot hold a file (missing directory, no permission, read-only
+/// Writes `bytes` to `path` atomically: a temp file in the same directory (PATH.tmp.PID.N) is
+/// written, flushed, fsync'ed and renamed over `path`. On any failure the temp file is removed and
+/// `path` keeps its previous contents; a process killed before the rename leaves its temp file,
+/// never a partial `path`, and the next write of `path` removes the temp files of processes that
+/// no longer run. A path that cannot hold a file (missing directory, no permission, read-only
 /// file system, a directory in the way) throws InputError("[io] cannot write 'PATH': ...") naming
 /// `path` as given (exit 2 in the CLI); other failures (no space, I/O errors) throw
 /// foxhunt::Error (exit 1).

@@ -209,6 +209,12 @@ TrainSummary run_train_job(const TrainJob& job);
 /// for `epochs`. Returns the per-model summaries, the bundles written, whether a run was
 /// interrupted (the rest are then skipped) and whether every model has a bundle (its to_json is
 /// also written to OUT/summary.json).
+///
+/// Crash consistency: every file is written atomically (core/file_io.h), and OUT/rule.json then
+/// OUT/summary.json are written last and removed first, so a directory holding OUT/summary.json
+/// is a finished run (its "complete" says whether every model has a bundle); one without it was
+/// stopped or killed part-way. A rerun of the same job into OUT redoes every model from step 0
+/// (a seeded run on one thread writes the same weights) and replaces what a killed run left.
 TrainAllSummary run_train_all(const TrainJob& job);
 
 /// Fits the decision rule of the ensemble in `dir` on the validation split of `data_path` (the

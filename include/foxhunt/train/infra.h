@@ -35,8 +35,10 @@ enum class ProgressMode {
 struct RunConfig {
   std::string checkpoint_path;      ///< trainer checkpoint file ("" = none written)
   int64_t checkpoint_interval = 0;  ///< steps between checkpoints (0 = only at the end / on stop)
-  std::string metrics_path;         ///< JSON-lines metrics file, appended to ("" = none)
-  int64_t log_interval = 1000;      ///< steps between metrics lines (forecast: optimizer steps)
+  /// JSON-lines metrics file ("" = none): started anew by a run from step 0, appended to by a
+  /// resumed one (MetricsLog).
+  std::string metrics_path;
+  int64_t log_interval = 1000;  ///< steps between metrics lines (forecast: optimizer steps)
   ProgressMode progress = ProgressMode::kAuto;  ///< progress display on stderr
   /// Where the progress display writes its text (empty: core's progress sink, core/log.h).
   ProgressSink progress_output;
@@ -60,11 +62,20 @@ struct TrainResult {
 /// JSON form of a result.
 nlohmann::json to_json(const TrainResult& r);
 
+/// How a metrics log opens an existing file.
+enum class MetricsStart {
+  kAppend,  ///< keep its lines and append (a resumed run)
+  kFresh,   ///< start it empty (a run from step 0: a rerun must not append to a killed run's log)
+};
+
 /// Appends metrics lines (one compact JSON object per line) to a file and keeps them in memory.
+/// The file is a log written as the run goes, not atomically: a process killed mid-line leaves a
+/// partial last line, which the next log opened on the file drops (kAppend) or replaces (kFresh).
 class MetricsLog {
  public:
-  /// Opens `path` for appending ("" keeps the lines in memory only).
-  explicit MetricsLog(const std::string& path = "");
+  /// Opens `path` ("" keeps the lines in memory only): for appending, after dropping a partial
+  /// last line, or empty (`start`).
+  explicit MetricsLog(const std::string& path = "", MetricsStart start = MetricsStart::kAppend);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
