@@ -189,10 +189,11 @@ double TradingEnv::buy_and_hold_equity() const {
 BuyAndHoldComparison TradingEnv::compare_to_buy_and_hold() const {
   BuyAndHoldComparison c;
   c.strategy_log_return = log_equity_;
-  // One unit bought at the episode's first bar, charged as a step buying it would be.
-  c.buy_and_hold_log_return =
-      buy_and_hold_log_return(closes_, start_ - offset_, t_ - offset_, 0.0) -
-      trade_cost(rates_[static_cast<size_t>(start_ - offset_)], 1.0, options_.costs.notional);
+  // One unit bought at the episode's first bar, charged as a step buying it would be (the
+  // bars are checked first: before any episode they are outside the env's).
+  const double growth = buy_and_hold_log_return(closes_, start_ - offset_, t_ - offset_, 0.0);
+  c.buy_and_hold_log_return = growth - trade_cost(rates_[static_cast<size_t>(start_ - offset_)],
+                                                  1.0, options_.costs.notional);
   c.excess_log_return = c.strategy_log_return - c.buy_and_hold_log_return;
   return c;
 }
