@@ -248,7 +248,7 @@ TEST(TrainAllCostsTest, HighCostsFitARuleThatTradesLess) {
 // writes them into rule.json.
 TEST(TrainAllCostsTest, FitEnsembleRuleWritesTheCostsItFittedAfter) {
   TempDir dir;
-  const auto series = data::generate_synthetic({.bars = 1500, .seed = 13});
+  const auto series = data::generate_synthetic({.bars = 900, .seed = 13});
   const auto csv = dir.file("bars.csv");
   data::write_bars_csv(csv, series);
   const data::MarketDataset ds(series);
