@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "cost_flags.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/market_data.h"
 #include "foxhunt/data/panel.h"
@@ -171,24 +172,8 @@ Registrar registered_backtest = subcommand<BacktestArgs>(
       a->tape.add(sub,
                   "Tape of trade prints: its bars are built with the bundles' recorded --bar, "
                   "then backtested as bars are (a symbol column: time bars, a panel)");
-      add_defaulted(sub, "--cost-bps", &a->job.cost_bps,
-                    "Cost per unit of position change, basis points of notional (flat; the cost "
-                    "model's terms below add to it; a per-contract fee: --fee-per-contract)");
-      auto& costs = a->job.costs;
-      add_defaulted(sub, "--spread-bps", &costs.spread_bps,
-                    "Quoted spread (ask - bid) / mid in basis points; half of it is paid per unit "
-                    "traded (a bar CSV has no quotes)");
-      add_defaulted(sub, "--fee-bps", &costs.fee_bps, "Fee per notional traded, basis points");
-      add_defaulted(sub, "--fee-per-contract", &costs.fee_per_contract,
-                    "Fee per contract traded, in the price's currency (see --contract-multiplier)");
-      add_defaulted(sub, "--contract-multiplier", &costs.contract_multiplier,
-                    "Units of the instrument per contract (1 for shares, 50 for an E-mini)");
-      add_defaulted(sub, "--notional", &costs.notional,
-                    "Account notional (price currency) that a position of 1 is; > 0 charges the "
-                    "square-root market impact k * sigma * sqrt(traded / ADV) from the bars' "
-                    "volume (capacity is reported either way)");
-      add_defaulted(sub, "--impact-k", &costs.impact_k,
-                    "k of the square-root market impact (0 turns it off)");
+      add_cost_flags(sub, &a->job.cost_bps, &a->job.costs,
+                     "charged on every strategy (train all takes the same flags)");
       auto* ppy = add_periods_per_year_flag(
           sub, &a->job.periods_per_year,
           "the figures and the rule's volatility targeting (default: inferred from the scored "

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "cost_flags.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/dist/launcher.h"
 #include "foxhunt/jobs/train_job.h"
@@ -121,9 +122,15 @@ Registrar registered_train = subcommand<TrainArgs>(
                       "Trainer option overrides as a JSON object, e.g. '{\"learning_rate\":1e-3}'");
       sub->add_option("--model-options", args->model_options_json,
                       "mamba2/tft model options as a JSON object, e.g. '{\"d_model\":32}'");
-      add_defaulted(sub, "--env-cost-bps", &args->job.trading_env.cost_bps,
-                    "Trading env: cost in basis points per unit of position change")
-          ->check(non_negative_number());
+      // The backtest's cost flags: the trading env charges them, train all fits its rule after
+      // them (jobs::TrainJob::trading_env holds the one cost model).
+      auto* cost = add_cost_flags(
+          sub, &args->job.trading_env.cost_bps, &args->job.trading_env.costs,
+          "that the RL policies train under (trading env) and train all fits its rule after; "
+          "give backtest the same flags");
+      sub->add_option("--env-cost-bps", args->job.trading_env.cost_bps, "Older name of --cost-bps")
+          ->check(non_negative_number())
+          ->excludes(cost);
       add_defaulted(sub, "--pnl-scale", &args->job.trading_env.pnl_scale,
                     "Trading env: scale of the unrealised PnL in the RL state (recorded in the "
                     "bundle; serving uses it)")

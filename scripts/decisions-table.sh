@@ -9,7 +9,8 @@
 # Environment: FOXHUNT (the binary; default build/foxhunt), FOXHUNT_DATA_DIR (where
 # scripts/setup.sh put sp500_close.csv and panel_sp500_nasdaq_wti.csv), STEPS (RL steps,
 # default 30000), EPOCHS (forecaster epochs, default 5), COST_BPS (default 1), EXTRA (more
-# backtest flags, e.g. "--spread-bps 1 --notional 1e7"). Each run's JSON stays in OUT_DIR; an
+# cost flags, e.g. "--spread-bps 1 --notional 1e7": train all trains and fits under them, the
+# backtest scores with them). Each run's JSON stays in OUT_DIR; an
 # ensemble already trained there is reused (delete OUT_DIR to start over). Takes ~30 minutes on
 # 2 cores (the walk-forward trains 4 folds).
 # Before/after: run it with the old binary (FOXHUNT=old/foxhunt, another OUT_DIR) and the new.
@@ -44,8 +45,9 @@ held_out() {
   if [ ! -f "$dir/ensemble/rule.json" ]; then
     until_2014 "$csv" "$out/$name-train.csv"
     echo "[decisions] $name: train all on $(($(wc -l <"$out/$name-train.csv") - 1)) rows" >&2
+    # shellcheck disable=SC2086
     "$bin" train all --data "$out/$name-train.csv" --out "$dir/ensemble" --steps "$steps" \
-      --epochs "$epochs" --progress off >"$dir.train.log" 2>&1 || {
+      --epochs "$epochs" --cost-bps "$cost" $extra --progress off >"$dir.train.log" 2>&1 || {
       echo "decisions-table: train all failed, see $dir.train.log" >&2
       exit 1
     }

@@ -34,11 +34,12 @@ double buy_and_hold_log_return(const std::vector<double>& closes, int64_t begin,
 }
 
 TradingEnv::TradingEnv(Matrix market, std::vector<double> closes, BarRange range,
-                       TradingEnvOptions options)
-    : TradingEnv(std::move(market), std::move(closes), range, options, 0) {}
+                       TradingEnvOptions options, const MarketCostInputs& cost_inputs)
+    : TradingEnv(std::move(market), std::move(closes), range, options, 0, cost_inputs) {}
 
 TradingEnv::TradingEnv(Matrix market, std::vector<double> closes, BarRange range,
-                       TradingEnvOptions options, int64_t offset)
+                       TradingEnvOptions options, int64_t offset,
+                       const MarketCostInputs& cost_inputs)
     : market_(std::move(market)),
       closes_(std::move(closes)),
       range_(range),
@@ -55,6 +56,7 @@ TradingEnv::TradingEnv(Matrix market, std::vector<double> closes, BarRange range
   for (double c : closes_)
     FOXHUNT_CHECK(std::isfinite(c) && c > 0, kTradingEnvComponent, "close prices must be > 0, got ",
                   c);
+  rates_ = bar_cost_rates(options_.cost_bps, options_.costs, closes_, cost_inputs);
 }
 
 namespace {
@@ -64,6 +66,20 @@ std::vector<double> closes_in(const MarketDataset& ds, const BarRange& r) {
     out.push_back(ds.series().bars[static_cast<size_t>(t)].close);
   return out;
 }
+
+// The cost model's inputs over bars `r`, as the backtest records them for its scored bars
+// (serving/backtest.cpp): their volumes, and the log returns ending at the bars before r.begin
+// (the last `window` of them: all the volatility's window reads).
+MarketCostInputs cost_inputs_in(const MarketDataset& ds, const BarRange& r, int64_t window) {
+  const auto& bars = ds.series().bars;
+  MarketCostInputs in;
+  for (int64_t t = r.begin; t < r.end; ++t)
+    in.volumes.push_back(bars[static_cast<size_t>(t)].volume);
+  for (int64_t t = std::max<int64_t>(1, r.begin - window); t < r.begin; ++t)
+    in.past_returns.push_back(
+        std::log(bars[static_cast<size_t>(t)].close / bars[static_cast<size_t>(t) - 1].close));
+  return in;
+}
 }  // namespace
 
 // Copies only the split's rows: several envs over one dataset stay small.
@@ -71,7 +87,8 @@ TradingEnv::TradingEnv(const MarketDataset& dataset, Split split, TradingEnvOpti
     : TradingEnv(dataset.rl_market_features(dataset.splits().get(split).begin,
                                             dataset.splits().get(split).end),
                  closes_in(dataset, dataset.splits().get(split)), dataset.splits().get(split),
-                 options, dataset.splits().get(split).begin) {}
+                 options, dataset.splits().get(split).begin,
+                 cost_inputs_in(dataset, dataset.splits().get(split), options.costs.window)) {}
 
 int TradingEnv::action_to_position(int64_t action) {
   FOXHUNT_CHECK(action >= 0 && action < kActions, kTradingEnvComponent,
@@ -123,7 +140,10 @@ StepResult TradingEnv::step(int64_t action) {
   FOXHUNT_CHECK(!done_, kTradingEnvComponent, "step() after the episode ended: call reset()");
   const int target = action_to_position(action);
   StepResult res;
-  res.cost = options_.cost_bps * kBps * std::abs(target - position_);
+  // The backtest's charge for this change at this bar (data/cost_model.h); with cost_bps alone,
+  // cost_bps * 1e-4 * |change| to the last bit.
+  res.cost = trade_cost(rates_[static_cast<size_t>(t_ - offset_)],
+                        std::abs(static_cast<double>(target - position_)), options_.costs.notional);
   if (target != position_) {
     ++trades_;
     entry_close_ = close_at(t_);
@@ -169,8 +189,11 @@ double TradingEnv::buy_and_hold_equity() const {
 BuyAndHoldComparison TradingEnv::compare_to_buy_and_hold() const {
   BuyAndHoldComparison c;
   c.strategy_log_return = log_equity_;
-  c.buy_and_hold_log_return =
-      buy_and_hold_log_return(closes_, start_ - offset_, t_ - offset_, options_.cost_bps);
+  // One unit bought at the episode's first bar, charged as a step buying it would be (the
+  // bars are checked first: before any episode they are outside the env's).
+  const double growth = buy_and_hold_log_return(closes_, start_ - offset_, t_ - offset_, 0.0);
+  c.buy_and_hold_log_return = growth - trade_cost(rates_[static_cast<size_t>(start_ - offset_)],
+                                                  1.0, options_.costs.notional);
   c.excess_log_return = c.strategy_log_return - c.buy_and_hold_log_return;
   return c;
 }

@@ -8,6 +8,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/core/log.h"
+#include "foxhunt/data/cost_model.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/panel.h"
 #include "foxhunt/jobs/train_job.h"
@@ -29,7 +30,8 @@ constexpr const char* kTrainAllLog = "train all";  // the component its log line
 
 namespace market_data {
 
-nlohmann::json fit_ensemble_rule(const std::string& dir, const data::MarketData& bars) {
+nlohmann::json fit_ensemble_rule(const std::string& dir, const data::MarketData& bars,
+                                 const serving::RuleFitOptions& fit_options) {
   // Never a stale rule on failure.
   std::filesystem::remove(serving::BundleDirectory(dir).rule_path());
   const data::DatasetOptions options;
@@ -53,7 +55,7 @@ nlohmann::json fit_ensemble_rule(const std::string& dir, const data::MarketData&
                           series, b.at(static_cast<size_t>(ranges.validation.begin)).timestamp,
                           b.at(static_cast<size_t>(ranges.validation.end - 1)).timestamp});
     }
-    const auto fit = serving::fit_decision_rule(segments);
+    const auto fit = serving::fit_decision_rule(segments, {}, fit_options);
     serving::save_decision_rule(fit.rule, serving::BundleDirectory(dir).rule_path());
     return fit.rule.fit;
   } catch (const InputError& e) {
@@ -63,10 +65,18 @@ nlohmann::json fit_ensemble_rule(const std::string& dir, const data::MarketData&
 
 }  // namespace market_data
 
-nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path) {
+nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path,
+                                 const serving::RuleFitOptions& options) {
   // Never a stale rule, even when the bars cannot be read.
   std::filesystem::remove(serving::BundleDirectory(dir).rule_path());
-  return market_data::fit_ensemble_rule(dir, data::load_market_data(data_path));
+  return market_data::fit_ensemble_rule(dir, data::load_market_data(data_path), options);
+}
+
+serving::RuleFitOptions train_all_rule_fit_options(const TrainJob& job) {
+  serving::RuleFitOptions o;
+  o.cost_bps = job.trading_env.cost_bps;
+  o.costs = job.trading_env.costs;
+  return o;
 }
 
 TrainAllSummary run_train_all(const TrainJob& base) {
@@ -78,6 +88,8 @@ TrainAllSummary run_train_all(const TrainJob& base) {
                 "train all: the RL models train on the trading env of data, got env ", base.env);
   FOXHUNT_CHECK(base.options.empty() && base.model_options.empty(), kTrainAllComponent,
                 "train all: options and model_options differ per model; train each model alone");
+  // A bad cost model fails now, not after four models trained (the env and the fit check it).
+  data::check_cost_model(base.trading_env.cost_bps, base.trading_env.costs);
   TrainAllSummary all;
   all.out = base.out_dir.empty() ? "out/ensemble" : base.out_dir;
   // A rule fitted for earlier bundles must not outlive them, and the summary (written last)
@@ -113,7 +125,7 @@ TrainAllSummary run_train_all(const TrainJob& base) {
   if (all.complete) {
     foxhunt::log(LogLevel::kInfo, kTrainAllLog,
                  "decision rule: fitting the weights on the validation split");
-    all.rule_fit = market_data::fit_ensemble_rule(all.out, bars);
+    all.rule_fit = market_data::fit_ensemble_rule(all.out, bars, train_all_rule_fit_options(base));
     if (all.rule_fit.contains("error"))
       foxhunt::log(LogLevel::kWarning, kTrainAllLog,
                    "decision rule not fitted: " + all.rule_fit["error"].get<std::string>());

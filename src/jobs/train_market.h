@@ -57,7 +57,8 @@ Market load_market(const TrainJob& job, const ResumedCheckpoint* resumed,
 
 // fit_ensemble_rule (train_job.h) on bars already loaded: `train all` fits its rule on the series
 // its models trained on without reading the CSV again.
-nlohmann::json fit_ensemble_rule(const std::string& dir, const data::MarketData& bars);
+nlohmann::json fit_ensemble_rule(const std::string& dir, const data::MarketData& bars,
+                                 const serving::RuleFitOptions& options);
 
 // The serving bundle of a model trained on market data: weights, options, spec, the dataset's
 // normaliser and fingerprint, and the training record (`training`: the summary's JSON so far).

@@ -41,7 +41,8 @@ nlohmann::json fold_record(const WalkForwardJob& job, const data::BarSeries& tra
   const auto f = serving::fingerprint(train);
   nlohmann::json j;
   FOXHUNT_JSON_FIELDS(j, f, rows, first_timestamp, last_timestamp, hash);
-  FOXHUNT_JSON_FIELDS(j, job, steps, epochs, seed);
+  FOXHUNT_JSON_FIELDS(j, job, steps, epochs, seed, cost_bps);
+  j["costs"] = data::to_json(job.costs);  // the folds train and fit under the scored costs
   return j;
 }
 
@@ -148,6 +149,9 @@ WalkForwardRun run_walk_forward(const WalkForwardJob& job, std::ostream& log) {
       tj.model = "all";
       tj.data = csv;
       FOXHUNT_COPY_FIELDS(tj, job, steps, epochs, seed, device);
+      // Each fold's policies train, and its rule is fitted, under the costs that score it.
+      tj.trading_env.cost_bps = job.cost_bps;
+      tj.trading_env.costs = job.costs;
       tj.out_dir = r.dir;
       tj.progress = job.progress ? train::ProgressMode::kAuto : train::ProgressMode::kOff;
       const auto started = std::chrono::steady_clock::now();

@@ -214,6 +214,7 @@ void save_bundle(const Bundle& b, const std::string& path) {
               {"trading_env",
                {{"pnl_scale", b.trading_env.pnl_scale},
                 {"cost_bps", b.trading_env.cost_bps},
+                {"costs", data::to_json(b.trading_env.costs)},
                 {"episode_length", b.trading_env.episode_length}}},
               {"data", b.data},
               {"training", b.training}};
@@ -524,6 +525,18 @@ Bundle load_checked(const Container& c, const std::string& path, const torch::De
     b.trading_env.cost_bps = env.non_negative("cost_bps");
     // 0: episodes ran from the start to the end of the range (data/trading_env.h).
     b.trading_env.episode_length = env.integer("episode_length", 0, kAnyInt);
+    if (env.has("costs")) {
+      // Bundles written before the cost model trained under cost_bps alone (the defaults).
+      const auto c = env.nested("costs");
+      auto& m = b.trading_env.costs;
+      m.spread_bps = c.non_negative("spread_bps");
+      m.fee_bps = c.non_negative("fee_bps");
+      m.fee_per_contract = c.non_negative("fee_per_contract");
+      m.contract_multiplier = c.positive("contract_multiplier");
+      m.notional = c.non_negative("notional");
+      m.impact_k = c.non_negative("impact_k");
+      m.window = c.integer("window", 2, kAnyInt);
+    }
   }
   b.data = data_field(h, "data");
   b.training = h.nested("training").json();

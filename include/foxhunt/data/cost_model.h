@@ -106,7 +106,8 @@ std::vector<BarCostRates> bar_cost_rates(double flat_bps, const CostModel& model
                                          const MarketCostInputs& inputs = {});
 
 /// Cost of trading `traded` (= |p_t - p_{t-1}| >= 0) at a bar with `rates`, at `notional`:
-/// traded * (linear + impact * sqrt(traded * notional)), in return units.
+/// traded * (linear + impact * sqrt(traded * notional)), in return units. run_backtest, the rule
+/// fit and the RL trading env (data/trading_env.h) all charge this one function.
 inline double trade_cost(const BarCostRates& rates, double traded, double notional) {
   double impact = 0.0;
   if (rates.impact > 0.0 && notional > 0.0 && traded > 0.0)

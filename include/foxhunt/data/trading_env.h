@@ -5,19 +5,29 @@
 ///
 /// Mechanics, per step at bar t (the agent sees bar t's close and features):
 /// - action 0 / 1 / 2 = sell / hold / buy sets the target position -1 / 0 / +1 (hold = flat);
-/// - cost = cost_bps * 1e-4 * |new position - old position| (a flip from -1 to +1 costs 2 units);
+/// - cost = the cost model's cost_t(|new position - old position|) (data/cost_model.h: the flat
+///   cost_bps, half the spread, fees, square-root impact at the options' notional), the very
+///   function run_backtest charges, on this bar's rates: a policy trains under the costs that
+///   score it. With only cost_bps (the default model) it is cost_bps * 1e-4 * |change| (a flip
+///   from -1 to +1 costs 2 units);
 /// - reward = new position * r_{t+1} - cost, with r_{t+1} = log(close_{t+1} / close_t): a
-/// log-growth
-///   reward, so equity = exp(sum of rewards) starting from 1;
+///   log-growth reward, so equity = exp(sum of rewards) starting from 1;
 /// - observation = market features of the current bar (254 from a MarketDataset), then the
 ///   position, then the unrealised PnL = position * log(close_t / entry close) * pnl_scale.
 /// Episodes are windows of `episode_length` steps inside the env's bar range: random starts drawn
 /// from the env's seeded stream, or sequential windows (for evaluation) that tile the range.
+///
+/// The cost rates are computed once per env (bar_cost_rates over its closes). Over a dataset's
+/// split their inputs are recorded as `foxhunt backtest` records them for its scored bars: the
+/// bars' volumes, and the log returns that end before the split's first bar (the last `window`
+/// of them) seeding the volatility. An env over a split and a backtest scoring the same bars
+/// therefore charge the same cost for the same position path.
 
 #include <cstdint>
 #include <vector>
 
 #include "foxhunt/core/random.h"
+#include "foxhunt/data/cost_model.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/data/features.h"
 
@@ -27,8 +37,13 @@ namespace foxhunt::data {
 struct TradingEnvOptions {
   /// Steps per episode (0 = from the start to the end of the range).
   int64_t episode_length = 512;
-  /// Transaction cost in basis points of notional per unit of |position change|.
+  /// Transaction cost in basis points of notional per unit of |position change| (the flat
+  /// term of the cost model; `foxhunt train --cost-bps`).
   double cost_bps = 1.0;
+  /// The cost terms beside cost_bps (data/cost_model.h: half the spread, fees, square-root
+  /// impact at a notional); the defaults add none. `foxhunt train all` also fits its rule under
+  /// cost_bps and these terms.
+  CostModel costs = {};
   /// Random episode starts (training) or sequential windows through the range (evaluation).
   bool random_start = true;
   /// Scale of the unrealised PnL in the observation (100 = percent of log return).
@@ -56,6 +71,7 @@ struct BuyAndHoldComparison {
 };
 
 /// Log growth of buying one unit at close[begin] (paying cost_bps once) and holding to close[end].
+/// (TradingEnv::compare_to_buy_and_hold charges the entry with its cost model instead.)
 double buy_and_hold_log_return(const std::vector<double>& closes, int64_t begin, int64_t end,
                                double cost_bps);
 
@@ -66,11 +82,14 @@ class TradingEnv {
   static constexpr int64_t kActions = 3;
 
   /// Env over bars `range` of per-bar market features (`market.rows` == closes.size(); any width,
-  /// 254 in the product) and close prices. The range needs at least 2 bars.
+  /// 254 in the product) and close prices. The range needs at least 2 bars. `cost_inputs` are
+  /// the cost model's per-close volumes and spreads and the log returns before the first close
+  /// (bar_cost_rates' InputErrors for bad ones).
   TradingEnv(Matrix market, std::vector<double> closes, BarRange range,
-             TradingEnvOptions options = {});
+             TradingEnvOptions options = {}, const MarketCostInputs& cost_inputs = {});
 
-  /// Env over one split of a dataset: observations are the 256-d RL state.
+  /// Env over one split of a dataset: observations are the 256-d RL state; the cost inputs are
+  /// the split's volumes and the returns before it (file comment).
   TradingEnv(const MarketDataset& dataset, Split split, TradingEnvOptions options = {});
 
   /// Target position of an action: 0 -> -1, 1 -> 0, 2 -> +1. Throws InputError otherwise.
@@ -80,7 +99,8 @@ class TradingEnv {
   int64_t observation_dim() const { return market_.cols + 2; }
   /// Host bytes of this environment's copy of its bars (features and closes), outside LibTorch.
   std::uint64_t host_bytes() const {
-    return market_.data.size() * sizeof(float) + closes_.size() * sizeof(double);
+    return market_.data.size() * sizeof(float) + closes_.size() * sizeof(double) +
+           rates_.size() * sizeof(BarCostRates);
   }
   /// Options in use.
   const TradingEnvOptions& options() const { return options_; }
@@ -121,7 +141,8 @@ class TradingEnv {
   int64_t trades() const { return trades_; }
   /// Number of sequential windows that tile the range.
   int64_t sequential_episodes() const;
-  /// Equity of buy-and-hold from the episode start to the current bar (same cost rate).
+  /// Equity of buy-and-hold from the episode start to the current bar (its entry charged by the
+  /// same cost model).
   double buy_and_hold_equity() const;
   /// This episode so far against buy-and-hold over the same bars.
   BuyAndHoldComparison compare_to_buy_and_hold() const;
@@ -129,13 +150,14 @@ class TradingEnv {
  private:
   // `market`/`closes` hold bars [offset, offset + rows); bar indices stay absolute.
   TradingEnv(Matrix market, std::vector<double> closes, BarRange range, TradingEnvOptions options,
-             int64_t offset);
+             int64_t offset, const MarketCostInputs& cost_inputs);
   double close_at(int64_t bar) const { return closes_[static_cast<size_t>(bar - offset_)]; }
   std::vector<float> start_episode(int64_t start);
   int64_t episode_steps() const;
 
   Matrix market_;
   std::vector<double> closes_;
+  std::vector<BarCostRates> rates_;  // per close: the cost model's rates (bar_cost_rates)
   BarRange range_;
   int64_t offset_ = 0;
   TradingEnvOptions options_;

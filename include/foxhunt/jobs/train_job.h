@@ -22,6 +22,7 @@
 #include "foxhunt/jobs/train_summary.h"
 #include "foxhunt/memory/device_profile.h"
 #include "foxhunt/models/catalog.h"
+#include "foxhunt/serving/rule_fit.h"
 #include "foxhunt/train/dqn_trainer.h"
 #include "foxhunt/train/forecast_trainer.h"
 #include "foxhunt/train/infra.h"
@@ -93,7 +94,9 @@ struct TrainJob {
   nlohmann::json model_options = nlohmann::json::object();  ///< mamba2/tft model options
   /// The trading environment of env "trading" (costs, episode length, the RL state's PnL scale;
   /// its seed and random starts are the trainer's): recorded in the bundle, whose serving builds
-  /// the state exactly as this environment did.
+  /// the state exactly as this environment did. Its cost_bps and costs are the job's one cost
+  /// model: the RL policies train under it and `train all` fits its rule under it
+  /// (train_all_rule_fit_options), as `foxhunt backtest` with the same cost flags scores them.
   data::TradingEnvOptions trading_env = {};
   int64_t eval_episodes = 20;       ///< greedy evaluation episodes after RL training (0 = none)
   int64_t log_interval = 0;         ///< steps between metrics lines (0 = the job's default)
@@ -208,7 +211,9 @@ TrainSummary run_train_job(const TrainJob& job);
 /// out/ensemble): the RL models on the trading env of that series for `steps`, the forecasters
 /// for `epochs`. Returns the per-model summaries, the bundles written, whether a run was
 /// interrupted (the rest are then skipped) and whether every model has a bundle (its to_json is
-/// also written to OUT/summary.json).
+/// also written to OUT/summary.json). The RL models train, and the rule is fitted, under the
+/// job's cost model (trading_env.cost_bps and .costs; InputError "[costs] ..." for a bad one,
+/// before any model starts).
 ///
 /// Crash consistency: every file is written atomically (core/file_io.h), and OUT/rule.json then
 /// OUT/summary.json are written last and removed first, so a directory holding OUT/summary.json
@@ -217,11 +222,17 @@ TrainSummary run_train_job(const TrainJob& job);
 /// (a seeded run on one thread writes the same weights) and replaces what a killed run left.
 TrainAllSummary run_train_all(const TrainJob& job);
 
+/// The options of `train all`'s rule fit: serving::RuleFitOptions' defaults with the job's cost
+/// model (trading_env.cost_bps and .costs): the rule is fitted after the costs its policies
+/// trained under (rule.json's fit records them: cost_bps, costs).
+serving::RuleFitOptions train_all_rule_fit_options(const TrainJob& job);
+
 /// Fits the decision rule of the ensemble in `dir` on the validation split of `data_path` (the
 /// bars CSV the models trained on, "" for the synthetic default; split as the trainers split it)
-/// and writes DIR/rule.json (serving/rule_fit.h). Returns the fit's figures, or {"error": why}
-/// when it could not fit (then no DIR/rule.json remains and the built-in rule applies). `train all`
-/// and validate call it once every bundle is written.
-nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path);
+/// with `options` and writes DIR/rule.json (serving/rule_fit.h). Returns the fit's figures, or
+/// {"error": why} when it could not fit (then no DIR/rule.json remains and the built-in rule
+/// applies). `train all` and validate call it once every bundle is written.
+nlohmann::json fit_ensemble_rule(const std::string& dir, const std::string& data_path,
+                                 const serving::RuleFitOptions& options = {});
 
 }  // namespace foxhunt::jobs

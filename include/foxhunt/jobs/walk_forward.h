@@ -31,16 +31,18 @@ namespace foxhunt::jobs {
 
 /// What to walk forward.
 struct WalkForwardJob {
-  std::string data;       ///< bars CSV (one series)
-  std::string work_dir;   ///< the folds' ensembles ("" = out/walk-forward)
-  int64_t every = 0;      ///< N: bars scored per fold (refit every N bars), >= 20
-  int64_t rolling = 0;    ///< W: fixed training window in bars (0 = expanding)
-  int64_t initial = 0;    ///< bars of the first training window (0 = 60% of the series)
-  int64_t steps = 0;      ///< RL steps per refit (0 = train all's default)
-  int64_t epochs = 0;     ///< forecaster epochs per refit (0 = train all's default)
-  uint64_t seed = 42;     ///< training, the random policy and the bootstrap
-  Device device;          ///< training and serving device
-  double cost_bps = 1.0;  ///< cost per unit of position change, basis points
+  std::string data;      ///< bars CSV (one series)
+  std::string work_dir;  ///< the folds' ensembles ("" = out/walk-forward)
+  int64_t every = 0;     ///< N: bars scored per fold (refit every N bars), >= 20
+  int64_t rolling = 0;   ///< W: fixed training window in bars (0 = expanding)
+  int64_t initial = 0;   ///< bars of the first training window (0 = 60% of the series)
+  int64_t steps = 0;     ///< RL steps per refit (0 = train all's default)
+  int64_t epochs = 0;    ///< forecaster epochs per refit (0 = train all's default)
+  uint64_t seed = 42;    ///< training, the random policy and the bootstrap
+  Device device;         ///< training and serving device
+  /// Cost per unit of position change, basis points: each fold scores, trains its policies and
+  /// fits its rule under it and `costs` (part of the fold's record).
+  double cost_bps = 1.0;
   data::CostModel costs;  ///< the cost terms beside cost_bps (serving::BacktestJob::costs)
   std::string rule;       ///< decision rule file ("" = each fold's fitted rule)
   bool progress = true;   ///< train all's progress display (auto) or none

@@ -132,8 +132,9 @@ struct Bundle {
   /// Bundles written before flow features have none.
   bool flow_features = false;
   /// The trading environment a policy trained on: serving builds the RL state's position part
-  /// with its pnl_scale, exactly as training did. Bundles written before it was recorded were
-  /// all trained with the defaults.
+  /// with its pnl_scale, exactly as training did; its cost_bps and costs record the costs the
+  /// policy trained under. Bundles written before it (or its costs) was recorded were trained
+  /// with the defaults.
   data::TradingEnvOptions trading_env = {};
   DataFingerprint data;  ///< what it was trained on
   /// Trained on bars built from a tape: their spec (serving a tape builds the same bars, and
@@ -199,7 +200,8 @@ void save_bundle(const Bundle& b, const std::string& path);
 /// Reads a bundle onto `device`. A bundle that loads is one a training run could have written:
 /// every header field read is checked against its domain (types; window, horizon and quantile
 /// levels strictly increasing in (0, 1); pnl_scale and target_scale finite > 0; cost_bps
-/// finite >= 0; episode_length >= 0; instrument symbols and ids unique, ids within the model's
+/// finite >= 0; episode_length >= 0; the trading env's costs, where recorded, as
+/// data::check_cost_model; instrument symbols and ids unique, ids within the model's
 /// instrument count; normalisers over the bank's columns) and, where this build computes it,
 /// against the build's value (the spec from the options, the feature bank, calendar and sets
 /// from the spec, the parameter count from the options against the weights' bytes, checked
