@@ -171,6 +171,15 @@ namespace detail {
 // devices or dtypes, dropout between layers in train mode and projections run the module.
 std::tuple<torch::Tensor, LstmState> run_lstm(torch::nn::LSTMImpl& m, const torch::Tensor& x,
                                               const LstmState& state0) {
+  // The BF16 TFT (bf16.h) keeps its LSTMs in FP32: its BF16 activations enter and leave in the
+  // LSTM's dtype.
+  if (const auto wt = m.parameters(/*recurse=*/false).front().scalar_type();
+      x.scalar_type() != wt) {
+    auto [out, state] =
+        run_lstm(m, x.to(wt), {std::get<0>(state0).to(wt), std::get<1>(state0).to(wt)});
+    const auto at = x.scalar_type();
+    return {out.to(at), {std::get<0>(state).to(at), std::get<1>(state).to(at)}};
+  }
   const auto& o = m.options;
   const auto& [h0, c0] = state0;
   bool fused = fused_cpu_kernels() && !torch::GradMode::is_enabled() && x.device().is_cpu() &&
