@@ -74,6 +74,8 @@ Registrar registered_quantize = subcommand<QuantizeArgs>(
         auto job = a->job;
         job.method = a->qat ? "qat" : "ptq";
         job.precision = models::parse_precision(a->precision, "quantize");
+        // The model named must have that form ("'mamba2' has no int8 form; ...").
+        (void)models::quantized_form(a->model, job.precision, "quantize");
         const auto& p = a->progress;
         job.progress = p == "bar"              ? train::ProgressMode::kBar
                        : p == "lines"          ? train::ProgressMode::kLines
