@@ -15,7 +15,8 @@
 ///     FP32 (activations are cast to BF16 for each projection and back).
 ///
 /// Where the CPU lacks BF16 arithmetic (no AVX512-BF16 and no AMX-BF16) the precision is refused
-/// with an InputError naming the missing flags, when a BF16 model runs or is made on that CPU:
+/// with an InputError naming the missing flags, when a BF16 model runs on that CPU or an FP32 one
+/// is cast there (building one from options is not refused: a bundle may be bound for CUDA):
 /// no silent slow path. FOXHUNT_ASSUME_NO_BF16=1 makes this process behave as on such a CPU
 /// (tests of the refusal). CUDA devices are not checked here.
 ///
