@@ -52,6 +52,15 @@ Registrar registered_models = subcommand<ModelsArgs>(
               human_bytes(i8["fp32_bytes"].get<double>()).c_str(),
               i8["ratio_to_fp32"].get<double>());
         }
+        for (const auto& name : models::models_with_precision(models::Precision::kBf16)) {
+          const auto p = models::precision_bytes(name);
+          const auto& bf = p[models::to_string(models::Precision::kBf16)];
+          std::printf("\n%s bf16: %s (%s bf16 weights + %s fp32), %.3fx fp32\n", name.c_str(),
+                      human_bytes(bf["parameter_bytes"].get<double>()).c_str(),
+                      human_bytes(bf["bf16_bytes"].get<double>()).c_str(),
+                      human_bytes(bf["fp32_bytes"].get<double>()).c_str(),
+                      bf["ratio_to_fp32"].get<double>());
+        }
         return 0;
       };
     });

@@ -1,8 +1,11 @@
 // INT8 linear (int8 weights per output channel, dynamic per-row activations, at::_int_mm)
 // against the fp32 Linear it replaces, at the TFT's shapes (rows = batch x positions): the
-// measurement that picks the kernel path.
-//   build/quant_bench [--benchmark_filter=Int8]
+// measurement that picks the kernel path; the whole TFT at FP32 and INT8; the BF16 forms of the
+// TFT and Mamba-2 against their FP32 models (models/bf16.h).
+//   build/quant_bench [--benchmark_filter=Int8|Bf16]
 #include "bench_main.h"
+#include "foxhunt/models/bf16.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/models/tft.h"
 #include "foxhunt/models/tft_int8.h"
 #include "foxhunt/quant/int8_fused.h"
@@ -67,6 +70,34 @@ void BM_TftForward(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * batch);
 }
 
+// A catalog forecaster (range(0): 0 = tft, 1 = mamba2) at its default options, FP32 (range(1) =
+// 0) or its BF16 form (1, cast from the same FP32 weights), at batch range(2): Model::forward
+// as served (input checks included), under InferenceMode. The targets: the TFT's BF16
+// batch 64 <= 0.6x FP32's time, batch 1 no slower.
+void BM_Bf16Forward(benchmark::State& state) {
+  const char* name = state.range(0) == 0 ? "tft" : "mamba2";
+  const bool bf16 = state.range(1) != 0;
+  const int64_t batch = state.range(2);
+  if (bf16 && !foxhunt::models::cpu_has_bf16()) {
+    state.SkipWithError("this CPU has no avx512_bf16 or amx_bf16");
+    return;
+  }
+  torch::manual_seed(1);
+  std::shared_ptr<foxhunt::models::Model> model = foxhunt::models::make_model(name);
+  model->module().eval();
+  if (bf16)
+    model = foxhunt::models::quantized_form(name, foxhunt::models::Precision::kBf16, "bench")
+                .quantize(*model, foxhunt::models::QuantizeRequest{})
+                .model;
+  const auto b = model->example_batch(batch, 0, torch::kCPU, 7);
+  c10::InferenceMode guard;
+  for (auto _ : state) {
+    auto y = model->forward(b);
+    benchmark::DoNotOptimize(y[0].data_ptr());
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,5 +117,11 @@ int main(int argc, char** argv) {
         ->Args({1, 64})
         ->Args({2, 64})
         ->Unit(benchmark::kMillisecond);
+    auto* bf16 = benchmark::RegisterBenchmark("BM_Bf16Forward", BM_Bf16Forward)
+                     ->ArgNames({"mamba2", "bf16", "batch"})
+                     ->Unit(benchmark::kMillisecond);
+    for (int64_t m : {0, 1})
+      for (int64_t batch : {1, 64})
+        for (int64_t bf : {0, 1}) bf16->Args({m, bf, batch});
   });
 }

@@ -74,11 +74,15 @@ TEST(CatalogTest, PrecisionsAreFp32AndTheRegisteredInt8Tft) {
   EXPECT_EQ(models::models_with_precision(Precision::kInt8), std::vector<std::string>{"tft"});
   EXPECT_EQ(models::models_with_precision(Precision::kFp32), models::model_names());
   EXPECT_EQ(models::precisions("tft"),
-            (std::vector<Precision>{Precision::kFp32, Precision::kInt8}));
+            (std::vector<Precision>{Precision::kFp32, Precision::kInt8, Precision::kBf16}));
+  EXPECT_EQ(models::precisions("mamba2"),
+            (std::vector<Precision>{Precision::kFp32, Precision::kBf16}));
+  EXPECT_EQ(models::models_with_precision(Precision::kBf16),
+            (std::vector<std::string>{"mamba2", "tft"}));
   EXPECT_EQ(models::precisions("dqn"), std::vector<Precision>{Precision::kFp32});
   EXPECT_FALSE(models::has_precision("dqn", Precision::kInt8));
   EXPECT_FALSE(models::has_precision("lstm", Precision::kFp32));
-  EXPECT_EQ(models::quantized_forms_text(), "the int8 tft");
+  EXPECT_EQ(models::quantized_forms_text(), "the bf16 mamba2 and the int8 tft and the bf16 tft");
   auto i8 = models::make_model_at("tft", Precision::kInt8, nullptr, "t");
   EXPECT_EQ(i8->precision(), Precision::kInt8);
   EXPECT_EQ(models::make_model_at("ppo", Precision::kFp32, nullptr, "t")->precision(),
@@ -94,6 +98,10 @@ TEST(CatalogTest, PrecisionsAreFp32AndTheRegisteredInt8Tft) {
   const auto bytes = models::precision_bytes("tft");
   EXPECT_LT(bytes["int8"]["parameter_bytes"].get<double>(),
             bytes["fp32"]["parameter_bytes"].get<double>());
+  // Every form's row, merged (the int8 form's breakdown keeps its own keys).
+  EXPECT_LT(bytes["bf16"]["parameter_bytes"].get<double>(),
+            bytes["fp32"]["parameter_bytes"].get<double>());
+  EXPECT_TRUE(bytes["int8"].contains("int8_bytes"));
   EXPECT_EQ(models::precision_bytes("dqn")["fp32"]["parameter_bytes"].get<std::int64_t>(),
             models::make_model("dqn")->parameter_bytes());
 }

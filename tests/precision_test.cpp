@@ -29,9 +29,11 @@ namespace {
 using models::Precision;
 using testing::input_error;
 
-TEST(PrecisionTest, TextRoundTripsForAllThree) {
-  const std::vector<std::pair<Precision, std::string>> all = {
-      {Precision::kFp32, "fp32"}, {Precision::kInt8, "int8"}, {Precision::kInt8Qat, "int8-qat"}};
+TEST(PrecisionTest, TextRoundTripsForAllFour) {
+  const std::vector<std::pair<Precision, std::string>> all = {{Precision::kFp32, "fp32"},
+                                                              {Precision::kInt8, "int8"},
+                                                              {Precision::kInt8Qat, "int8-qat"},
+                                                              {Precision::kBf16, "bf16"}};
   ASSERT_EQ(models::kAllPrecisions.size(), all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& [p, text] = all[i];
@@ -52,22 +54,22 @@ TEST(PrecisionTest, TextRoundTripsForAllThree) {
 
 TEST(PrecisionTest, AnotherTextNamesTheAcceptedValuesAndWhatCame) {
   EXPECT_EQ(input_error([] { models::parse_precision("int4", "budget"); }),
-            "[budget] precision: expected fp32, int8 or int8-qat, got 'int4'");
+            "[budget] precision: expected fp32, int8, int8-qat or bf16, got 'int4'");
   // Case and whitespace are not forgiven: the text forms are exact.
   EXPECT_EQ(input_error([] { models::parse_precision("FP32", "bundle"); }),
-            "[bundle] precision: expected fp32, int8 or int8-qat, got 'FP32'");
+            "[bundle] precision: expected fp32, int8, int8-qat or bf16, got 'FP32'");
   EXPECT_EQ(input_error([] { models::parse_precision("", "x"); }),
-            "[x] precision: expected fp32, int8 or int8-qat, got ''");
+            "[x] precision: expected fp32, int8, int8-qat or bf16, got ''");
   EXPECT_FALSE(models::try_parse_precision("int8 ").has_value());
   EXPECT_EQ(input_error([] { (void)nlohmann::json("int16").get<Precision>(); }),
-            "[precision] precision: expected fp32, int8 or int8-qat, got 'int16'");
+            "[precision] precision: expected fp32, int8, int8-qat or bf16, got 'int16'");
   EXPECT_EQ(input_error([] { (void)nlohmann::json(8).get<Precision>(); }),
-            "[precision] expected fp32, int8 or int8-qat, got 8");
+            "[precision] expected fp32, int8, int8-qat or bf16, got 8");
 }
 
 TEST(PrecisionTest, MakeModelAtRefusesAPrecisionTheModelLacks) {
   EXPECT_EQ(models::precisions("tft"),
-            (std::vector<Precision>{Precision::kFp32, Precision::kInt8}));
+            (std::vector<Precision>{Precision::kFp32, Precision::kInt8, Precision::kBf16}));
   EXPECT_EQ(models::precisions("dqn"), std::vector<Precision>{Precision::kFp32});
   EXPECT_TRUE(models::has_precision("tft", Precision::kInt8));
   EXPECT_FALSE(models::has_precision("dqn", Precision::kInt8));
@@ -78,12 +80,12 @@ TEST(PrecisionTest, MakeModelAtRefusesAPrecisionTheModelLacks) {
   EXPECT_EQ(input_error([] { models::make_model_at("dqn", Precision::kInt8, nullptr, "here"); }),
             "[here] precision of 'dqn': expected fp32, got 'int8'");
   EXPECT_EQ(input_error([] { models::make_model_at("tft", Precision::kInt8Qat, nullptr, "here"); }),
-            "[here] precision of 'tft': expected fp32 or int8, got 'int8-qat'");
+            "[here] precision of 'tft': expected fp32 or int8 or bf16, got 'int8-qat'");
   EXPECT_EQ(input_error([] {
               models::make_model_at("tft", models::parse_precision("int4", "here"), nullptr,
                                     "here");
             }),
-            "[here] precision: expected fp32, int8 or int8-qat, got 'int4'");
+            "[here] precision: expected fp32, int8, int8-qat or bf16, got 'int4'");
   EXPECT_EQ(models::make_model_at("tft", Precision::kInt8, nullptr, "t")->precision(),
             Precision::kInt8);
   EXPECT_EQ(models::make_model_at("ppo", Precision::kFp32, nullptr, "t")->precision(),
@@ -97,9 +99,9 @@ TEST(PrecisionTest, BudgetPrecisionMapParsesItsTextPairs) {
   EXPECT_EQ(m.of("dqn"), Precision::kFp32);
   EXPECT_EQ(plan::parse_precisions("tft=int8"), m);
   EXPECT_EQ(input_error([] { plan::parse_precisions("tft=int4"); }),
-            "[budget] precision 'tft=int4': tft has fp32 and int8, got 'int4'");
+            "[budget] precision 'tft=int4': tft has fp32 and int8 and bf16, got 'int4'");
   EXPECT_EQ(input_error([] { plan::parse_precisions("tft=int8-qat"); }),
-            "[budget] precision 'tft=int8-qat': tft has fp32 and int8, got 'int8-qat'");
+            "[budget] precision 'tft=int8-qat': tft has fp32 and int8 and bf16, got 'int8-qat'");
 }
 
 // ---- the quantize hook through the catalog alone ----------------------------------------------
@@ -210,7 +212,8 @@ TEST_F(QuantizeHookTest, ARegisteredFormIsListedBuiltAndQuantizedThroughTheCatal
   EXPECT_EQ(models::precisions(kFake),
             (std::vector<Precision>{Precision::kFp32, Precision::kInt8}));
   EXPECT_TRUE(models::has_precision(kFake, Precision::kInt8));
-  EXPECT_EQ(models::quantized_forms_text(), "the int8 tft and the int8 fake8");
+  EXPECT_EQ(models::quantized_forms_text(),
+            "the bf16 mamba2 and the int8 tft and the bf16 tft and the int8 fake8");
   EXPECT_EQ(models::make_model_at(kFake, Precision::kInt8, nullptr, "t")->precision(),
             Precision::kInt8);
   EXPECT_EQ(models::precision_bytes(kFake)["int8"]["parameter_bytes"], 1);

@@ -1,5 +1,6 @@
 #include "foxhunt/jobs/quantize_job.h"
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <sstream>
@@ -51,6 +52,13 @@ std::shared_ptr<const data::MarketDataset> bundle_dataset(const serving::Bundle&
   return std::make_shared<const data::MarketDataset>(std::move(series), o);
 }
 
+// "INT8", "BF16": the precision as the messages name it.
+std::string upper(Precision p) {
+  std::string s = to_string(p);
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
 double test_loss(models::Model& model, train::MarketBatchSource& source) {
   const double loss = train::mean_batch_loss(model, source.test_batches(),
                                              [&](int64_t i) { return source.test_batch(i); });
@@ -69,10 +77,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(QatFineTuning, epochs, steps, seconds, best_v
 
 nlohmann::json to_json(const QuantizeSummary& s) {
   nlohmann::json j = s.quantization;
+  j["precision"] = to_string(s.precision);
   j["out"] = s.out;
   j["precisions"] = s.precisions;
   j["resident_bytes"] = {{to_string(Precision::kFp32), s.fp32_resident_bytes},
-                         {to_string(Precision::kInt8), s.int8_resident_bytes}};
+                         {to_string(s.precision), s.int8_resident_bytes}};
   j["qat"] = s.qat ? nlohmann::json(*s.qat) : nlohmann::json(nullptr);
   j["layer_errors"] = s.layer_errors;
   j["seconds"] = s.seconds;
@@ -82,9 +91,15 @@ nlohmann::json to_json(const QuantizeSummary& s) {
 
 QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   const auto method = models::parse_quantize_method(job.method, kQuantizeJobComponent);
+  const Precision target = job.precision;
+  FOXHUNT_CHECK(target != Precision::kFp32 && !models::models_with_precision(target).empty(),
+                kQuantizeJobComponent,
+                "precision: expected one of a catalog model's quantized forms (",
+                models::quantized_forms_text(), "), got '", target, "'");
   FOXHUNT_CHECK(!job.bundle.empty(), kQuantizeJobComponent,
-                "bundle: expected an FP32 bundle of a model with an INT8 form");
-  FOXHUNT_CHECK(!job.out.empty(), kQuantizeJobComponent, "out: expected the INT8 bundle to write");
+                "bundle: expected an FP32 bundle of a model with an ", upper(target), " form");
+  FOXHUNT_CHECK(!job.out.empty(), kQuantizeJobComponent, "out: expected the ", upper(target),
+                " bundle to write");
   FOXHUNT_CHECK(job.out != job.bundle, kQuantizeJobComponent,
                 "out: expected another file than bundle '", job.bundle, "'");
   FOXHUNT_CHECK(std::isfinite(job.max_loss_delta_pct), kQuantizeJobComponent,
@@ -98,14 +113,13 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = models::to_torch(job.device);
   serving::Bundle b = serving::load_bundle(job.bundle, device);
-  FOXHUNT_CHECK(models::has_precision(b.name(), Precision::kInt8), kQuantizeJobComponent, "'",
-                job.bundle, "': expected a bundle of a model with an INT8 form (",
-                join(models::models_with_precision(Precision::kInt8), ", "), "), got '", b.name(),
-                "'");
+  FOXHUNT_CHECK(models::has_precision(b.name(), target), kQuantizeJobComponent, "'", job.bundle,
+                "': expected a bundle of a model with an ", upper(target), " form (",
+                join(models::models_with_precision(target), ", "), "), got '", b.name(), "'");
   FOXHUNT_CHECK(b.model->precision() == Precision::kFp32, kQuantizeJobComponent, "'", job.bundle,
                 "': expected an FP32 bundle, got precision '", b.model->precision(), "'");
-  // The model's INT8 form, from its catalog entry: everything model-specific is its hook.
-  const auto& form = models::quantized_form(b.name(), Precision::kInt8, kQuantizeJobComponent);
+  // The model's form, from its catalog entry: everything model-specific is its hook.
+  const auto& form = models::quantized_form(b.name(), target, kQuantizeJobComponent);
   const auto dataset = bundle_dataset(b, job);
   train::MarketBatchSource source(dataset, *b.model, job.batch, job.seed, device);
   const double fp32_loss = test_loss(*b.model, source);
@@ -146,11 +160,14 @@ QuantizeSummary run_quantize_job(const QuantizeJob& job) {
   serving::Bundle out = b;
   out.model = std::shared_ptr<models::Model>(std::move(quantized.model));
   QuantizeSummary summary;
+  summary.precision = target;
   auto& q = summary.quantization;
   q.method = to_string(method);
   q.source_bundle = job.bundle;
   q.calibration_windows = quantized.calibration_windows;
-  q.activation_clip = job.percentile > 0 ? "percentile" : "l2_optimal";
+  q.activation_clip = quantized.calibration_windows == 0 ? "none"  // a cast (bf16)
+                      : job.percentile > 0               ? "percentile"
+                                                         : "l2_optimal";
   q.fp32_test_loss = fp32_loss;
   q.int8_test_loss = int8_loss;
   q.loss_delta_pct = 100.0 * (int8_loss - fp32_loss) / fp32_loss;
@@ -174,17 +191,22 @@ std::string format_quantize_summary(const QuantizeSummary& s) {
   std::ostringstream os;
   const auto& p = s.precisions;
   const auto& q = s.quantization;
-  os << "quantize " << q.method << ": " << s.out << "\n";
+  const std::string name = to_string(s.precision);
+  os << "quantize " << q.method << " to " << name << ": " << s.out << "\n";
   const auto& fp32 = p[to_string(Precision::kFp32)];
-  const auto& int8 = p[to_string(Precision::kInt8)];
-  os << "  bytes        fp32 " << human_bytes(fp32["parameter_bytes"].get<double>()) << "  int8 "
-     << human_bytes(int8["parameter_bytes"].get<double>()) << " ("
-     << human_bytes(int8["int8_bytes"].get<double>()) << " int8 + "
-     << human_bytes(int8["fp32_bytes"].get<double>()) << " fp32)\n";
-  os << fmt::format(
-      "  test loss    fp32 {:.6f}  int8 {:.6f}  delta {:+.2f}% (bound {:+.2f}%: {})\n",
-      q.fp32_test_loss, q.int8_test_loss, q.loss_delta_pct, s.max_loss_delta_pct,
-      s.within_bound ? "ok" : "EXCEEDED");
+  const auto& form = p[name];
+  os << "  bytes        fp32 " << human_bytes(fp32["parameter_bytes"].get<double>()) << "  " << name
+     << " " << human_bytes(form["parameter_bytes"].get<double>());
+  // The form's own part (int8 codes, bf16 weights) and what stays fp32, where its table has them.
+  const std::string own = name + "_bytes";
+  if (form.contains(own) && form.contains("fp32_bytes"))
+    os << " (" << human_bytes(form[own].get<double>()) << " " << name << " + "
+       << human_bytes(form["fp32_bytes"].get<double>()) << " fp32)";
+  os << "\n";
+  os << fmt::format("  test loss    fp32 {:.6f}  {} {:.6f}  delta {:+.2f}% (bound {:+.2f}%: {})\n",
+                    q.fp32_test_loss, name, q.int8_test_loss, q.loss_delta_pct,
+                    s.max_loss_delta_pct, s.within_bound ? "ok" : "EXCEEDED");
+  if (s.layer_errors.empty()) return os.str();  // a cast: no per-layer errors
   double worst = 1e9;
   std::string worst_name;
   for (const auto& r : s.layer_errors) {
@@ -193,8 +215,8 @@ std::string format_quantize_summary(const QuantizeSummary& s) {
       worst_name = r.layer;
     }
   }
-  os << fmt::format("  layers       {} int8, lowest SNR {:.1f} dB ({})\n", s.layer_errors.size(),
-                    worst, worst_name);
+  os << fmt::format("  layers       {} {}, lowest SNR {:.1f} dB ({})\n", s.layer_errors.size(),
+                    name, worst, worst_name);
   return os.str();
 }
 

@@ -4,6 +4,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/strings.h"
+#include "foxhunt/models/bf16.h"
 #include "foxhunt/models/dqn.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/model.h"
@@ -94,7 +95,7 @@ std::vector<CatalogEntry>& mutable_catalog() {
        "",
        nullptr,
        nullptr,
-       {},
+       {{Precision::kBf16, &make_bf16_mamba2_model, &bf16_mamba2_bytes, &quantize_bf16_mamba2}},
        {{"x", "input_dim"}}},
       {"tft",
        Family::kForecaster,
@@ -110,7 +111,8 @@ std::vector<CatalogEntry>& mutable_catalog() {
        "static_categories",
        nullptr,
        nullptr,
-       {{Precision::kInt8, &make_int8_tft_model, &int8_tft_bytes, &quantize_int8_tft}},
+       {{Precision::kInt8, &make_int8_tft_model, &int8_tft_bytes, &quantize_int8_tft},
+        {Precision::kBf16, &make_bf16_tft_model, &bf16_tft_bytes, &quantize_bf16_tft}},
        {{"past", "past_features"}}},
   };
   static const bool counted = [] {

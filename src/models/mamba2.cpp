@@ -292,9 +292,23 @@ kernels::Mamba2CoreWeights core_weights(const Mamba2MixerImpl& m) {
 
 namespace {
 
+// The dtype the module's activations run in: its first parameter outside a projection (the BF16
+// form, bf16.h, holds its projections in BF16 around FP32 activations; FP32 models have one dtype).
 torch::ScalarType param_dtype(const torch::nn::Module& m) {
-  for (const auto& p : m.parameters()) return p.scalar_type();
+  for (const auto& p : m.parameters(/*recurse=*/false)) return p.scalar_type();
+  for (const auto& sub : m.modules(/*include_self=*/false)) {
+    if (sub->as<torch::nn::LinearImpl>() != nullptr) continue;
+    for (const auto& p : sub->parameters(/*recurse=*/false)) return p.scalar_type();
+  }
   return torch::kFloat;
+}
+
+// `l` on `x`, in `l`'s dtype: the BF16 form's projections take BF16 operands (FP32
+// accumulation) and hand back the activations' dtype; an FP32 model runs the Linear as is.
+torch::Tensor project(torch::nn::Linear& l, const torch::Tensor& x) {
+  const auto wt = l->weight.scalar_type();
+  if (x.scalar_type() == wt) return l->forward(x);
+  return l->forward(x.to(wt)).to(x.scalar_type());
 }
 
 // Shared boundary check: sizes, device, finite, float dtype equal to the module's.
@@ -394,10 +408,10 @@ torch::Tensor Mamba2MixerImpl::apply(const torch::Tensor& u, Mamba2LayerState* s
   const int64_t G = options.ngroups(), N = options.d_state(), K = options.d_conv();
   const int64_t conv_dim = options.conv_dim();
 
-  auto zxbcdt = in_proj->forward(u);  // [b, L, 2 di + 2 GN + H]
+  auto zxbcdt = project(in_proj, u);  // [b, L, 2 di + 2 GN + H]
   if (state_out == nullptr && L <= kSingleChunkMaxLen) {
     auto g = fused_core(*this, zxbcdt);
-    if (g.defined()) return out_proj->forward(g);
+    if (g.defined()) return project(out_proj, g);
   }
   auto z = zxbcdt.narrow(-1, 0, di);
   auto xBC_pre = zxbcdt.narrow(-1, di, conv_dim);
@@ -424,7 +438,7 @@ torch::Tensor Mamba2MixerImpl::apply(const torch::Tensor& u, Mamba2LayerState* s
   else
     ssd = ssd_chunked(xdt, A * delta, B, C, options.chunk_size());
   auto y = ssd.y + x * D.view({H, 1});
-  auto out = out_proj->forward(gated_norm(y.reshape({b, L, di}), z));
+  auto out = project(out_proj, gated_norm(y.reshape({b, L, di}), z));
 
   if (state_out) {
     // The last K pre-conv rows (zeros before the start), oldest first.
@@ -442,7 +456,7 @@ torch::Tensor Mamba2MixerImpl::apply_step(const torch::Tensor& u_t, Mamba2LayerS
   const int64_t G = options.ngroups(), N = options.d_state();
   const int64_t conv_dim = options.conv_dim();
 
-  auto zxbcdt = in_proj->forward(u_t);  // [b, ...]
+  auto zxbcdt = project(in_proj, u_t);  // [b, ...]
   auto z = zxbcdt.narrow(-1, 0, di);
   auto xBC_t = zxbcdt.narrow(-1, di, conv_dim);
   auto dt = zxbcdt.narrow(-1, di + conv_dim, H);
@@ -461,11 +475,11 @@ torch::Tensor Mamba2MixerImpl::apply_step(const torch::Tensor& u_t, Mamba2LayerS
   auto dBx = (delta.unsqueeze(-1) * x).unsqueeze(-1) * B.unsqueeze(-2);  // [b, H, P, N]
   state.ssm_state = state.ssm_state * dA.unsqueeze(-1).unsqueeze(-1) + dBx;
   auto y = (state.ssm_state * C.unsqueeze(-2)).sum(-1) + x * D.view({H, 1});  // [b, H, P]
-  return out_proj->forward(gated_norm(y.reshape({b, di}), z));
+  return project(out_proj, gated_norm(y.reshape({b, di}), z));
 }
 
 Mamba2LayerState Mamba2MixerImpl::zero_state(int64_t batch) const {
-  auto opts = in_proj->weight.options().requires_grad(false);
+  auto opts = norm_weight.options().requires_grad(false);  // FP32 in the BF16 form too
   return {torch::zeros({batch, options.conv_dim(), options.d_conv()}, opts),
           torch::zeros({batch, options.nheads(), options.headdim(), options.d_state()}, opts)};
 }
@@ -521,7 +535,7 @@ Mamba2BlockImpl& Mamba2NetImpl::block(size_t i) const {
 }
 
 torch::Tensor Mamba2NetImpl::hidden(const torch::Tensor& x, Mamba2State* state_out) {
-  auto h = embed->forward(x);
+  auto h = project(embed, x);
   if (state_out) state_out->layers.assign(blocks->size(), {});
   for (size_t i = 0; i < blocks->size(); ++i)
     h = block(i).apply(h, state_out ? &state_out->layers[i] : nullptr);
@@ -530,14 +544,14 @@ torch::Tensor Mamba2NetImpl::hidden(const torch::Tensor& x, Mamba2State* state_o
 
 torch::Tensor Mamba2NetImpl::head_out(const torch::Tensor& h) {
   // [..., d_model] -> [..., horizon, Q]
-  auto out = head->forward(h);
+  auto out = project(head, h);
   return out.unflatten(-1, {options.horizon(), static_cast<int64_t>(options.quantiles().size())});
 }
 
 torch::Tensor Mamba2NetImpl::forward(const torch::Tensor& x) {
   check_x("x", x, {-1, -1, options.input_dim()});
   // The final norm is per position: normalise the last one only.
-  auto h = embed->forward(x);
+  auto h = project(embed, x);
   for (size_t i = 0; i < blocks->size(); ++i) h = block(i).apply(h, nullptr);
   return head_out(norm_f->forward(h.select(1, h.size(1) - 1).contiguous()));
 }
@@ -576,7 +590,7 @@ torch::Tensor Mamba2NetImpl::step(Mamba2State& state, const torch::Tensor& x_t) 
                                  : std::string("undefined"));
     }
   }
-  auto h = embed->forward(x_t);
+  auto h = project(embed, x_t);
   for (size_t i = 0; i < blocks->size(); ++i) h = block(i).apply_step(h, state.layers[i]);
   return head_out(norm_f->forward(h));
 }

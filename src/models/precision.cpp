@@ -16,8 +16,8 @@ std::optional<Precision> try_parse_precision(std::string_view text) {
 
 Precision parse_precision(std::string_view text, const char* where) {
   const auto p = try_parse_precision(text);
-  FOXHUNT_CHECK(p.has_value(), where, "precision: expected fp32, int8 or int8-qat, got '", text,
-                "'");
+  FOXHUNT_CHECK(p.has_value(), where, "precision: expected fp32, int8, int8-qat or bf16, got '",
+                text, "'");
   return *p;
 }
 
@@ -39,7 +39,8 @@ void to_json(nlohmann::json& j, Precision p) {
 }
 
 void from_json(const nlohmann::json& j, Precision& p) {
-  FOXHUNT_CHECK(j.is_string(), "precision", "expected fp32, int8 or int8-qat, got ", j.dump());
+  FOXHUNT_CHECK(j.is_string(), "precision", "expected fp32, int8, int8-qat or bf16, got ",
+                j.dump());
   p = parse_precision(j.get_ref<const std::string&>(), "precision");
 }
 

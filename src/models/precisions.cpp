@@ -89,11 +89,21 @@ std::string quantized_forms_text() {
 }
 
 nlohmann::json precision_bytes(const std::string& model) {
-  for (const auto& e : catalog())
-    if (e.name == model && !e.quantized_forms.empty() && e.quantized_forms.front().bytes)
-      return e.quantized_forms.front().bytes(nlohmann::json::object());
-  return {
-      {to_string(Precision::kFp32), {{"parameter_bytes", make_model(model)->parameter_bytes()}}}};
+  // Each form's table at the default options, merged: its own precision's row, and the fp32 row
+  // and anything else it adds where no earlier form gave them.
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& e : catalog()) {
+    if (e.name != model) continue;
+    for (const auto& f : e.quantized_forms) {
+      if (!f.bytes) continue;
+      const auto table = f.bytes(nlohmann::json::object());
+      for (const auto& [key, value] : table.items())
+        if (key == to_string(f.precision) || !out.contains(key)) out[key] = value;
+    }
+  }
+  if (!out.contains(to_string(Precision::kFp32)))
+    out[to_string(Precision::kFp32)] = {{"parameter_bytes", make_model(model)->parameter_bytes()}};
+  return out;
 }
 
 }  // namespace foxhunt::models

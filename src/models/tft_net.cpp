@@ -171,6 +171,15 @@ namespace detail {
 // devices or dtypes, dropout between layers in train mode and projections run the module.
 std::tuple<torch::Tensor, LstmState> run_lstm(torch::nn::LSTMImpl& m, const torch::Tensor& x,
                                               const LstmState& state0) {
+  // The BF16 TFT (bf16.h) keeps its LSTMs in FP32: its BF16 activations enter in the LSTM's
+  // dtype and its outputs leave in theirs; the final state stays in the LSTM's (the decoder
+  // starts from the encoder's state unrounded).
+  if (const auto wt = m.parameters(/*recurse=*/false).front().scalar_type();
+      x.scalar_type() != wt) {
+    auto [out, state] =
+        run_lstm(m, x.to(wt), {std::get<0>(state0).to(wt), std::get<1>(state0).to(wt)});
+    return {out.to(x.scalar_type()), state};
+  }
   const auto& o = m.options;
   const auto& [h0, c0] = state0;
   bool fused = fused_cpu_kernels() && !torch::GradMode::is_enabled() && x.device().is_cpu() &&

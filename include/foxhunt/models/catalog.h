@@ -4,7 +4,8 @@
 /// registration per model (src/models/catalog.cpp). Code outside models/ asks the catalog (its
 /// family, its trainer, its defaults, its quantized forms) and never compares a model's name nor
 /// casts to a model type. Precisions other than fp32 are the entry's quantized forms (the INT8 TFT,
-/// models/tft_int8.h); precisions.h asks about them and runs their quantize hook.
+/// models/tft_int8.h; the BF16 TFT and Mamba-2, models/bf16.h); precisions.h asks about them and
+/// runs their quantize hook.
 ///
 /// Adding a fifth model: its module and ModelAdapter in models/, one CatalogEntry below (with a
 /// QuantizedForm for each quantized form it has), and (if it trains with a new kind of step) a

@@ -39,8 +39,8 @@ class ServingModel {
   /// Registry name: "dqn", "ppo", "mamba2" or "tft".
   virtual std::string name() const = 0;
   /// Numeric form of the weights (models/precision.h): kFp32 (every model as trained), kInt8
-  /// (a converted INT8 TFT, models/tft_int8.h) or kInt8Qat (an FP32 TFT training with fake
-  /// quantization).
+  /// (a converted INT8 TFT, models/tft_int8.h), kInt8Qat (an FP32 TFT training with fake
+  /// quantization) or kBf16 (BF16 weights, models/bf16.h).
   virtual Precision precision() const { return Precision::kFp32; }
   /// The underlying module (parameters, buffers, train/eval, device moves).
   virtual torch::nn::Module& module() = 0;

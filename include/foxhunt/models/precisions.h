@@ -1,7 +1,8 @@
 #pragma once
 /// \file precisions.h
 /// Models at a precision. Every catalog model (catalog.h) has fp32; its catalog entry lists its
-/// quantized forms (`CatalogEntry::quantized_forms`, today the INT8 TFT of models/tft_int8.h):
+/// quantized forms (`CatalogEntry::quantized_forms`: the INT8 TFT of models/tft_int8.h, the BF16
+/// TFT and Mamba-2 of models/bf16.h):
 /// how to build one from options, its bytes, and the quantize hook that turns a trained fp32
 /// model into it. Code above models/ asks these functions, and runs the hook with a
 /// `QuantizeRequest`, instead of comparing model or precision names or casting to a model type.
@@ -94,7 +95,8 @@ std::unique_ptr<Model> make_model_at(const std::string& model, Precision precisi
 std::string quantized_forms_text();
 
 /// Parameter bytes per precision of `model` at its default options: {"fp32": {"parameter_bytes":
-/// N}, "int8": {...}} (keys: to_string(Precision); the quantized forms add their own breakdown).
+/// N}, "int8": {...}, "bf16": {...}} (keys: to_string(Precision); each quantized form's bytes
+/// hook gives its own row with its breakdown).
 nlohmann::json precision_bytes(const std::string& model);
 
 }  // namespace foxhunt::models

@@ -1,0 +1,236 @@
+// The BF16 forms of the TFT and Mamba-2 (bf16.h): the CPU check, the closed-form bytes, the
+// wrapper that serves a converted network and the quantize hook that casts a trained one.
+#include "foxhunt/models/bf16.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__clang__)
+#include <cpuid.h>
+#endif
+
+#include <cstdlib>
+#include <string>
+
+#include "foxhunt/core/checked_math.h"
+#include "foxhunt/core/error.h"
+#include "foxhunt/models/adapter.h"
+#include "foxhunt/models/catalog.h"
+#include "foxhunt/models/mamba2.h"
+#include "foxhunt/models/tft.h"
+
+namespace foxhunt::models {
+namespace {
+
+constexpr const char* kBf16Component = "bf16";
+constexpr const char* kNoBf16Env = "FOXHUNT_ASSUME_NO_BF16";
+
+// AVX512-BF16 (vdpbf16ps) or AMX-BF16 (tdpbf16ps), with the OS saving the registers they use.
+bool cpu_flags_have_bf16() {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+#elif (defined(__x86_64__) || defined(__i386__)) && defined(__clang__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(1, 0, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  const bool avx512_state = (lo & 0xE6u) == 0xE6u;  // XMM, YMM, opmask, ZMM state
+  const bool amx_state = (lo & (3u << 17)) == (3u << 17);
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool amx_bf16 = (d & (1u << 22)) != 0;
+  const bool avx512f = (b & (1u << 16)) != 0;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return amx_bf16 && amx_state;
+  const bool avx512_bf16 = (a & (1u << 5)) != 0;
+  return (avx512f && avx512_bf16 && avx512_state) || (amx_bf16 && amx_state);
+#else
+  return false;  // other architectures: no BF16 path is known to be fast
+#endif
+}
+
+bool assume_no_bf16() {
+  const char* v = std::getenv(kNoBf16Env);
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
+// ---- closed-form bytes -------------------------------------------------------------------------
+
+int64_t linear_count(int64_t in, int64_t out, bool bias) {
+  return in * out + (bias ? out : 0);
+}
+
+// `total` parameters of which `bf16_params` are BF16 (both counted in closed form, the projections
+// a part of the checked total, so only the byte products can overflow).
+nlohmann::json bytes_table(int64_t total, int64_t bf16_params) {
+  const int64_t fp32_params = total - bf16_params;
+  const int64_t fp32_total = checked_mul(4, total, kBf16Component, "parameter bytes");
+  const int64_t bytes = 2 * bf16_params + 4 * fp32_params;  // <= fp32_total
+  return {{"fp32", {{"parameter_bytes", fp32_total}}},
+          {"bf16",
+           {{"parameter_bytes", bytes},
+            {"bf16_bytes", 2 * bf16_params},
+            {"fp32_bytes", 4 * fp32_params},
+            {"ratio_to_fp32", static_cast<double>(bytes) / static_cast<double>(fp32_total)}}}};
+}
+
+// The TFT's LSTM parameters (they stay FP32): two LSTMs, each layer W_ih, W_hh [4H, H] and
+// b_ih, b_hh [4H].
+int64_t tft_lstm_params(const TftOptions& o) {
+  const int64_t h = o.hidden();
+  return 2 * o.lstm_layers() * (2 * 4 * h * h + 2 * 4 * h);
+}
+
+// Mamba-2's projections (they turn BF16): embed, head, and each block's in_proj and out_proj.
+int64_t mamba2_projection_params(const Mamba2Options& o) {
+  const int64_t dm = o.d_model(), di = o.d_inner();
+  const int64_t gn = o.ngroups() * o.d_state(), q = static_cast<int64_t>(o.quantiles().size());
+  const int64_t per_block =
+      linear_count(dm, 2 * di + 2 * gn + o.nheads(), false) + linear_count(di, dm, false);
+  return linear_count(o.input_dim(), dm, true) + linear_count(dm, o.horizon() * q, true) +
+         o.n_layers() * per_block;
+}
+
+// ---- conversions -------------------------------------------------------------------------------
+
+// What bf16.h says is BF16: in place, on the module's device.
+void tft_to_bf16(torch::nn::Module& m) {
+  auto* net = m.as<TftNetImpl>();
+  FOXHUNT_INTERNAL_ASSERT(net != nullptr, "the bf16 tft converts a TftNet");
+  net->to(torch::kBFloat16);
+  net->encoder->to(torch::kFloat);  // the recurrence stays FP32 (its fused kernel, its state)
+  net->decoder->to(torch::kFloat);
+}
+
+void mamba2_to_bf16(torch::nn::Module& m) {
+  auto* net = m.as<Mamba2NetImpl>();
+  FOXHUNT_INTERNAL_ASSERT(net != nullptr, "the bf16 mamba2 converts a Mamba2Net");
+  net->embed->to(torch::kBFloat16);
+  net->head->to(torch::kBFloat16);
+  for (size_t i = 0; i < net->blocks->size(); ++i) {
+    auto& mixer = *net->blocks->ptr(i)->as<Mamba2BlockImpl>()->mixer;
+    mixer.in_proj->to(torch::kBFloat16);
+    mixer.out_proj->to(torch::kBFloat16);
+  }
+}
+
+// A catalog model whose network was converted to BF16: the FP32 model's adapter (its spec,
+// options, example batches, explanation) around the converted module; forecasts returned FP32.
+// No stream and no cached stage: serving runs forward() on each window.
+class Bf16Model final : public Model {
+ public:
+  explicit Bf16Model(std::unique_ptr<Model> converted) : inner_(std::move(converted)) {}
+
+  std::string name() const override { return inner_->name(); }
+  Precision precision() const override { return Precision::kBf16; }
+  torch::nn::Module& module() override { return inner_->module(); }
+  std::shared_ptr<torch::nn::Module> module_ptr() override { return inner_->module_ptr(); }
+  nlohmann::json options_json() const override { return inner_->options_json(); }
+  IoSpec spec() const override { return inner_->spec(); }
+  std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t seq_len) const override {
+    return inner_->output_shapes(batch, seq_len);
+  }
+  std::vector<torch::Tensor> forward(const Batch& b) override {
+    check_bf16_device(module_device(module()), kBf16Component);
+    auto out = inner_->forward(b);
+    for (auto& t : out)
+      if (t.is_floating_point() && t.scalar_type() != torch::kFloat) t = t.to(torch::kFloat);
+    return out;
+  }
+  std::optional<Explanation> explain(const Batch& b) override {
+    check_bf16_device(module_device(module()), kBf16Component);
+    return inner_->explain(b);
+  }
+  Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
+                      uint64_t seed) const override {
+    return inner_->example_batch(batch, seq_len, device, seed);
+  }
+  // The pinball loss of the FP32 forecasts (nothing trains a BF16 form).
+  torch::Tensor loss(const Batch& b) override {
+    return forecaster_loss(name(), spec(), forward(b)[0], b.target);
+  }
+
+ private:
+  std::unique_ptr<Model> inner_;
+};
+
+using MakeFp32 = std::unique_ptr<Model> (*)(const nlohmann::json&);
+using Convert = void (*)(torch::nn::Module&);
+
+std::unique_ptr<Model> make_bf16(MakeFp32 make, Convert convert, const nlohmann::json& options) {
+  auto inner = make(options);
+  convert(inner->module());
+  return std::make_unique<Bf16Model>(std::move(inner));
+}
+
+QuantizeResult quantize_bf16(Model& fp32, const QuantizeRequest& request, const char* model,
+                             MakeFp32 make, Convert convert) {
+  FOXHUNT_CHECK(fp32.name() == model && fp32.precision() == Precision::kFp32, kBf16Component,
+                "quantize: expected an fp32 '", model, "' model, got a ", fp32.precision(), " '",
+                fp32.name(), "'");
+  FOXHUNT_CHECK(request.method == QuantizeMethod::kPtq, kBf16Component,
+                "quantize: a bf16 form is a cast of the trained weights; expected ptq (no "
+                "calibration, no fine-tuning), got ",
+                to_string(request.method));
+  const auto device = module_device(fp32.module());
+  check_bf16_device(device, kBf16Component);
+  fp32.module().eval();
+  auto out = make_bf16(make, convert, fp32.options_json());
+  auto& dst = out->module();
+  dst.to(device);
+  {
+    // Same network, same names: copy_ rounds each FP32 value to the nearest BF16 one.
+    torch::NoGradGuard no_grad;
+    const auto src_params = fp32.module().named_parameters();
+    for (auto& p : dst.named_parameters()) p.value().copy_(src_params[p.key()]);
+    const auto src_buffers = fp32.module().named_buffers();
+    for (auto& b : dst.named_buffers()) b.value().copy_(src_buffers[b.key()]);
+  }
+  dst.eval();
+  QuantizeResult r;
+  r.model = std::move(out);
+  return r;
+}
+
+}  // namespace
+
+bool cpu_has_bf16() {
+  static const bool flags = cpu_flags_have_bf16();
+  return flags && !assume_no_bf16();
+}
+
+void check_bf16_device(const torch::Device& device, const char* component) {
+  if (!device.is_cpu() || cpu_has_bf16()) return;
+  throw InputError(component,
+                   std::string("bf16 on the cpu: expected a CPU with avx512_bf16 or amx_bf16 "
+                               "(BF16 dot products), ") +
+                       (assume_no_bf16() ? std::string(kNoBf16Env) + " is set"
+                                         : std::string("this one has neither")) +
+                       "; serve this model at fp32 instead");
+}
+
+nlohmann::json bf16_tft_bytes(const nlohmann::json& options) {
+  const auto o = tft_options_from_json(options);
+  const int64_t total = parameter_count(o);
+  return bytes_table(total, total - tft_lstm_params(o));
+}
+
+nlohmann::json bf16_mamba2_bytes(const nlohmann::json& options) {
+  const auto o = mamba2_options_from_json(options);
+  const int64_t total = parameter_count(o);  // checked first: the projections are a part of it
+  return bytes_table(total, mamba2_projection_params(o));
+}
+
+std::unique_ptr<Model> make_bf16_tft_model(const nlohmann::json& options) {
+  return make_bf16(&make_tft_model, &tft_to_bf16, options);
+}
+
+std::unique_ptr<Model> make_bf16_mamba2_model(const nlohmann::json& options) {
+  return make_bf16(&make_mamba2_model, &mamba2_to_bf16, options);
+}
+
+QuantizeResult quantize_bf16_tft(Model& fp32, const QuantizeRequest& request) {
+  return quantize_bf16(fp32, request, "tft", &make_tft_model, &tft_to_bf16);
+}
+
+QuantizeResult quantize_bf16_mamba2(Model& fp32, const QuantizeRequest& request) {
+  return quantize_bf16(fp32, request, "mamba2", &make_mamba2_model, &mamba2_to_bf16);
+}
+
+}  // namespace foxhunt::models
