@@ -269,7 +269,9 @@ TEST_F(Bf16Test, RefusedWithAClearMessageWhereTheCpuLacksBf16) {
   }
   {
     AssumeNoBf16 zero("0");  // "0" does not assume anything
-    if (models::cpu_has_bf16()) EXPECT_NO_THROW(bf16->forward(batch));
+    if (models::cpu_has_bf16()) {
+      EXPECT_NO_THROW(bf16->forward(batch));
+    }
   }
   // QAT has nothing to fine-tune in a cast.
   models::QuantizeRequest qat;

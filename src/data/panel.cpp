@@ -43,11 +43,11 @@ void for_each_line(std::string_view text, F&& f) {
 [[noreturn]] void missing_symbol_column(const std::string& source, int64_t line, bool header) {
   throw InputError(
       kPanelComponent,
-      detail::cat(source, ":", line,
-                  ": missing symbol column: a panel file starts with a header naming ",
-                  "a symbol column (symbol, ticker or instrument) and the bar columns, "
-                  "e.g. date,symbol,open,high,low,close,volume",
-                  header ? "" : " (this line is not a header)"));
+      foxhunt::detail::cat(source, ":", line,
+                           ": missing symbol column: a panel file starts with a header naming ",
+                           "a symbol column (symbol, ticker or instrument) and the bar columns, "
+                           "e.g. date,symbol,open,high,low,close,volume",
+                           header ? "" : " (this line is not a header)"));
 }
 
 /// One data row of a panel CSV; `symbol` views the line it was read from.
@@ -107,8 +107,9 @@ class RowReader {
 
 /// Refuses a second row of a symbol at one timestamp.
 [[noreturn]] void duplicate_timestamp(const csv::RowPlace& at, int64_t t, int64_t other_line) {
-  throw InputError(kPanelComponent, detail::cat(at, "duplicate timestamp ", format_timestamp(t),
-                                                " (also on line ", other_line, ")"));
+  throw InputError(kPanelComponent,
+                   foxhunt::detail::cat(at, "duplicate timestamp ", format_timestamp(t),
+                                        " (also on line ", other_line, ")"));
 }
 
 /// A symbol's rows all give open, high and low or all leave them empty (its first row decides).
@@ -122,8 +123,8 @@ void check_close_only(const csv::RowPlace& at, bool row, bool symbol, int64_t fi
 /// No rows: an input without a header, or nothing after it.
 [[noreturn]] void no_rows(const std::string& source, const RowReader& reader) {
   FOXHUNT_CHECK(reader.has_header(), kPanelComponent, source, ":1: empty file: no bars");
-  throw InputError(kPanelComponent, detail::cat(source, ":", reader.header_line() + 1,
-                                                ": no bars after the header"));
+  throw InputError(kPanelComponent, foxhunt::detail::cat(source, ":", reader.header_line() + 1,
+                                                         ": no bars after the header"));
 }
 
 /// The first non-blank line of a CSV: its number, whether it is a header, whether it names a

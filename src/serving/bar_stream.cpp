@@ -171,8 +171,9 @@ StreamStats stream_timestamps(Desk& desk, BarSource& source, const PanelStreamOp
 
 /// The error for a shard that holds none of a panel's `symbols`.
 [[noreturn]] void empty_shard(const std::string& source, const Shard& shard, int64_t symbols) {
-  throw InputError("predict", detail::cat(source, ": shard ", shard.index, "/", shard.count,
-                                          " holds none of the ", symbols, " symbols"));
+  throw InputError("predict",
+                   foxhunt::detail::cat(source, ": shard ", shard.index, "/", shard.count,
+                                        " holds none of the ", symbols, " symbols"));
 }
 
 }  // namespace
