@@ -310,6 +310,35 @@ TEST(BarBuilderTest, CloseUntilAndOutOfOrderPrints) {
   EXPECT_EQ(b.flush()->prints, 1);  // the refused print left the bar as it was
 }
 
+TEST(TapeBarsTest, EachBarCarriesItsFlowAndItsOhlcv) {
+  // Five prints in time:1m bars: [p1 p2 p3] [p4] [p5] (hand values: five_prints()).
+  const Tape t = five_prints();
+  const TapeBars tb = build_tape_bars(t, parse_bar_spec("time:1m"));
+  ASSERT_EQ(tb.flow.size(), 3u);
+  ASSERT_EQ(tb.bars.flow.size(), 3u);
+  const BarFlow& f = tb.flow[0];
+  EXPECT_EQ(f.interval_start_ns, kT0);
+  EXPECT_EQ(f.start_ns, kT0 + kSec / 2);
+  EXPECT_EQ(f.end_ns, kT0 + 59'999'000'000);
+  EXPECT_EQ(f.prints, 3);
+  EXPECT_DOUBLE_EQ(f.notional, 602.0);
+  EXPECT_DOUBLE_EQ(f.vwap, 602.0 / 6.0);
+  EXPECT_EQ(f.buy_volume, 2);   // p2 up-tick; p1 (first print) neither
+  EXPECT_EQ(f.sell_volume, 3);  // p3 down-tick
+  EXPECT_DOUBLE_EQ(f.duration_seconds, 59.499);
+  EXPECT_DOUBLE_EQ(f.realized_variance, 2 * kLn101 * kLn101);
+  // The flow is the TapeBar's BarFlow part, the Bar its OHLCV.
+  const auto built = build_bars(t, parse_bar_spec("time:1m"));
+  for (size_t i = 0; i < built.size(); ++i) {
+    EXPECT_EQ(tb.flow[i], bar_flow(built[i])) << i;
+    EXPECT_EQ(tb.bars.flow[i], tb.flow[i]) << i;
+    EXPECT_EQ(tb.bars.bars[i].close, built[i].close) << i;
+    EXPECT_EQ(tb.bars.bars[i].volume, built[i].volume) << i;
+  }
+  EXPECT_EQ(tb.flow[1].prints, 1);
+  EXPECT_EQ(tb.flow[2].start_ns, kT0 + 200 * kSec);
+}
+
 TEST(TapeBarsTest, PanelNeedsTimeBars) {
   const Tape t = tape_of("timestamp,symbol,price,size\n1,A,10,1\n2,B,20,1\n61,A,11,1\n");
   const TapePanelBars p = build_tape_panel(t, parse_bar_spec("time:1m"));
