@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bar_timing.h"
 #include "bench_main.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
@@ -30,23 +31,15 @@ namespace {
 namespace fs = std::filesystem;
 using namespace foxhunt;
 
-data::BarSeries bench_bars(int64_t n, uint64_t seed) {
-  return data::generate_synthetic({.bars = n, .seed = seed});
-}
+using bench::bench_bars;
 
 // Untrained seeded bundles of every catalog model, saved as `train all` writes them, once.
 struct BundleDir {
   fs::path dir = fs::temp_directory_path() / ("foxhunt_capi_bench_" + std::to_string(::getpid()));
   BundleDir() {
-    const data::MarketDataset ds(bench_bars(1200, 3));
-    for (const auto& name : models::model_names()) {
-      torch::manual_seed(1);
-      serving::Bundle b;
-      b.model = models::make_model(name);
-      b.normalizer = ds.normalizer();
-      b.data = serving::fingerprint(ds.series());
-      fs::create_directories(dir / name);
-      serving::save_bundle(b, (dir / name / serving::kBundleFile).string());
+    for (const auto& b : bench::untrained_bundles(models::model_names())) {
+      fs::create_directories(dir / b.name());
+      serving::save_bundle(b, (dir / b.name() / serving::kBundleFile).string());
     }
   }
   ~BundleDir() {
@@ -65,35 +58,17 @@ const std::string& bundle_dir() {
 constexpr int64_t kWarmup = 320;
 constexpr int64_t kTimed = 20000;
 
-void percentiles(benchmark::State& state, std::vector<double>& us) {
-  std::sort(us.begin(), us.end());
-  if (us.empty()) return;
-  state.counters["p50_us"] = us[us.size() / 2];
-  state.counters["p99_us"] = us[std::min(us.size() - 1, us.size() * 99 / 100)];
-}
-
-double since_us(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-}
-
 void bar_cpp(benchmark::State& state) {
   auto e = serving::Ensemble::load(bundle_dir());
   const auto series = bench_bars(kWarmup + kTimed, 5);
-  size_t i = 0;
-  for (; i < kWarmup; ++i) e.on_bar(series.bars[i]);
-  std::vector<double> us;
-  for (auto _ : state) {
-    if (i == series.bars.size()) {
-      state.SkipWithError("ran out of bars");
-      break;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    auto d = e.on_bar(series.bars[i++]);
+  for (size_t i = 0; i < kWarmup; ++i) e.on_bar(series.bars[i]);
+  auto us = bench::time_bars(state, series, kWarmup, [&](const data::Bar& bar) {
+    auto d = e.on_bar(bar);
     benchmark::DoNotOptimize(d.decision);
     benchmark::DoNotOptimize(d.signals.data());
-    us.push_back(since_us(t0));
-  }
-  percentiles(state, us);
+    return d;
+  });
+  bench::set_percentiles(state, us);
 }
 
 foxhunt_bar to_c(const data::Bar& b) {
@@ -137,9 +112,9 @@ void capi(benchmark::State& state, bool push) {
     foxhunt_desk_signals(desk, nullptr, signals.data(), signals.size(), &n);
     benchmark::DoNotOptimize(d.decision);
     benchmark::DoNotOptimize(signals.data());
-    us.push_back(since_us(t0));
+    us.push_back(bench::micros_since(t0));
   }
-  percentiles(state, us);
+  bench::set_percentiles(state, us);
   foxhunt_desk_close(desk);
 }
 

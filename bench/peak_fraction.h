@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <unistd.h>
 
@@ -61,12 +62,15 @@ inline bool read_peak_json(const std::string& path, MachinePeak& out) {
     const auto it = j.find(key);
     return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
   };
-  out.fp32_gflops = num("fp32_gflops_per_core");
-  out.bf16_gflops = num("bf16_gflops_per_core");
-  out.int8_gops = num("int8_gops_per_core");
-  out.l1_gbs = num("l1_gbs");
-  out.l2_gbs = num("l2_gbs");
-  out.dram_gbs = num("dram_gbs");
+  // peak.json's key of each figure (peak_bench.cpp writes them).
+  constexpr std::pair<const char*, double MachinePeak::*> kFigures[] = {
+      {"fp32_gflops_per_core", &MachinePeak::fp32_gflops},
+      {"bf16_gflops_per_core", &MachinePeak::bf16_gflops},
+      {"int8_gops_per_core", &MachinePeak::int8_gops},
+      {"l1_gbs", &MachinePeak::l1_gbs},
+      {"l2_gbs", &MachinePeak::l2_gbs},
+      {"dram_gbs", &MachinePeak::dram_gbs}};
+  for (const auto& [key, figure] : kFigures) out.*figure = num(key);
   out.cpu = j.value("cpu", std::string("unknown"));
   out.source = path;
   return out.fp32_gflops > 0;

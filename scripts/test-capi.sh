@@ -6,21 +6,13 @@
 # print `foxhunt predict --json`'s decisions, positions and signals bit for bit; both exit 2 with
 # the library's message on a missing bundle directory. Run by ctest
 # (Install.CApiConsumersMatchPredict). Usage: scripts/test-capi.sh BUILD_DIR
-set -euo pipefail
-build=$(cd "$1" && pwd)
-src=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-run() {  # quiet unless it fails
-  "$@" > "$tmp/step.log" 2>&1 || { cat "$tmp/step.log" >&2; echo "FAILED: $*" >&2; exit 1; }
-}
+# shellcheck source=scripts/install-prefix.sh
+source "$(dirname "$0")/install-prefix.sh" "$1"
 fail() {
   echo "test-capi: $*" >&2
   exit 1
 }
 
-prefix="$tmp/prefix"
-run cmake --install "$build" --prefix "$prefix"
 lib="$prefix/lib/libfoxhunt_c.so"
 for f in "$lib" "$prefix/include/foxhunt/foxhunt.h" "$prefix/lib/pkgconfig/foxhunt.pc"; do
   test -f "$f" || fail "not installed: $f"
@@ -55,11 +47,7 @@ stream_rs="$tmp/rust/target/release/stream"
 test -x "$stream_rs" || fail "cargo built no $stream_rs"
 
 # ---- bundles, a series and a panel ------------------------------------------------------------
-fh="$prefix/bin/foxhunt"
-run "$fh" data generate --bars 1500 --seed 3 --out "$tmp/train.csv"
-run "$fh" train all --data "$tmp/train.csv" --steps 256 --epochs 1 --eval-episodes 0 \
-  --progress off --out "$tmp/bundles"
-run "$fh" data generate --bars 400 --seed 4 --start 1800000000 --out "$tmp/live.csv"
+train_bundles
 run "$fh" data generate --bars 400 --seed 6 --start 1800000000 --out "$tmp/live2.csv"
 # A panel whose rows are grouped by symbol, the later symbol in byte order first ("SPX" < "wti"),
 # and with bars missing for one symbol: the consumers must sort and batch as predict does.

@@ -3,27 +3,16 @@
 # temporary prefix, build examples/embed against it with find_package(foxhunt CONFIG), train
 # bundles with the installed CLI and stream bars through the example. Run by ctest
 # (Install.EmbedExampleBuildsAndRuns). Usage: scripts/test-install.sh BUILD_DIR
-set -euo pipefail
-build=$(cd "$1" && pwd)
-src=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-run() {  # quiet unless it fails
-  "$@" > "$tmp/step.log" 2>&1 || { cat "$tmp/step.log" >&2; echo "FAILED: $*" >&2; exit 1; }
-}
-run cmake --install "$build" --prefix "$tmp/prefix"
-test -f "$tmp/prefix/lib/cmake/foxhunt/foxhuntConfig.cmake"
-test -f "$tmp/prefix/lib/cmake/foxhunt/foxhuntConfigVersion.cmake"
-test -x "$tmp/prefix/bin/foxhunt"
+# shellcheck source=scripts/install-prefix.sh
+source "$(dirname "$0")/install-prefix.sh" "$1"
+test -f "$prefix/lib/cmake/foxhunt/foxhuntConfig.cmake"
+test -f "$prefix/lib/cmake/foxhunt/foxhuntConfigVersion.cmake"
+test -x "$prefix/bin/foxhunt"
 gen=()
 command -v ninja > /dev/null && gen=(-G Ninja)
-run cmake -S "$src/examples/embed" -B "$tmp/embed" "${gen[@]}" -DCMAKE_PREFIX_PATH="$tmp/prefix"
+run cmake -S "$src/examples/embed" -B "$tmp/embed" "${gen[@]}" -DCMAKE_PREFIX_PATH="$prefix"
 run cmake --build "$tmp/embed"
-fh="$tmp/prefix/bin/foxhunt"
-run "$fh" data generate --bars 1500 --seed 3 --out "$tmp/train.csv"
-run "$fh" train all --data "$tmp/train.csv" --steps 256 --epochs 1 --eval-episodes 0 \
-  --progress off --out "$tmp/bundles"
-run "$fh" data generate --bars 400 --seed 4 --start 1800000000 --out "$tmp/live.csv"
+train_bundles
 # Without a dead band, and with the forecasters taking their full size at a small edge (the
 # default "distribution" rule's gain is 1 / full_edge; forecast_gain is the "median" rule's),
 # briefly trained models move the position: the comparison below then compares something.

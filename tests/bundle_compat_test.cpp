@@ -71,12 +71,7 @@ TEST(BundleCompatTest, EveryBundleIsVersion3AndVersion1BundlesStillServeTheSameN
   // A panel bundle as version 2 wrote it (instruments listed, no trading environment) loads as
   // a panel; written today (version 3) it lists them the same way.
   auto panel = foxhunt::testing::untrained_bundles(ds, 3).front();
-  for (const char* symbol : {"AAA", "BBB"})
-    panel.instruments.push_back({.symbol = symbol,
-                                 .instrument_id = static_cast<int64_t>(panel.instruments.size()),
-                                 .normalizer = ds.normalizer(),
-                                 .target_scale = 2.0,
-                                 .data = fingerprint(ds.series())});
+  foxhunt::testing::add_panel_instruments(panel, ds, {"AAA", "BBB"});
   save_bundle(panel, tmp.file("panel.fhb"));
   Container v2 = read_container(tmp.file("panel.fhb"));
   EXPECT_EQ(v2.header.at("instruments").size(), 2u);

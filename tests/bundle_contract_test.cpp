@@ -186,12 +186,7 @@ TEST_F(BundleContractTest, EveryHeaderFieldOutsideItsDomainIsRefusedNamingFileAn
   // A panel bundle of the TFT (two instruments) loads, and each instrument field is checked.
   auto panel = foxhunt::testing::untrained_bundles(ds, 8).back();
   ASSERT_EQ(panel.name(), "tft");
-  for (const char* symbol : {"AAA", "BBB"})
-    panel.instruments.push_back({.symbol = symbol,
-                                 .instrument_id = static_cast<int64_t>(panel.instruments.size()),
-                                 .normalizer = ds.normalizer(),
-                                 .target_scale = 2.0,
-                                 .data = fingerprint(ds.series())});
+  foxhunt::testing::add_panel_instruments(panel, ds, {"AAA", "BBB"});
   const std::string panel_file = tmp.file("panel.fhb");
   save_bundle(panel, panel_file);
   EXPECT_EQ(load_bundle(panel_file).instruments.size(), 2u);

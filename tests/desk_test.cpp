@@ -62,6 +62,16 @@ std::vector<Bundle> seeded_bundles() {
   return out;
 }
 
+// The panel backtest of these tests: job data "panel" (defaults otherwise) and one log.
+struct PanelBacktest {
+  BacktestJob job;
+  std::ostringstream log;
+  PanelBacktest() { job.data = "panel"; }
+  auto run(const std::vector<Bundle>& bundles, const data::Panel& panel) {
+    return run_panel_backtest(bundles, panel, job, log);
+  }
+};
+
 // Every decision of a panel stream, by (timestamp, symbol).
 using Results = std::map<std::pair<int64_t, std::string>, BarDecision>;
 
@@ -485,14 +495,12 @@ TEST_F(DeskTest, PanelBacktestScoresEachSymbolAndAnEqualRiskPortfolio) {
   shortie.series.bars.assign(panel.find("SP500")->bars.end() - 40, panel.find("SP500")->bars.end());
   panel.symbols.push_back(shortie);
   const auto bundles = seeded_bundles();
-  BacktestJob job;
-  job.data = "panel";
-  std::ostringstream log;
-  const auto run = run_panel_backtest(bundles, panel, job, log);
+  PanelBacktest bt;
+  const auto run = bt.run(bundles, panel);
   ASSERT_EQ(run.symbols.size(), 3u);
   EXPECT_EQ(run.skipped.count("SHORT"), 1u);
   // Each symbol's run is the single-series backtest of that symbol.
-  const auto alone = run_backtest_on(bundles, *panel.find("WTI"), job, log);
+  const auto alone = run_backtest_on(bundles, *panel.find("WTI"), bt.job, bt.log);
   EXPECT_EQ(run.runs.at("WTI").positions.at("ensemble"), alone.positions.at("ensemble"));
   // Weights: equal risk, summing to 1; the calmer index gets more than crude oil.
   double sum = 0;
@@ -541,10 +549,8 @@ TEST_F(DeskTest, PanelBacktestScoresEachSymbolAndAnEqualRiskPortfolio) {
 TEST_F(DeskTest, PanelBacktestWeightsUseOnlyTheBarsBeforeTheFirstScoredBar) {
   const auto& panel = real_panel();
   const auto bundles = seeded_bundles();
-  BacktestJob job;
-  job.data = "panel";
-  std::ostringstream log;
-  const auto run = run_panel_backtest(bundles, panel, job, log);
+  PanelBacktest bt;
+  const auto run = bt.run(bundles, panel);
   ASSERT_EQ(run.symbols.size(), 3u);
   auto later = panel;
   for (auto& ps : later.symbols) {
@@ -574,7 +580,7 @@ TEST_F(DeskTest, PanelBacktestWeightsUseOnlyTheBarsBeforeTheFirstScoredBar) {
       }
     ASSERT_GT(changed, 10) << ps.symbol;
   }
-  const auto after = run_panel_backtest(bundles, later, job, log);
+  const auto after = bt.run(bundles, later);
   ASSERT_EQ(after.symbols, run.symbols);
   for (const auto& sym : run.symbols) {
     EXPECT_EQ(after.runs.at(sym).first_timestamp, run.runs.at(sym).first_timestamp) << sym;

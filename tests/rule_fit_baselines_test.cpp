@@ -36,6 +36,24 @@ double hash01(int t, int k) {
   return x - std::floor(x);
 }
 
+// Appends daily bar `t` closing at `close`, the volatility-targeted long at 0.5, and every model
+// ready with signal `signal(i)` (i: its index in kModels).
+template <typename Signal>
+void add_bar(RuleFitBars& r, int t, double close, Signal signal) {
+  r.closes.push_back(close);
+  r.timestamps.push_back(1'600'000'000 + int64_t{86400} * t);
+  r.vol_target.push_back(0.5);
+  std::vector<ModelSignal> row;
+  for (size_t i = 0; i < kModels.size(); ++i) {
+    ModelSignal s;
+    s.model = kModels[i];
+    s.ready = true;
+    s.signal = signal(i);
+    row.push_back(s);
+  }
+  r.signals.push_back(row);
+}
+
 // `n` daily bars of +-1% uniform returns. Every model's signal is uniform noise in [-1, 1],
 // except with `planted` the last one's: 0.8 toward the next bar's move, right 70% of the time.
 // The volatility-targeted long holds 0.5 throughout.
@@ -46,23 +64,12 @@ RuleFitBars make_bars(int n, bool planted) {
   double close = 100.0;
   for (int t = 0; t < n; ++t) {
     if (t > 0) close *= 1.0 + g[static_cast<size_t>(t)];
-    r.closes.push_back(close);
-    r.timestamps.push_back(1'600'000'000 + int64_t{86400} * t);
-    r.vol_target.push_back(0.5);
-    std::vector<ModelSignal> row;
-    for (size_t i = 0; i < kModels.size(); ++i) {
-      ModelSignal s;
-      s.model = kModels[i];
-      s.ready = true;
-      s.signal = 2 * hash01(t, static_cast<int>(i) + 1) - 1;
-      if (planted && i + 1 == kModels.size()) {
-        const double next = t + 1 < n ? g[static_cast<size_t>(t) + 1] : 0.0;
-        s.signal = next >= 0 ? 0.8 : -0.8;
-        if (hash01(t, 9) >= 0.7) s.signal = -s.signal;
-      }
-      row.push_back(s);
-    }
-    r.signals.push_back(row);
+    add_bar(r, t, close, [&](size_t i) {
+      if (!planted || i + 1 != kModels.size()) return 2 * hash01(t, static_cast<int>(i) + 1) - 1;
+      const double next = t + 1 < n ? g[static_cast<size_t>(t) + 1] : 0.0;
+      const double toward = next >= 0 ? 0.8 : -0.8;
+      return hash01(t, 9) >= 0.7 ? -toward : toward;
+    });
   }
   return r;
 }
@@ -172,18 +179,9 @@ RuleFitBars make_regime_bars(int n) {
   for (int t = 0; t < n; ++t) {
     const auto k = static_cast<size_t>(t);
     if (t > 0) close *= 1.0 + 0.002 * regime[k - 1] + 0.01 * (2 * hash01(t, 21) - 1);
-    r.closes.push_back(close);
-    r.timestamps.push_back(1'600'000'000 + int64_t{86400} * t);
-    r.vol_target.push_back(0.5);
-    std::vector<ModelSignal> row;
-    for (size_t i = 0; i < kModels.size(); ++i) {
-      ModelSignal s;
-      s.model = kModels[i];
-      s.ready = true;
-      s.signal = 0.5 * regime[k] + 0.4 * (2 * hash01(t, 30 + static_cast<int>(i)) - 1);
-      row.push_back(s);
-    }
-    r.signals.push_back(row);
+    add_bar(r, t, close, [&](size_t i) {
+      return 0.5 * regime[k] + 0.4 * (2 * hash01(t, 30 + static_cast<int>(i)) - 1);
+    });
   }
   return r;
 }

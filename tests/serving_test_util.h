@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "foxhunt/data/dataset.h"
@@ -29,6 +30,18 @@ inline std::vector<serving::Bundle> untrained_bundles(const data::MarketDataset&
     out.push_back(std::move(b));
   }
   return out;
+}
+
+/// Makes `b` a panel bundle of `symbols` (instrument ids 0, 1, ... in that order), each with the
+/// normaliser and fingerprint of `ds` and target scale 2.
+inline void add_panel_instruments(serving::Bundle& b, const data::MarketDataset& ds,
+                                  const std::vector<std::string>& symbols) {
+  for (const auto& symbol : symbols)
+    b.instruments.push_back({.symbol = symbol,
+                             .instrument_id = static_cast<int64_t>(b.instruments.size()),
+                             .normalizer = ds.normalizer(),
+                             .target_scale = 2.0,
+                             .data = serving::fingerprint(ds.series())});
 }
 
 }  // namespace foxhunt::testing

@@ -116,6 +116,25 @@ TEST(Stats, LeastSquaresNoisyAndConstant) {
   EXPECT_LT(noise.r2, 0.2);
 }
 
+TEST(Stats, LineSumsMatchLeastSquares) {
+  // The running sums give least_squares' line on the same points (the hand-computed 1.2, 0.6).
+  LineSums s;
+  EXPECT_EQ(s.spread(), 0.0);
+  const std::vector<double> x = {0, 1, 2, 3, 4}, y = {1, 2, 2, 4, 6};
+  for (size_t i = 0; i < x.size(); ++i) s.add(x[i], y[i]);
+  EXPECT_EQ(s.n, 5.0);
+  EXPECT_GT(s.spread(), 0.0);
+  EXPECT_NEAR(s.slope(), least_squares(x, y).slope, 1e-12);
+  EXPECT_NEAR(s.intercept(s.slope()), least_squares(x, y).intercept, 1e-12);
+  // The intercept of a given (clamped) slope goes through the mean point (2, 3).
+  EXPECT_NEAR(s.intercept(1.0), 1.0, 1e-12);
+  // One distinct x: no spread, the slope is undefined.
+  LineSums same;
+  same.add(2, 1);
+  same.add(2, 5);
+  EXPECT_EQ(same.spread(), 0.0);
+}
+
 TEST(Stats, LeastSquaresRejectsBadInput) {
   expect_stats_error([] { least_squares({1, 2, 3}, {1, 2}); }, "got 3 x values and 2 y values");
   expect_stats_error([] { least_squares({1}, {1}); }, "expected at least 2 points, got 1");

@@ -25,6 +25,8 @@
 namespace foxhunt::serving {
 namespace {
 
+using foxhunt::testing::CliResult;
+
 constexpr int64_t kNs = 1'000'000'000;
 constexpr int64_t kDay0 = 1704153600;  // 2024-01-02T00:00:00Z: after the bundles' data
 
@@ -91,6 +93,19 @@ nlohmann::json decision_of(const nlohmann::json& j) {
           {"symbol", j.value("symbol", std::string())}};
 }
 
+/// Writes the time:1m bars of `tape` to `csv` (`data bars`), then runs `predict --json` with the
+/// bundles of `dir` on them and on the tape itself (`--ticks TAPE` then `tape_flags`); both runs
+/// must succeed.
+void predict_bars_and_ticks(const std::string& dir, const std::string& tape, const std::string& csv,
+                            const std::string& tape_flags, CliResult& from_bars,
+                            CliResult& from_tape) {
+  ASSERT_EQ(run_cli("data bars --ticks " + tape + " --bar time:1m --out " + csv).exit_code, 0);
+  from_bars = run_cli("predict --bundles " + dir + " --data " + csv + " --json");
+  ASSERT_EQ(from_bars.exit_code, 0) << from_bars.err;
+  from_tape = run_cli("predict --bundles " + dir + " --ticks " + tape + tape_flags + " --json");
+  ASSERT_EQ(from_tape.exit_code, 0) << from_tape.err;
+}
+
 /// Column `col` of every data row of a CSV.
 std::vector<std::string> csv_column(const std::string& path, size_t col) {
   std::ifstream in(path);
@@ -112,13 +127,9 @@ TEST_F(ServingTest, PredictTicksDecidesOnEveryClosedBarAsPredictOnItsBarsCsv) {
   const std::string dir = tape_bundles(tmp, "time:1m");
   const std::string tape = write(tmp, "tape.csv", make_tape(2, 400, false));
   const std::string csv = tmp.file("bars.csv");
-  ASSERT_EQ(run_cli("data bars --ticks " + tape + " --bar time:1m --out " + csv).exit_code, 0);
-
-  const auto from_bars = run_cli("predict --bundles " + dir + " --data " + csv + " --json");
-  ASSERT_EQ(from_bars.exit_code, 0) << from_bars.err;
   // The bundles' recorded spec applies without --bar; a file and stdin give the same.
-  const auto from_tape = run_cli("predict --bundles " + dir + " --ticks " + tape + " --json");
-  ASSERT_EQ(from_tape.exit_code, 0) << from_tape.err;
+  CliResult from_bars, from_tape;
+  ASSERT_NO_FATAL_FAILURE(predict_bars_and_ticks(dir, tape, csv, "", from_bars, from_tape));
   const auto from_stdin = run_cli("predict --bundles " + dir + " --ticks - --json < " + tape);
   ASSERT_EQ(from_stdin.exit_code, 0) << from_stdin.err;
 
@@ -178,12 +189,9 @@ TEST_F(ServingTest, PredictTicksServesATapeWithSymbolsAsItsPanelOfTimeBars) {
   TempDir tmp;
   const std::string dir = saved_fresh_bundles(tmp, 700);
   const std::string tape = write(tmp, "tape.csv", make_tape(1, 120, true));
-  const std::string csv = tmp.file("panel.csv");
-  ASSERT_EQ(run_cli("data bars --ticks " + tape + " --bar time:1m --out " + csv).exit_code, 0);
-  const auto p = run_cli("predict --bundles " + dir + " --data " + csv + " --json");
-  ASSERT_EQ(p.exit_code, 0) << p.err;
-  const auto t = run_cli("predict --bundles " + dir + " --ticks " + tape + " --bar time:1m --json");
-  ASSERT_EQ(t.exit_code, 0) << t.err;
+  CliResult p, t;
+  ASSERT_NO_FATAL_FAILURE(
+      predict_bars_and_ticks(dir, tape, tmp.file("panel.csv"), " --bar time:1m", p, t));
   const auto a = json_lines(p.out), b = json_lines(t.out);
   ASSERT_EQ(a.size(), 240u);  // 2 symbols x 120 bars
   ASSERT_EQ(b.size(), a.size());

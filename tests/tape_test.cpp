@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data_cache.h"
+#include "error_test_util.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/bar_builder.h"
@@ -24,20 +25,16 @@ constexpr int64_t kSec = 1'000'000'000;
 /// 2013-09-01T17:00:00Z, a whole minute.
 constexpr int64_t kT0 = 1378054800 * kSec;
 
-/// The message of the InputError `f` throws ("" and a test failure when it throws none).
-template <typename F>
-std::string tape_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.message();
-  }
-  ADD_FAILURE() << "no InputError";
-  return "";
-}
+using foxhunt::testing::expect_input_error;
 
 Tape tape_of(const std::string& text, TapeReadOptions o = {}) {
   return parse_tape_csv(text, "t.csv", o);
+}
+
+/// Expects tape_of(text, o) to throw an InputError whose message contains every one of `parts`.
+void expect_tape_error(const std::string& text, const std::vector<std::string>& parts,
+                       TapeReadOptions o = {}) {
+  expect_input_error([&] { tape_of(text, o); }, "", parts);
 }
 
 /// Five prints: p1 +0.5 s 100 x1, p2 +10 s 101 x2, p3 +59.999 s 100 x3, p4 +60 s 100 x4,
@@ -87,10 +84,8 @@ TEST(TapeReaderTest, EpochUnitsFromMagnitudeOrStated) {
   ms.epoch_unit = TapeEpochUnit::kMilliseconds;
   EXPECT_EQ(tape_of("time,price,size\n5,10,1\n", ms).time_ns[0], 5'000'000);
   EXPECT_EQ(tape_of("time,price,size\n5,10,1\n").time_ns[0], 5 * kSec);  // auto: seconds
-  const std::string e =
-      tape_error([] { tape_of("time,price,size\n1378054800,10,1\n1378054800083,10,1\n"); });
-  EXPECT_NE(e.find("t.csv:3:"), std::string::npos) << e;
-  EXPECT_NE(e.find("one epoch unit per file"), std::string::npos) << e;
+  expect_tape_error("time,price,size\n1378054800,10,1\n1378054800083,10,1\n",
+                    {"t.csv:3:", "one epoch unit per file"});
 }
 
 TEST(TapeReaderTest, SideSpellings) {
@@ -99,8 +94,8 @@ TEST(TapeReaderTest, SideSpellings) {
       "1,10,1,buy\n1,10,1,SELL\n1,10,1,B\n1,10,1,s\n1,10,1,1\n1,10,1,-1\n1,10,1,+1\n1,10,1,0\n"
       "1,10,1,\n");
   EXPECT_EQ(t.side, (std::vector<int8_t>{1, -1, 1, -1, 1, -1, 1, 0, 0}));
-  const std::string e = tape_error([] { tape_of("timestamp,price,size,side\n1,10,1,up\n"); });
-  EXPECT_NE(e.find("t.csv:2: side 'up': expected buy/sell, B/S, 1/-1"), std::string::npos) << e;
+  expect_tape_error("timestamp,price,size,side\n1,10,1,up\n",
+                    {"t.csv:2: side 'up': expected buy/sell, B/S, 1/-1"});
 }
 
 TEST(TapeReaderTest, IdenticalConsecutiveLinesAreSeparatePrints) {
@@ -114,17 +109,13 @@ TEST(TapeReaderTest, IdenticalConsecutiveLinesAreSeparatePrints) {
 }
 
 TEST(TapeReaderTest, OutOfOrderPrintRefusedWithFileLine) {
-  const std::string e = tape_error([] {
-    tape_of(
-        "DateTime,Price,Volume\n"
-        "2013-09-01 17:00:01,1640.25,1\n"
-        "2013-09-01 17:00:01,1640.25,1\n"  // equal: kept in order
-        "2013-09-01 17:00:00.999,1640.25,1\n");
-  });
-  EXPECT_NE(e.find("t.csv:4: print at 2013-09-01T17:00:00.999Z is earlier than the previous "
-                   "print at 2013-09-01T17:00:01Z (line 3)"),
-            std::string::npos)
-      << e;
+  expect_tape_error(
+      "DateTime,Price,Volume\n"
+      "2013-09-01 17:00:01,1640.25,1\n"
+      "2013-09-01 17:00:01,1640.25,1\n"  // equal: kept in order
+      "2013-09-01 17:00:00.999,1640.25,1\n",
+      {"t.csv:4: print at 2013-09-01T17:00:00.999Z is earlier than the previous print at "
+       "2013-09-01T17:00:01Z (line 3)"});
 }
 
 TEST(TapeReaderTest, DropPolicyCountsEachReason) {
@@ -138,8 +129,7 @@ TEST(TapeReaderTest, DropPolicyCountsEachReason) {
       "12,100,1,99,101,1\n"   // repeated trade id
       "12,100,1,,,6\n"        // unknown quotes: kept
       "13,100,1,99,101,7\n";
-  const std::string e = tape_error([&] { tape_of(text); });
-  EXPECT_NE(e.find("t.csv:3: print at"), std::string::npos) << e;
+  expect_tape_error(text, {"t.csv:3: print at"});
   TapeReadOptions drop;
   drop.on_bad = TapeBadPrintPolicy::kDrop;
   const Tape t = tape_of(text, drop);
@@ -153,25 +143,14 @@ TEST(TapeReaderTest, DropPolicyCountsEachReason) {
   EXPECT_EQ(t.dropped.first_line, 3);
   EXPECT_TRUE(std::isnan(t.bid[1]));
   // Each reason refused on its own line under the default policy.
-  EXPECT_NE(tape_error([] { tape_of("time,price,size\n1,-1,1\n"); }).find("t.csv:2: price -1"),
-            std::string::npos);
-  EXPECT_NE(tape_error([] {
-              tape_of("time,price,size,bid,ask\n1,1,1,2,1\n");
-            }).find("crossed quote: bid 2 > ask 1"),
-            std::string::npos);
-  EXPECT_NE(tape_error([] {
-              tape_of("time,price,size,seq\n1,1,1,7\n2,1,1,7\n");
-            }).find("t.csv:3: trade id 7 repeats the one of line 2"),
-            std::string::npos);
+  expect_tape_error("time,price,size\n1,-1,1\n", {"t.csv:2: price -1"});
+  expect_tape_error("time,price,size,bid,ask\n1,1,1,2,1\n", {"crossed quote: bid 2 > ask 1"});
+  expect_tape_error("time,price,size,seq\n1,1,1,7\n2,1,1,7\n",
+                    {"t.csv:3: trade id 7 repeats the one of line 2"});
   // A malformed line is refused whatever the policy.
-  EXPECT_NE(tape_error([&] {
-              tape_of("time,price,size\n1,abc,1\n", drop);
-            }).find("t.csv:2: price 'abc': expected a finite number"),
-            std::string::npos);
-  EXPECT_NE(tape_error([&] {
-              tape_of("time,price,size\n1,2\n", drop);
-            }).find("t.csv:2: 2 fields, expected 3"),
-            std::string::npos);
+  expect_tape_error("time,price,size\n1,abc,1\n",
+                    {"t.csv:2: price 'abc': expected a finite number"}, drop);
+  expect_tape_error("time,price,size\n1,2\n", {"t.csv:2: 2 fields, expected 3"}, drop);
 }
 
 TEST(TapeReaderTest, SymbolsOrderedByNameEachInTimeOrder) {
@@ -182,10 +161,8 @@ TEST(TapeReaderTest, SymbolsOrderedByNameEachInTimeOrder) {
       "6,ZB,121,1\n");
   EXPECT_EQ(t.symbols, (std::vector<std::string>{"ES", "ZB"}));
   EXPECT_EQ(t.symbol, (std::vector<int32_t>{1, 0, 1}));
-  const std::string e = tape_error(
-      [] { tape_of("timestamp,symbol,price,size\n5,ZB,120,1\n3,ES,1,1\n4,ZB,120,1\n"); });
-  EXPECT_NE(e.find("t.csv:4: print at"), std::string::npos) << e;
-  EXPECT_NE(e.find("of symbol 'ZB'"), std::string::npos) << e;
+  expect_tape_error("timestamp,symbol,price,size\n5,ZB,120,1\n3,ES,1,1\n4,ZB,120,1\n",
+                    {"t.csv:4: print at", "of symbol 'ZB'"});
 }
 
 TEST(TapeReaderTest, HeaderDetectionAndErrors) {
@@ -195,16 +172,10 @@ TEST(TapeReaderTest, HeaderDetectionAndErrors) {
   EXPECT_FALSE(is_tape_csv("date,close"));
   EXPECT_FALSE(is_tape_csv("1,2,3"));
   EXPECT_TRUE(has_tape_header("\n\nDateTime,Price,Volume\n1,2,3\n"));
-  EXPECT_NE(tape_error([] { tape_of("time,price\n1,2\n"); }).find("no size column"),
-            std::string::npos);
-  EXPECT_NE(tape_error([] { tape_of("time,price,size,venue\n"); }).find("unknown column 'venue'"),
-            std::string::npos);
-  EXPECT_NE(tape_error([] { tape_of("time,price,size,bid\n"); }).find("both quote columns"),
-            std::string::npos);
-  EXPECT_NE(tape_error([] {
-              tape_of("time,price,size\n2013-09-01 17:00,1,1\n");
-            }).find("expected a time of day HH:MM:SS"),
-            std::string::npos);
+  expect_tape_error("time,price\n1,2\n", {"no size column"});
+  expect_tape_error("time,price,size,venue\n", {"unknown column 'venue'"});
+  expect_tape_error("time,price,size,bid\n", {"both quote columns"});
+  expect_tape_error("time,price,size\n2013-09-01 17:00,1,1\n", {"expected a time of day HH:MM:SS"});
 }
 
 TEST(TapeReaderTest, LineReaderMatchesTheFileReader) {
@@ -247,9 +218,8 @@ TEST(BarSpecTest, ParsesAndRoundTrips) {
 TEST(BarSpecTest, ErrorsNameTheExpectedForms) {
   for (const char* s : {"time:500ms", "time:60", "time:60d", "tick:0", "tick:2.5", "volume:-1",
                         "dollar:abc", "range:5", "60s", "time:"}) {
-    const std::string e = tape_error([&] { parse_bar_spec(s); });
-    EXPECT_NE(e.find(std::string("bar spec '") + s + "'"), std::string::npos) << e;
-    EXPECT_NE(e.find("expected time:<N><unit>"), std::string::npos) << e;
+    expect_input_error([&] { parse_bar_spec(s); }, "",
+                       {std::string("bar spec '") + s + "'", "expected time:<N><unit>"});
   }
 }
 
@@ -336,9 +306,37 @@ TEST(BarBuilderTest, CloseUntilAndOutOfOrderPrints) {
   EXPECT_EQ(closed->prints, 1);
   EXPECT_FALSE(b.has_open_bar());
   b.push(t.at(2));
-  const std::string e = tape_error([&] { b.push(t.at(1)); });
-  EXPECT_NE(e.find("is earlier than the previous print"), std::string::npos) << e;
+  expect_input_error([&] { b.push(t.at(1)); }, "", {"is earlier than the previous print"});
   EXPECT_EQ(b.flush()->prints, 1);  // the refused print left the bar as it was
+}
+
+TEST(TapeBarsTest, EachBarCarriesItsFlowAndItsOhlcv) {
+  // Five prints in time:1m bars: [p1 p2 p3] [p4] [p5] (hand values: five_prints()).
+  const Tape t = five_prints();
+  const TapeBars tb = build_tape_bars(t, parse_bar_spec("time:1m"));
+  ASSERT_EQ(tb.flow.size(), 3u);
+  ASSERT_EQ(tb.bars.flow.size(), 3u);
+  const BarFlow& f = tb.flow[0];
+  EXPECT_EQ(f.interval_start_ns, kT0);
+  EXPECT_EQ(f.start_ns, kT0 + kSec / 2);
+  EXPECT_EQ(f.end_ns, kT0 + 59'999'000'000);
+  EXPECT_EQ(f.prints, 3);
+  EXPECT_DOUBLE_EQ(f.notional, 602.0);
+  EXPECT_DOUBLE_EQ(f.vwap, 602.0 / 6.0);
+  EXPECT_EQ(f.buy_volume, 2);   // p2 up-tick; p1 (first print) neither
+  EXPECT_EQ(f.sell_volume, 3);  // p3 down-tick
+  EXPECT_DOUBLE_EQ(f.duration_seconds, 59.499);
+  EXPECT_DOUBLE_EQ(f.realized_variance, 2 * kLn101 * kLn101);
+  // The flow is the TapeBar's BarFlow part, the Bar its OHLCV.
+  const auto built = build_bars(t, parse_bar_spec("time:1m"));
+  for (size_t i = 0; i < built.size(); ++i) {
+    EXPECT_EQ(tb.flow[i], bar_flow(built[i])) << i;
+    EXPECT_EQ(tb.bars.flow[i], tb.flow[i]) << i;
+    EXPECT_EQ(tb.bars.bars[i].close, built[i].close) << i;
+    EXPECT_EQ(tb.bars.bars[i].volume, built[i].volume) << i;
+  }
+  EXPECT_EQ(tb.flow[1].prints, 1);
+  EXPECT_EQ(tb.flow[2].start_ns, kT0 + 200 * kSec);
 }
 
 TEST(TapeBarsTest, PanelNeedsTimeBars) {
@@ -347,12 +345,10 @@ TEST(TapeBarsTest, PanelNeedsTimeBars) {
   ASSERT_EQ(p.panel.size(), 2);
   EXPECT_EQ(p.panel.symbols[0].series.size(), 2);
   EXPECT_EQ(p.panel.timestamps, (std::vector<int64_t>{0, 60}));
-  const std::string e = tape_error([&] { build_tape_panel(t, parse_bar_spec("tick:10")); });
-  EXPECT_NE(e.find("a desk needs time bars"), std::string::npos) << e;
-  EXPECT_NE(tape_error([&] {
-              build_tape_bars(t, parse_bar_spec("time:1m"));
-            }).find("expected one instrument"),
-            std::string::npos);
+  expect_input_error([&] { build_tape_panel(t, parse_bar_spec("tick:10")); }, "",
+                     {"a desk needs time bars"});
+  expect_input_error([&] { build_tape_bars(t, parse_bar_spec("time:1m")); }, "",
+                     {"expected one instrument"});
 }
 
 // ---- the real E-mini S&P 500 tape --------------------------------------------------------------

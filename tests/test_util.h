@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "data_cache.h"
+#include "error_test_util.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/tft.h"
 
@@ -135,35 +136,6 @@ class TempDir {
   }
   std::filesystem::path path_;
 };
-
-/// Runs `f` and returns the InputError message ("" when nothing was thrown).
-template <typename Fn>
-std::string input_error(Fn&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-/// Runs `f` and expects an InputError from `component` ("" = any) whose message contains every
-/// one of `parts`.
-template <typename F>
-void expect_input_error(F&& f, const std::string& component,
-                        const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an InputError from [" << component << "]";
-  } catch (const InputError& e) {
-    if (!component.empty()) {
-      EXPECT_EQ(e.component(), component) << e.what();
-    }
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "expected '" << p << "' in: " << e.what();
-  }
-}
 
 /// A small TFT: fast, but every path (multi-variable VSNs with skip projections, 2 LSTM layers).
 inline models::TftOptions small_tft_options() {

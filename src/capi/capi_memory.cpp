@@ -159,31 +159,31 @@ nlohmann::json budget_request(const nlohmann::json& j) {
   return out;
 }
 
+// One JSON entry point: `request_json` parsed, answered by `answer`, the result copied to *out
+// (nullptr on failure), every error a status naming `function`.
+foxhunt_status json_call(const char* request_json, char** out, const char* function,
+                         nlohmann::json (*answer)(const nlohmann::json&)) noexcept {
+  return guarded([&] {
+    check_not_null(out, function, "out", "where to write the result");
+    *out = nullptr;
+    runtime_init();
+    *out = copy_out(answer(parse_request(request_json, function)).dump());
+  });
+}
+
 }  // namespace
 }  // namespace foxhunt::capi
 
 extern "C" {
 
 FOXHUNT_API foxhunt_status foxhunt_plan_json(const char* request_json, char** out) {
-  using namespace foxhunt;
-  return capi::guarded([&] {
-    capi::check_not_null(out, capi::kPlanFn, "out", "where to write the result");
-    *out = nullptr;
-    runtime_init();
-    const auto result = capi::plan_request(capi::parse_request(request_json, capi::kPlanFn));
-    *out = capi::copy_out(result.dump());
-  });
+  using namespace foxhunt::capi;
+  return json_call(request_json, out, kPlanFn, plan_request);
 }
 
 FOXHUNT_API foxhunt_status foxhunt_budget_json(const char* request_json, char** out) {
-  using namespace foxhunt;
-  return capi::guarded([&] {
-    capi::check_not_null(out, capi::kBudgetFn, "out", "where to write the result");
-    *out = nullptr;
-    runtime_init();
-    const auto result = capi::budget_request(capi::parse_request(request_json, capi::kBudgetFn));
-    *out = capi::copy_out(result.dump());
-  });
+  using namespace foxhunt::capi;
+  return json_call(request_json, out, kBudgetFn, budget_request);
 }
 
 }  // extern "C"

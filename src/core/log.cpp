@@ -4,10 +4,11 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <iterator>
 #include <memory>
 #include <mutex>
 #include <utility>
+
+#include "foxhunt/core/strings.h"
 
 namespace foxhunt {
 
@@ -40,9 +41,7 @@ bool is_default(const Sink& sink, Fn* fallback) {
 }  // namespace
 
 const char* to_string(LogLevel level) {
-  constexpr const char* kNames[] = {"info", "warning", "error"};  // in the enum's order
-  const auto i = static_cast<size_t>(level);
-  return i < std::size(kNames) ? kNames[i] : "?";
+  return enum_name(level, {"info", "warning", "error"});
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/strings.h"
 
 namespace foxhunt::data {
 
@@ -46,17 +47,7 @@ void check_spec(const BarSpec& s) {
 }  // namespace bar_builder_impl
 
 const char* to_string(BarKind kind) {
-  switch (kind) {
-    case BarKind::kTime:
-      return "time";
-    case BarKind::kTick:
-      return "tick";
-    case BarKind::kVolume:
-      return "volume";
-    case BarKind::kDollar:
-      return "dollar";
-  }
-  return "unknown";
+  return enum_name(kind, {"time", "tick", "volume", "dollar"}, "unknown");
 }
 
 BarSpec parse_bar_spec(std::string_view text) {

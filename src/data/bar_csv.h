@@ -35,6 +35,13 @@ std::string_view trim(std::string_view s);
 void split_fields(std::string_view line, std::vector<std::string_view>& out,
                   const std::string& source, int64_t line_no);
 
+/// True for an ASCII letter (a header field starts with one).
+bool is_letter(char c);
+
+/// A column name lower-cased without blanks, '_', '.' and '-' ("Adj_Close" and "adj. close" ->
+/// "adjclose"): the bar, panel and tape readers match header names in this form.
+std::string normalize_name(std::string_view name);
+
 /// True for a symbol column's name: `symbol`, `ticker` or `instrument`, any case, blanks, `_`,
 /// `.` and `-` ignored.
 bool is_symbol_name(std::string_view name);

@@ -12,6 +12,7 @@
 #include "bar_csv.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/strings.h"
 
 namespace foxhunt::data {
 
@@ -79,7 +80,6 @@ bool is_letter(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
-/// Lower-cased name without blanks, '_', '.' and '-': "Adj_Close" and "adj. close" -> "adjclose".
 std::string normalize_name(std::string_view name) {
   std::string out;
   for (char c : name) {
@@ -213,9 +213,7 @@ double parse_double(std::string_view field, int column, const csv::RowPlace& at)
 }
 
 const char* format_name(csv::TimestampFormat f) {
-  constexpr const char* kNames[] = {"Unix seconds", "Unix milliseconds", "ISO 8601"};  // enum order
-  const auto i = static_cast<size_t>(f);
-  return i < std::size(kNames) ? kNames[i] : "?";
+  return enum_name(f, {"Unix seconds", "Unix milliseconds", "ISO 8601"});
 }
 
 /// A parsed timestamp, or the reason it is not one.

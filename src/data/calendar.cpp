@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/strings.h"
 
 namespace foxhunt::data {
 
@@ -42,17 +43,7 @@ std::string spacing_text(double seconds) {
 }  // namespace calendar_impl
 
 const char* to_string(CalendarBasis basis) {
-  switch (basis) {
-    case CalendarBasis::kGiven:
-      return "given";
-    case CalendarBasis::kSpan:
-      return "span";
-    case CalendarBasis::kSessions:
-      return "sessions";
-    case CalendarBasis::kSpacing:
-      return "spacing";
-  }
-  return "?";
+  return enum_name(basis, {"given", "span", "sessions", "spacing"});
 }
 
 std::string format_count(double value) {

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <unordered_map>
@@ -13,6 +14,7 @@
 #include "bar_csv.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/file_io.h"
+#include "foxhunt/core/strings.h"
 
 namespace foxhunt::data {
 
@@ -36,23 +38,9 @@ constexpr const char* kTapeTimeFormats =
     "ISO 8601 YYYY-MM-DD HH:MM:SS[.fffffffff][Z] (space or T), or Unix epoch numbers in s, ms, us "
     "or ns";
 
-bool ascii_letter(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-/// Lower-cased name without blanks, '_', '.' and '-' (as bars.h's header names).
-std::string tape_name(std::string_view name) {
-  std::string out;
-  for (char c : name) {
-    if (c == ' ' || c == '\t' || c == '_' || c == '.' || c == '-') continue;
-    out += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  }
-  return out;
-}
-
 /// The tape column a header name denotes, -1 when none. Bar columns return -2.
 int tape_column(std::string_view name) {
-  const std::string n = tape_name(name);
+  const std::string n = csv::normalize_name(name);
   if (n == "timestamp" || n == "datetime" || n == "time" || n == "date" || n == "ts") return kTime;
   if (n == "price" || n == "last" || n == "tradeprice" || n == "lastprice") return kPrice;
   if (n == "size" || n == "volume" || n == "qty" || n == "quantity" || n == "tradesize")
@@ -146,21 +134,10 @@ TapeEpochUnit unit_of(int64_t v) {
 }  // namespace tape_impl
 
 const char* to_string(TapeDropReason reason) {
-  switch (reason) {
-    case TapeDropReason::kOutOfOrder:
-      return "out_of_order";
-    case TapeDropReason::kNonPositivePrice:
-      return "non_positive_price";
-    case TapeDropReason::kNonPositiveSize:
-      return "non_positive_size";
-    case TapeDropReason::kCrossedQuote:
-      return "crossed_quote";
-    case TapeDropReason::kRepeatedTradeId:
-      return "repeated_trade_id";
-    case TapeDropReason::kCount:
-      break;
-  }
-  return "unknown";
+  constexpr const char* kNames[] = {"out_of_order", "non_positive_price", "non_positive_size",
+                                    "crossed_quote", "repeated_trade_id"};  // in the enum's order
+  static_assert(std::size(kNames) == static_cast<size_t>(TapeDropReason::kCount));
+  return enum_name(reason, kNames, "unknown");
 }
 
 int64_t TapeDrops::total() const {
@@ -211,7 +188,7 @@ bool is_tape_csv(std::string_view header_line) {
         csv::trim(line.substr(i, comma == std::string_view::npos ? line.npos : comma - i));
     if (f.size() >= 2 && f.front() == '"' && f.back() == '"')
       f = csv::trim(f.substr(1, f.size() - 2));
-    if (f.empty() || !ascii_letter(f.front())) return false;
+    if (f.empty() || !csv::is_letter(f.front())) return false;
     const int c = tape_column(f);
     if (c == -2) return false;  // a bar column: a bar CSV
     if (c >= 0) seen[static_cast<size_t>(c)] = true;
@@ -565,7 +542,7 @@ std::optional<Print> TapeCsvReader::read_line(std::string_view line) {
   if (csv::trim(line).empty()) return std::nullopt;
   if (!m.header) {
     const std::string_view first = csv::trim(line);
-    if (!tape_impl::ascii_letter(first.front()) && first.front() != '"')
+    if (!csv::is_letter(first.front()) && first.front() != '"')
       m.fail(
           fmt::format("expected a tape header naming a timestamp, a price and a size column "
                       "(e.g. DateTime,Price,Volume), got '{}'",

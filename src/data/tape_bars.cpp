@@ -36,18 +36,7 @@ constexpr const char* kFlowHeader =
 }  // namespace tape_bars_impl
 
 BarFlow bar_flow(const TapeBar& b) {
-  BarFlow f;
-  f.interval_start_ns = b.interval_start_ns;
-  f.start_ns = b.start_ns;
-  f.end_ns = b.end_ns;
-  f.vwap = b.vwap;
-  f.notional = b.notional;
-  f.prints = b.prints;
-  f.buy_volume = b.buy_volume;
-  f.sell_volume = b.sell_volume;
-  f.duration_seconds = b.duration_seconds;
-  f.realized_variance = b.realized_variance;
-  return f;
+  return b;  // the BarFlow part
 }
 
 Bar tape_bar_to_bar(const TapeBar& t, const BarSpec& spec, std::optional<int64_t> previous,

@@ -177,14 +177,26 @@ std::string trainer_algo(TrainerKind kind) {
   FOXHUNT_FAIL("models", "unknown trainer kind ", static_cast<int>(kind));
 }
 
-nlohmann::json policy_options(const std::string& name, const PolicyShape& shape,
-                              const char* component) {
+namespace {
+
+// The entry of `name`, which must have the policy hook `hook` (named `hook_name` in the error).
+template <typename Hook>
+const CatalogEntry& policy_entry(const std::string& name, Hook CatalogEntry::*hook,
+                                 const char* hook_name, const char* component) {
   const auto& e = catalog_entry(name, component);
-  FOXHUNT_CHECK(e.policy_options != nullptr, component, "model '", name,
+  FOXHUNT_CHECK(e.*hook != nullptr, component, "model '", name,
                 "': expected a policy an RL trainer can size (",
                 joined_model_names(Family::kPolicy, ", "),
-                "), got one without CatalogEntry::policy_options");
-  return e.policy_options(shape);
+                "), got one without CatalogEntry::", hook_name);
+  return e;
+}
+
+}  // namespace
+
+nlohmann::json policy_options(const std::string& name, const PolicyShape& shape,
+                              const char* component) {
+  return policy_entry(name, &CatalogEntry::policy_options, "policy_options", component)
+      .policy_options(shape);
 }
 
 nlohmann::json sized_inputs(const std::string& name, nlohmann::json options,
@@ -221,12 +233,8 @@ nlohmann::json sized_inputs(const std::string& name, nlohmann::json options,
 
 PolicyShape policy_shape(const std::string& name, const nlohmann::json& options,
                          const char* component) {
-  const auto& e = catalog_entry(name, component);
-  FOXHUNT_CHECK(e.policy_shape != nullptr, component, "model '", name,
-                "': expected a policy an RL trainer can size (",
-                joined_model_names(Family::kPolicy, ", "),
-                "), got one without CatalogEntry::policy_shape");
-  return e.policy_shape(options.is_null() ? nlohmann::json::object() : options);
+  return policy_entry(name, &CatalogEntry::policy_shape, "policy_shape", component)
+      .policy_shape(options.is_null() ? nlohmann::json::object() : options);
 }
 
 }  // namespace foxhunt::models

@@ -21,36 +21,32 @@ void recurrence(const float* xg, const float* w_hh, int64_t B, int64_t T, int64_
   for (int64_t o = 0; o < G; ++o)
     for (int64_t k = 0; k < H; ++k) wt[k * G + o] = w_hh[o * H + k];
   const int64_t G128 = G / (8 * kLanes) * (8 * kLanes), G16 = G / kLanes * kLanes;
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t b = 0; b < B; ++b) {
-      const float* x = xg + (b * T + t) * G;
-      float* hb = h + b * H;
-      float* cb = c + b * H;
-      // gates = xg_t + W_hh h: eight 16-gate accumulators at a time hide the FMA latency.
-      int64_t o0 = 0;
-      for (; o0 < G128; o0 += 8 * kLanes) {
-        v16 acc[8];
-        for (int64_t v = 0; v < 8; ++v) acc[v] = simd::load(x + o0 + v * kLanes);
-        for (int64_t k = 0; k < H; ++k) {
-          const v16 hk = simd::splat(hb[k]);
-          const float* row = wt + k * G + o0;
-          for (int64_t v = 0; v < 8; ++v) acc[v] += hk * simd::load(row + v * kLanes);
+  // gates = xg_t + W_hh h: eight 16-gate accumulators at a time hide the FMA latency.
+  simd::lstm_steps(
+      xg, B, T, H, h, c, out,
+      gates, [&](const float* x, const float* hb, float* g) __attribute__((always_inline)) {
+        int64_t o0 = 0;
+        for (; o0 < G128; o0 += 8 * kLanes) {
+          v16 acc[8];
+          for (int64_t v = 0; v < 8; ++v) acc[v] = simd::load(x + o0 + v * kLanes);
+          for (int64_t k = 0; k < H; ++k) {
+            const v16 hk = simd::splat(hb[k]);
+            const float* row = wt + k * G + o0;
+            for (int64_t v = 0; v < 8; ++v) acc[v] += hk * simd::load(row + v * kLanes);
+          }
+          for (int64_t v = 0; v < 8; ++v) simd::store(g + o0 + v * kLanes, acc[v]);
         }
-        for (int64_t v = 0; v < 8; ++v) simd::store(gates + o0 + v * kLanes, acc[v]);
-      }
-      for (; o0 < G16; o0 += kLanes) {
-        v16 acc = simd::load(x + o0);
-        for (int64_t k = 0; k < H; ++k) acc += simd::splat(hb[k]) * simd::load(wt + k * G + o0);
-        simd::store(gates + o0, acc);
-      }
-      for (; o0 < G; ++o0) {
-        float acc = x[o0];
-        for (int64_t k = 0; k < H; ++k) acc += hb[k] * wt[k * G + o0];
-        gates[o0] = acc;
-      }
-      simd::lstm_cell(gates, H, cb, hb, out + (b * T + t) * H);
-    }
-  }
+        for (; o0 < G16; o0 += kLanes) {
+          v16 acc = simd::load(x + o0);
+          for (int64_t k = 0; k < H; ++k) acc += simd::splat(hb[k]) * simd::load(wt + k * G + o0);
+          simd::store(g + o0, acc);
+        }
+        for (; o0 < G; ++o0) {
+          float acc = x[o0];
+          for (int64_t k = 0; k < H; ++k) acc += hb[k] * wt[k * G + o0];
+          g[o0] = acc;
+        }
+      });
 }
 
 }  // namespace

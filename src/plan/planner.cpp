@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "foxhunt/core/fields.h"
+#include "foxhunt/core/stats.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/memory/device_memory.h"
 #include "foxhunt/memory/ledger.h"
@@ -308,22 +309,14 @@ PlanResult plan_batch(const PlanOptions& o) {
     for (const auto& p : r.probes) largest = std::max(largest, p.batch);
     r.fit_min_batch = std::max<std::int64_t>(1, largest / 8);
     const auto line = [&r](auto phase_bytes, double& a, double& c) {
-      double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
-      for (const auto& p : r.probes) {
-        if (p.batch < r.fit_min_batch) continue;
-        const double x = static_cast<double>(p.batch);
-        const double y =
-            static_cast<double>(r.fixed.fixed_bytes + r.fixed.external_bytes + phase_bytes(p));
-        sx += x;
-        sy += y;
-        sxx += x * x;
-        sxy += x * y;
-        n += 1;
-      }
-      const double den = n * sxx - sx * sx;
-      FOXHUNT_INTERNAL_ASSERT(den > 0, "the fit needs two distinct probe batches");
-      c = (n * sxy - sx * sy) / den;
-      a = (sy - c * sx) / n;
+      LineSums s;
+      for (const auto& p : r.probes)
+        if (p.batch >= r.fit_min_batch)
+          s.add(static_cast<double>(p.batch),
+                static_cast<double>(r.fixed.fixed_bytes + r.fixed.external_bytes + phase_bytes(p)));
+      FOXHUNT_INTERNAL_ASSERT(s.spread() > 0, "the fit needs two distinct probe batches");
+      c = s.slope();
+      a = s.intercept(c);
     };
     line([](const ProbeResult& p) { return p.activation_bytes; }, r.fit_a, r.fit_c);
     line([](const ProbeResult& p) { return p.step_bytes; }, r.step_fit_a, r.step_fit_c);

@@ -211,39 +211,36 @@ void recurrence(const float* gx, const float* w, const float* scale, float input
                 int64_t T, int64_t H, float* h, float* c, float* out, float* gates, float* hq) {
   const int64_t G = 4 * H;
   const int64_t G128 = G / (8 * kLanes) * (8 * kLanes), G16 = G / kLanes * kLanes;
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t b = 0; b < B; ++b) {
-      const float* x = gx + (b * T + t) * G;
-      float* hb = h + b * H;
-      float* cb = c + b * H;
-      codes_of(hb, hq, H, input_scale);
-      int64_t o0 = 0;
-      for (; o0 < G128; o0 += 8 * kLanes) {
-        v16 acc[8] = {};
-        for (int64_t kk = 0; kk < H; ++kk) {
-          if (hq[kk] == 0.0f) continue;  // a zero code adds nothing (h is often near 0)
-          const v16 q = simd::splat(hq[kk]);
-          const float* row = w + kk * G + o0;
-          for (int64_t v = 0; v < 8; ++v) acc[v] += q * simd::load(row + v * kLanes);
+  simd::lstm_steps(
+      gx, B, T, H, h, c, out,
+      gates, [&](const float* x, const float* hb, float* g) __attribute__((always_inline)) {
+        codes_of(hb, hq, H, input_scale);
+        int64_t o0 = 0;
+        for (; o0 < G128; o0 += 8 * kLanes) {
+          v16 acc[8] = {};
+          for (int64_t kk = 0; kk < H; ++kk) {
+            if (hq[kk] == 0.0f) continue;  // a zero code adds nothing (h is often near 0)
+            const v16 q = simd::splat(hq[kk]);
+            const float* row = w + kk * G + o0;
+            for (int64_t v = 0; v < 8; ++v) acc[v] += q * simd::load(row + v * kLanes);
+          }
+          for (int64_t v = 0; v < 8; ++v) {
+            const int64_t o = o0 + v * kLanes;
+            simd::store(g + o, simd::load(x + o) + acc[v] * simd::load(scale + o));
+          }
         }
-        for (int64_t v = 0; v < 8; ++v) {
-          const int64_t o = o0 + v * kLanes;
-          simd::store(gates + o, simd::load(x + o) + acc[v] * simd::load(scale + o));
+        for (; o0 < G16; o0 += kLanes) {
+          v16 acc{};
+          for (int64_t kk = 0; kk < H; ++kk)
+            acc += simd::splat(hq[kk]) * simd::load(w + kk * G + o0);
+          simd::store(g + o0, simd::load(x + o0) + acc * simd::load(scale + o0));
         }
-      }
-      for (; o0 < G16; o0 += kLanes) {
-        v16 acc{};
-        for (int64_t kk = 0; kk < H; ++kk) acc += simd::splat(hq[kk]) * simd::load(w + kk * G + o0);
-        simd::store(gates + o0, simd::load(x + o0) + acc * simd::load(scale + o0));
-      }
-      for (; o0 < G; ++o0) {
-        float acc = 0.0f;
-        for (int64_t kk = 0; kk < H; ++kk) acc += hq[kk] * w[kk * G + o0];
-        gates[o0] = x[o0] + acc * scale[o0];
-      }
-      simd::lstm_cell(gates, H, cb, hb, out + (b * T + t) * H);
-    }
-  }
+        for (; o0 < G; ++o0) {
+          float acc = 0.0f;
+          for (int64_t kk = 0; kk < H; ++kk) acc += hq[kk] * w[kk * G + o0];
+          g[o0] = x[o0] + acc * scale[o0];
+        }
+      });
 }
 
 // [N, cols] row-major -> [cols, np] (positions contiguous), zero-padded to np.

@@ -9,6 +9,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
+#include "foxhunt/core/stats.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/catalog.h"
@@ -86,20 +87,13 @@ DeskRun refused_run(int64_t n) {
 void fit_line(const std::vector<DeskRun>& runs, double& fixed, double& slope) {
   int64_t largest = 0;
   for (const auto& r : runs) largest = std::max(largest, r.instruments);
-  double sx = 0, sy = 0, sxx = 0, sxy = 0, k = 0;
-  for (const auto& r : runs) {
-    if (r.instruments < std::max<int64_t>(1, largest / 8)) continue;
-    const double x = static_cast<double>(r.instruments), y = static_cast<double>(r.bytes);
-    sx += x;
-    sy += y;
-    sxx += x * x;
-    sxy += x * y;
-    k += 1;
-  }
-  const double den = k * sxx - sx * sx;
-  slope =
-      den > 0 ? std::max(1.0, (k * sxy - sx * sy) / den) : std::max(1.0, sy / std::max(sx, 1.0));
-  fixed = den > 0 ? (sy - slope * sx) / k : 0.0;
+  LineSums s;
+  for (const auto& r : runs)
+    if (r.instruments >= std::max<int64_t>(1, largest / 8))
+      s.add(static_cast<double>(r.instruments), static_cast<double>(r.bytes));
+  const bool defined = s.spread() > 0;
+  slope = defined ? std::max(1.0, s.slope()) : std::max(1.0, s.sy / std::max(s.sx, 1.0));
+  fixed = defined ? s.intercept(slope) : 0.0;
 }
 
 // The largest n the line allows within `room` bytes, in [0, limit].

@@ -149,6 +149,24 @@ FOXHUNT_INLINE void lstm_cell(const float* gates, int64_t H, float* c, float* h,
   }
 }
 
+/// The time loop of an LSTM layer's recurrence (the FP32 kernel of models/ and the INT8 one of
+/// quant/): for each step t, and each sequence b inside it, `gate_sums(x, h, gates)` writes the
+/// 4H gate pre-activations from the input gates `x` (xg[b, t], 4H) and the state `h` (H), then
+/// lstm_cell advances c and h and writes out[b, t]. `xg` [B, T, 4H]; `h`, `c` [B, H]; `out`
+/// [B, T, H]; `gates` 4H scratch. `gate_sums` must be always inline: the kernels are cloned per
+/// ISA.
+template <typename GateSums>
+FOXHUNT_INLINE void lstm_steps(const float* xg, int64_t B, int64_t T, int64_t H, float* h, float* c,
+                               float* out, float* gates, GateSums gate_sums) {
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t b = 0; b < B; ++b) {
+      float* hb = h + b * H;
+      gate_sums(xg + (b * T + t) * 4 * H, hb, gates);
+      lstm_cell(gates, H, c + b * H, hb, out + (b * T + t) * H);
+    }
+  }
+}
+
 // A 32-bit integer hash per lane (lowbias32: two multiply-xorshift rounds; every output bit
 // depends on every input bit).
 FOXHUNT_INLINE v16u hash32(v16u x) {

@@ -56,6 +56,28 @@ LinearFit least_squares(const std::vector<double>& x, const std::vector<double>&
 /// {"slope", "intercept", "r2", "n"}.
 nlohmann::json to_json(const LinearFit& f);
 
+/// The running sums of a least-squares line y = slope * x + intercept, for callers that add
+/// points one at a time (the planner's and the desk capacity's memory lines). Raw sums, not
+/// centred: fine for the few points of a probe ladder; least_squares is the accurate fit.
+struct LineSums {
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+
+  /// Adds the point (x, y).
+  void add(double x, double y) {
+    n += 1;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  /// n * sum(x^2) - sum(x)^2: > 0 once two distinct x were added (the slope is defined).
+  double spread() const { return n * sxx - sx * sx; }
+  /// The least-squares slope (needs spread() > 0).
+  double slope() const { return (n * sxy - sx * sy) / spread(); }
+  /// The intercept of the line of slope `slope` through the mean point (needs n > 0).
+  double intercept(double slope) const { return (sy - slope * sx) / n; }
+};
+
 /// Arrival times (seconds from 0, increasing, all < `duration_s`) of a Poisson process with
 /// `rate_per_s` arrivals per second: cumulative sums of exponential inter-arrival gaps
 /// -log(u) / rate with u from foxhunt::Rng(seed).uniform_open0(), so a seed gives the same

@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "foxhunt/data/bars.h"
 #include "foxhunt/data/tape.h"
 
 namespace foxhunt::data {
@@ -71,26 +72,19 @@ BarSpec parse_bar_spec(std::string_view text);
 /// the shortest text of their value (`dollar:5000000`).
 std::string to_string(const BarSpec& spec);
 
-/// One bar of prints. Prices in the tape's units; times are Unix nanoseconds.
-struct TapeBar {
-  int32_t symbol = 0;             ///< the tape's symbol id (0 without a symbol column)
-  int64_t interval_start_ns = 0;  ///< time bars: t0 of [t0, t0 + period); others: start_ns
-  int64_t start_ns = 0;           ///< first print
-  int64_t end_ns = 0;             ///< last print
-  double open = 0.0;              ///< first print's price
-  double high = 0.0;              ///< highest price
-  double low = 0.0;               ///< lowest price
-  double close = 0.0;             ///< last print's price
-  double volume = 0.0;            ///< sum of sizes
-  double notional = 0.0;          ///< sum of price * size
-  double vwap = 0.0;              ///< notional / volume
-  int64_t prints = 0;             ///< number of prints
-  double buy_volume = 0.0;        ///< size of buyer-initiated prints (side, else the tick rule)
-  double sell_volume = 0.0;       ///< size of seller-initiated prints
-  double duration_seconds = 0.0;  ///< end_ns - start_ns, in seconds
-  /// Sum of squared log returns between consecutive prints inside the bar (the move from the
-  /// previous bar's last print to this bar's first print belongs to no bar). 0 for one print.
-  double realized_variance = 0.0;
+/// One bar of prints: its flow (BarFlow: times, VWAP, notional, prints, buy and sell volume,
+/// duration, realized variance) and its symbol and OHLCV. Prices in the tape's units; times are
+/// Unix nanoseconds. BarFlow::interval_start_ns is t0 of [t0, t0 + period) for time bars and
+/// start_ns for the others; realized_variance sums the squared log returns between consecutive
+/// prints inside the bar (the move from the previous bar's last print to this bar's first print
+/// belongs to no bar; 0 for one print).
+struct TapeBar : BarFlow {
+  int32_t symbol = 0;   ///< the tape's symbol id (0 without a symbol column)
+  double open = 0.0;    ///< first print's price
+  double high = 0.0;    ///< highest price
+  double low = 0.0;     ///< lowest price
+  double close = 0.0;   ///< last print's price
+  double volume = 0.0;  ///< sum of sizes
 
   bool operator==(const TapeBar&) const = default;
 };

@@ -67,6 +67,8 @@ struct BarFlow {
   double sell_volume = 0.0;        ///< seller-initiated size
   double duration_seconds = 0.0;   ///< last print - first print
   double realized_variance = 0.0;  ///< sum of squared log returns between the bar's prints
+
+  bool operator==(const BarFlow&) const = default;
 };
 
 /// A chronological series of bars from one instrument.

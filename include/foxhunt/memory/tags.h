@@ -2,8 +2,9 @@
 /// \file tags.h
 /// The memory tags (ARCHITECTURE.md, "Memory accounting"): what a ledger scope `<owner>/<tag>`
 /// counts. One enum instead of free strings, so a misspelt tag is a compile error. Torch-free.
-#include <iterator>
 #include <string>
+
+#include "foxhunt/core/strings.h"
 
 namespace foxhunt::memory {
 
@@ -19,11 +20,7 @@ enum class Tag {
 /// The tag's name in scopes, reports and JSON: "parameters", "gradients", "optimizer",
 /// "activations", "comm_buckets".
 constexpr const char* tag_name(Tag t) {
-  // In the enum's order.
-  constexpr const char* kNames[] = {"parameters", "gradients", "optimizer", "activations",
-                                    "comm_buckets"};
-  const auto i = static_cast<size_t>(t);
-  return i < std::size(kNames) ? kNames[i] : "?";
+  return enum_name(t, {"parameters", "gradients", "optimizer", "activations", "comm_buckets"});
 }
 
 /// The scope of `owner`'s tag: "<owner>/<tag>" ("tft/optimizer").
