@@ -155,26 +155,33 @@ ReplayBuffer::Sample ReplayBuffer::sample(int64_t batch, Rng& rng,
 }
 
 namespace {
+// The first `rows` rows (of `width` elements each) of `v`.
 template <typename T>
-void append_vec(std::string& out, const std::vector<T>& v) {
-  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+void append_rows(std::string& out, const std::vector<T>& v, size_t rows, size_t width) {
+  out.append(reinterpret_cast<const char*>(v.data()), rows * width * sizeof(T));
 }
 template <typename T>
-void read_vec(const std::string& in, size_t& off, std::vector<T>& v) {
-  std::memcpy(v.data(), in.data() + off, v.size() * sizeof(T));
-  off += v.size() * sizeof(T);
+void read_rows(const std::string& in, size_t& off, std::vector<T>& v, size_t rows, size_t width) {
+  std::memcpy(v.data(), in.data() + off, rows * width * sizeof(T));
+  off += rows * width * sizeof(T);
 }
 }  // namespace
 
+// Only the filled slots [0, size) are written, in slot order: a buffer that has not wrapped has
+// filled exactly these (pos == size), and a wrapped one is full, so it is written whole and with
+// its write position. Slot order is what sample() indexes, so the restored buffer draws the same
+// transitions. A 100k-slot buffer after 64 steps is then 64 rows, not 100k.
 std::string ReplayBuffer::to_bytes() const {
   std::string out;
   const int64_t head[4] = {capacity_, obs_size_, size_, pos_};
+  const auto rows = static_cast<size_t>(size_), w = static_cast<size_t>(obs_size_);
+  out.reserve(sizeof(head) + storage_bytes(size_, obs_size_));
   out.append(reinterpret_cast<const char*>(head), sizeof(head));
-  append_vec(out, obs_);
-  append_vec(out, next_obs_);
-  append_vec(out, rewards_);
-  append_vec(out, terminated_);
-  append_vec(out, actions_);
+  append_rows(out, obs_, rows, w);
+  append_rows(out, next_obs_, rows, w);
+  append_rows(out, rewards_, rows, 1);
+  append_rows(out, terminated_, rows, 1);
+  append_rows(out, actions_, rows, 1);
   return out;
 }
 
@@ -186,22 +193,30 @@ void ReplayBuffer::from_bytes(const std::string& bytes, const std::string& sourc
   FOXHUNT_CHECK(head[0] == capacity_ && head[1] == obs_size_, "checkpoint", "'", source,
                 "': replay buffer of capacity ", head[0], " x obs ", head[1], ", expected ",
                 capacity_, " x ", obs_size_);
-  const size_t expected =
-      sizeof(head) +
-      (obs_.size() + next_obs_.size() + rewards_.size() + terminated_.size()) * sizeof(float) +
-      actions_.size() * sizeof(int64_t);
-  FOXHUNT_CHECK(bytes.size() == expected, "checkpoint", "'", source, "': replay buffer blob has ",
-                bytes.size(), " bytes, expected ", expected);
-  FOXHUNT_CHECK(head[2] >= 0 && head[2] <= capacity_ && head[3] >= 0 && head[3] < capacity_,
-                "checkpoint", "'", source, "': replay buffer counters out of range");
+  // A ring that has not wrapped writes next at its size.
+  FOXHUNT_CHECK(head[2] >= 0 && head[2] <= capacity_ && head[3] >= 0 && head[3] < capacity_ &&
+                    (head[2] == capacity_ || head[3] == head[2]),
+                "checkpoint", "'", source, "': replay buffer counters out of range (size ", head[2],
+                ", position ", head[3], ", capacity ", capacity_, ")");
+  // The filled slots (to_bytes), or every slot: checkpoints written before the buffer stored
+  // only its filled part hold the whole capacity, and still resume.
+  const std::uint64_t filled = sizeof(head) + storage_bytes(head[2], obs_size_);
+  const std::uint64_t whole = sizeof(head) + storage_bytes(capacity_, obs_size_);
+  FOXHUNT_CHECK(bytes.size() == filled || bytes.size() == whole, "checkpoint", "'", source,
+                "': replay buffer blob has ", bytes.size(), " bytes, expected ", filled, " (its ",
+                head[2], " transitions) or ", whole, " (all ", capacity_, " slots)");
   size_ = head[2];
   pos_ = head[3];
+  const auto rows = static_cast<size_t>(bytes.size() == filled ? size_ : capacity_);
+  const auto w = static_cast<size_t>(obs_size_);
+  // Slots past the stored rows keep what they held: sample() never reads at or past size_, and
+  // add() overwrites them before size_ reaches them.
   size_t off = sizeof(head);
-  read_vec(bytes, off, obs_);
-  read_vec(bytes, off, next_obs_);
-  read_vec(bytes, off, rewards_);
-  read_vec(bytes, off, terminated_);
-  read_vec(bytes, off, actions_);
+  read_rows(bytes, off, obs_, rows, w);
+  read_rows(bytes, off, next_obs_, rows, w);
+  read_rows(bytes, off, rewards_, rows, 1);
+  read_rows(bytes, off, terminated_, rows, 1);
+  read_rows(bytes, off, actions_, rows, 1);
 }
 
 // ---- trainer ----------------------------------------------------------------------------------

@@ -121,9 +121,16 @@ class ReplayBuffer {
   int64_t capacity() const { return capacity_; }
   /// `batch` transitions drawn uniformly with replacement.
   Sample sample(int64_t batch, Rng& rng, const torch::Device& device) const;
-  /// Serialised contents (for checkpoints).
+  /// Write position: the slot the next add() fills (== size() until the buffer wraps).
+  int64_t position() const { return pos_; }
+  /// Serialised contents (for checkpoints): a header of four int64 (capacity, obs size, size,
+  /// write position) and the filled slots only, in slot order: 32 + storage_bytes(size(), obs)
+  /// bytes, so a checkpoint grows with the transitions seen, not with the capacity.
   std::string to_bytes() const;
-  /// Restores contents from to_bytes(); throws InputError naming `source` on a mismatch.
+  /// Restores contents from to_bytes() into this buffer's (full-capacity) storage; also reads the
+  /// earlier layout that held every slot (32 + storage_bytes(capacity(), obs) bytes). Throws
+  /// InputError naming `source` on another capacity or observation size, a wrong length or
+  /// inconsistent counters.
   void from_bytes(const std::string& bytes, const std::string& source);
 
  private:
