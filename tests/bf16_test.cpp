@@ -201,7 +201,9 @@ TEST_F(Bf16Test, QuantizeWritesABundleThatServesTheSameForecastsAfterLoading) {
     after.push_back(loaded);
     serving::Ensemble e_before(std::move(before)), e_after(std::move(after));
     int64_t ready = 0;
-    for (size_t i = 0; i < 200; ++i) {
+    // 400 bars: the feature bank warms up over the first 256.
+    ASSERT_GE(series.bars.size(), 400u);
+    for (size_t i = 0; i < 400; ++i) {
       const auto d0 = e_before.on_bar(series.bars[i]);
       const auto d1 = e_after.on_bar(series.bars[i]);
       ASSERT_EQ(d0.signals.size(), 1u);
