@@ -19,6 +19,7 @@
 #include "foxhunt/models/precisions.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
+#include "serving_test_util.h"
 #include "test_util.h"
 
 namespace foxhunt {
@@ -62,20 +63,8 @@ struct AssumeNoBf16 {
 
 // An untrained FP32 bundle of `model` over the embedded synthetic series.
 std::string fp32_bundle(const std::string& model, const nlohmann::json& options, TempDir& tmp) {
-  auto series = data::generate_synthetic(data::SyntheticOptions{});
-  data::DatasetOptions o;
-  o.target_scale = 100.0;
-  data::MarketDataset ds(series, o);
-  torch::manual_seed(3);
-  serving::Bundle b;
-  b.model = models::make_model(model, options);
-  b.normalizer = ds.normalizer();
-  b.target_scale = 100.0;
-  b.data = serving::fingerprint(series);
-  b.training = {{"note", "untrained"}};
-  const auto path = tmp.file(model + "-fp32.fhb");
-  serving::save_bundle(b, path);
-  return path;
+  return foxhunt::testing::save_untrained_synthetic_bundle(model, options,
+                                                           tmp.file(model + "-fp32.fhb"));
 }
 
 class Bf16Test : public testing::SeededTest {};

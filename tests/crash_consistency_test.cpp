@@ -24,13 +24,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -335,15 +335,15 @@ std::string joined(const std::set<std::string>& v) {
 
 struct Scenario {
   std::string name;
-  /// The command line, writing under `root`.
-  std::function<std::vector<std::string>(const fs::path& root)> args;
+  /// The command line; an argument "{root}/x" names x under the run's root directory.
+  std::vector<std::string> args{};
   /// Directories the command writes into, created before each run so that they are watched
   /// from its start (relative to the root).
-  std::vector<std::string> dirs;
-  std::set<std::string> unstable;  ///< files whose text holds timings (checked whole only)
+  std::vector<std::string> dirs{};
+  std::set<std::string> unstable{};  ///< files whose text holds timings (checked whole only)
   /// {marker, dir}: when the marker survives a kill, the run that wrote it finished the
   /// directory: every file the unkilled run writes under `dir` is there.
-  std::vector<std::pair<std::string, std::string>> markers;
+  std::vector<std::pair<std::string, std::string>> markers{};
   std::set<int> exit_codes = {0};  ///< of a finished run
   int kills = 4;
   uint64_t seed = 0;
@@ -408,6 +408,14 @@ std::string text_of(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+/// `args` with each leading "{root}" replaced by `root`.
+std::vector<std::string> args_under(std::vector<std::string> args, const fs::path& root) {
+  constexpr std::string_view kRoot = "{root}";
+  for (auto& a : args)
+    if (a.compare(0, kRoot.size(), kRoot) == 0) a = root.string() + a.substr(kRoot.size());
+  return args;
+}
+
 void run_scenario(const Scenario& s) {
   TempDir tmp;
   const fs::path ref = tmp.path() / "ref", run = tmp.path() / "run", logs = tmp.path() / "logs";
@@ -421,7 +429,7 @@ void run_scenario(const Scenario& s) {
     WriteTrace trace(root);
     if (trace.fd() < 0) throw std::runtime_error(std::string("inotify: ") + std::strerror(errno));
     const std::string log = (logs / fmt::format("{}.txt", tries++)).string();
-    const Attempt a = run_foxhunt(s.args(root), trace, kill_after, log);
+    const Attempt a = run_foxhunt(args_under(s.args, root), trace, kill_after, log);
     const std::string what =
         fmt::format("{}, run {} ({} at {:.3f} s)", s.name, tries - 1,
                     a.killed ? "killed" : "finished", a.killed ? kill_after : a.seconds);
@@ -544,36 +552,23 @@ std::vector<std::string> model_dirs(const std::string& prefix) {
   return out;
 }
 
-std::string str(const fs::path& p) {
-  return p.string();
-}
-
 TEST_F(CrashConsistencyTest, DataBarsNeverShowsAPartialCsv_SLOW) {
-  Scenario s;
-  s.name = "data bars";
-  s.args = [](const fs::path& root) {
-    return std::vector<std::string>{"data",  "bars",    "--ticks", tape_csv(),
-                                    "--bar", "tick:20", "--out",   str(root / "bars.csv")};
-  };
-  s.kills = 8;
-  s.seed = 4901;
-  run_scenario(s);
+  run_scenario({.name = "data bars",
+                .args = {"data", "bars", "--ticks", tape_csv(), "--bar", "tick:20", "--out",
+                         "{root}/bars.csv"},
+                .kills = 8,
+                .seed = 4901});
 }
 
 TEST_F(CrashConsistencyTest, TrainAllLeavesWholeBundlesAndARerunWritesTheSameOnes_SLOW) {
-  Scenario s;
-  s.name = "train all";
-  s.args = [](const fs::path& root) {
-    return std::vector<std::string>{"train",           "all", "--data",   train_csv(),
-                                    "--steps",         "64",  "--epochs", "1",
-                                    "--eval-episodes", "0",   "--seed",   "3",
-                                    "--progress",      "off", "--out",    str(root / "ens")};
-  };
-  s.dirs = model_dirs("ens");
-  s.markers = {{"ens/summary.json", "ens"}};  // written last, removed first
-  s.kills = 4;
-  s.seed = 4902;
-  run_scenario(s);
+  run_scenario(
+      {.name = "train all",
+       .args = {"train", "all", "--data", train_csv(), "--steps", "64", "--epochs", "1",
+                "--eval-episodes", "0", "--seed", "3", "--progress", "off", "--out", "{root}/ens"},
+       .dirs = model_dirs("ens"),
+       .markers = {{"ens/summary.json", "ens"}},  // written last, removed first
+       .kills = 4,
+       .seed = 4902});
 }
 
 TEST_F(CrashConsistencyTest, QuantizeNeverShowsAPartialBundle_SLOW) {
@@ -583,58 +578,45 @@ TEST_F(CrashConsistencyTest, QuantizeNeverShowsAPartialBundle_SLOW) {
                                     " --epochs 1 --seed 3 --progress off --out " + tft);
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  Scenario s;
-  s.name = "quantize";
-  s.args = [tft](const fs::path& root) {
-    return std::vector<std::string>{
-        "quantize", "tft", "--bundle",   tft,  "--out", str(root / "int8.fhb"),
-        "--seed",   "3",   "--progress", "off"};
-  };
-  s.exit_codes = {0, 1};  // 1: over the accuracy bound, the bundle written either way
-  s.kills = 4;
-  s.seed = 4903;
-  run_scenario(s);
+  run_scenario({.name = "quantize",
+                .args = {"quantize", "tft", "--bundle", tft, "--out", "{root}/int8.fhb", "--seed",
+                         "3", "--progress", "off"},
+                .exit_codes = {0, 1},  // 1: over the accuracy bound, the bundle written either way
+                .kills = 4,
+                .seed = 4903});
 }
 
 TEST_F(CrashConsistencyTest, BacktestReportFilesAreEachWhole_SLOW) {
-  const auto ens = ensemble();
-  Scenario s;
-  s.name = "backtest --report";
-  s.args = [ens](const fs::path& root) {
-    return std::vector<std::string>{
-        "backtest",           "--bundles", ens,    "--data", long_csv(), "--report",
-        str(root / "report"), "--gate",    "none", "--seed", "3"};
-  };
-  s.dirs = {"report"};
-  s.kills = 4;
-  s.seed = 4904;
-  run_scenario(s);
+  run_scenario({.name = "backtest --report",
+                .args = {"backtest", "--bundles", ensemble(), "--data", long_csv(), "--report",
+                         "{root}/report", "--gate", "none", "--seed", "3"},
+                .dirs = {"report"},
+                .kills = 4,
+                .seed = 4904});
 }
 
 TEST_F(CrashConsistencyTest, WalkForwardResumesFromWholeFoldsOnly_SLOW) {
   Scenario s;
   s.name = "backtest --walk-forward";
-  s.args = [](const fs::path& root) {
-    return std::vector<std::string>{"backtest",
-                                    "--data",
-                                    train_csv(),
-                                    "--walk-forward",
-                                    "100",
-                                    "--initial",
-                                    "700",
-                                    "--steps",
-                                    "64",
-                                    "--epochs",
-                                    "1",
-                                    "--work",
-                                    str(root / "work"),
-                                    "--report",
-                                    str(root / "report"),
-                                    "--gate",
-                                    "none",
-                                    "--seed",
-                                    "3"};
-  };
+  s.args = {"backtest",
+            "--data",
+            train_csv(),
+            "--walk-forward",
+            "100",
+            "--initial",
+            "700",
+            "--steps",
+            "64",
+            "--epochs",
+            "1",
+            "--work",
+            "{root}/work",
+            "--report",
+            "{root}/report",
+            "--gate",
+            "none",
+            "--seed",
+            "3"};
   s.dirs = {"report"};
   for (const auto& fold : {"work/fold-000", "work/fold-001"}) {
     for (const auto& d : model_dirs(fold)) s.dirs.push_back(d);

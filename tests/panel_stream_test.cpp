@@ -9,10 +9,12 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "error_test_util.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
@@ -68,13 +70,9 @@ void expect_same_batches(const std::vector<std::vector<SymbolBar>>& streamed,
 // The error `f` throws (fails the test when it throws none).
 template <typename F>
 std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InputError";
-  return "";
+  std::string what = foxhunt::testing::input_error(std::forward<F>(f));
+  if (what.empty()) ADD_FAILURE() << "no InputError";
+  return what;
 }
 
 // Reads every timestamp of `text` as "p.csv" through a PanelCsvStream.

@@ -21,6 +21,7 @@
 #include "foxhunt/models/tft.h"
 #include "foxhunt/plan/budget.h"
 #include "foxhunt/serving/bundle.h"
+#include "serving_test_util.h"
 #include "test_util.h"
 
 namespace foxhunt {
@@ -190,19 +191,8 @@ class QuantizeHookTest : public foxhunt::testing::SeededTest {
   // An untrained bundle of `model` over the embedded synthetic series.
   static std::string bundle_of(const std::string& model, const nlohmann::json& options,
                                foxhunt::testing::TempDir& tmp) {
-    auto series = data::generate_synthetic(data::SyntheticOptions{});
-    data::DatasetOptions o;
-    o.target_scale = 100.0;
-    data::MarketDataset ds(series, o);
-    serving::Bundle b;
-    b.model = models::make_model(model, options);
-    b.normalizer = ds.normalizer();
-    b.target_scale = 100.0;
-    b.data = serving::fingerprint(series);
-    b.training = {{"note", "untrained"}};
-    const auto path = tmp.file(model + ".fhb");
-    serving::save_bundle(b, path);
-    return path;
+    return foxhunt::testing::save_untrained_synthetic_bundle(model, options,
+                                                             tmp.file(model + ".fhb"));
   }
 };
 

@@ -14,6 +14,7 @@
 #include "foxhunt/models/tft_int8.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
+#include "serving_test_util.h"
 #include "test_util.h"
 
 namespace foxhunt::jobs {
@@ -27,20 +28,7 @@ const nlohmann::json kSmallTft = {{"hidden", 8}, {"heads", 2}, {"window", 20}, {
 
 // An untrained TFT bundle over the embedded synthetic series (what `train` writes, untrained).
 std::string fp32_bundle(TempDir& tmp) {
-  auto series = data::generate_synthetic(data::SyntheticOptions{});
-  data::DatasetOptions o;
-  o.target_scale = 100.0;
-  data::MarketDataset ds(series, o);
-  torch::manual_seed(3);
-  Bundle b;
-  b.model = models::make_model("tft", kSmallTft);
-  b.normalizer = ds.normalizer();
-  b.target_scale = 100.0;
-  b.data = fingerprint(series);
-  b.training = {{"note", "untrained"}};
-  const auto path = tmp.file("fp32.fhb");
-  save_bundle(b, path);
-  return path;
+  return foxhunt::testing::save_untrained_synthetic_bundle("tft", kSmallTft, tmp.file("fp32.fhb"));
 }
 
 // The accuracy bound is the verdict: beyond it `quantize` exits 1 and says so; the bundle is

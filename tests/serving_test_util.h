@@ -1,11 +1,12 @@
 #pragma once
-// Helpers shared by the serving tests (ensemble, desk, rule fit): untrained bundles.
+// Helpers shared by the serving tests (ensemble, desk, rule fit, precision): untrained bundles.
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/serving/bundle.h"
@@ -30,6 +31,27 @@ inline std::vector<serving::Bundle> untrained_bundles(const data::MarketDataset&
     out.push_back(std::move(b));
   }
   return out;
+}
+
+/// Saves to `path` (and returns it) an untrained bundle of catalog model `model` built with
+/// `options` (LibTorch's RNG seeded with `seed` first) over the embedded synthetic series, with
+/// target scale 100: what `train` writes, without the training.
+inline std::string save_untrained_synthetic_bundle(const std::string& model,
+                                                   const nlohmann::json& options,
+                                                   const std::string& path, uint64_t seed = 3) {
+  auto series = data::generate_synthetic(data::SyntheticOptions{});
+  data::DatasetOptions o;
+  o.target_scale = 100.0;
+  data::MarketDataset ds(series, o);
+  torch::manual_seed(seed);
+  serving::Bundle b;
+  b.model = models::make_model(model, options);
+  b.normalizer = ds.normalizer();
+  b.target_scale = 100.0;
+  b.data = serving::fingerprint(series);
+  b.training = {{"note", "untrained"}};
+  serving::save_bundle(b, path);
+  return path;
 }
 
 /// Makes `b` a panel bundle of `symbols` (instrument ids 0, 1, ... in that order), each with the

@@ -58,13 +58,30 @@ void run_costs_path(data::TradingEnv& env, std::vector<double>& positions,
   }
 }
 
-// The costs run_backtest charged at each bar: gross return minus net return.
-std::vector<double> backtest_costs(const data::BacktestResult& r, const std::vector<double>& closes,
-                                   const std::vector<double>& positions) {
-  std::vector<double> out;
-  for (size_t t = 0; t < r.returns.size(); ++t)
-    out.push_back(positions[t] * (closes[t + 1] / closes[t] - 1.0) - r.returns[t]);
-  return out;
+// The backtest options that charge what an env under `o` charges.
+data::BacktestOptions backtest_options(const data::TradingEnvOptions& o) {
+  data::BacktestOptions bo;
+  bo.cost_bps = o.cost_bps;
+  bo.costs = o.costs;
+  return bo;
+}
+
+// The backtest of `positions` over `closes` (with `in`) under the env's options `o`, after
+// checking that it charges each bar what `env` charged for it (`costs`, run_costs_path) and the
+// env's total: a bar's backtest cost is its gross return minus its net return.
+data::BacktestResult expect_backtest_charges_env_costs(const data::TradingEnv& env,
+                                                       const data::TradingEnvOptions& o,
+                                                       const std::vector<double>& costs,
+                                                       const std::vector<double>& closes,
+                                                       const std::vector<double>& positions,
+                                                       const data::MarketCostInputs& in) {
+  auto bt = data::run_backtest(closes, positions, backtest_options(o), in);
+  std::vector<double> charged;
+  for (size_t t = 0; t < bt.returns.size(); ++t)
+    charged.push_back(positions[t] * (closes[t + 1] / closes[t] - 1.0) - bt.returns[t]);
+  for (size_t t = 0; t < costs.size(); ++t) EXPECT_NEAR(costs[t], charged[t], 1e-12) << t;
+  EXPECT_NEAR(env.total_cost(), bt.total_cost, 1e-12);
+  return bt;
 }
 
 TEST(TradingEnvCostsTest, EachStepCostsWhatTheBacktestChargesForTheSamePath) {
@@ -93,21 +110,16 @@ TEST(TradingEnvCostsTest, EachStepCostsWhatTheBacktestChargesForTheSamePath) {
   ASSERT_EQ(positions.size(), n - 1);
   positions.push_back(positions.back());  // the last bar's position is never charged
 
-  data::BacktestOptions bo;
-  bo.cost_bps = o.cost_bps;
-  bo.costs = o.costs;
-  const auto bt = data::run_backtest(closes, positions, bo, in);
+  const auto bt = expect_backtest_charges_env_costs(env, o, costs, closes, positions, in);
   // Every term is charged, so a step that left one out would differ.
   EXPECT_GT(bt.cost_flat, 0.0);
   EXPECT_GT(bt.cost_spread, 0.0);
   EXPECT_GT(bt.cost_fees, 0.0);
   EXPECT_GT(bt.cost_impact, 1e-4 * bt.total_cost);
-  const auto charged = backtest_costs(bt, closes, positions);
-  for (size_t t = 0; t < costs.size(); ++t) EXPECT_NEAR(costs[t], charged[t], 1e-12) << t;
-  EXPECT_NEAR(env.total_cost(), bt.total_cost, 1e-12);
 
   // Buy-and-hold's entry is charged by the same model: the backtest of always long.
-  const auto hold = data::run_backtest(closes, data::buy_and_hold_positions(n), bo, in);
+  const auto hold =
+      data::run_backtest(closes, data::buy_and_hold_positions(n), backtest_options(o), in);
   EXPECT_NEAR(env.compare_to_buy_and_hold().buy_and_hold_log_return,
               std::log(closes.back() / closes.front()) - hold.total_cost, 1e-12);
 }
@@ -142,16 +154,10 @@ TEST(TradingEnvCostsTest, AnEnvOverASplitChargesWhatABacktestOfTheSplitCharges) 
   }
   ASSERT_EQ(positions.size(), closes.size());
   ASSERT_GT(in.past_returns.size(), 20u);
-  data::BacktestOptions bo;
-  bo.cost_bps = o.cost_bps;
-  bo.costs = o.costs;
-  const auto bt = data::run_backtest(closes, positions, bo, in);
+  const auto bt = expect_backtest_charges_env_costs(env, o, costs, closes, positions, in);
   EXPECT_GT(bt.cost_spread, 0.0);
   EXPECT_GT(bt.cost_fees, 0.0);
   EXPECT_GT(bt.cost_impact, 0.0);
-  const auto charged = backtest_costs(bt, closes, positions);
-  for (size_t t = 0; t < costs.size(); ++t) EXPECT_NEAR(costs[t], charged[t], 1e-12) << t;
-  EXPECT_NEAR(env.total_cost(), bt.total_cost, 1e-12);
 }
 
 // With only cost_bps (the default cost model) a step costs cost_bps * 1e-4 * |change| to the

@@ -27,6 +27,25 @@ enum Column { kTimestamp = 0, kOpen, kHigh, kLow, kClose, kVolume, kNumColumns }
 inline constexpr std::array<const char*, kNumColumns> kColumnNames = {
     "timestamp", "open", "high", "low", "close", "volume"};
 
+/// `line` (line `line_no` of its input) without a leading UTF-8 byte-order mark (first line only:
+/// it is not part of the first column name) and a trailing CR.
+std::string_view clean_line(std::string_view line, int64_t line_no);
+
+/// Calls `f(line, line_no)` for every '\n'-separated line of `text` as it stands (not cleaned;
+/// 1-based numbers) until `f` returns false.
+template <typename F>
+void for_each_line(std::string_view text, F&& f) {
+  int64_t line_no = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    const std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (!f(line, ++line_no)) return;
+  }
+}
+
 /// `s` without leading and trailing blanks (space, tab, CR).
 std::string_view trim(std::string_view s);
 

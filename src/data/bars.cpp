@@ -24,6 +24,13 @@ bool is_blank(char c) {
   return c == ' ' || c == '\t' || c == '\r';
 }
 
+std::string_view clean_line(std::string_view line, int64_t line_no) {
+  if (line_no == 1 && line.size() >= 3 && line.substr(0, 3) == "\xEF\xBB\xBF")
+    line.remove_prefix(3);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line;
+}
+
 std::string_view trim(std::string_view s) {
   size_t b = 0, e = s.size();
   while (b < e && is_blank(s[b])) ++b;
@@ -535,10 +542,7 @@ std::optional<Bar> BarCsvReader::read_line(std::string_view line) {
   Impl& r = *impl_;
   const std::string& source = r.source;
   const int64_t line_no = ++r.line_no;
-  // A UTF-8 byte-order mark is not part of the first column name.
-  if (line_no == 1 && line.size() >= 3 && line.substr(0, 3) == "\xEF\xBB\xBF")
-    line.remove_prefix(3);
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  line = csv::clean_line(line, line_no);
   if (csv::trim(line).empty()) return std::nullopt;
 
   auto& fields = r.fields;
@@ -563,14 +567,9 @@ BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
   series.source = source;
   BarCsvReader reader(source);
   int64_t prev_ts_line = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    const std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
+  csv::for_each_line(text, [&](std::string_view line, int64_t) {
     auto bar = reader.read_line(line);
-    if (!bar) continue;
+    if (!bar) return true;
     const int64_t line_no = reader.line_number();
     if (!series.bars.empty()) {
       const int64_t prev = series.bars.back().timestamp;
@@ -582,7 +581,8 @@ BarSeries parse_bars_csv(std::string_view text, const std::string& source) {
     }
     prev_ts_line = line_no;
     series.bars.push_back(*bar);
-  }
+    return true;
+  });
   if (series.bars.empty()) {
     FOXHUNT_CHECK(reader.has_layout(), kBarsComponent, csv::where(source, 1),
                   "empty file: no bars");

@@ -15,28 +15,13 @@ namespace {
 
 constexpr const char* kPanelComponent = "bars";  // the CSV format's errors, as in bars.cpp
 
-/// `line` (line `line_no` of its input) without a leading UTF-8 byte-order mark (first line only)
-/// and a trailing CR, as BarCsvReader::read_line reads it.
-std::string_view clean_line(std::string_view line, int64_t line_no) {
-  if (line_no == 1 && line.size() >= 3 && line.substr(0, 3) == "\xEF\xBB\xBF")
-    line.remove_prefix(3);
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  return line;
-}
-
-/// Calls `f(line, line_no)` for every line of `text` (1-based numbers), cleaned (clean_line).
+/// Calls `f(line, line_no)` for every line of `text` (1-based numbers), cleaned as
+/// BarCsvReader::read_line cleans it (csv::clean_line), until `f` returns false.
 template <typename F>
 void for_each_line(std::string_view text, F&& f) {
-  int64_t line_no = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    const std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
-    ++line_no;
-    if (!f(clean_line(line, line_no), line_no)) return;
-  }
+  csv::for_each_line(text, [&](std::string_view line, int64_t line_no) {
+    return f(csv::clean_line(line, line_no), line_no);
+  });
 }
 
 /// The error for a first line that names no symbol column.
@@ -348,7 +333,8 @@ bool PanelCsvStream::next(std::vector<PanelRow>& rows) {
     }
     const int64_t line_no = ++s.line_no;
     s.place = line_no;
-    if (const auto row = s.reader.read(clean_line(line, line_no), line_no)) s.take(*row, line_no);
+    if (const auto row = s.reader.read(csv::clean_line(line, line_no), line_no))
+      s.take(*row, line_no);
   }
   if (s.ready.empty()) return false;
   rows.swap(s.ready);
