@@ -1,7 +1,9 @@
 // Bundle headers (serving/bundle.h): a real bundle of each catalog model (compact options,
-// untrained weights) with its header rewritten by the input, its weights kept. The input's first
-// byte picks the model, the rest is a JSON merge patch (RFC 7386) applied to that bundle's
-// header; a patch that is not an object replaces the whole header.
+// untrained weights) at fp32, then one of each model's bf16 form, with its header rewritten by
+// the input, its weights kept. The input's first byte picks the bundle (0-3: the catalog's models
+// at fp32, in catalog order; then the bf16 forms, in catalog order), the rest is a JSON merge
+// patch (RFC 7386) applied to that bundle's header; a patch that is not an object replaces the
+// whole header. On a CPU without BF16 arithmetic every bf16 bundle is refused at load.
 //
 // Contract, stronger than the other targets': the rewritten bundle is refused at load with an
 // InputError, or it loads AND a desk over it serves 500 bars of a synthetic series with no
@@ -22,6 +24,7 @@
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/catalog.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/desk.h"
 #include "fuzz.h"
@@ -32,8 +35,8 @@ namespace {
 constexpr int64_t kServedBars = 500;
 
 struct RealBundles {
-  std::vector<std::string> names;            // catalog order
-  std::map<std::string, Container> bundles;  // by model
+  std::vector<std::string> names;            // "model" (fp32), then "model@bf16"
+  std::map<std::string, Container> bundles;  // by those names
   data::BarSeries series;                    // the bars served
 };
 
@@ -47,19 +50,25 @@ const RealBundles& real() {
     const auto dir = std::filesystem::temp_directory_path() /
                      ("foxhunt_fuzz_bundle_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
-    for (const auto& name : models::model_names()) {
+    const auto add = [&](const std::string& name, models::Precision precision) {
       torch::manual_seed(1);
       serving::Bundle b;
-      b.model = models::make_model(name, models::catalog_entry(name).compact_model_options);
+      b.model = models::make_model_at(name, precision,
+                                      models::catalog_entry(name).compact_model_options, "fuzz");
       b.normalizer = ds.normalizer();
       b.target_scale = 250.0;
       b.data = serving::fingerprint(ds.series());
       b.training = {{"note", "untrained"}};
-      const auto path = (dir / (name + ".fhb")).string();
+      const std::string key =
+          precision == models::Precision::kFp32 ? name : name + "@" + models::to_string(precision);
+      const auto path = (dir / (key + ".fhb")).string();
       serving::save_bundle(b, path);
-      out.bundles[name] = read_container(path);
-      out.names.push_back(name);
-    }
+      out.bundles[key] = read_container(path);
+      out.names.push_back(key);
+    };
+    for (const auto& name : models::model_names()) add(name, models::Precision::kFp32);
+    for (const auto& name : models::models_with_precision(models::Precision::kBf16))
+      add(name, models::Precision::kBf16);
     std::filesystem::remove_all(dir);
     return out;
   }();

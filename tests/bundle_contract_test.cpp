@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <string>
@@ -13,7 +14,9 @@
 #include "foxhunt/core/container.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/models/bf16.h"
 #include "foxhunt/models/checkpoint.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/serving/bundle.h"
 #include "serving_test_util.h"
 #include "test_util.h"
@@ -213,6 +216,68 @@ TEST_F(BundleContractTest, ValuesInsideTheDomainStillLoad) {
   write_container(tmp.file("old.fhb"), c);
   EXPECT_EQ(load_bundle(tmp.file("old.fhb")).trading_env.pnl_scale,
             data::TradingEnvOptions{}.pnl_scale);
+}
+
+// A bf16 bundle is held to the same contract: its options are bounded by the bf16 weights its
+// file holds (the fp32 parameter count is no bound on a cast file, so without this an option
+// rewrite builds a model the weights do not fit), and where this CPU cannot run bf16 it is
+// refused at load, naming the precision, not at the first bar served.
+TEST_F(BundleContractTest, Bf16BundlesAreBoundedByTheirWeightsAndRefusedWhereTheCpuLacksBf16) {
+  TempDir tmp;
+  const data::MarketDataset ds(data::generate_synthetic({.bars = 600, .seed = 4}));
+  struct Form {
+    std::string model;
+    Json options;  // compact
+    Json bigger;   // the same model, at least 16 times the bf16 weights
+  };
+  const std::vector<Form> forms = {
+      {"tft", {{"hidden", 8}, {"heads", 2}}, {{"hidden", 256}}},
+      {"mamba2", {{"d_model", 16}, {"n_layers", 1}}, {{"d_model", 256}}},
+  };
+  ASSERT_EQ(models::models_with_precision(models::Precision::kBf16).size(), forms.size());
+  int n = 0;
+  for (const auto& f : forms) {
+    SCOPED_TRACE(f.model);
+    torch::manual_seed(5);
+    Bundle b;
+    b.model = models::make_model_at(f.model, models::Precision::kBf16, f.options, "test");
+    b.normalizer = ds.normalizer();
+    b.target_scale = 250.0;
+    b.data = fingerprint(ds.series());
+    b.training = {{"note", "untrained"}};
+    const std::string good = tmp.file(f.model + "-bf16.fhb");
+    save_bundle(b, good);
+    if (models::cpu_has_bf16()) {
+      EXPECT_EQ(load_bundle(good).model->precision(), models::Precision::kBf16);
+    }
+    // Bigger options than the file's bf16 weights: refused before the model is built.
+    expect_refused(good,
+                   {f.model, "options", [&](Json& h) { h["options"].update(f.bigger); },
+                    "bytes of bf16 weights, more than the file's"},
+                   tmp, n++);
+    // Options a bf16 form cannot take are named as the fp32 ones are.
+    expect_refused(good, {f.model, "options", [](Json& h) { h["options"]["bogus"] = 1; }, "bogus"},
+                   tmp, n++);
+    // The same file read as fp32: refused at load, naming the file (by the fp32 byte bound, or
+    // where the archive's overhead hides the difference, by the weights' dtype).
+    {
+      Container k = read_container(good);
+      k.header["precision"] = "fp32";
+      const std::string bad = tmp.file("case" + std::to_string(n++) + ".fhb");
+      write_container(bad, k);
+      foxhunt::testing::expect_input_error([&] { (void)load_bundle(bad); }, "", {"'" + bad + "'"});
+    }
+    {
+      // As on a CPU without BF16 (models/bf16.h), for this scope.
+      struct AssumeNoBf16 {
+        AssumeNoBf16() { ::setenv("FOXHUNT_ASSUME_NO_BF16", "1", 1); }
+        ~AssumeNoBf16() { ::unsetenv("FOXHUNT_ASSUME_NO_BF16"); }
+      } no_bf16;
+      foxhunt::testing::expect_input_error(
+          [&] { (void)load_bundle(good); }, "bundle",
+          {"'" + good + "'", "field 'precision'", "avx512_bf16", "serve this model at fp32"});
+    }
+  }
 }
 
 TEST_F(BundleContractTest, ModelCheckpointHeadersNameTheirFields) {
