@@ -476,7 +476,14 @@ Bundle load_checked(const Container& c, const std::string& path, const torch::De
   const int64_t categories = instrument_categories(*model);
   const int64_t max_id = categories < 0 ? kAnyInt : categories - 1;
   model->to(device);
-  models::module_from_bytes(model->module(), blob->second, path);
+  // Weights of another element type or shape than the header describes: the header's precision
+  // or options are not the file's (a float read as bf16 would serve garbage).
+  models::module_from_bytes(model->module(), blob->second, path, [&](const auto& mismatch) {
+    h.refuse_because(mismatch.dtype ? "precision" : "options",
+                     fmt::format("the file's weights are not those of the {} '{}' model the "
+                                 "header describes: {}",
+                                 precision, name, mismatch.text));
+  });
   model->module().eval();
 
   Bundle b;
