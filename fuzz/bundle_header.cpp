@@ -65,6 +65,19 @@ const RealBundles& real() {
       serving::save_bundle(b, path);
       out.bundles[key] = read_container(path);
       out.names.push_back(key);
+      // The writer's own bundle loads (where this CPU runs its precision): otherwise every
+      // input would be refused and the contract hold vacuously.
+      try {
+        models::check_precision_runs_on(precision, torch::kCPU, "fuzz");
+      } catch (const InputError&) {
+        return;
+      }
+      try {
+        (void)serving::bundle_from_container(out.bundles[key], path);
+      } catch (const InputError& e) {
+        throw std::logic_error("bundle_header: the writer's own " + key +
+                               " bundle is refused: " + e.what());
+      }
     };
     for (const auto& name : models::model_names()) add(name, models::Precision::kFp32);
     for (const auto& name : models::models_with_precision(models::Precision::kBf16))
