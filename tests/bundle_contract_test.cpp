@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <string>
@@ -13,7 +14,9 @@
 #include "foxhunt/core/container.h"
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/models/bf16.h"
 #include "foxhunt/models/checkpoint.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/serving/bundle.h"
 #include "serving_test_util.h"
 #include "test_util.h"
@@ -49,6 +52,13 @@ std::vector<FieldCase> field_cases() {
       {"dqn", "options", [=](Json& h) { h["options"].update(many_params); },
        "more than the file's"},
       {"dqn", "options", [](Json& h) { h["options"]["actions"] = 2; }, "policy over 3 actions"},
+      // Options for fewer parameters than the file holds: the weights' shapes are not the
+      // model's (torch's loader would take the stored shapes and serve another network).
+      {"dqn", "options",
+       [](Json& h) {
+         h["options"]["hidden"] = {64, 32};
+       },
+       "stored Float ["},
       {"dqn", "options", [](Json& h) { h["options"]["state_dim"] = 10; }, "feature set 'rl_state'"},
       {"dqn", "spec", [](Json& h) { h["spec"]["window"] = 5; }, "stored I/O spec differs"},
       {"dqn", "spec", [](Json& h) { h["spec"] = "x"; }, "a JSON object"},
@@ -132,6 +142,10 @@ std::vector<FieldCase> field_cases() {
       {"tft", "features.sets.past225.columns[0]",
        [](Json& h) { h["features"]["sets"]["past225"]["columns"][0] = 999; }},
       {"tft", "features.sets", [](Json& h) { h["features"]["sets"].erase("calendar"); }},
+      // An fp32 file read as bf16: torch's loader would reinterpret the float bytes as bf16
+      // ones (found by fuzz/bundle_header: NaN forecasts).
+      {"tft", "precision", [](Json& h) { h["precision"] = "bf16"; }, "stored Float"},
+      {"mamba2", "precision", [](Json& h) { h["precision"] = "bf16"; }, "holds BFloat16"},
       {"mamba2", "options", [](Json& h) { h["options"]["input_dim"] = 31; },
        "feature set 'compact32'"},
       {"mamba2", "options", [](Json& h) { h["options"]["d_model"] = int64_t{1} << 62; },
@@ -213,6 +227,79 @@ TEST_F(BundleContractTest, ValuesInsideTheDomainStillLoad) {
   write_container(tmp.file("old.fhb"), c);
   EXPECT_EQ(load_bundle(tmp.file("old.fhb")).trading_env.pnl_scale,
             data::TradingEnvOptions{}.pnl_scale);
+}
+
+// A bf16 bundle is held to the same contract: its options are bounded by the bf16 weights its
+// file holds (the fp32 parameter count is no bound on a cast file, so without this an option
+// rewrite builds a model the weights do not fit), and where this CPU cannot run bf16 it is
+// refused at load, naming the precision, not at the first bar served.
+TEST_F(BundleContractTest, Bf16BundlesAreBoundedByTheirWeightsAndRefusedWhereTheCpuLacksBf16) {
+  TempDir tmp;
+  const data::MarketDataset ds(data::generate_synthetic({.bars = 600, .seed = 4}));
+  struct Form {
+    std::string model;
+    Json options;  // compact
+    Json bigger;   // the same model, at least 16 times the bf16 weights
+  };
+  const std::vector<Form> forms = {
+      {"tft", {{"hidden", 8}, {"heads", 2}}, {{"hidden", 256}}},
+      {"mamba2", {{"d_model", 16}, {"n_layers", 1}}, {{"d_model", 256}}},
+  };
+  ASSERT_EQ(models::models_with_precision(models::Precision::kBf16).size(), forms.size());
+  int n = 0;
+  for (const auto& f : forms) {
+    SCOPED_TRACE(f.model);
+    torch::manual_seed(5);
+    Bundle b;
+    b.model = models::make_model_at(f.model, models::Precision::kBf16, f.options, "test");
+    b.normalizer = ds.normalizer();
+    b.target_scale = 250.0;
+    b.data = fingerprint(ds.series());
+    b.training = {{"note", "untrained"}};
+    const std::string good = tmp.file(f.model + "-bf16.fhb");
+    save_bundle(b, good);
+    if (models::cpu_has_bf16()) {
+      EXPECT_EQ(load_bundle(good).model->precision(), models::Precision::kBf16);
+    }
+    // Bigger options than the file's bf16 weights: refused before the model is built.
+    expect_refused(good,
+                   {f.model, "options", [&](Json& h) { h["options"].update(f.bigger); },
+                    "bytes of bf16 weights, more than the file's"},
+                   tmp, n++);
+    // Options a bf16 form cannot take are named as the fp32 ones are.
+    expect_refused(good, {f.model, "options", [](Json& h) { h["options"]["bogus"] = 1; }, "bogus"},
+                   tmp, n++);
+    // The same file read as fp32: refused at load, naming the file and the field (the options,
+    // by the fp32 byte bound; or where the archive's overhead hides the difference, the
+    // precision, by the weights' element type).
+    {
+      Container k = read_container(good);
+      k.header["precision"] = "fp32";
+      const std::string bad = tmp.file("case" + std::to_string(n++) + ".fhb");
+      write_container(bad, k);
+      try {
+        (void)load_bundle(bad);
+        ADD_FAILURE() << "a bf16 file read as fp32 loaded";
+      } catch (const InputError& e) {
+        const std::string m = e.what();
+        EXPECT_EQ(e.component(), "bundle") << m;
+        EXPECT_NE(m.find("'" + bad + "'"), std::string::npos) << m;
+        EXPECT_TRUE(m.find("field 'options'") != std::string::npos ||
+                    m.find("field 'precision'") != std::string::npos)
+            << m;
+      }
+    }
+    {
+      // As on a CPU without BF16 (models/bf16.h), for this scope.
+      struct AssumeNoBf16 {
+        AssumeNoBf16() { ::setenv("FOXHUNT_ASSUME_NO_BF16", "1", 1); }
+        ~AssumeNoBf16() { ::unsetenv("FOXHUNT_ASSUME_NO_BF16"); }
+      } no_bf16;
+      foxhunt::testing::expect_input_error(
+          [&] { (void)load_bundle(good); }, "bundle",
+          {"'" + good + "'", "field 'precision'", "avx512_bf16", "serve this model at fp32"});
+    }
+  }
 }
 
 TEST_F(BundleContractTest, ModelCheckpointHeadersNameTheirFields) {

@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -232,6 +233,41 @@ TEST(ContainerTest, WrongVersionIsNamed) {
     EXPECT_NE(std::string(e.what()).find("format version 7, expected 1"), std::string::npos)
         << e.what();
   }
+}
+
+// The bytes of a container whose header is `header` as it stands (no blobs, CRC right).
+std::string container_with_header(const std::string& header) {
+  std::string out("FOXHUNT\x01", 8);
+  const auto put = [&](uint32_t v) {
+    for (int k = 0; k < 4; ++k) out += static_cast<char>((v >> (8 * k)) & 0xff);
+  };
+  put(kContainerFormatVersion);
+  put(static_cast<uint32_t>(header.size()));
+  out += header;
+  put(0);
+  put(crc32(out.data(), out.size()));
+  return out;
+}
+
+// {"a": [[...]]}: the root object and `arrays` arrays inside it.
+std::string nested_header(int arrays) {
+  return "{\"a\":" + std::string(arrays, '[') + std::string(arrays, ']') + "}";
+}
+
+TEST(ContainerTest, HeadersNestedDeeperThanTheLimitAreRefusedWhileParsing) {
+  // kMaxHeaderDepth levels load (the root and kMaxHeaderDepth - 1 arrays) ...
+  const auto at_limit =
+      decode_container(container_with_header(nested_header(kMaxHeaderDepth - 1)), "deep.fhb");
+  EXPECT_TRUE(at_limit.header.at("a").is_array());
+  // ... one more is refused naming the file, and so is a header that would overflow the stack
+  // of whatever compared, copied or printed it (200,000 levels).
+  for (const int arrays : {kMaxHeaderDepth, 200000}) {
+    SCOPED_TRACE(arrays);
+    foxhunt::testing::expect_input_error(
+        [&] { (void)decode_container(container_with_header(nested_header(arrays)), "deep.fhb"); },
+        "checkpoint", {"'deep.fhb'", "deeper than 64 levels"});
+  }
+  EXPECT_THROW((void)parse_header(std::string(100000, '{'), "x"), InputError);
 }
 
 }  // namespace

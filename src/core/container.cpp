@@ -71,6 +71,33 @@ std::string encode_container(const Container& c) {
   return out;
 }
 
+nlohmann::json parse_header(const std::string& text, const std::string& source) {
+  bool too_deep = false;
+  nlohmann::json j;
+  try {
+    // The parser itself is iterative; the callback drops any array or object opened at the
+    // limit, so no deeper value is built.
+    j = nlohmann::json::parse(text,
+                              [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+                                if ((event == nlohmann::json::parse_event_t::object_start ||
+                                     event == nlohmann::json::parse_event_t::array_start) &&
+                                    depth >= kMaxHeaderDepth) {
+                                  too_deep = true;
+                                  return false;
+                                }
+                                return !too_deep;
+                              });
+  } catch (const std::exception& e) {
+    throw InputError("checkpoint", "'" + source + "': header is not valid JSON: " + e.what());
+  }
+  if (too_deep)
+    throw InputError("checkpoint", fmt::format("'{}': header nests arrays and objects deeper than "
+                                               "{} levels; expected a header a foxhunt writer "
+                                               "produced (4 levels)",
+                                               source, kMaxHeaderDepth));
+  return j;
+}
+
 Container decode_container(const std::string& bytes, const std::string& source) {
   const size_t min_size = sizeof(kMagic) + 4 + 4 + 4 + 4;
   if (bytes.size() < sizeof(kMagic) || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
@@ -101,11 +128,7 @@ Container decode_container(const std::string& bytes, const std::string& source) 
   Container c;
   const auto header_len = r.get<uint32_t>("header length");
   const std::string header = r.bytes(header_len, "header");
-  try {
-    c.header = nlohmann::json::parse(header);
-  } catch (const std::exception& e) {
-    throw InputError("checkpoint", "'" + source + "': header is not valid JSON: " + e.what());
-  }
+  c.header = parse_header(header, source);
   const auto count = r.get<uint32_t>("blob count");
   for (uint32_t i = 0; i < count; ++i) {
     const auto name_len = r.get<uint32_t>("blob name length");

@@ -1,7 +1,9 @@
 #include "foxhunt/models/checkpoint.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <optional>
 #include <sstream>
 
 #include "foxhunt/core/header_fields.h"
@@ -13,21 +15,66 @@ std::string module_to_bytes(torch::nn::Module& m) {
   return archive_to_bytes(m);
 }
 
-void module_from_bytes(torch::nn::Module& m, const std::string& bytes, const std::string& source) {
+namespace {
+
+std::string tensor_text(const torch::Tensor& t) {
+  return fmt::format("{} [{}]", c10::toString(t.scalar_type()), fmt::join(t.sizes(), ", "));
+}
+
+// The first tensor `archive` stores under a name of `m` (its parameters and buffers, then its
+// children's, as Module::load reads them) with another element type or shape than `m` holds.
+// Names the archive lacks are left to Module::load (it refuses them).
+std::optional<WeightMismatch> find_mismatch(const torch::nn::Module& m,
+                                            torch::serialize::InputArchive& archive,
+                                            const std::string& prefix) {
+  const auto check = [&](const std::string& key, const torch::Tensor& held, bool is_buffer,
+                         const char* what) -> std::optional<WeightMismatch> {
+    torch::Tensor stored;
+    if (!archive.try_read(key, stored, is_buffer) || !stored.defined()) return std::nullopt;
+    const bool dtype = stored.scalar_type() != held.scalar_type();
+    if (!dtype && stored.sizes() == held.sizes()) return std::nullopt;
+    return WeightMismatch{dtype, fmt::format("{} '{}{}': stored {}, the model holds {}", what,
+                                             prefix, key, tensor_text(stored), tensor_text(held))};
+  };
+  for (const auto& p : m.named_parameters(/*recurse=*/false))
+    if (auto bad = check(p.key(), p.value(), false, "parameter")) return bad;
+  for (const auto& b : m.named_buffers(/*recurse=*/false))
+    if (auto bad = check(b.key(), b.value(), true, "buffer")) return bad;
+  for (const auto& c : m.named_children()) {
+    if (!c.value()->is_serializable()) continue;
+    torch::serialize::InputArchive child;
+    if (!archive.try_read(c.key(), child)) continue;
+    if (auto bad = find_mismatch(*c.value(), child, prefix + c.key() + ".")) return bad;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void module_from_bytes(torch::nn::Module& m, const std::string& bytes, const std::string& source,
+                       const std::function<void(const WeightMismatch&)>& on_mismatch) {
+  std::optional<WeightMismatch> mismatch;
   try {
     std::istringstream is(bytes);
     torch::serialize::InputArchive archive;
     const torch::Device device = module_device(m);
     archive.load_from(is, device);
-    m.load(archive);
-    // Loading gives each parameter new storage (InputArchive set_s it), which breaks the single
-    // flat weight buffer cuDNN's RNNs need (built by `to`): without this every LSTM call on CUDA
-    // re-packs its weights (and warns). A move to the same device rebuilds it.
-    if (device.is_cuda()) m.to(device);
+    mismatch = find_mismatch(m, archive, "");
+    if (!mismatch) {
+      m.load(archive);
+      // Loading gives each parameter new storage (InputArchive set_s it), which breaks the single
+      // flat weight buffer cuDNN's RNNs need (built by `to`): without this every LSTM call on
+      // CUDA re-packs its weights (and warns). A move to the same device rebuilds it.
+      if (device.is_cuda()) m.to(device);
+    }
   } catch (const c10::Error& e) {
     throw InputError("checkpoint", "'" + source + "': weights do not match the model (" +
                                        std::string(e.what_without_backtrace()) + ")");
   }
+  if (!mismatch) return;
+  if (on_mismatch) on_mismatch(*mismatch);
+  throw InputError("checkpoint",
+                   "'" + source + "': weights do not match the model (" + mismatch->text + ")");
 }
 
 std::unique_ptr<Model> model_from_options(

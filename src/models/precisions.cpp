@@ -2,6 +2,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/strings.h"
+#include "foxhunt/models/bf16.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
 
@@ -77,6 +78,11 @@ std::unique_ptr<Model> make_model_at(const std::string& model, Precision precisi
   FOXHUNT_CHECK(f != nullptr, component, "precision of '", model, "': expected ",
                 precisions_text(precisions(model), " or "), ", got '", precision, "'");
   return f->make(o);
+}
+
+void check_precision_runs_on(Precision precision, const torch::Device& device,
+                             const char* component) {
+  if (precision == Precision::kBf16) check_bf16_device(device, component);
 }
 
 std::string quantized_forms_text() {

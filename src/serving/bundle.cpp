@@ -436,19 +436,29 @@ Bundle load_checked(const Container& c, const std::string& path, const torch::De
   const bool fp32 = *p == models::Precision::kFp32;
   if (!fp32) {
     // A quantized form folds and drops some fp32 parameters, so the fp32 count is no bound on
-    // its file; its int8 codes (the form's closed-form byte table) are, and are checked first.
-    int64_t codes = 0;
+    // its file; the bytes it stores at its own width are (its closed-form byte table's
+    // "<precision>_bytes": int8 codes, bf16 weights), checked before the model is built.
+    const std::string form = models::to_string(*p);
+    const auto& options = h.at("options");
+    if (!options.is_object()) h.refuse("options", "a JSON object", options);
+    nlohmann::json table;
     try {
-      const auto table = models::quantized_form(name, *p, kBundleComponent).bytes(h.at("options"));
-      codes = table.at(std::string(models::to_string(*p))).value("int8_bytes", int64_t{0});
+      table = models::quantized_form(name, *p, kBundleComponent).bytes(options);
     } catch (const nlohmann::json::exception& e) {
       h.refuse_because("options", e.what());
+    } catch (const InputError& e) {
+      // An option out of its domain, or a product that overflows: named as model_from_options
+      // names them.
+      h.refuse_because("options", e.what());
     }
-    if (codes > static_cast<int64_t>(blob->second.size()))
+    const int64_t own = table.at(form).value(form + "_bytes", int64_t{-1});
+    FOXHUNT_INTERNAL_ASSERT(own >= 0, "the ", form, " form's byte table lists its ", form,
+                            "_bytes");
+    if (own > static_cast<int64_t>(blob->second.size()))
       h.refuse_because("options",
-                       fmt::format("the options describe a '{}' model of {} bytes of int8 codes, "
-                                   "more than the file's {} bytes of weights hold",
-                                   name, codes, blob->second.size()));
+                       fmt::format("the options describe a {} '{}' model of {} bytes of {} "
+                                   "weights, more than the file's {} bytes of weights hold",
+                                   form, name, own, form, blob->second.size()));
   }
   std::shared_ptr<models::Model> model = models::model_from_options(
       name, h.at("options"), blob->second.size(), fp32 ? sizeof(float) : 0, kBundleComponent, path,
@@ -466,7 +476,14 @@ Bundle load_checked(const Container& c, const std::string& path, const torch::De
   const int64_t categories = instrument_categories(*model);
   const int64_t max_id = categories < 0 ? kAnyInt : categories - 1;
   model->to(device);
-  models::module_from_bytes(model->module(), blob->second, path);
+  // Weights of another element type or shape than the header describes: the header's precision
+  // or options are not the file's (a float read as bf16 would serve garbage).
+  models::module_from_bytes(model->module(), blob->second, path, [&](const auto& mismatch) {
+    h.refuse_because(mismatch.dtype ? "precision" : "options",
+                     fmt::format("the file's weights are not those of the {} '{}' model the "
+                                 "header describes: {}",
+                                 precision, name, mismatch.text));
+  });
   model->module().eval();
 
   Bundle b;
@@ -565,6 +582,13 @@ Bundle load_checked(const Container& c, const std::string& path, const torch::De
     if (version == kPanelOnlyVersion && b.instruments.empty())
       h.refuse("instruments", "a non-empty list (a version 2 bundle is a panel's)",
                h.at("instruments"));
+  }
+  // Every field holds; last, the device must run this precision (bf16 on a CPU without BF16
+  // arithmetic is refused here, not at the first bar served).
+  try {
+    models::check_precision_runs_on(*p, device, kBundleComponent);
+  } catch (const InputError& e) {
+    h.refuse_because("precision", e.message());
   }
   b.model = std::move(model);
   return b;

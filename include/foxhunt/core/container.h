@@ -24,10 +24,20 @@ struct Container {
   std::map<std::string, std::string> blobs;          ///< named binary payloads
 };
 
+/// The deepest nesting of arrays and objects a header may have (a bundle's nests 4 deep): what
+/// reads a header compares, copies and prints it recursively, so a deeper one (a few kilobytes
+/// of "[[[[") would overflow the stack instead of being refused.
+inline constexpr int kMaxHeaderDepth = 64;
+
+/// Parses the JSON text of a container header; `source` names the file in errors. Throws
+/// InputError("[checkpoint] ...") for text that is not JSON or nests deeper than
+/// kMaxHeaderDepth (refused while parsing: nothing deeper is built).
+nlohmann::json parse_header(const std::string& text, const std::string& source);
+
 /// Serialises a container to bytes.
 std::string encode_container(const Container& c);
 /// Parses bytes; `source` names the file in errors. Throws InputError("[checkpoint] ...") for bad
-/// magic, version, truncation, trailing bytes or CRC mismatch.
+/// magic, version, truncation, trailing bytes, CRC mismatch or a header parse_header refuses.
 Container decode_container(const std::string& bytes, const std::string& source);
 /// Writes a container atomically (temp + fsync + rename).
 void write_container(const std::string& path, const Container& c);

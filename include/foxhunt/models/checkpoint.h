@@ -30,9 +30,21 @@ std::string archive_to_bytes(T& object) {
 
 /// Serialises a module's parameters and buffers to bytes (torch archive).
 std::string module_to_bytes(torch::nn::Module& m);
+/// A tensor stored in a module archive that is not the one the module holds under its name.
+struct WeightMismatch {
+  bool dtype = false;  ///< the element types differ (else the shapes do)
+  /// "parameter 'blocks.0.fc.weight': stored Float [8, 4], the model holds BFloat16 [8, 4]"
+  std::string text;
+};
+
 /// Loads parameters and buffers from bytes produced by module_to_bytes into `m`.
-/// Throws InputError("[checkpoint] ...") naming `source` when the archive does not match.
-void module_from_bytes(torch::nn::Module& m, const std::string& bytes, const std::string& source);
+/// Throws InputError("[checkpoint] ...") naming `source` when the archive does not match: a
+/// tensor missing, or stored with another element type or shape than `m` holds (checked before
+/// anything is loaded: torch's loader would take the stored bytes as they are, reinterpreting
+/// FP32 weights as BF16 ones). `on_mismatch`, when given, is called with the first such tensor
+/// first (a bundle loader throws its own error naming the header field that described `m`).
+void module_from_bytes(torch::nn::Module& m, const std::string& bytes, const std::string& source,
+                       const std::function<void(const WeightMismatch&)>& on_mismatch = nullptr);
 
 /// Model `name` (a catalog name) built from the options field of the header of file `source`,
 /// weights not loaded: InputError naming `component`, the file and field 'options' for options

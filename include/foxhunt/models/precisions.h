@@ -91,6 +91,12 @@ const QuantizedForm& quantized_form(const std::string& model, Precision precisio
 std::unique_ptr<Model> make_model_at(const std::string& model, Precision precision,
                                      const nlohmann::json& options, const char* component);
 
+/// Throws InputError naming `component` when `device` cannot run models at `precision` (bf16 on
+/// a CPU without BF16 arithmetic: models/bf16.h's check_bf16_device); other precisions and
+/// devices pass. A loader calls it so that a model it returns is one that runs where it loaded.
+void check_precision_runs_on(Precision precision, const torch::Device& device,
+                             const char* component);
+
 /// The quantized forms for messages: "the int8 tft" (joined with " and ").
 std::string quantized_forms_text();
 
