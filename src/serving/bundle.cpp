@@ -451,9 +451,12 @@ Bundle load_checked(const Container& c, const std::string& path, const torch::De
       // names them.
       h.refuse_because("options", e.what());
     }
-    const int64_t own = table.at(form).value(form + "_bytes", int64_t{-1});
+    // The stored weights' bytes where the form breaks them out, else its parameter bytes (the
+    // catalog's contract: models/catalog.h, QuantizedForm::bytes).
+    const auto& row = table.at(form);
+    const int64_t own = row.value(form + "_bytes", row.value("parameter_bytes", int64_t{-1}));
     FOXHUNT_INTERNAL_ASSERT(own >= 0, "the ", form, " form's byte table lists its ", form,
-                            "_bytes");
+                            "_bytes or parameter_bytes");
     if (own > static_cast<int64_t>(blob->second.size()))
       h.refuse_because("options",
                        fmt::format("the options describe a {} '{}' model of {} bytes of {} "

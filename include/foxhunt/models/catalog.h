@@ -51,7 +51,8 @@ struct QuantizedForm {
   /// zero-filled weights to be loaded from a bundle.
   std::unique_ptr<Model> (*make)(const nlohmann::json& options);
   /// Parameter bytes per precision at these options: {"fp32": {"parameter_bytes"}, "<this
-  /// precision>": {"parameter_bytes", ... the form's own breakdown}}.
+  /// precision>": {"parameter_bytes", ... the form's own breakdown}}. The bundle loader bounds a
+  /// file's weights by "<precision>_bytes" where the breakdown has it, else "parameter_bytes".
   nlohmann::json (*bytes)(const nlohmann::json& options);
   /// The quantize hook: calibrates (and for QAT fine-tunes through the request's callback) the
   /// trained fp32 model `fp32` of this entry and converts it. `fp32` is left in eval mode; a QAT
