@@ -88,7 +88,7 @@ if [ "$what" = sanitize ] || [ "$what" = tsan ]; then
     # and bundle headers, safetensors, rules, profiles, options; the fuzz corpora), the C ABI,
     # the serving runtime and the stress harness.
     ctest --test-dir "$dir" -L unit -j "${FOXHUNT_JOBS:-$(nproc)}" --output-on-failure \
-      -R 'Fuzz\.|^Bars|^Panel|^Tape|^BarSpec|^BarBuilder|^FlowFeatures|^Calendar|^Container|^BundleContract|^FileIo|^Error|^Safetensors|^RuleFit|^DecisionRule|^DeviceProfile|^StreamingFeatures|^Serving|^Stress|^Desk|^Capi' \
+      -R 'Fuzz\.|^Bars|^Panel|^Tape|^BarSpec|^BarBuilder|^FlowFeatures|^Calendar|^Container|^BundleContract|^FileIo|^Error|^Safetensors|^RuleFit|^DecisionRule|^DeviceProfile|^StreamingFeatures|^Serving|^Stress|^Desk|^Capi|^CsvPanelSource' \
       -E '_CUDA$' "$@"
   elif [ "$what" = sanitize ]; then
     ctest --test-dir "$dir" -L unit -j "${FOXHUNT_JOBS:-$(nproc)}" --output-on-failure "$@"
