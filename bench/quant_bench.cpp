@@ -117,11 +117,14 @@ int main(int argc, char** argv) {
         ->Args({1, 64})
         ->Args({2, 64})
         ->Unit(benchmark::kMillisecond);
-    auto* bf16 = benchmark::RegisterBenchmark("BM_Bf16Forward", BM_Bf16Forward)
-                     ->ArgNames({"mamba2", "bf16", "batch"})
-                     ->Unit(benchmark::kMillisecond);
-    for (int64_t m : {0, 1})
+    // Named by model (range(0) is its index: "BM_Bf16Forward/tft/bf16:1/batch:64").
+    for (int64_t m : {0, 1}) {
+      auto* bf16 = benchmark::RegisterBenchmark(
+                       m == 0 ? "BM_Bf16Forward/tft" : "BM_Bf16Forward/mamba2", BM_Bf16Forward)
+                       ->ArgNames({"", "bf16", "batch"})
+                       ->Unit(benchmark::kMillisecond);
       for (int64_t batch : {1, 64})
         for (int64_t bf : {0, 1}) bf16->Args({m, bf, batch});
+    }
   });
 }
