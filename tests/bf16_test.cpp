@@ -164,6 +164,8 @@ TEST_F(Bf16Test, QuantizeWritesABundleThatServesTheSameForecastsAfterLoading) {
     EXPECT_EQ(s.quantization.activation_clip, "none");
     EXPECT_LT(std::abs(s.quantization.loss_delta_pct), 1.0);
     EXPECT_EQ(jobs::to_json(s)["precision"], "bf16");
+    EXPECT_EQ(jobs::format_quantize_summary(s).rfind("cast to bf16 (no calibration): ", 0), 0u)
+        << jobs::format_quantize_summary(s);
     EXPECT_EQ(s.int8_resident_bytes, s.precisions["bf16"]["parameter_bytes"].get<int64_t>());
     EXPECT_LT(std::filesystem::file_size(job.out), std::filesystem::file_size(fp));
 

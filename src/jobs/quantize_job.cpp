@@ -192,7 +192,11 @@ std::string format_quantize_summary(const QuantizeSummary& s) {
   const auto& p = s.precisions;
   const auto& q = s.quantization;
   const std::string name = to_string(s.precision);
-  os << "quantize " << q.method << " to " << name << ": " << s.out << "\n";
+  // A form with nothing to calibrate (bf16) is a cast of the weights, not a PTQ run.
+  if (q.calibration_windows == 0)
+    os << "cast to " << name << " (no calibration): " << s.out << "\n";
+  else
+    os << "quantize " << q.method << " to " << name << ": " << s.out << "\n";
   const auto& fp32 = p[to_string(Precision::kFp32)];
   const auto& form = p[name];
   os << "  bytes        fp32 " << human_bytes(fp32["parameter_bytes"].get<double>()) << "  " << name
