@@ -1,6 +1,6 @@
 // Streams in bounded memory: `foxhunt predict --data -` holds memory proportional to its windows
 // and instruments, not to its input. Generated bars are piped into the CLI's stdin for about a
-// minute (as many as it takes in that time) while this process samples the child's resident set
+// minute (as many as it takes in that time; a tape: 20 million prints) while this process samples the child's resident set
 // (/proc/PID/statm); after the warm-up, the least-squares slope of RSS against bars fed must be
 // below a few bytes per bar: keeping anything per bar (a decision, a line of input) shows as tens
 // of bytes per bar. Once for one series (the Ensemble) and once for a panel of 64 instruments
@@ -24,6 +24,8 @@
 #include "foxhunt/core/random.h"
 #include "foxhunt/core/sanitizers.h"
 #include "foxhunt/core/stats.h"
+#include "foxhunt/data/bar_builder.h"
+#include "foxhunt/data/tape.h"
 #include "serving_test_fixture.h"
 #include "test_util.h"
 
@@ -59,13 +61,21 @@ bool write_all(int fd, const std::string& s) {
   return true;
 }
 
-// Runs `foxhunt predict --bundles DIR --data -`, writes `header`, then `step(i)` (the lines of
-// timestamp i, `bars_per_step` bars) for `seconds`, sampling the child's RSS every
-// `sample_every` steps; then closes its stdin and waits for it.
+// Runs `foxhunt predict --bundles DIR --data -` (or `input`, e.g. {"--ticks", "-"}), writes
+// `header`, then `step(i)` (the lines of timestamp i, `bars_per_step` bars or prints) for
+// `seconds` or until `max_fed` were fed, sampling the child's RSS every `sample_every` steps;
+// then closes its stdin and waits for it.
 RssRun stream_predict(const std::string& bundles, const std::string& header,
                       const std::function<std::string(int64_t)>& step, int64_t bars_per_step,
-                      double seconds, int64_t sample_every, const std::string& err_file) {
+                      double seconds, int64_t sample_every, const std::string& err_file,
+                      const std::vector<std::string>& input = {"--data", "-"},
+                      int64_t max_fed = INT64_MAX) {
   RssRun run;
+  std::vector<std::string> args = {FOXHUNT_CLI_PATH, "predict", "--bundles", bundles};
+  args.insert(args.end(), input.begin(), input.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   int in[2];
   if (::pipe(in) != 0) return run;
   const pid_t pid = ::fork();
@@ -84,8 +94,7 @@ RssRun stream_predict(const std::string& bundles, const std::string& header,
       const std::string opts = std::string(old ? old : "") + ":quarantine_size_mb=1";
       ::setenv("ASAN_OPTIONS", opts.c_str(), 1);
     }
-    ::execl(FOXHUNT_CLI_PATH, FOXHUNT_CLI_PATH, "predict", "--bundles", bundles.c_str(), "--data",
-            "-", static_cast<char*>(nullptr));
+    ::execv(FOXHUNT_CLI_PATH, argv.data());
     ::_exit(127);
   }
   ::close(in[0]);
@@ -106,7 +115,8 @@ RssRun stream_predict(const std::string& bundles, const std::string& header,
         break;
       }
     }
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds)
+    if (run.fed >= max_fed ||
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds)
       break;
   }
   ::close(in[1]);
@@ -194,6 +204,38 @@ TEST(StreamMemoryTest, PredictOverAPanelOf64InstrumentsHoldsFlatMemory_SLOW) {
       [&](int64_t i) { return lines.step(i); }, kInstruments, kSeconds, 20, tmp.file("err.txt"));
   ASSERT_GE(run.rss.size(), 12u) << "too few timestamps in " << kSeconds << " s: " << run.fed;
   EXPECT_LT(rss_slope(run, "panel64"), kMaxBytesPerBar);
+  EXPECT_FALSE(run.gave_up);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
+// A tape piped to `predict --ticks -`: 20 million generated prints (or a minute's worth), tick
+// bars of 2,000 prints. Keeping a print (its line, its time, price and size) would be tens of
+// bytes per print; the builder holds only the open bar.
+TEST(StreamMemoryTest, PredictOverATapeOf20MillionPrintsHoldsFlatMemory_SLOW) {
+  TempDir tmp;
+  auto bundles = fresh_bundles(data::MarketDataset(bars(600)));
+  for (auto& b : bundles) b.bars = BarOrigin{data::parse_bar_spec("tick:2000"), "tape"};
+  save_all(bundles, tmp.path() / "tb");
+  constexpr int64_t kPrintsPerStep = 1000;
+  Rng rng(11);
+  double price = 4000.0;
+  const int64_t t0 = int64_t{1704153600} * 1'000'000'000 + int64_t{14} * 3600 * 1'000'000'000;
+  const auto run = stream_predict(
+      (tmp.path() / "tb").string(), "timestamp,price,size\n",
+      [&](int64_t i) {
+        std::string out;
+        for (int64_t k = 0; k < kPrintsPerStep; ++k) {
+          // A print a millisecond, a quarter-point tick walk.
+          price = std::max(1.0, price + 0.25 * std::round(rng.normal()));
+          out += fmt::format("{},{:.2f},{}\n",
+                             data::format_time_ns(t0 + (i * kPrintsPerStep + k) * 1'000'000), price,
+                             1 + static_cast<int>(rng.uniform() * 9));
+        }
+        return out;
+      },
+      kPrintsPerStep, kSeconds, 200, tmp.file("err.txt"), {"--ticks", "-"}, 20'000'000);
+  ASSERT_GE(run.rss.size(), 12u) << "too few prints in " << kSeconds << " s: " << run.fed;
+  EXPECT_LT(rss_slope(run, "tape prints"), 1.0);
   EXPECT_FALSE(run.gave_up);
   EXPECT_EQ(run.exit_code, 0) << run.err;
 }
