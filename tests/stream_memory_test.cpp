@@ -1,10 +1,10 @@
 // Streams in bounded memory: `foxhunt predict --data -` holds memory proportional to its windows
 // and instruments, not to its input. Generated bars are piped into the CLI's stdin for about a
-// minute (as many as it takes in that time; a tape: 20 million prints) while this process samples the child's resident set
+// minute (as many as it takes in that time) while this process samples the child's resident set
 // (/proc/PID/statm); after the warm-up, the least-squares slope of RSS against bars fed must be
 // below a few bytes per bar: keeping anything per bar (a decision, a line of input) shows as tens
-// of bytes per bar. Once for one series (the Ensemble) and once for a panel of 64 instruments
-// (the desk). Slow tests (*_SLOW): ctest label "slow".
+// of bytes per bar. Once for one series (the Ensemble), once for a panel of 64 instruments (the
+// desk) and once for a tape of 20 million prints (`--ticks -`). Slow tests: ctest label "slow".
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
