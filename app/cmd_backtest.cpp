@@ -22,7 +22,6 @@ namespace {
 
 // The flags bind the library's BacktestJob directly: each default is declared once, there.
 struct BacktestArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Backtest the ensemble and each model alone on bars after the training data, with costs, "
       "against buy-and-hold, flat and random; forecasts scored against naive baselines";

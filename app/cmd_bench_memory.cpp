@@ -12,7 +12,6 @@ namespace foxhunt::cli {
 namespace {
 
 struct BenchMemoryArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "INT8 vs FP32 TFT memory: five ledger checks on 3-D inputs, and QAT training bytes per tag";
   jobs::Int8MemoryOptions options;

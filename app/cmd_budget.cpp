@@ -16,7 +16,6 @@ namespace {
 
 // The flags bind the library's BudgetOptions directly: each default is declared once, there.
 struct BudgetArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Memory budget validation: every model's measured footprint against its target, the device "
       "budget and the required headroom";

@@ -22,7 +22,6 @@ namespace foxhunt::cli {
 namespace {
 
 struct DataArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Market data: generate synthetic bars, inspect a CSV or a tape, build bars from a tape";
   data::SyntheticOptions synth;

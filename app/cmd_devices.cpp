@@ -9,7 +9,6 @@ namespace foxhunt::cli {
 namespace {
 
 struct DevicesArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Device profile catalog: total, context reserve and usable memory per card";
   bool json = false;

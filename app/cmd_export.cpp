@@ -11,7 +11,6 @@ namespace foxhunt::cli {
 namespace {
 
 struct ExportArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Write a bundle's weights as a safetensors file (options and I/O spec in its metadata)";
   std::string bundle;
@@ -21,7 +20,6 @@ struct ExportArgs {
 };
 
 struct ImportArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Read safetensors weights back into a bundle: everything else (options, normaliser, "
       "feature spec) comes from --into";

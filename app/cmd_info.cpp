@@ -8,7 +8,6 @@ namespace foxhunt::cli {
 namespace {
 
 struct InfoArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Build, LibTorch version, devices, threads, BLAS, quantized engines, memory accounting";
   bool json = false;

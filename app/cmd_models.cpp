@@ -11,7 +11,6 @@ namespace foxhunt::cli {
 namespace {
 
 struct ModelsArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp = "The four models: parameters and bytes per precision";
   bool json = false;
 };

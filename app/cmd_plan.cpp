@@ -10,7 +10,6 @@ namespace {
 
 // The flags bind the library's PlanOptions directly: each default is declared once, there.
 struct PlanArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Largest training batch that fits a memory budget: probe steps, a linear fit, then a real "
       "training step verified under the enforced cap";

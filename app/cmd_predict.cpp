@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "command.h"
 #include "foxhunt/core/error.h"
@@ -115,7 +116,6 @@ void check_from(int64_t from, std::optional<int64_t> last, const std::string& so
 }
 
 struct PredictArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Stream bars through the four-model ensemble: each model's signal and one target position "
       "in [-1, 1] per bar";
@@ -221,16 +221,18 @@ Registrar registered_predict = subcommand<PredictArgs>(
           "Decision rule JSON (default: DIR/rule.json that train all fits, else the built-in "
           "rule): {\"weights\": {...}, \"target_volatility\", \"dead_band\", ...}");
       add_device_flag(sub, &a->device);
-      sub->add_flag("--skip-bad-bars", a->skip_bad,
-                    "Skip an invalid bar with a warning on stderr instead of stopping (exit 2)");
-      sub->add_flag("--serial", a->serial,
-                    "Run the four models one by one instead of concurrently");
-      sub->add_flag("--json", a->json,
-                    "One JSON object per bar on stdout (JSON lines; on a panel one per "
-                    "timestamp and symbol, with a \"symbol\" key)");
-      sub->add_flag("--explain", a->explain,
-                    "Add the TFT's variable-selection weights (top variables) and its attention "
-                    "over past bars for each bar (JSON: models.tft.explain); one series only");
+      using Flag = std::tuple<const char*, bool*, const char*>;
+      for (const auto& [name, target, help] : std::initializer_list<Flag>{
+               {"--skip-bad-bars", &a->skip_bad,
+                "Skip an invalid bar with a warning on stderr instead of stopping (exit 2)"},
+               {"--serial", &a->serial, "Run the four models one by one instead of concurrently"},
+               {"--json", &a->json,
+                "One JSON object per bar on stdout (JSON lines; on a panel one per timestamp and "
+                "symbol, with a \"symbol\" key)"},
+               {"--explain", &a->explain,
+                "Add the TFT's variable-selection weights (top variables) and its attention over "
+                "past bars for each bar (JSON: models.tft.explain); one series only"}})
+        sub->add_flag(name, *target, help);
       sub->add_option("--symbol", a->symbol,
                       "One series with bundles trained on a panel: the instrument it is (its "
                       "normaliser and id serve it)");

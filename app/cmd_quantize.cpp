@@ -16,7 +16,6 @@ namespace foxhunt::cli {
 namespace {
 
 struct QuantizeArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Quantize a bundle to INT8 (PTQ calibration or QAT fine-tuning) or BF16 (a cast); prints "
       "both test losses";

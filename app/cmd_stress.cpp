@@ -15,7 +15,6 @@ namespace {
 
 // The flags bind the library's StressOptions directly: each default is declared once, there.
 struct StressArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Stress the serving runtime: concurrent four-model inference, sequential training, "
       "load/unload cycles, a leak soak and Poisson server load, with exact memory verdicts";

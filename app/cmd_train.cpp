@@ -15,7 +15,6 @@ namespace foxhunt::cli {
 namespace {
 
 struct TrainArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "Train one model (or all four) and write a checkpoint and a serving bundle";
   jobs::TrainJob job;

@@ -7,7 +7,6 @@ namespace foxhunt::cli {
 namespace {
 
 struct ValidateArgs {
-  /// The command's line in `foxhunt --help`.
   static constexpr const char* kHelp =
       "The main job: every check of the product on the embedded defaults";
   harness::ValidateOptions options;

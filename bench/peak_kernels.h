@@ -77,125 +77,88 @@ inline std::string cpu_model() {
 
 // ---- multiply-add loops: each returns the operations done in `reps` iterations ---------------
 
-// 16 chains x 16 lanes x 2 FLOPs per iteration. a <- a * m + c converges to c / (1 - m) ~ 1:
-// no overflow, no denormals, and the compiler cannot fold a chain of FMAs.
-__attribute__((target("avx512f"), noinline)) inline double fp32_avx512(int64_t reps) {
-  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-6f);
-  __m512 a[16];
-  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(i));
-  for (int64_t r = 0; r < reps; ++r) {
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+// Defines NAME(reps) under the target attribute TARGET: CHAINS independent accumulators of type
+// VEC, accumulator i started at INIT (an expression of i) and advanced by STEP (an expression of
+// acc[i]) once per iteration, unrolled so that the chains interleave; then summed with ADD and
+// kept alive. Returns OPS x reps (OPS: operations per iteration over all chains). The trailing
+// arguments are the loop's constants (a declaration). A macro, not a template: the intrinsics
+// must expand inside the function that carries their target attribute.
+#define FOXHUNT_MAC_LOOP(NAME, TARGET, VEC, CHAINS, OPS, INIT, STEP, ADD, ...) \
+  __attribute__((target(TARGET), noinline)) inline double NAME(int64_t reps) { \
+    __VA_ARGS__;                                                               \
+    VEC acc[CHAINS];                                                           \
+    for (int i = 0; i < (CHAINS); ++i) acc[i] = (INIT);                        \
+    for (int64_t r = 0; r < reps; ++r) {                                       \
+      _Pragma("GCC unroll 16") for (int i = 0; i < (CHAINS); ++i) {            \
+        acc[i] = (STEP);                                                       \
+      }                                                                        \
+    }                                                                          \
+    VEC sum = acc[0];                                                          \
+    for (int i = 1; i < (CHAINS); ++i) sum = ADD(sum, acc[i]);                 \
+    keep(sum);                                                                 \
+    return (OPS) * static_cast<double>(reps);                                  \
   }
-  __m512 s = a[0];
-  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, a[i]);
-  keep(s);
-  return 2.0 * 16 * 16 * static_cast<double>(reps);
-}
 
-// 12 chains (16 ymm registers) x 8 lanes x 2 FLOPs.
-__attribute__((target("avx2,fma"), noinline)) inline double fp32_avx2(int64_t reps) {
-  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f);
-  __m256 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(1.0f + 0.01f * static_cast<float>(i));
-  for (int64_t r = 0; r < reps; ++r) {
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
-  }
-  __m256 s = a[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
-  keep(s);
-  return 2.0 * 12 * 8 * static_cast<double>(reps);
-}
-
-// 16 chains of vdpbf16ps: 64 FLOPs each. Inputs of 1e-3: each chain grows by 2e-6 an iteration.
-__attribute__((target("avx512f,avx512bf16"), noinline)) inline double bf16_avx512(int64_t reps) {
-  const __m512 x = _mm512_set1_ps(1e-3f);
-  const __m512bh a = _mm512_cvtne2ps_pbh(x, x), b = _mm512_cvtne2ps_pbh(x, x);
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-  for (int64_t r = 0; r < reps; ++r) {
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-  }
-  __m512 s = acc[0];
-  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
-  keep(s);
-  return 64.0 * 16 * static_cast<double>(reps);
-}
-
-// 16 chains of vpdpbusd on 512 bits: 128 ops each (int32 lanes wrap harmlessly).
-__attribute__((target("avx512f,avx512vnni"), noinline)) inline double int8_avx512(int64_t reps) {
-  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
-  __m512i acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_epi32(i);
-  for (int64_t r = 0; r < reps; ++r) {
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
-  }
-  __m512i s = acc[0];
-  for (int i = 1; i < 16; ++i) s = _mm512_add_epi32(s, acc[i]);
-  keep(s);
-  return 128.0 * 16 * static_cast<double>(reps);
-}
-
+// FP32 FMA, 16 chains x 16 lanes x 2 FLOPs per iteration. a <- a * m + c converges to
+// c / (1 - m) ~ 1: no overflow, no denormals, and the compiler cannot fold a chain of FMAs.
+FOXHUNT_MAC_LOOP(fp32_avx512, "avx512f", __m512, 16, 2.0 * 16 * 16,
+                 _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(i)),
+                 _mm512_fmadd_ps(acc[i], m, c), _mm512_add_ps,
+                 const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-6f))
+// The same on AVX2: 12 chains (16 ymm registers) x 8 lanes x 2 FLOPs.
+FOXHUNT_MAC_LOOP(fp32_avx2, "avx2,fma", __m256, 12, 2.0 * 12 * 8,
+                 _mm256_set1_ps(1.0f + 0.01f * static_cast<float>(i)),
+                 _mm256_fmadd_ps(acc[i], m, c), _mm256_add_ps,
+                 const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f))
+// BF16: 16 chains of vdpbf16ps, 64 FLOPs each. Inputs of 1e-3: a chain grows by 2e-6 an
+// iteration.
+FOXHUNT_MAC_LOOP(bf16_avx512, "avx512f,avx512bf16", __m512, 16, 64.0 * 16, _mm512_setzero_ps(),
+                 _mm512_dpbf16_ps(acc[i], a, a), _mm512_add_ps,
+                 const __m512 x = _mm512_set1_ps(1e-3f);
+                 const __m512bh a = _mm512_cvtne2ps_pbh(x, x))
+// INT8: 16 chains of vpdpbusd on 512 bits, 128 ops each (int32 lanes wrap harmlessly).
+FOXHUNT_MAC_LOOP(int8_avx512, "avx512f,avx512vnni", __m512i, 16, 128.0 * 16, _mm512_set1_epi32(i),
+                 _mm512_dpbusd_epi32(acc[i], a, b), _mm512_add_epi32,
+                 const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2))
 // 12 chains of the VEX-encoded vpdpbusd on 256 bits: 64 ops each.
-__attribute__((target("avx2,avxvnni"), noinline)) inline double int8_avx_vnni(int64_t reps) {
-  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
-  __m256i acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_epi32(i);
-  for (int64_t r = 0; r < reps; ++r) {
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
-  }
-  __m256i s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_epi32(s, acc[i]);
-  keep(s);
-  return 64.0 * 12 * static_cast<double>(reps);
-}
+FOXHUNT_MAC_LOOP(int8_avx_vnni, "avx2,avxvnni", __m256i, 12, 64.0 * 12, _mm256_set1_epi32(i),
+                 _mm256_dpbusd_avx_epi32(acc[i], a, b), _mm256_add_epi32,
+                 const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2))
+#undef FOXHUNT_MAC_LOOP
 
 // ---- read bandwidth: sums `floats` (a multiple of 128) floats `passes` times; returns bytes ---
+
+// The body of the three read loops: 8 accumulators of VEC (LANES floats), each pass reading
+// the buffer once in blocks of 8 vectors.
+#define FOXHUNT_PEAK_READ(VEC, LANES, ZERO, ADD, LOAD)      \
+  VEC s[8];                                                 \
+  for (auto& v : s) v = ZERO();                             \
+  for (int64_t r = 0; r < passes; ++r)                      \
+    for (size_t i = 0; i < floats; i += 8 * (LANES)) {      \
+      _Pragma("GCC unroll 8") for (int k = 0; k < 8; ++k) { \
+        s[k] = ADD(s[k], LOAD(p + i + (LANES)*k));          \
+      }                                                     \
+    }                                                       \
+  for (int k = 1; k < 8; ++k) s[0] = ADD(s[0], s[k]);       \
+  keep(s[0]);                                               \
+  return static_cast<double>(floats) * sizeof(float) * static_cast<double>(passes)
 
 __attribute__((target("avx512f"), noinline)) inline double read_avx512(const float* p,
                                                                        size_t floats,
                                                                        int64_t passes) {
-  __m512 s[8];
-  for (auto& v : s) v = _mm512_setzero_ps();
-  for (int64_t r = 0; r < passes; ++r)
-    for (size_t i = 0; i < floats; i += 128) {
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) s[k] = _mm512_add_ps(s[k], _mm512_load_ps(p + i + 16 * k));
-    }
-  for (int k = 1; k < 8; ++k) s[0] = _mm512_add_ps(s[0], s[k]);
-  keep(s[0]);
-  return static_cast<double>(floats) * sizeof(float) * static_cast<double>(passes);
+  FOXHUNT_PEAK_READ(__m512, 16, _mm512_setzero_ps, _mm512_add_ps, _mm512_load_ps);
 }
 
 __attribute__((target("avx2"), noinline)) inline double read_avx2(const float* p, size_t floats,
                                                                   int64_t passes) {
-  __m256 s[8];
-  for (auto& v : s) v = _mm256_setzero_ps();
-  for (int64_t r = 0; r < passes; ++r)
-    for (size_t i = 0; i < floats; i += 64) {
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) s[k] = _mm256_add_ps(s[k], _mm256_load_ps(p + i + 8 * k));
-    }
-  for (int k = 1; k < 8; ++k) s[0] = _mm256_add_ps(s[0], s[k]);
-  keep(s[0]);
-  return static_cast<double>(floats) * sizeof(float) * static_cast<double>(passes);
+  FOXHUNT_PEAK_READ(__m256, 8, _mm256_setzero_ps, _mm256_add_ps, _mm256_load_ps);
 }
 
 // SSE2 (every x86-64): the fallback of both loops.
 inline double read_sse2(const float* p, size_t floats, int64_t passes) {
-  __m128 s[8];
-  for (auto& v : s) v = _mm_setzero_ps();
-  for (int64_t r = 0; r < passes; ++r)
-    for (size_t i = 0; i < floats; i += 32)
-      for (int k = 0; k < 8; ++k) s[k] = _mm_add_ps(s[k], _mm_load_ps(p + i + 4 * k));
-  for (int k = 1; k < 8; ++k) s[0] = _mm_add_ps(s[0], s[k]);
-  keep(s[0]);
-  return static_cast<double>(floats) * sizeof(float) * static_cast<double>(passes);
+  FOXHUNT_PEAK_READ(__m128, 4, _mm_setzero_ps, _mm_add_ps, _mm_load_ps);
 }
+#undef FOXHUNT_PEAK_READ
 
 /// One multiply-add loop: operations done in `reps` iterations (0 when the CPU lacks it).
 using MacLoop = double (*)(int64_t reps);
@@ -238,6 +201,19 @@ double seconds_of(F&& f) {
   return thread_seconds() - t0;
 }
 
+/// The best of `trials` runs of `work(count)` (which returns what it did: operations, bytes),
+/// per thread CPU second.
+template <typename Work>
+double best_rate(int trials, int64_t count, Work&& work) {
+  double best = 0;
+  for (int i = 0; i < trials; ++i) {
+    double done = 0;
+    const double t = seconds_of([&] { done = work(count); });
+    best = std::max(best, done / t);
+  }
+  return best;
+}
+
 /// Best rate (operations per second) of `loop` over `trials` runs of ~`seconds` / trials each,
 /// after a calibration run (the first also wakes the wide units up from their low-power state).
 inline double mac_rate(MacLoop loop, double seconds, int trials = 3) {
@@ -247,13 +223,7 @@ inline double mac_rate(MacLoop loop, double seconds, int trials = 3) {
   const double t1 = seconds_of([&] { loop(reps); });
   const auto per_trial =
       std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(reps) * seconds / trials / t1));
-  double best = 0;
-  for (int i = 0; i < trials; ++i) {
-    double ops = 0;
-    const double t = seconds_of([&] { ops = loop(per_trial); });
-    best = std::max(best, ops / t);
-  }
-  return best;
+  return best_rate(trials, per_trial, loop);
 }
 
 /// A 64-byte aligned, initialised float buffer of `bytes` (rounded down to 512 bytes).
@@ -288,13 +258,7 @@ inline double read_rate(const CpuCaps& c, const AlignedBuffer& buf, double secon
   const double t1 = seconds_of([&] { read(1); });
   const auto passes =
       std::max<int64_t>(1, static_cast<int64_t>(seconds / trials / std::max(t1, 1e-9)));
-  double best = 0;
-  for (int i = 0; i < trials; ++i) {
-    double bytes = 0;
-    const double t = seconds_of([&] { bytes = read(passes); });
-    best = std::max(best, bytes / t);
-  }
-  return best;
+  return best_rate(trials, passes, read);
 }
 
 /// The buffer sizes of the three bandwidth figures.

@@ -54,12 +54,12 @@ void BM_TftForward(benchmark::State& state) {
   if (int8) {
     foxhunt::models::TftCalibrator cal(net);
     for (uint64_t i = 0; i < 2; ++i) {
-      auto b = foxhunt::models::tft_example_batch(o, 64, 0, torch::kCPU, 100 + i);
+      auto b = foxhunt::models::example_batch_of(o, 64, 0, torch::kCPU, 100 + i);
       cal.observe(b.inputs[0], b.inputs[1], b.inputs[2]);
     }
     q = foxhunt::models::Int8Tft(foxhunt::models::Int8TftImpl::convert(*net, cal.scales()));
   }
-  auto b = foxhunt::models::tft_example_batch(o, batch, 0, torch::kCPU, 7);
+  auto b = foxhunt::models::example_batch_of(o, batch, 0, torch::kCPU, 7);
   c10::InferenceMode guard;
   for (auto _ : state) {
     auto y = int8 ? q->forward(b.inputs[0], b.inputs[1], b.inputs[2])

@@ -42,17 +42,16 @@ Bar flow_test_bar(int64_t ts, double close) {
 
 BarFlow flow_test_flow(int64_t end_ns, double vwap, int64_t prints, double buy, double sell,
                        double duration, double rv) {
-  BarFlow f;
-  f.start_ns = end_ns - static_cast<int64_t>(duration * 1e9);
-  f.interval_start_ns = f.start_ns;
-  f.end_ns = end_ns;
-  f.vwap = vwap;
-  f.prints = prints;
-  f.buy_volume = buy;
-  f.sell_volume = sell;
-  f.duration_seconds = duration;
-  f.realized_variance = rv;
-  return f;
+  const int64_t start_ns = end_ns - static_cast<int64_t>(duration * 1e9);
+  return {.interval_start_ns = start_ns,
+          .start_ns = start_ns,
+          .end_ns = end_ns,
+          .vwap = vwap,
+          .prints = prints,
+          .buy_volume = buy,
+          .sell_volume = sell,
+          .duration_seconds = duration,
+          .realized_variance = rv};
 }
 
 void expect_flow_row(const std::array<float, kFlowFeatures>& got,

@@ -122,7 +122,7 @@ class FakeForecaster : public models::ForecasterAdapter<models::TftNet> {
   }
   models::Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                               uint64_t seed) const override {
-    return models::tft_example_batch(net_->options, batch, seq_len, device, seed);
+    return models::example_batch_of(net_->options, batch, seq_len, device, seed);
   }
 
  private:

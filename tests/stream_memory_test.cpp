@@ -179,6 +179,16 @@ double rss_slope(const RssRun& run, const char* what) {
 constexpr double kMaxBytesPerBar = 16.0;
 constexpr double kSeconds = 60.0;
 
+// The run's verdict: enough RSS samples to fit, a slope under `max_slope` bytes per `what`, not
+// stopped at +1 GiB, and predict's clean exit.
+void expect_flat(const RssRun& run, const char* what, double max_slope) {
+  ASSERT_GE(run.rss.size(), 12u) << "too few samples of " << what << " in " << kSeconds
+                                 << " s: " << run.fed;
+  EXPECT_LT(rss_slope(run, what), max_slope);
+  EXPECT_FALSE(run.gave_up);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
 TEST(StreamMemoryTest, PredictOverStdinHoldsFlatMemory_SLOW) {
   TempDir tmp;
   const std::string dir = saved_fresh_bundles(tmp, 600);
@@ -186,10 +196,7 @@ TEST(StreamMemoryTest, PredictOverStdinHoldsFlatMemory_SLOW) {
   const auto run = stream_predict(
       dir, "timestamp,open,high,low,close,volume\n", [&](int64_t i) { return lines.step(i); }, 1,
       kSeconds, 500, tmp.file("err.txt"));
-  ASSERT_GE(run.rss.size(), 12u) << "too few bars in " << kSeconds << " s: " << run.fed;
-  EXPECT_LT(rss_slope(run, "series"), kMaxBytesPerBar);
-  EXPECT_FALSE(run.gave_up);
-  EXPECT_EQ(run.exit_code, 0) << run.err;
+  expect_flat(run, "series", kMaxBytesPerBar);
 }
 
 // The panel is read line by line (serving::CsvPanelSource): one timestamp's rows and a few bytes
@@ -202,10 +209,7 @@ TEST(StreamMemoryTest, PredictOverAPanelOf64InstrumentsHoldsFlatMemory_SLOW) {
   const auto run = stream_predict(
       dir, "timestamp,symbol,open,high,low,close,volume\n",
       [&](int64_t i) { return lines.step(i); }, kInstruments, kSeconds, 20, tmp.file("err.txt"));
-  ASSERT_GE(run.rss.size(), 12u) << "too few timestamps in " << kSeconds << " s: " << run.fed;
-  EXPECT_LT(rss_slope(run, "panel64"), kMaxBytesPerBar);
-  EXPECT_FALSE(run.gave_up);
-  EXPECT_EQ(run.exit_code, 0) << run.err;
+  expect_flat(run, "panel64", kMaxBytesPerBar);
 }
 
 // A tape piped to `predict --ticks -`: 20 million generated prints (or a minute's worth), tick
@@ -234,10 +238,7 @@ TEST(StreamMemoryTest, PredictOverATapeOf20MillionPrintsHoldsFlatMemory_SLOW) {
         return out;
       },
       kPrintsPerStep, kSeconds, 200, tmp.file("err.txt"), {"--ticks", "-"}, 20'000'000);
-  ASSERT_GE(run.rss.size(), 12u) << "too few prints in " << kSeconds << " s: " << run.fed;
-  EXPECT_LT(rss_slope(run, "tape prints"), 1.0);
-  EXPECT_FALSE(run.gave_up);
-  EXPECT_EQ(run.exit_code, 0) << run.err;
+  expect_flat(run, "tape prints", 1.0);
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ InputScales calibrate(models::TftNet net, int64_t batches, uint64_t seed = 7) {
   TftCalibrator cal(net);
   const auto o = net->options;
   for (int64_t i = 0; i < batches; ++i) {
-    auto b = models::tft_example_batch(o, 16, 0, torch::kCPU, seed + static_cast<uint64_t>(i));
+    auto b = models::example_batch_of(o, 16, 0, torch::kCPU, seed + static_cast<uint64_t>(i));
     cal.observe(b.inputs[0], b.inputs[1], b.inputs[2]);
   }
   EXPECT_EQ(cal.windows(), 16 * batches);
@@ -58,7 +58,7 @@ InputScales calibrate(models::TftNet net, int64_t batches, uint64_t seed = 7) {
 
 TEST(TftInt8Test, LayoutForwardIsTheTft) {
   auto net = small_net();
-  auto b = models::tft_example_batch(net->options, 5, 0, torch::kCPU, 3);
+  auto b = models::example_batch_of(net->options, 5, 0, torch::kCPU, 3);
   torch::NoGradGuard no_grad;
   const auto ref = net->forward(b.inputs[0], b.inputs[1], b.inputs[2]);
   const auto got = tft_layout_forward(*net, b.inputs[0], b.inputs[1], b.inputs[2]);
@@ -68,7 +68,7 @@ TEST(TftInt8Test, LayoutForwardIsTheTft) {
   torch::manual_seed(2);
   models::TftNet one(small_options().past_features(1).real_embedding(16));
   one->eval();
-  auto b1 = models::tft_example_batch(one->options, 2, 0, torch::kCPU, 4);
+  auto b1 = models::example_batch_of(one->options, 2, 0, torch::kCPU, 4);
   EXPECT_LT((tft_layout_forward(*one, b1.inputs[0], b1.inputs[1], b1.inputs[2]) -
              one->forward(b1.inputs[0], b1.inputs[1], b1.inputs[2]))
                 .abs()
@@ -121,7 +121,7 @@ TEST(TftInt8Test, PtqTracksFp32AndIsDeterministic) {
   auto net = small_net();
   const auto scales = calibrate(net, 4);
   auto q = Int8Tft(Int8TftImpl::convert(*net, scales));
-  auto b = models::tft_example_batch(net->options, 32, 0, torch::kCPU, 99);  // held out
+  auto b = models::example_batch_of(net->options, 32, 0, torch::kCPU, 99);  // held out
   torch::NoGradGuard no_grad;
   const auto ref = net->forward(b.inputs[0], b.inputs[1], b.inputs[2]);
   const auto got = q->forward(b.inputs[0], b.inputs[1], b.inputs[2]);
@@ -182,7 +182,7 @@ TEST(TftInt8Test, FusedKernelsEqualTheLayerByLayerPath) {
     }
     auto q = Int8Tft(Int8TftImpl::convert(*net, calibrate(net, 2)));
     for (int64_t batch : {1, 9}) {
-      auto b = models::tft_example_batch(o, batch, 0, torch::kCPU, 21);
+      auto b = models::example_batch_of(o, batch, 0, torch::kCPU, 21);
       torch::Tensor fused, reference;
       const auto before = quant::detail::int8_fused_calls();
       {
@@ -265,7 +265,7 @@ TEST(TftInt8Test, VnniVsnProductsEqualThePortableOnesBitForBit) {
 TEST(TftInt8Test, QatFakeQuantIsWhatTheConvertedModelComputes) {
   auto net = small_net();
   QatTftModel qat(net, QatOptions().observer_steps(3), calibrate(net, 1));
-  auto b = models::tft_example_batch(net->options, 16, 0, torch::kCPU, 11);
+  auto b = models::example_batch_of(net->options, 16, 0, torch::kCPU, 11);
   net->train();
   for (int i = 0; i < 4; ++i) qat.loss(b);
   EXPECT_TRUE(qat.frozen());
@@ -290,7 +290,7 @@ TEST(TftInt8Test, QatGradientsFlowStraightThrough) {
   auto net = small_net();
   QatTftModel qat(net, QatOptions().observer_steps(0), calibrate(net, 1));
   net->train();
-  auto b = models::tft_example_batch(net->options, 8, 0, torch::kCPU, 12);
+  auto b = models::example_batch_of(net->options, 8, 0, torch::kCPU, 12);
   qat.loss(b).backward();
   int64_t with_grad = 0, total = 0;
   for (const auto& p : net->named_parameters()) {
@@ -315,7 +315,7 @@ TEST(TftInt8Test, RoundTripsBitExactlyThroughBytes) {
   const auto bytes = models::module_to_bytes(*q);
   Int8Tft back(small_options());
   models::module_from_bytes(*back, bytes, "test");
-  auto b = models::tft_example_batch(net->options, 4, 0, torch::kCPU, 13);
+  auto b = models::example_batch_of(net->options, 4, 0, torch::kCPU, 13);
   EXPECT_TRUE(torch::equal(q->forward(b.inputs[0], b.inputs[1], b.inputs[2]),
                            back->forward(b.inputs[0], b.inputs[1], b.inputs[2])));
   for (const auto& l : q->layout.layers)
@@ -351,7 +351,7 @@ TEST(TftInt8Test, CudaMatchesCpu_CUDA) {
   FOXHUNT_REQUIRE_CUDA();
   auto net = small_net();
   auto q = Int8Tft(Int8TftImpl::convert(*net, calibrate(net, 2)));
-  auto b = models::tft_example_batch(net->options, 24, 0, torch::kCPU, 17);
+  auto b = models::example_batch_of(net->options, 24, 0, torch::kCPU, 17);
   const auto cpu = q->forward(b.inputs[0], b.inputs[1], b.inputs[2]);
   q->to(torch::kCUDA);
   const auto gpu = q->forward(b.inputs[0].cuda(), b.inputs[1].cuda(), b.inputs[2].cuda()).cpu();

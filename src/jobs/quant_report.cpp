@@ -38,7 +38,7 @@ struct Inputs {
 };
 
 Inputs inputs_of(const models::TftOptions& o, int64_t batch, uint64_t seed) {
-  auto b = models::tft_example_batch(o, batch, 0, torch::kCPU, seed);
+  auto b = models::example_batch_of(o, batch, 0, torch::kCPU, seed);
   return {b.inputs[0], b.inputs[1], b.inputs[2]};
 }
 
@@ -267,7 +267,7 @@ QatMemoryReport tft_qat_memory(const Int8MemoryOptions& o) {
   const int64_t weights = live() - before;
   auto scales = calibrate(net, o);
   models::QatTftModel qat(net, models::QatOptions(), scales);
-  auto batch = models::tft_example_batch(o.model, o.qat_batch, 0, torch::kCPU, o.seed + 3);
+  auto batch = models::example_batch_of(o.model, o.qat_batch, 0, torch::kCPU, o.seed + 3);
   net->train();
   torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-4));
 

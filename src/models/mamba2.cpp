@@ -618,22 +618,21 @@ IoSpec io_spec(const Mamba2Options& o) {
                          o.window(), o.horizon(), o.quantiles());
 }
 
+Batch example_batch_of(const Mamba2Options& o, int64_t batch, int64_t seq_len,
+                       const torch::Device& device, uint64_t seed) {
+  const int64_t L = seq_len > 0 ? seq_len : o.window();
+  auto gen = at::detail::createCPUGenerator(seed);
+  Batch b;
+  b.inputs.push_back(torch::randn({batch, L, o.input_dim()}, gen).to(device));
+  b.target = torch::randn({batch, o.horizon()}, gen).to(device);
+  return b;
+}
+
 namespace {
 
 class Mamba2Model final : public ForecasterAdapter<Mamba2Net> {
  public:
   explicit Mamba2Model(Mamba2Options o) : ForecasterAdapter("mamba2", Mamba2Net(o), io_spec(o)) {}
-
-  Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
-                      uint64_t seed) const override {
-    const auto& o = net_->options;
-    const int64_t L = seq_len > 0 ? seq_len : o.window();
-    auto gen = at::detail::createCPUGenerator(seed);
-    Batch b;
-    b.inputs.push_back(torch::randn({batch, L, o.input_dim()}, gen).to(device));
-    b.target = torch::randn({batch, o.horizon()}, gen).to(device);
-    return b;
-  }
 
   std::vector<torch::Tensor> forward(const Batch& b) override {
     check_inputs(b);

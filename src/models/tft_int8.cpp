@@ -464,7 +464,7 @@ std::vector<torch::Tensor> QatTftModel::forward(const Batch& b) {
 
 Batch QatTftModel::example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                                  uint64_t seed) const {
-  return tft_example_batch(net_->options, batch, seq_len, device, seed);
+  return example_batch_of(net_->options, batch, seq_len, device, seed);
 }
 
 InputScales QatTftModel::scales() const {

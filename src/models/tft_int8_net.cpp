@@ -247,10 +247,6 @@ class Int8TftModel final : public ForecasterAdapter<Int8Tft> {
     check_inputs(b);
     return {net_->forward(b.inputs[0], b.inputs[1], b.inputs[2])};
   }
-  Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
-                      uint64_t seed) const override {
-    return tft_example_batch(net_->options, batch, seq_len, device, seed);
-  }
 };
 
 }  // namespace

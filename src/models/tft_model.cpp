@@ -18,8 +18,8 @@ IoSpec io_spec(const TftOptions& o) {
       o.window(), o.horizon(), o.quantiles());
 }
 
-Batch tft_example_batch(const TftOptions& o, int64_t batch, int64_t seq_len,
-                        const torch::Device& device, uint64_t seed) {
+Batch example_batch_of(const TftOptions& o, int64_t batch, int64_t seq_len,
+                       const torch::Device& device, uint64_t seed) {
   const int64_t t = seq_len > 0 ? seq_len : o.window(), k = o.horizon();
   FOXHUNT_CHECK(batch >= 1, "tft", "example_batch: expected batch >= 1, got ", batch);
   auto gen = at::detail::createCPUGenerator(seed);
@@ -46,11 +46,6 @@ namespace {
 class TftModel final : public ForecasterAdapter<TftNet> {
  public:
   explicit TftModel(TftOptions o) : ForecasterAdapter("tft", TftNet(o), io_spec(o)) {}
-
-  Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
-                      uint64_t seed) const override {
-    return tft_example_batch(net_->options, batch, seq_len, device, seed);
-  }
 
   std::vector<torch::Tensor> forward(const Batch& b) override {
     check_inputs(b);

@@ -77,8 +77,8 @@ void record(BacktestRun& run, const data::Bar& bar, double prev_close, bool firs
   bool all_ready = true;
   for (const auto& s : ens.signals) all_ready = all_ready && s.ready;
   const bool held_out = bar.timestamp > run.training_end && bar.timestamp >= from;
-  run.calendar_timestamps.push_back(bar.timestamp);
   if (!(held_out && all_ready)) {
+    run.warmup_timestamps.push_back(bar.timestamp);
     if (bar.timestamp <= run.training_end) ++run.skipped_training_bars;
     if (!first) run.past_returns.push_back(std::log(bar.close / prev_close));
     ++run.warmup_bars;
@@ -254,9 +254,11 @@ void score_backtest(BacktestRun& run, const BacktestJob& job) {
   // Scored bars too few to show a session (a held-out afternoon of a 2-day tape) fall back to
   // the spacing, which annualises as if the market never closed: the sessions of every bar fed
   // (the warm-up's too) are the market's calendar then.
-  if (calendar.basis == data::CalendarBasis::kSpacing &&
-      run.calendar_timestamps.size() > run.timestamps.size()) {
-    const auto whole = data::infer_calendar(to_ms(run.calendar_timestamps));
+  if (calendar.basis == data::CalendarBasis::kSpacing && !run.warmup_timestamps.empty()) {
+    auto fed = run.warmup_timestamps;
+    fed.insert(fed.end(), run.timestamps.begin(), run.timestamps.end());
+    std::sort(fed.begin(), fed.end());  // a no-op unless a bar went unscored after the warm-up
+    const auto whole = data::infer_calendar(to_ms(fed));
     if (whole.basis != data::CalendarBasis::kSpacing) calendar = whole;
   }
   run.periods_per_year = calendar.value;

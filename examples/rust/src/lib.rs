@@ -34,14 +34,11 @@ mod ffi {
         pub serial: i32,
     }
 
+    /// `foxhunt_bar`: its first six fields are `Ohlcv`'s, in the same order (repr(C) nests
+    /// them at the same offsets).
     #[repr(C)]
     pub struct Bar {
-        pub timestamp: i64,
-        pub open: f64,
-        pub high: f64,
-        pub low: f64,
-        pub close: f64,
-        pub volume: f64,
+        pub values: super::Ohlcv,
         pub symbol: *const c_char,
     }
 
@@ -176,15 +173,22 @@ pub struct Options {
     pub serial: bool,
 }
 
-/// One bar; `symbol` names the instrument on a panel desk (ignored by a series desk).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Bar {
+/// A bar's time (Unix seconds) and values: the C ABI's `foxhunt_bar` without its symbol.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ohlcv {
     pub timestamp: i64,
     pub open: f64,
     pub high: f64,
     pub low: f64,
     pub close: f64,
     pub volume: f64,
+}
+
+/// One bar; `symbol` names the instrument on a panel desk (ignored by a series desk).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    pub values: Ohlcv,
     pub symbol: Option<String>,
 }
 
@@ -291,12 +295,7 @@ impl Desk {
             .iter()
             .zip(&symbols)
             .map(|(b, s)| ffi::Bar {
-                timestamp: b.timestamp,
-                open: b.open,
-                high: b.high,
-                low: b.low,
-                close: b.close,
-                volume: b.volume,
+                values: b.values,
                 symbol: s.as_ref().map_or(ptr::null(), |c| c.as_ptr()),
             })
             .collect();

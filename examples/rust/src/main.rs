@@ -9,7 +9,7 @@
 //! as `foxhunt predict` feeds it. Exit status: the failed call's status (2 bad input, 1 failed,
 //! 3 out of memory) with the library's message on stderr.
 
-use foxhunt::{Bar, Desk, Error, Options};
+use foxhunt::{Bar, Desk, Error, Ohlcv, Options};
 use std::process::exit;
 
 const COLUMNS: [&str; 7] = [
@@ -86,12 +86,14 @@ fn read_csv(path: &str) -> Result<(Vec<Bar>, bool), Error> {
         })?;
         let close = number(4)?.unwrap_or(0.0);
         bars.push(Bar {
-            timestamp,
-            open: number(1)?.unwrap_or(close),
-            high: number(2)?.unwrap_or(close),
-            low: number(3)?.unwrap_or(close),
-            close,
-            volume: number(5)?.unwrap_or(0.0),
+            values: Ohlcv {
+                timestamp,
+                open: number(1)?.unwrap_or(close),
+                high: number(2)?.unwrap_or(close),
+                low: number(3)?.unwrap_or(close),
+                close,
+                volume: number(5)?.unwrap_or(0.0),
+            },
             symbol: field(6)?.map(|s| s.to_string()),
         });
     }
@@ -145,7 +147,7 @@ fn run(args: &[String]) -> Result<(), Error> {
         return Ok(());
     }
     // Panel order: by timestamp, then by the symbol's bytes (String's order).
-    bars.sort_by(|a, b| (a.timestamp, &a.symbol).cmp(&(b.timestamp, &b.symbol)));
+    bars.sort_by(|a, b| (a.values.timestamp, &a.symbol).cmp(&(b.values.timestamp, &b.symbol)));
     for group in bars.chunk_by_timestamp() {
         desk.push_bars(group)?;
         for bar in group {
@@ -165,7 +167,7 @@ impl ChunkByTimestamp for Vec<Bar> {
         let mut out = Vec::new();
         let mut start = 0;
         for i in 1..=self.len() {
-            if i == self.len() || self[i].timestamp != self[start].timestamp {
+            if i == self.len() || self[i].values.timestamp != self[start].values.timestamp {
                 out.push(&self[start..i]);
                 start = i;
             }

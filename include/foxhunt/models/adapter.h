@@ -65,11 +65,17 @@ class ModelAdapter : public Model {
 
 /// A ModelAdapter for a quantile forecaster: the output shapes ({[batch, horizon, Q]}) and the
 /// training loss (the pinball loss of forward()'s output against `batch.target`) follow from the
-/// spec; the model adds forward() and example_batch().
+/// spec, and the synthetic batch from the `example_batch_of` overload of its options type (found
+/// by argument-dependent lookup, declared beside the options); the model adds forward().
 template <typename Net>
 class ForecasterAdapter : public ModelAdapter<Net> {
  public:
   using ModelAdapter<Net>::ModelAdapter;
+  /// example_batch_of(options, batch, seq_len, device, seed).
+  Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
+                      uint64_t seed) const override {
+    return example_batch_of(this->net_->options, batch, seq_len, device, seed);
+  }
   /// {[batch, horizon, Q]} (forecaster_output_shapes).
   std::vector<std::vector<int64_t>> output_shapes(int64_t batch, int64_t) const override {
     return forecaster_output_shapes(this->spec_, batch);

@@ -68,6 +68,10 @@ Mamba2Options mamba2_options_from_json(const nlohmann::json& j);
 /// The I/O contract of a model built with `o` (inputs, outputs, window, horizon); a pure
 /// function of the options, like the closed-form sizes.
 IoSpec io_spec(const Mamba2Options& o);
+/// Mamba-2's deterministic synthetic batch (Model::example_batch): x ~ N(0, 1)
+/// [batch, seq_len (0: the window), input_dim] and a target [batch, horizon].
+Batch example_batch_of(const Mamba2Options& o, int64_t batch, int64_t seq_len,
+                       const torch::Device& device, uint64_t seed);
 /// Throws InputError unless all sizes are positive, d_inner is divisible by headdim, the heads
 /// by ngroups, and the quantiles lie in (0, 1), strictly increasing.
 void validate(const Mamba2Options& o);

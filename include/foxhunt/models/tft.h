@@ -443,8 +443,8 @@ void validate_tft_inputs(const TftOptions& o, const torch::Tensor& past,
                          const torch::Tensor& future, const torch::Tensor& static_id,
                          const torch::Device& device);
 /// The TFT's deterministic synthetic batch (Model::example_batch), also used by the INT8 TFT.
-Batch tft_example_batch(const TftOptions& o, int64_t batch, int64_t seq_len,
-                        const torch::Device& device, uint64_t seed);
+Batch example_batch_of(const TftOptions& o, int64_t batch, int64_t seq_len,
+                       const torch::Device& device, uint64_t seed);
 
 /// Registry adapter: name "tft", inputs {past, future, static_id}, output {[batch, horizon, Q]},
 /// loss = quantile (pinball) loss against a [batch, horizon] target.

@@ -94,9 +94,9 @@ struct BacktestRun {
   double periods_per_year = 0;         ///< given, else inferred from the timestamps
   std::string periods_per_year_basis;  ///< how, in words (data::PeriodsPerYear::describe())
   std::vector<int64_t> timestamps;     ///< scored bars
-  /// Every bar fed, warm-up and scored: the calendar where the scored bars are too few to show a
-  /// session.
-  std::vector<int64_t> calendar_timestamps;
+  /// The warm-up's bars (fed before the first scored bar): with `timestamps`, the calendar where
+  /// the scored bars are too few to show a session.
+  std::vector<int64_t> warmup_timestamps;
   std::vector<double> closes;   ///< scored bars' closes
   std::vector<double> volumes;  ///< scored bars' volumes (the cost model's ADV)
   /// Positions per strategy: "ensemble", each model name, "buy_and_hold", "flat", "random".

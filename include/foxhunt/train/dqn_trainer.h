@@ -151,18 +151,13 @@ class DqnTrainer final : public RlTrainerBase {
   DqnTrainer(DqnTrainerOptions options, EnvFactory make_env, const std::string& model = "");
   ~DqnTrainer();
 
-  /// Trains until total_steps (or a stop request / run.stop_at_step); writes metrics and
-  /// checkpoints as configured, and a final checkpoint when run.checkpoint_path is set.
-  TrainResult train(const RunConfig& run = {});
-
-  /// Writes a checkpoint (atomically).
-  void save_checkpoint(const std::string& path);
+  // RlTrainerBase: the stop request is checked after every environment step.
+  TrainResult train(const RunConfig& run = {}) override;
+  void save_checkpoint(const std::string& path) override;
   using RlTrainerBase::load_checkpoint;
   void load_checkpoint(const Container& c, const std::string& source) override;
   void set_data_parallel(std::shared_ptr<dist::Communicator> comm) override;
-
-  /// Greedy action (argmax Q) for one observation.
-  int64_t greedy_action(const std::vector<float>& obs) override;
+  int64_t greedy_action(const std::vector<float>& obs) override;  ///< argmax Q
 
   /// The first half of one gradient step, as train() runs it: samples `batch` transitions from
   /// the replay buffer, evaluates the TD targets with the target network (and the online one

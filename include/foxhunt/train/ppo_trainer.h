@@ -108,20 +108,14 @@ class PpoTrainer final : public RlTrainerBase {
   PpoTrainer(PpoTrainerOptions options, EnvFactory make_env, const std::string& model = "");
   ~PpoTrainer();
 
-  /// Trains until total_steps (or a stop request / run.stop_at_step, checked between rollouts);
-  /// writes metrics and checkpoints as configured, and a final checkpoint when
-  /// run.checkpoint_path is set. log_interval / checkpoint_interval are in environment steps and
-  /// take effect at the next rollout boundary.
-  TrainResult train(const RunConfig& run = {});
-
-  /// Writes a checkpoint (atomically).
-  void save_checkpoint(const std::string& path);
+  // RlTrainerBase. The stop request is checked between rollouts; log_interval and
+  // checkpoint_interval are in environment steps and take effect at the next rollout boundary.
+  int64_t greedy_action(const std::vector<float>& obs) override;  ///< most probable action
+  TrainResult train(const RunConfig& run = {}) override;
+  void save_checkpoint(const std::string& path) override;
   using RlTrainerBase::load_checkpoint;
   void load_checkpoint(const Container& c, const std::string& source) override;
   void set_data_parallel(std::shared_ptr<dist::Communicator> comm) override;
-
-  /// Most probable action for one observation.
-  int64_t greedy_action(const std::vector<float>& obs) override;
 
   /// The actor-critic's module (the trained model's, model()).
   std::shared_ptr<torch::nn::Module> network() const { return model_->module_ptr(); }

@@ -31,6 +31,11 @@ class RlTrainerBase {
   /// The algorithm its checkpoints and metrics are written for (models::trainer_algo of its
   /// trainer kind).
   const std::string& algo() const { return algo_; }
+  /// Trains until total_steps (or a stop request / run.stop_at_step); writes metrics and
+  /// checkpoints as configured, and a final checkpoint when run.checkpoint_path is set.
+  virtual TrainResult train(const RunConfig& run = {}) = 0;
+  /// Writes a checkpoint (atomically).
+  virtual void save_checkpoint(const std::string& path) = 0;
   /// Restores a checkpoint written by a trainer with the same network and environment; training
   /// then continues exactly (bit-for-bit on the same device and thread count).
   void load_checkpoint(const std::string& path);
