@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1 ;;
     --only) [ $# -ge 2 ] || { echo "perf-figures: --only needs a list" >&2; exit 2; }
       ONLY="$2"; shift ;;
-    -h|--help) sed -n 2,36p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,31p "$0"; exit 0 ;;
     *) echo "perf-figures: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift

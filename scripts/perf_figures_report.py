@@ -134,7 +134,7 @@ def forwards(raw, peak):
                             f"BM_TftForward/int8:0/batch:{batch}", "int8_gops_per_core",
                             "not measured"))
     rows.append({"model": "mamba2", "precision": "int8", "batch": "1, 64",
-                 "note": "no INT8 form (the precision registry has tft only)"})
+                 "note": "no INT8 form: the precision registry has the TFT's only"})
     for m in ("tft", "mamba2"):
         for batch in (1, 64):
             names = [k for k in quant if re.fullmatch(
