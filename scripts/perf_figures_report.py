@@ -191,7 +191,9 @@ def targets(raw, fwd):
                       if bars else "n/a", worst, 10, ">="))
 
     pred = [load_lines(f) for f in sorted(glob.glob(os.path.join(raw, "predict_*.out")))]
-    pred = [x for x in pred if x]
+    order = ("time", "tick", "volume", "dollar")  # the script's order of bar types
+    pred = sorted((x for x in pred if x), key=lambda x: (
+        order.index(x["spec"].split(":")[0]) if x["spec"].split(":")[0] in order else 9, x["spec"]))
     if pred:
         w = min(pred, key=lambda x: x["prints_per_s"])
         m = "; ".join(f"{x['spec']} {x['prints_per_s'] / 1e6:.2f} M/s (steady "
