@@ -60,7 +60,9 @@ want() { [ "$ONLY" = all ] || case ",$ONLY," in *",$1,"*) true ;; *) false ;; es
 
 bin="$BUILD/foxhunt"
 for b in foxhunt peak_bench models_bench quant_bench tape_bench; do
-  [ -x "$BUILD/$b" ] || { echo "perf-figures: expected $BUILD/$b (FOXHUNT_BUILD_DIR; scripts/run.sh build)" >&2; exit 2; }
+  [ -x "$BUILD/$b" ] ||
+    { echo "perf-figures: expected $BUILD/$b (FOXHUNT_BUILD_DIR; scripts/run.sh build)" >&2
+      exit 2; }
 done
 PY="${FOXHUNT_PYTHON:-.venv/bin/python}"
 data_dir=${FOXHUNT_DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/foxhunt}
@@ -82,7 +84,9 @@ else
   STRESS_RUNS=3 STRESS_ITERS=1000 DESK_ITERS=200 ORT_MIN_TIME=0.5 DQN_STEPS=50000
   PPO_STEPS=100000 TFT_EPOCHS=3 TRAIN_FLAGS=(--steps 2000 --epochs 1)
 fi
-echo "{\"quick\": $QUICK, \"load_start\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"started\": \"$(date -u +%FT%TZ)\", \"commit\": \"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\"}" >"$RAW/run.json"
+printf '{"quick": %d, "load_start": "%s", "started": "%s", "commit": "%s"}\n' "$QUICK" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)" "$(date -u +%FT%TZ)" \
+  "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >"$RAW/run.json"
 
 failed=0
 # step NAME CMD...: runs CMD with stdout to RAW/NAME.out and stderr to RAW/NAME.err; records its
@@ -140,7 +144,8 @@ if want predict && [ -s "$tape" ]; then
       step "train_$kind" "$bin" train all --ticks "$tape" --bar "$spec" --seed "$seed" \
         "${TRAIN_FLAGS[@]}" --out "$dir" --progress off || continue
     fi
-    step "predict_$kind" python3 - "$bin" "$dir" "$tape" "$RAW/tape_1k.csv" "$PREDICT_RUNS" "$spec" <<'PY'
+    step "predict_$kind" python3 - "$bin" "$dir" "$tape" "$RAW/tape_1k.csv" "$PREDICT_RUNS" \
+      "$spec" <<'PY'
 import json, re, subprocess, sys, time
 binary, bundles, tape, small, runs, spec = sys.argv[1:]
 def run(t):
@@ -175,7 +180,8 @@ if want stress; then
 fi
 if want desk; then
   for i in $(seq "$STRESS_RUNS"); do
-    step "desk_$i" "$bin" stress --scenario concurrent --instruments 64 --iterations "$DESK_ITERS" --json
+    step "desk_$i" "$bin" stress --scenario concurrent --instruments 64 \
+      --iterations "$DESK_ITERS" --json
   done
 fi
 want budget && step budget "$bin" budget --instruments 500 --json
