@@ -12,7 +12,20 @@
 #        scripts/test-capi.sh builds offline)
 # Everything lands in system locations (dpkg, the system python3's site-packages), so a fresh clone
 # on the same machine finds it again without downloading anything.
+#   scripts/setup.sh [--bench]
+# --bench  also stable-baselines3 and gymnasium in .venv (bench/compare_sb3.py, the CartPole
+#          training comparison of scripts/perf-figures.sh, which runs this on first use); not
+#          needed to build or test
 set -euo pipefail
+
+BENCH=0
+for arg in "$@"; do
+  case "$arg" in
+    --bench) BENCH=1 ;;
+    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
+    *) echo "setup: unknown argument '$arg' (expected --bench)" >&2; exit 2 ;;
+  esac
+done
 
 TORCH_PIN="${FOXHUNT_TORCH_PIN:-2.15.0}"
 APT_PACKAGES=(build-essential cmake ninja-build git pkg-config
@@ -95,6 +108,24 @@ else
     "onnxruntime==${ORT_PIN}" "onnx==${ONNX_PIN}"
   "$VENV/bin/python" -c "import safetensors, pytest, scikit_build_core, onnx, onnxruntime" ||
     { log "safetensors/pytest/scikit-build-core/onnxruntime/onnx did not install"; exit 1; }
+fi
+
+# --bench: Stable-Baselines3 and gymnasium (pure Python; they use the system torch), for
+# bench/compare_sb3.py only.
+SB3_PIN=2.9.2 GYMNASIUM_PIN=1.4.0
+if ((BENCH)); then
+  if "$VENV/bin/python" - "$SB3_PIN" "$GYMNASIUM_PIN" <<'PYEOF' 2>/dev/null; then
+import sys, stable_baselines3, gymnasium
+sys.exit(stable_baselines3.__version__ != sys.argv[1] or gymnasium.__version__ != sys.argv[2])
+PYEOF
+    log "venv: stable-baselines3, gymnasium present"
+  else
+    log "venv: installing stable-baselines3==${SB3_PIN} gymnasium==${GYMNASIUM_PIN} (--bench)"
+    "$VENV/bin/python" -m pip install --quiet "stable-baselines3==${SB3_PIN}" \
+      "gymnasium==${GYMNASIUM_PIN}"
+    "$VENV/bin/python" -c "import stable_baselines3, gymnasium" ||
+      { log "stable-baselines3/gymnasium did not install"; exit 1; }
+  fi
 fi
 
 # Real daily data from the package data of the pinned `arch` wheel on PyPI (only the wheel's data
