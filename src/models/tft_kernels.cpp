@@ -296,6 +296,8 @@ std::optional<DropoutMask> dropout_mask(VsnDropout d, int64_t hi, int64_t np) {
   return std::optional<DropoutMask>(std::in_place, d, hi, np);
 }
 
+}  // namespace
+
 // [N, V] row-major -> [V, np] (positions contiguous, zero-padded to whole lanes).
 void to_lanes(const float* src, int64_t n, int64_t cols, int64_t np, float* dst) {
   for (int64_t i = 0; i < cols; ++i) {
@@ -309,8 +311,6 @@ void from_lanes(const float* src, int64_t n, int64_t cols, int64_t np, float* ds
   for (int64_t r = 0; r < n; ++r)
     for (int64_t i = 0; i < cols; ++i) dst[r * cols + i] = src[i * np + r];
 }
-
-}  // namespace
 
 void vsn_weighted_grns(const VsnGrnWeights& p, const float* x, const float* w, int64_t n,
                        float* out, VsnDropout dropout) {
