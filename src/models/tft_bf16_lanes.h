@@ -60,6 +60,10 @@ inline uint32_t bf16_pair(float lo, float hi) {
 namespace bf16_lanes {
 
 constexpr int64_t kLanes = 16;
+// Every lane. The zero-masked forms of the intrinsics below compile to the plain instructions;
+// the plain forms start from _mm512_undefined_ps(), which GCC 12 reports as maybe-uninitialized
+// once inlined at -O3 (-Werror).
+constexpr __mmask16 kAll = 0xffff;
 constexpr int64_t kMaxInner = 64, kMaxHidden = 256;
 
 // 2^t for t in float range: t = n + f, |f| <= 1/2, 2^f by a polynomial with p(0) = 1 (so 2^0 is
@@ -68,7 +72,8 @@ constexpr int64_t kMaxInner = 64, kMaxHidden = 256;
 // over [-1/2, 1/2]). BF16 itself keeps 2^-9 = 2e-3.
 template <int Degree>
 FOXHUNT_BF16_INLINE __m512 exp2(__m512 t) {
-  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 n =
+      _mm512_maskz_roundscale_ps(kAll, t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, n);
   __m512 q;
   if constexpr (Degree == 3) {
@@ -83,7 +88,7 @@ FOXHUNT_BF16_INLINE __m512 exp2(__m512 t) {
     q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(0.6931219696998596f));
   }
   q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(q, n);
+  return _mm512_maskz_scalef_ps(kAll, q, n);
 }
 
 constexpr float kLog2e = 1.44269504088896341f;
@@ -92,15 +97,15 @@ constexpr float kLog2e = 1.44269504088896341f;
 // a divide (the divides were ~28% of the FP32 kernel).
 FOXHUNT_BF16_INLINE __m512 sigmoid(__m512 x) {
   const __m512 e = exp2<3>(_mm512_mul_ps(x, _mm512_set1_ps(-kLog2e)));
-  return _mm512_rcp14_ps(_mm512_add_ps(e, _mm512_set1_ps(1.0f)));
+  return _mm512_maskz_rcp14_ps(kAll, _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
 }
 
 // ELU (alpha 1) to ~3e-6 absolute: max(z, exp(min(z, 0)) - 1), which is z above 0 and expm1(z)
 // below (exp(z) - 1 >= z everywhere).
 FOXHUNT_BF16_INLINE __m512 elu(__m512 z) {
-  const __m512 m = _mm512_min_ps(z, _mm512_setzero_ps());
+  const __m512 m = _mm512_maskz_min_ps(kAll, z, _mm512_setzero_ps());
   const __m512 e = exp2<4>(_mm512_mul_ps(m, _mm512_set1_ps(kLog2e)));
-  return _mm512_max_ps(z, _mm512_sub_ps(e, _mm512_set1_ps(1.0f)));
+  return _mm512_maskz_max_ps(kAll, z, _mm512_sub_ps(e, _mm512_set1_ps(1.0f)));
 }
 
 // The 16 lanes of `lo` and `hi` rounded to BF16 (ties to even) and interleaved per lane: lane i
@@ -110,7 +115,7 @@ FOXHUNT_BF16_INLINE __m512bh pack(__m512 lo, __m512 hi) {
   const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                        23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   const __m512i words = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
-  return reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(idx, words));
+  return reinterpret_cast<__m512bh>(_mm512_maskz_permutexvar_epi16(~__mmask32{0}, idx, words));
 }
 
 // acc + the pair products of `x` (lane pairs) with the weight pair word `w` in every lane.
@@ -189,8 +194,9 @@ FOXHUNT_BF16_INLINE void variables(const Bf16VsnWeights& p, const float* xt, con
         else
           var1 = _mm512_fmadd_ps(y[c], y[c], var1);
       }
-      const __m512 rstd = _mm512_rsqrt14_ps(_mm512_fmadd_ps(
-          _mm512_add_ps(var0, var1), _mm512_set1_ps(inv_h), _mm512_set1_ps(p.norm_eps)));
+      const __m512 rstd = _mm512_maskz_rsqrt14_ps(
+          kAll, _mm512_fmadd_ps(_mm512_add_ps(var0, var1), _mm512_set1_ps(inv_h),
+                                _mm512_set1_ps(p.norm_eps)));
       // acc += w (yhat nw + nb) = (w rstd nw) (y - mean) + w nb.
       const __m512 wr = _mm512_mul_ps(ws, rstd);
       for (int64_t c = 0; c < h; ++c) {
