@@ -594,11 +594,11 @@ VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const to
                 "], got ", shape_str(x.sizes().vec()));
   const int64_t b = x.size(0), t = x.size(1), n = b * t;
   const auto x2 = x.reshape({n, v});
-  const auto xv = x2.t().contiguous().unsqueeze(-1);  // [V, N, 1]
 
   VsnOutput out;
   if (v == 1) {  // a single variable needs no selection
-    out.output = variable_grns(xv, folded).squeeze(0).view({b, t, h});
+    out.output =
+        variable_grns(x2.t().contiguous().unsqueeze(-1), folded).squeeze(0).view({b, t, h});
     out.weights = torch::ones({b, t, 1}, x.options());
     return out;
   }
@@ -622,6 +622,7 @@ VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const to
   // intermediates stay cache-sized: at batch 64 x window 60 a whole-batch intermediate is
   // 225 x 3840 x 64 floats = 221 MB, and allocating (page faults) and streaming those dominated
   // the run time.
+  const auto xv = x2.t().contiguous().unsqueeze(-1);  // [V, N, 1] (the fused paths need none)
   const auto weights = out.weights.view({n, v});
   // Budget: 2^18 floats (1 MiB) for the largest block intermediate, [V, block, 2H]; measured on
   // the default model (V = 225) against 2^16..2^23: 2^17-2^18 were fastest, whole-batch
