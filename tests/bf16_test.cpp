@@ -31,8 +31,8 @@ using testing::run_cli;
 using testing::TempDir;
 
 // Relative RMS error of the BF16 forecasts against the FP32 ones on the same weights: BF16
-// operands carry 8 significant bits (relative rounding 2^-9 per value) and the TFT's activations
-// are BF16 through ~30 layers; Mamba-2 rounds only at its six projections.
+// operands carry 8 significant bits (relative rounding 2^-9 per value); the TFT rounds its VSNs'
+// weights and the per-variable GRNs' activations, Mamba-2 only at its six projections.
 struct Case {
   const char* model;
   nlohmann::json options;  // small, for the bundle and job tests
