@@ -6,6 +6,7 @@
 #include <cpuid.h>
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -70,11 +71,27 @@ nlohmann::json bytes_table(int64_t total, int64_t bf16_params) {
             {"ratio_to_fp32", static_cast<double>(bytes) / static_cast<double>(fp32_total)}}}};
 }
 
-// The TFT's LSTM parameters (they stay FP32): two LSTMs, each layer W_ih, W_hh [4H, H] and
-// b_ih, b_hh [4H].
-int64_t tft_lstm_params(const TftOptions& o) {
-  const int64_t h = o.hidden();
-  return 2 * o.lstm_layers() * (2 * 4 * h * h + 2 * 4 * h);
+// A VSN's BF16 parameters (bf16.h): its per-variable embeddings and GRNs, and its selection GRN's
+// fc2 and skip (the two layers that read the flattened embeddings).
+int64_t vsn_bf16_params(int64_t v, int64_t e, int64_t h) {
+  const int64_t hi = std::min(e, h);
+  int64_t n = 2 * v * e                   // embedding weight [V, 1, E], bias [V, E]
+              + v * (e * hi + hi)         // fc2
+              + v * (hi * hi + hi)        // fc1
+              + v * (hi * 2 * h + 2 * h)  // GLU
+              + 2 * v * h;                // LayerNorm
+  if (e != h) n += v * (e * h + h);       // skip projection
+  if (v > 1) {
+    n += linear_count(v * e, h, true);                  // selection fc2
+    if (v * e != v) n += linear_count(v * e, v, true);  // selection skip
+  }
+  return n;
+}
+
+// The TFT's BF16 parameters: both VSNs'.
+int64_t tft_bf16_params(const TftOptions& o) {
+  return vsn_bf16_params(o.past_features(), o.real_embedding(), o.hidden()) +
+         vsn_bf16_params(o.future_features(), o.real_embedding(), o.hidden());
 }
 
 // Mamba-2's projections (they turn BF16): embed, head, and each block's in_proj and out_proj.
@@ -93,9 +110,16 @@ int64_t mamba2_projection_params(const Mamba2Options& o) {
 void tft_to_bf16(torch::nn::Module& m) {
   auto* net = m.as<TftNetImpl>();
   FOXHUNT_INTERNAL_ASSERT(net != nullptr, "the bf16 tft converts a TftNet");
-  net->to(torch::kBFloat16);
-  net->encoder->to(torch::kFloat);  // the recurrence stays FP32 (its fused kernel, its state)
-  net->decoder->to(torch::kFloat);
+  torch::NoGradGuard no_grad;
+  for (auto* vsn : {net->past_vsn.get(), net->future_vsn.get()}) {
+    for (auto* t : {&vsn->emb_weight, &vsn->emb_bias, &vsn->fc2_weight, &vsn->fc2_bias,
+                    &vsn->fc1_weight, &vsn->fc1_bias, &vsn->glu_weight, &vsn->glu_bias,
+                    &vsn->norm_weight, &vsn->norm_bias, &vsn->skip_weight, &vsn->skip_bias})
+      if (t->defined()) t->set_data(t->to(torch::kBFloat16));  // the registered parameter too
+    if (vsn->selection.is_empty()) continue;
+    vsn->selection->fc2->to(torch::kBFloat16);
+    if (!vsn->selection->skip.is_empty()) vsn->selection->skip->to(torch::kBFloat16);
+  }
 }
 
 void mamba2_to_bf16(torch::nn::Module& m) {
@@ -208,7 +232,7 @@ void check_bf16_device(const torch::Device& device, const char* component) {
 nlohmann::json bf16_tft_bytes(const nlohmann::json& options) {
   const auto o = tft_options_from_json(options);
   const int64_t total = parameter_count(o);
-  return bytes_table(total, total - tft_lstm_params(o));
+  return bytes_table(total, tft_bf16_params(o));  // checked first: the VSNs are a part of it
 }
 
 nlohmann::json bf16_mamba2_bytes(const nlohmann::json& options) {

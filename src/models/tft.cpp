@@ -1,6 +1,7 @@
 #include "foxhunt/models/tft.h"
 
 #include "fused_path.h"
+#include "tft_bf16_kernels.h"
 #include "tft_internal.h"
 #include "tft_kernels.h"
 
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "foxhunt/models/bf16.h"
 #include "foxhunt/models/options_io.h"
 #include "foxhunt/models/quantile_loss.h"
 
@@ -321,6 +323,23 @@ bool fused_vsn_applies(const VariableSelectionNetworkImpl& m, const torch::Tenso
   return true;
 }
 
+// `t` in FP32 where it is BF16 (the BF16 TFT's per-variable VSN weights, bf16.h: every use
+// outside the BF16 kernel computes in FP32 on their upcast values), else `t` itself.
+torch::Tensor as_float(const torch::Tensor& t) {
+  return t.defined() && t.scalar_type() == torch::kBFloat16 ? t.to(torch::kFloat) : t;
+}
+
+// The BF16 kernel (tft_bf16_kernels.h) runs inference of a VSN whose per-variable weights are BF16
+// on a CPU with BF16 dot products, on CPU float32 input.
+bool bf16_vsn_applies(const VariableSelectionNetworkImpl& m, const torch::Tensor& x) {
+  if (!cpu_float(x) || torch::GradMode::is_enabled()) return false;
+  if (m.inner() > kernels::kMaxVsnInner || m.options.hidden() > kernels::kMaxVsnHidden)
+    return false;
+  for (const auto* t : {&m.fc1_weight, &m.glu_weight})
+    if (t->scalar_type() != torch::kBFloat16 || !t->device().is_cpu()) return false;
+  return cpu_has_bf16();
+}
+
 // The kernels' per-variable weights, in this order (every tensor contiguous, [V, ...]).
 enum VsnWeight { kS2, kO2, kW1, kB1, kWg, kBg, kSs, kSo, kNw, kNb, kVsnWeights };
 
@@ -441,7 +460,7 @@ torch::Tensor fused_vsn(const VariableSelectionNetworkImpl& m, const VsnFolding&
 
 torch::Tensor VariableSelectionNetworkImpl::embed(const torch::Tensor& x) const {
   // [B, T, V, 1] * [V, E] + [V, E]
-  return torch::addcmul(emb_bias, x.unsqueeze(-1), emb_weight.squeeze(1));
+  return torch::addcmul(as_float(emb_bias), x.unsqueeze(-1), as_float(emb_weight).squeeze(1));
 }
 
 torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& xv,
@@ -449,37 +468,42 @@ torch::Tensor VariableSelectionNetworkImpl::variable_grns(const torch::Tensor& x
   const int64_t h = options.hidden();
   // Contiguous operands throughout: elementwise kernels on strided views are several times slower.
   auto hid = fast_elu(torch::addcmul(in.fc2_offset, xv, in.fc2_slope));  // eta2 [V, N, Hi]
-  hid = torch::baddbmm(fc1_bias.unsqueeze(1), hid, fc1_weight);          // eta1
+  hid = torch::baddbmm(as_float(fc1_bias).unsqueeze(1), hid, as_float(fc1_weight));  // eta1
   hid = torch::dropout(hid, options.dropout(), is_training());
-  const auto g = torch::baddbmm(glu_bias.unsqueeze(1), hid, glu_weight);  // [V, N, 2H]
-  const auto skip = torch::addcmul(in.skip_offset, xv, in.skip_slope);    // [V, N, H]
+  const auto g = torch::baddbmm(as_float(glu_bias).unsqueeze(1), hid, as_float(glu_weight));
+  const auto skip = torch::addcmul(in.skip_offset, xv, in.skip_slope);  // [V, N, H]
   // torch::glu: value * sigmoid(gate) as one op with one backward node (two narrows of g would
   // each zero-fill a whole [V, N, 2H] gradient in backward).
   auto y = skip + torch::glu(g, -1);
   y = torch::layer_norm(y, {h}, {}, {}, 1e-5);
-  return torch::addcmul(norm_bias.unsqueeze(1), y, norm_weight.unsqueeze(1));  // [V, N, H]
+  return torch::addcmul(as_float(norm_bias).unsqueeze(1), y,
+                        as_float(norm_weight).unsqueeze(1));  // [V, N, H]
 }
 
 VsnFolding VariableSelectionNetworkImpl::fold() const {
   // Named in profiles (models_bench --profile-forward): our own work, not one ATen op.
   RECORD_FUNCTION("tft::vsn_fold", std::vector<c10::IValue>());
   const int64_t v = options.variables(), e = options.embedding();
-  const auto we = emb_weight.squeeze(1);  // [V, E]
+  // FP32 throughout (a no-op on an FP32 module): the BF16 TFT folds its BF16 weights upcast.
+  const auto emb_w = as_float(emb_weight), emb_b = as_float(emb_bias);
+  const auto fc2_w = as_float(fc2_weight);
+  const auto we = emb_w.squeeze(1);  // [V, E]
   // fc2 and the skip projection of each variable's embedding as affine maps of the raw value
   // (see the header): fc2(embed(x)) = x (w_e W2) + (b_e W2 + b2), likewise the skip.
   // Per variable a [1, E] x [E, out] product, as a broadcast multiply and a sum over E: V tiny
   // matrix products through bmm cost ~4x more.
   VsnFolding f;
-  const auto we_col = emb_weight.transpose(1, 2);                // [V, E, 1]
-  const auto be_col = emb_bias.unsqueeze(-1);                    // [V, E, 1]
-  f.fc2_slope = (we_col * fc2_weight).sum(1, /*keepdim=*/true);  // [V, 1, Hi]
-  f.fc2_offset = (be_col * fc2_weight).sum(1, true) + fc2_bias.unsqueeze(1);
+  const auto we_col = emb_w.transpose(1, 2);                // [V, E, 1]
+  const auto be_col = emb_b.unsqueeze(-1);                  // [V, E, 1]
+  f.fc2_slope = (we_col * fc2_w).sum(1, /*keepdim=*/true);  // [V, 1, Hi]
+  f.fc2_offset = (be_col * fc2_w).sum(1, true) + as_float(fc2_bias).unsqueeze(1);
   if (skip_weight.defined()) {
-    f.skip_slope = (we_col * skip_weight).sum(1, true);  // [V, 1, H]
-    f.skip_offset = (be_col * skip_weight).sum(1, true) + skip_bias.unsqueeze(1);
+    const auto skip_w = as_float(skip_weight);
+    f.skip_slope = (we_col * skip_w).sum(1, true);  // [V, 1, H]
+    f.skip_offset = (be_col * skip_w).sum(1, true) + as_float(skip_bias).unsqueeze(1);
   } else {  // E == H: the skip is the embedding itself
-    f.skip_slope = emb_weight;
-    f.skip_offset = emb_bias.unsqueeze(1);
+    f.skip_slope = emb_w;
+    f.skip_offset = emb_b.unsqueeze(1);
   }
   if (v == 1) return f;
   // Selection logits: GRN(flattened embeddings [N, V*E], c). Its fc2 and skip consume the
@@ -488,9 +512,10 @@ VsnFolding VariableSelectionNetworkImpl::fold() const {
                              torch::Tensor& a, torch::Tensor& offset) {
     // a[v] = w_e[v] W[:, v, :]^T as one batched [1, E] x [E, out] product per variable (3.5x
     // faster than the equivalent einsum on the default past VSN: 110 vs 390 us); offset = W b_e.
-    auto w3 = weight.view({weight.size(0), v, e});                      // [out, V, E]
+    const auto w = as_float(weight);
+    auto w3 = w.view({w.size(0), v, e});                                // [out, V, E]
     a = torch::bmm(we.unsqueeze(1), w3.permute({1, 2, 0})).squeeze(1);  // [V, out]
-    offset = torch::addmv(bias, weight, emb_bias.reshape({v * e}));     // [out]
+    offset = torch::addmv(as_float(bias), w, emb_b.reshape({v * e}));   // [out]
   };
   fold_flat(selection->fc2->weight, selection->fc2->bias, f.sel_fc2, f.sel_fc2_offset);
   if (selection->has_skip_projection())
@@ -526,6 +551,7 @@ torch::Tensor VariableSelectionNetworkImpl::forward_rows(const torch::Tensor& x,
                                    : embed(x).reshape({n, v * options.embedding()});
   auto s = torch::addcmul(skip, g.narrow(1, 0, v), torch::sigmoid(g.narrow(1, v, v)));
   auto w = torch::softmax(torch::layer_norm(s, {v}, ln.weight, ln.bias, ln.options.eps()), -1);
+  if (bf16_vsn_applies(*this, x)) return bf16_weighted_grns(x, w);
   if (fused_vsn_applies(*this, x)) return fused_vsn(*this, f, x, w);
   const auto y = variable_grns(xv(), f);                            // [V, N, H]
   if (n == 1) return torch::mm(w, y.view({v, h}));                  // [1, H]
@@ -535,6 +561,25 @@ torch::Tensor VariableSelectionNetworkImpl::forward_rows(const torch::Tensor& x,
 VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const torch::Tensor& c) {
   if (torch::GradMode::is_enabled()) return forward(x, c, fold());
   return forward(x, c, *folded());
+}
+
+torch::Tensor VariableSelectionNetworkImpl::bf16_weighted_grns(const torch::Tensor& x,
+                                                               const torch::Tensor& w) const {
+  const auto pack = bf16_cache_.get(module_state(*this), [&] {
+    const auto f = folded();
+    const int64_t v = options.variables(), hi = inner(), h = options.hidden();
+    const auto fl = [](const torch::Tensor& t) { return as_float(t).contiguous(); };
+    const torch::Tensor t[] = {
+        fl(f->fc2_slope), fl(f->fc2_offset), fl(fc1_weight),     fl(fc1_bias),    fl(glu_weight),
+        fl(glu_bias),     fl(f->skip_slope), fl(f->skip_offset), fl(norm_weight), fl(norm_bias)};
+    return kernels::pack_bf16_vsn(grn_weights(t, v, hi, h));
+  });
+  const int64_t n = x.size(0);
+  auto out = torch::empty({n, options.hidden()});
+  const auto xc = x.contiguous(), wc = w.contiguous();
+  kernels::vsn_weighted_grns_bf16(pack->weights, xc.const_data_ptr<float>(),
+                                  wc.const_data_ptr<float>(), n, out.mutable_data_ptr<float>());
+  return out;
 }
 
 std::shared_ptr<const VsnFolding> VariableSelectionNetworkImpl::folded() const {
@@ -549,11 +594,11 @@ VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const to
                 "], got ", shape_str(x.sizes().vec()));
   const int64_t b = x.size(0), t = x.size(1), n = b * t;
   const auto x2 = x.reshape({n, v});
-  const auto xv = x2.t().contiguous().unsqueeze(-1);  // [V, N, 1]
 
   VsnOutput out;
   if (v == 1) {  // a single variable needs no selection
-    out.output = variable_grns(xv, folded).squeeze(0).view({b, t, h});
+    out.output =
+        variable_grns(x2.t().contiguous().unsqueeze(-1), folded).squeeze(0).view({b, t, h});
     out.weights = torch::ones({b, t, 1}, x.options());
     return out;
   }
@@ -564,6 +609,10 @@ VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const to
                       ? torch::addmm(folded.sel_skip_offset, x2, folded.sel_skip).view({b, t, -1})
                       : embed(x).reshape({b, t, v * e});  // E == 1: the embeddings themselves
   out.weights = torch::softmax(sel->forward_projected(fc2_a, sel_skip, c), -1);  // [B, T, V]
+  if (bf16_vsn_applies(*this, x2)) {
+    out.output = bf16_weighted_grns(x2, out.weights.view({n, v}).contiguous()).view({b, t, h});
+    return out;
+  }
   if (fused_vsn_applies(*this, x)) {
     out.output = fused_vsn(*this, folded, x2, out.weights.view({n, v})).view({b, t, h});
     return out;
@@ -573,6 +622,7 @@ VsnOutput VariableSelectionNetworkImpl::forward(const torch::Tensor& x, const to
   // intermediates stay cache-sized: at batch 64 x window 60 a whole-batch intermediate is
   // 225 x 3840 x 64 floats = 221 MB, and allocating (page faults) and streaming those dominated
   // the run time.
+  const auto xv = x2.t().contiguous().unsqueeze(-1);  // [V, N, 1] (the fused paths need none)
   const auto weights = out.weights.view({n, v});
   // Budget: 2^18 floats (1 MiB) for the largest block intermediate, [V, block, 2H]; measured on
   // the default model (V = 225) against 2^16..2^23: 2^17-2^18 were fastest, whole-batch

@@ -296,12 +296,22 @@ std::optional<DropoutMask> dropout_mask(VsnDropout d, int64_t hi, int64_t np) {
   return std::optional<DropoutMask>(std::in_place, d, hi, np);
 }
 
+}  // namespace
+
 // [N, V] row-major -> [V, np] (positions contiguous, zero-padded to whole lanes).
 void to_lanes(const float* src, int64_t n, int64_t cols, int64_t np, float* dst) {
-  for (int64_t i = 0; i < cols; ++i) {
-    for (int64_t r = 0; r < n; ++r) dst[i * np + r] = src[r * cols + i];
-    std::fill(dst + i * np + n, dst + (i + 1) * np, 0.0f);
+  // 16 x 16 tiles: a column-at-a-time copy read each source row once per column (6% of a batch-64
+  // BF16 TFT forward, perf).
+  constexpr int64_t kTile = 16;
+  for (int64_t r0 = 0; r0 < n; r0 += kTile) {
+    const int64_t r1 = std::min(n, r0 + kTile);
+    for (int64_t i0 = 0; i0 < cols; i0 += kTile) {
+      const int64_t i1 = std::min(cols, i0 + kTile);
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t r = r0; r < r1; ++r) dst[i * np + r] = src[r * cols + i];
+    }
   }
+  for (int64_t i = 0; i < cols; ++i) std::fill(dst + i * np + n, dst + (i + 1) * np, 0.0f);
 }
 
 // [cols, np] -> [N, cols] row-major.
@@ -309,8 +319,6 @@ void from_lanes(const float* src, int64_t n, int64_t cols, int64_t np, float* ds
   for (int64_t r = 0; r < n; ++r)
     for (int64_t i = 0; i < cols; ++i) dst[r * cols + i] = src[i * np + r];
 }
-
-}  // namespace
 
 void vsn_weighted_grns(const VsnGrnWeights& p, const float* x, const float* w, int64_t n,
                        float* out, VsnDropout dropout) {

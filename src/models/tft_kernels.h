@@ -64,6 +64,12 @@ void vsn_weighted_grns_backward(const VsnGrnWeights& p, const float* x, const fl
                                 const float* dout, int64_t n, VsnDropout dropout, float* dx,
                                 float* dw, const VsnGrnGrads& grads);
 
+/// [N, cols] row-major -> [cols, np] (positions contiguous per column, zero-padded from N to np, a
+/// whole number of 16-position lanes): the kernels' input layout.
+void to_lanes(const float* src, int64_t n, int64_t cols, int64_t np, float* dst);
+/// [cols, np] -> [N, cols] row-major (the first N positions).
+void from_lanes(const float* src, int64_t n, int64_t cols, int64_t np, float* dst);
+
 /// out = ELU(x) (alpha 1) over n floats; out may be x. LibTorch's CPU ELU (Sleef's expm1) ran
 /// ~18x slower than its exp on this machine: 1.8 ms for the 133k values of a batch-64 GRN.
 void elu(const float* x, int64_t n, float* out);

@@ -171,9 +171,9 @@ namespace detail {
 // devices or dtypes, dropout between layers in train mode and projections run the module.
 std::tuple<torch::Tensor, LstmState> run_lstm(torch::nn::LSTMImpl& m, const torch::Tensor& x,
                                               const LstmState& state0) {
-  // The BF16 TFT (bf16.h) keeps its LSTMs in FP32: its BF16 activations enter in the LSTM's
-  // dtype and its outputs leave in theirs; the final state stays in the LSTM's (the decoder
-  // starts from the encoder's state unrounded).
+  // An LSTM whose dtype differs from its input's (a network converted in parts): the input enters
+  // in the LSTM's dtype and the outputs leave in the input's; the final state stays in the LSTM's
+  // (the decoder starts from the encoder's state unrounded).
   if (const auto wt = m.parameters(/*recurse=*/false).front().scalar_type();
       x.scalar_type() != wt) {
     auto [out, state] =

@@ -184,6 +184,10 @@ struct VsnOutput {
 /// folded with the embedding into an affine map of the raw values (see
 /// VariableSelectionNetworkImpl). A function of the weights only, so it can be computed once and
 /// reused for many inputs (streaming) while the weights stay unchanged.
+namespace kernels {
+struct Bf16VsnPack;  // the BF16 kernel's packed per-variable weights (models/, private)
+}  // namespace kernels
+
 struct VsnFolding {
   torch::Tensor fc2_slope, fc2_offset;      ///< [V, 1, Hi] per-variable GRN fc2 of the embedding
   torch::Tensor skip_slope, skip_offset;    ///< [V, 1, H] per-variable GRN skip of the embedding
@@ -255,7 +259,11 @@ class VariableSelectionNetworkImpl : public torch::nn::Cloneable<VariableSelecti
  private:
   /// The V per-variable GRNs on `xv` [V, N, 1]. Returns [V, N, H].
   torch::Tensor variable_grns(const torch::Tensor& xv, const VsnFolding& in);
+  /// sum_v w[n, v] GRN_v(x[n, v]) for x, w [N, V] on the BF16 kernel (the BF16 TFT's per-variable
+  /// weights, bf16.h), from this module's own folding packed once (bf16_cache_).
+  torch::Tensor bf16_weighted_grns(const torch::Tensor& x, const torch::Tensor& w) const;
   mutable DerivedCache<VsnFolding> fold_cache_;
+  mutable DerivedCache<kernels::Bf16VsnPack> bf16_cache_;
 };
 TORCH_MODULE(VariableSelectionNetwork);
 
