@@ -170,6 +170,81 @@ void vsn_variables(const VsnGrnWeights& p, const DropoutMask* mask, const float*
     vsn_variables_any(p, mask, xt, wt, np, first, last, acc);
 }
 
+// One position's GRN of every variable in [first, last) with the output units in lanes (hidden a
+// multiple of 16): terms[v] [H] = w[v] * GRN_v(x[v]) (eval mode). One variable per pass instead
+// of 16 positions per pass (vsn_variables_body), so that a single row uses every lane: ~8x fewer
+// vector operations on the default past VSN's new bar. HI and HB = hidden / 16 > 0 fix the widths
+// at compile time; 0 takes them from `p`.
+template <int64_t HI, int64_t HB>
+FOXHUNT_INLINE void vsn_row_body(const VsnGrnWeights& p, const float* x, const float* w,
+                                 int64_t first, int64_t last, float* terms) {
+  const int64_t hi = HI > 0 ? HI : p.inner, hb = HB > 0 ? HB : p.hidden / kLanes;
+  const int64_t h = hb * kLanes;
+  constexpr int64_t kHi = HI > 0 ? HI : kMaxVsnInner;
+  constexpr int64_t kHb = HB > 0 ? HB : kMaxVsnHidden / kLanes;
+  constexpr int64_t kHiPad = (kHi + kLanes - 1) / kLanes * kLanes;
+  float e2[kHiPad] = {};  // eta2, whole vectors for the ELU (the padding stays 0)
+  float e1[kHi];
+  v16 a[kHb], g[kHb];
+  const float inv_h = 1.0f / static_cast<float>(h);
+  for (int64_t v = first; v < last; ++v) {
+    const VariableWeights vw(p, v);
+    const float xs = x[v];
+    for (int64_t k = 0; k < hi; ++k) e2[k] = xs * vw.s2[k] + vw.o2[k];
+    for (int64_t k = 0; k < hi; k += kLanes) simd::store(e2 + k, simd::elu(simd::load(e2 + k)));
+    for (int64_t j = 0; j < hi; ++j) e1[j] = vw.b1[j];
+    for (int64_t k = 0; k < hi; ++k)
+      for (int64_t j = 0; j < hi; ++j) e1[j] += e2[k] * vw.w1[k * hi + j];
+    for (int64_t b = 0; b < hb; ++b) {
+      a[b] = simd::load(vw.bg + b * kLanes);
+      g[b] = simd::load(vw.bg + h + b * kLanes);
+    }
+    for (int64_t j = 0; j < hi; ++j) {
+      const float* row = vw.wg + j * 2 * h;
+      for (int64_t b = 0; b < hb; ++b) {
+        a[b] += e1[j] * simd::load(row + b * kLanes);
+        g[b] += e1[j] * simd::load(row + h + b * kLanes);
+      }
+    }
+    v16 sum{};
+    for (int64_t b = 0; b < hb; ++b) {
+      a[b] = xs * simd::load(vw.ss + b * kLanes) + simd::load(vw.so + b * kLanes) +
+             a[b] * simd::sigmoid(g[b]);
+      sum += a[b];
+    }
+    const float mean = simd::hsum(sum) * inv_h;
+    v16 var{};
+    for (int64_t b = 0; b < hb; ++b) {
+      a[b] -= mean;
+      var += a[b] * a[b];
+    }
+    const float rstd = 1.0f / std::sqrt(simd::hsum(var) * inv_h + p.norm_eps);
+    const float ws = w[v];
+    float* dst = terms + v * h;
+    for (int64_t b = 0; b < hb; ++b)
+      simd::store(dst + b * kLanes, ws * (a[b] * rstd * simd::load(vw.nw + b * kLanes) +
+                                          simd::load(vw.nb + b * kLanes)));
+  }
+}
+
+FOXHUNT_KERNEL_CLONES
+void vsn_row_8_32(const VsnGrnWeights& p, const float* x, const float* w, int64_t first,
+                  int64_t last, float* terms) {
+  vsn_row_body<8, 2>(p, x, w, first, last, terms);
+}
+FOXHUNT_KERNEL_CLONES
+void vsn_row_any(const VsnGrnWeights& p, const float* x, const float* w, int64_t first,
+                 int64_t last, float* terms) {
+  vsn_row_body<0, 0>(p, x, w, first, last, terms);
+}
+
+FOXHUNT_KERNEL_CLONES
+void sum_rows_floats(const float* rows, int64_t n, int64_t h, float* out) {
+  std::fill(out, out + h, 0.0f);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < h; ++c) out[c] += rows[r * h + c];
+}
+
 // Per-variable weight-gradient accumulators, one vector per weight (lanes = positions, summed
 // at the end of the variable).
 struct GradLanes {
@@ -395,6 +470,23 @@ void elu_floats(const float* x, int64_t n, float* out) {
 
 void elu(const float* x, int64_t n, float* out) {
   elu_floats(x, n, out);
+}
+
+bool vsn_row_applies(int64_t inner, int64_t hidden) {
+  return inner > 0 && inner <= kMaxVsnInner && hidden > 0 && hidden <= kMaxVsnHidden &&
+         hidden % kLanes == 0;
+}
+
+void vsn_row_terms(const VsnGrnWeights& p, const float* x, const float* w, int64_t first,
+                   int64_t last, float* terms) {
+  if (p.inner == 8 && p.hidden == 32)
+    vsn_row_8_32(p, x, w, first, last, terms);
+  else
+    vsn_row_any(p, x, w, first, last, terms);
+}
+
+void sum_rows(const float* rows, int64_t n, int64_t h, float* out) {
+  sum_rows_floats(rows, n, h, out);
 }
 
 }  // namespace foxhunt::models::kernels

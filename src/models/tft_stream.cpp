@@ -155,7 +155,7 @@ void TftStream::refresh(int64_t static_id) {
 }
 
 torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& future,
-                              int64_t static_id) {
+                              int64_t static_id, ChunkRunner* runner) {
   FOXHUNT_CHECK(!net_->is_training(), "tft",
                 "stream: expected the network in eval mode (dropout off); call net->eval() first");
   c10::InferenceMode guard;
@@ -174,7 +174,8 @@ torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& 
   const int64_t slot = bars_ % W;
   const auto dtype = w.scalar_type();
   auto raw = past_t.to(dtype).reshape({1, P});
-  auto sel = net_->past_vsn->forward_rows(raw, p.past_selection_bias, past_folding_);  // [1, H]
+  auto sel =
+      net_->past_vsn->forward_rows(raw, p.past_selection_bias, past_folding_, runner);  // [1, H]
   buf_.view({2, W, P + H}).select(1, slot).copy_(torch::cat({raw, sel}, 1).expand({2, P + H}));
   ++bars_;
 
