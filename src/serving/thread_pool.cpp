@@ -8,9 +8,12 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/memory/ledger.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -33,7 +36,7 @@ inline void cpu_relax() {
 // One parallel_for's chunks, on the publishing thread's stack while it is out. Chunks are claimed
 // one at a time from `next`, so each runs exactly once whoever takes it.
 struct ChunkJob {
-  ChunkJob(models::ChunkFn f, int64_t n) : fn(f), chunks(n) {}
+  ChunkJob(models::ChunkFn f, int64_t n, std::string s) : fn(f), chunks(n), scope(std::move(s)) {}
   // Claims and runs chunks until none is left.
   void work() {
     for (;;) {
@@ -50,6 +53,7 @@ struct ChunkJob {
   }
   models::ChunkFn fn;
   const int64_t chunks;
+  const std::string scope;  // the publisher's ledger scope, which helpers enter for its chunks
   std::atomic<int64_t> next{0}, done{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;  // the first chunk's exception (written by the thread that set failed)
@@ -95,7 +99,11 @@ struct ThreadPool::State {
         if (seq != last_seq) {
           last_seq = seq;
           helpers.fetch_add(1, std::memory_order_seq_cst);
-          if (ChunkJob* j = job.load(std::memory_order_seq_cst)) j->work();
+          if (ChunkJob* j = job.load(std::memory_order_seq_cst)) {
+            std::optional<memory::MemoryScope> in_scope;  // the chunks' bytes are the task's
+            if (!j->scope.empty()) in_scope.emplace(j->scope);
+            j->work();
+          }
           helpers.fetch_sub(1, std::memory_order_release);
           idle_since = Clock::now();
           continue;
@@ -227,7 +235,7 @@ void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
 
 void ThreadPool::parallel_for(int64_t chunks, models::ChunkFn fn) {
   auto& s = *state_;
-  ChunkJob j(fn, chunks);
+  ChunkJob j(fn, chunks, chunks > 1 && !s.workers.empty() ? memory::current_scope() : "");
   ChunkJob* none = nullptr;
   // One job out at a time: a second (a chunk's own parallel_for, another task's) runs serially.
   if (chunks <= 1 || s.workers.empty() ||
