@@ -170,61 +170,91 @@ void vsn_variables(const VsnGrnWeights& p, const DropoutMask* mask, const float*
     vsn_variables_any(p, mask, xt, wt, np, first, last, acc);
 }
 
-// One position's GRN of every variable in [first, last) with the output units in lanes (hidden a
-// multiple of 16): terms[v] [H] = w[v] * GRN_v(x[v]) (eval mode). One variable per pass instead
-// of 16 positions per pass (vsn_variables_body), so that a single row uses every lane: ~8x fewer
-// vector operations on the default past VSN's new bar. HI and HB = hidden / 16 > 0 fix the widths
-// at compile time; 0 takes them from `p`.
-template <int64_t HI, int64_t HB>
-FOXHUNT_INLINE void vsn_row_body(const VsnGrnWeights& p, const float* x, const float* w,
-                                 int64_t first, int64_t last, float* terms) {
+template <int64_t HI, int64_t HB, int64_t NV>
+FOXHUNT_INLINE void vsn_row_variables(const VsnGrnWeights& p, const float* x, const float* w,
+                                      int64_t v0, float* terms) {
+  // NV variables in lockstep: each one's chain (ELU, fc1, GLU, sigmoid, two sums across the lanes,
+  // the square root) is latency-bound, and NV independent chains keep the core busy. Each
+  // variable's arithmetic is the same whatever NV.
   const int64_t hi = HI > 0 ? HI : p.inner, hb = HB > 0 ? HB : p.hidden / kLanes;
   const int64_t h = hb * kLanes;
   constexpr int64_t kHi = HI > 0 ? HI : kMaxVsnInner;
   constexpr int64_t kHb = HB > 0 ? HB : kMaxVsnHidden / kLanes;
   constexpr int64_t kHiPad = (kHi + kLanes - 1) / kLanes * kLanes;
-  float e2[kHiPad] = {};  // eta2, whole vectors for the ELU (the padding stays 0)
-  float e1[kHi];
-  v16 a[kHb], g[kHb];
+  float e2[NV][kHiPad] = {};  // eta2, whole vectors for the ELU (the padding stays 0)
+  float e1[NV][kHi];
+  v16 a[NV][kHb], g[NV][kHb];
+  float mean[NV], rstd[NV];
   const float inv_h = 1.0f / static_cast<float>(h);
-  for (int64_t v = first; v < last; ++v) {
-    const VariableWeights vw(p, v);
-    const float xs = x[v];
-    for (int64_t k = 0; k < hi; ++k) e2[k] = xs * vw.s2[k] + vw.o2[k];
-    for (int64_t k = 0; k < hi; k += kLanes) simd::store(e2 + k, simd::elu(simd::load(e2 + k)));
-    for (int64_t j = 0; j < hi; ++j) e1[j] = vw.b1[j];
+  for (int64_t u = 0; u < NV; ++u) {
+    const VariableWeights vw(p, v0 + u);
+    const float xs = x[v0 + u];
+    for (int64_t k = 0; k < hi; ++k) e2[u][k] = xs * vw.s2[k] + vw.o2[k];
+  }
+  for (int64_t u = 0; u < NV; ++u)
+    for (int64_t k = 0; k < hi; k += kLanes)
+      simd::store(e2[u] + k, simd::elu(simd::load(e2[u] + k)));
+  for (int64_t u = 0; u < NV; ++u) {
+    const VariableWeights vw(p, v0 + u);
+    for (int64_t j = 0; j < hi; ++j) e1[u][j] = vw.b1[j];
     for (int64_t k = 0; k < hi; ++k)
-      for (int64_t j = 0; j < hi; ++j) e1[j] += e2[k] * vw.w1[k * hi + j];
+      for (int64_t j = 0; j < hi; ++j) e1[u][j] += e2[u][k] * vw.w1[k * hi + j];
+  }
+  for (int64_t u = 0; u < NV; ++u) {
+    const VariableWeights vw(p, v0 + u);
     for (int64_t b = 0; b < hb; ++b) {
-      a[b] = simd::load(vw.bg + b * kLanes);
-      g[b] = simd::load(vw.bg + h + b * kLanes);
+      a[u][b] = simd::load(vw.bg + b * kLanes);
+      g[u][b] = simd::load(vw.bg + h + b * kLanes);
     }
     for (int64_t j = 0; j < hi; ++j) {
       const float* row = vw.wg + j * 2 * h;
       for (int64_t b = 0; b < hb; ++b) {
-        a[b] += e1[j] * simd::load(row + b * kLanes);
-        g[b] += e1[j] * simd::load(row + h + b * kLanes);
+        a[u][b] += e1[u][j] * simd::load(row + b * kLanes);
+        g[u][b] += e1[u][j] * simd::load(row + h + b * kLanes);
       }
     }
+  }
+  for (int64_t u = 0; u < NV; ++u) {
+    const VariableWeights vw(p, v0 + u);
+    const float xs = x[v0 + u];
     v16 sum{};
     for (int64_t b = 0; b < hb; ++b) {
-      a[b] = xs * simd::load(vw.ss + b * kLanes) + simd::load(vw.so + b * kLanes) +
-             a[b] * simd::sigmoid(g[b]);
-      sum += a[b];
+      a[u][b] = xs * simd::load(vw.ss + b * kLanes) + simd::load(vw.so + b * kLanes) +
+                a[u][b] * simd::sigmoid(g[u][b]);
+      sum += a[u][b];
     }
-    const float mean = simd::hsum(sum) * inv_h;
+    mean[u] = simd::hsum(sum) * inv_h;
+  }
+  for (int64_t u = 0; u < NV; ++u) {
     v16 var{};
     for (int64_t b = 0; b < hb; ++b) {
-      a[b] -= mean;
-      var += a[b] * a[b];
+      a[u][b] -= mean[u];
+      var += a[u][b] * a[u][b];
     }
-    const float rstd = 1.0f / std::sqrt(simd::hsum(var) * inv_h + p.norm_eps);
-    const float ws = w[v];
-    float* dst = terms + v * h;
+    rstd[u] = 1.0f / std::sqrt(simd::hsum(var) * inv_h + p.norm_eps);
+  }
+  for (int64_t u = 0; u < NV; ++u) {
+    const VariableWeights vw(p, v0 + u);
+    const float ws = w[v0 + u];
+    float* dst = terms + (v0 + u) * h;
     for (int64_t b = 0; b < hb; ++b)
-      simd::store(dst + b * kLanes, ws * (a[b] * rstd * simd::load(vw.nw + b * kLanes) +
+      simd::store(dst + b * kLanes, ws * (a[u][b] * rstd[u] * simd::load(vw.nw + b * kLanes) +
                                           simd::load(vw.nb + b * kLanes)));
   }
+}
+
+// One position's GRN of every variable in [first, last) with the output units in lanes (hidden a
+// multiple of 16): terms[v] [H] = w[v] * GRN_v(x[v]) (eval mode). Variables per pass instead of
+// 16 positions per pass (vsn_variables_body), so that a single row uses every lane. HI and HB =
+// hidden / 16 > 0 fix the widths at compile time (then 4 variables run in lockstep); 0 takes
+// them from `p`.
+template <int64_t HI, int64_t HB>
+FOXHUNT_INLINE void vsn_row_body(const VsnGrnWeights& p, const float* x, const float* w,
+                                 int64_t first, int64_t last, float* terms) {
+  constexpr int64_t kNv = HI > 0 && HB > 0 ? 4 : 1;
+  int64_t v = first;
+  for (; v + kNv <= last; v += kNv) vsn_row_variables<HI, HB, kNv>(p, x, w, v, terms);
+  for (; v < last; ++v) vsn_row_variables<HI, HB, 1>(p, x, w, v, terms);
 }
 
 FOXHUNT_KERNEL_CLONES
