@@ -98,6 +98,29 @@ TEST(ChunkRunnerTest, AnIdleWorkerTakesChunks) {
   EXPECT_GT(elsewhere.load(), 0);
 }
 
+TEST(ChunkRunnerTest, AWorkerJoinsChunksPublishedWhileItRanATask) {
+  // The bar's order: the small models' task is still running on the worker when the costliest
+  // model publishes its chunks; the worker must still take some once its task ends.
+  ThreadPool pool(1);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  for (int rep = 0; rep < 20; ++rep) {
+    std::atomic<bool> busy{false};
+    pool.run({[&] {
+                while (!busy.load()) std::this_thread::yield();  // the worker is in task 1
+                pool.parallel_for(16, [&](int64_t) {
+                  if (std::this_thread::get_id() != caller) elsewhere++;
+                  std::this_thread::sleep_for(std::chrono::microseconds(200));
+                });
+              },
+              [&] {
+                busy = true;
+                std::this_thread::sleep_for(std::chrono::microseconds(500));
+              }});
+  }
+  EXPECT_GT(elsewhere.load(), 0);
+}
+
 TEST(ChunkRunnerTest, AChunksExceptionIsRethrownAfterEveryChunkRan) {
   ThreadPool pool(1);
   for (int how = 0; how < 3; ++how) {  // inside a run, outside one, without a runner

@@ -13,6 +13,7 @@ namespace foxhunt::models {
 
 namespace F = torch::nn::functional;
 using detail::fast_elu;
+using detail::LstmState;
 using detail::run_lstm;
 
 // ---- per-instrument streaming ----------------------------------------------------------------
@@ -174,16 +175,30 @@ torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& 
   const int64_t W = window_, P = o.past_features(), H = o.hidden(), K = o.horizon();
   const int64_t slot = bars_ % W;
   const auto dtype = w.scalar_type();
+  ChunkRunner* const threads = w.device().is_cpu() ? runner : nullptr;  // tensor ops: CPU only
   auto raw = past_t.to(dtype).reshape({1, P});
-  auto sel =
-      net_->past_vsn->forward_rows(raw, p.past_selection_bias, past_folding_, runner);  // [1, H]
+  // The new bar's VSN and the encoder over the window's older rows are independent: two chunks
+  // (the second core, when idle, takes the encoder); the encoder then steps over the new row.
+  const int64_t n = std::min(bars_ + 1, W), L = n + K;  // the window after this bar
+  const auto old_sel = buf_.narrow(0, (bars_ + 1 - n) % W, n - 1).narrow(1, P, H);
+  torch::Tensor sel, enc_old;
+  LstmState state = p.h0;
+  run_chunks(threads, n > 1 ? 2 : 1, [&](int64_t chunk) {
+    c10::InferenceMode chunk_guard;
+    if (chunk == 0) {
+      sel = net_->past_vsn->forward_rows(raw, p.past_selection_bias, past_folding_,
+                                         threads);  // [1, H]
+    } else {
+      std::tie(enc_old, state) = run_lstm(*net_->encoder, old_sel.unsqueeze(0), p.h0);
+    }
+  });
   buf_.view({2, W, P + H}).select(1, slot).copy_(torch::cat({raw, sel}, 1).expand({2, P + H}));
   ++bars_;
 
   // The window-dependent stages of forward_selected at batch 1, on rows [positions, H].
-  const int64_t n = filled(), L = n + K;
   auto past_sel = buf_.narrow(0, (bars_ - n) % W, n).narrow(1, P, H);
-  auto [enc_out, enc_state] = run_lstm(*net_->encoder, past_sel.unsqueeze(0), p.h0);
+  auto [enc_new, enc_state] = run_lstm(*net_->encoder, sel.unsqueeze(0), state);
+  auto enc_out = n > 1 ? torch::cat({enc_old, enc_new}, 1) : enc_new;
 
   // Every stage up to the attention is row by row but the decoder's LSTM, so the decoder's rows
   // (the future VSN, the decoder, then the gate, the enrichment and the attention projections)
@@ -192,7 +207,7 @@ torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& 
   // thread. Tensor ops only on the CPU (a chunk on a worker has its own thread-local state).
   const int64_t heads = net_->attention->heads, dk = net_->attention->d_k;
   torch::Tensor phi_dec, theta_dec, q, k_dec, v_dec, k_enc, v_enc;
-  run_chunks(w.device().is_cpu() ? runner : nullptr, 2, [&](int64_t chunk) {
+  run_chunks(threads, 2, [&](int64_t chunk) {
     c10::InferenceMode chunk_guard;
     if (chunk == 0) {
       auto future_sel = net_->future_vsn->forward_rows(future.to(dtype), p.future_selection_bias,

@@ -80,7 +80,25 @@ struct ThreadPool::State {
   std::atomic<int> sleepers{0};    // helpers asleep on work_cv (a publisher wakes them)
   std::atomic<size_t> running{0};  // tasks of the current run not yet finished
   std::atomic<uint64_t> epoch{0};  // bumped as each run ends
-  std::atomic<int64_t> spin_ns{100000};
+  std::atomic<int64_t> spin_ns{500000};
+  std::atomic<uint64_t> runs{0};  // bumped as a run publishes its tasks (idle workers spin on it)
+
+  // Runs the chunks of the published job unless it is the one of sequence `last_seq` (entered
+  // before); returns whether it entered one. Lock not held.
+  bool join_job(uint64_t& last_seq) {
+    if (job.load(std::memory_order_acquire) == nullptr) return false;
+    const uint64_t seq = job_seq.load(std::memory_order_acquire);
+    if (seq == last_seq) return false;
+    last_seq = seq;
+    helpers.fetch_add(1, std::memory_order_seq_cst);
+    if (ChunkJob* j = job.load(std::memory_order_seq_cst)) {
+      std::optional<memory::MemoryScope> in_scope;  // the chunks' bytes are the task's
+      if (!j->scope.empty()) in_scope.emplace(j->scope);
+      j->work();
+    }
+    helpers.fetch_sub(1, std::memory_order_release);
+    return true;
+  }
 
   // Out of tasks while the run of epoch `e0` still has some running: runs the chunks they
   // publish until the run ends; sleeps on work_cv after spin_ns without a job. Unlocked on entry
@@ -92,22 +110,12 @@ struct ThreadPool::State {
              running.load(std::memory_order_acquire) > 0;
     };
     auto idle_since = Clock::now();
-    uint64_t last_seq = job_seq.load(std::memory_order_acquire);
+    // 0: a job published before this call (while this thread ran a task) is entered too.
+    uint64_t last_seq = 0;
     for (uint32_t spins = 0; live();) {
-      if (job.load(std::memory_order_acquire) != nullptr) {
-        const uint64_t seq = job_seq.load(std::memory_order_acquire);
-        if (seq != last_seq) {
-          last_seq = seq;
-          helpers.fetch_add(1, std::memory_order_seq_cst);
-          if (ChunkJob* j = job.load(std::memory_order_seq_cst)) {
-            std::optional<memory::MemoryScope> in_scope;  // the chunks' bytes are the task's
-            if (!j->scope.empty()) in_scope.emplace(j->scope);
-            j->work();
-          }
-          helpers.fetch_sub(1, std::memory_order_release);
-          idle_since = Clock::now();
-          continue;
-        }
+      if (join_job(last_seq)) {
+        idle_since = Clock::now();
+        continue;
       }
       cpu_relax();
       if (++spins % 64 != 0 ||
@@ -142,9 +150,31 @@ struct ThreadPool::State {
     // core and four models would oversubscribe the cores. Use the caller's setting.
     at::set_num_threads(intra_op_threads);
     std::unique_lock<std::mutex> lock(mu);
+    uint64_t last_seq = 0;
     for (;;) {
+      if (!stop && (tasks == nullptr || next >= tasks->size())) {
+        // Idle: spin for spin_ns before sleeping, so that a bar soon after this one finds the
+        // worker awake (a futex wake-up took ~60 us on a 2-core VM, a third of a bar).
+        const uint64_t r = runs.load(std::memory_order_relaxed);
+        lock.unlock();
+        const auto until =
+            std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns.load());
+        for (uint32_t spins = 0; runs.load(std::memory_order_acquire) == r; ++spins) {
+          cpu_relax();
+          if (spins % 64 == 63 && std::chrono::steady_clock::now() >= until) break;
+        }
+        lock.lock();
+      }
       work_cv.wait(lock, [&] { return stop || (tasks != nullptr && next < tasks->size()); });
       if (stop) return;
+      // Chunks published by a running task come before the next task: they are on the bar's
+      // critical path (the costliest model), the tasks left are not.
+      if (job.load(std::memory_order_relaxed) != nullptr) {
+        lock.unlock();
+        const bool joined = join_job(last_seq);
+        lock.lock();
+        if (joined) continue;
+      }
       const size_t i = next++;
       lock.unlock();
       std::exception_ptr e;
@@ -205,6 +235,7 @@ void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
   s.finished = 0;
   s.error = nullptr;
   s.running.store(tasks.size());
+  s.runs.fetch_add(1, std::memory_order_release);
   if (tasks.size() > 1) s.work_cv.notify_all();
   // The caller works too: it takes task 0 (the costliest, Ensemble::task_order) at once, while
   // the workers wake up, then whatever is left, then the chunks of what still runs.
