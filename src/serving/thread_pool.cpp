@@ -33,6 +33,14 @@ inline void cpu_relax() {
 #endif
 }
 
+// One iteration of a spin loop: PAUSE, and every 64th time a yield, so that on a machine with
+// more runnable threads than cores a spinner gives its core to them (the thread it waits for
+// among them) instead of burning its time slice.
+inline void spin_once(uint32_t& spins) {
+  cpu_relax();
+  if (++spins % 64 == 0) std::this_thread::yield();
+}
+
 // One parallel_for's chunks, on the publishing thread's stack while it is out. Chunks are claimed
 // one at a time from `next`, so each runs exactly once whoever takes it.
 struct ChunkJob {
@@ -117,9 +125,8 @@ struct ThreadPool::State {
         idle_since = Clock::now();
         continue;
       }
-      cpu_relax();
-      if (++spins % 64 != 0 ||
-          Clock::now() - idle_since < std::chrono::nanoseconds(spin_ns.load())) {
+      spin_once(spins);
+      if (spins % 64 != 0 || Clock::now() - idle_since < std::chrono::nanoseconds(spin_ns.load())) {
         continue;
       }
       std::unique_lock<std::mutex> lock(mu);
@@ -159,9 +166,9 @@ struct ThreadPool::State {
         lock.unlock();
         const auto until =
             std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns.load());
-        for (uint32_t spins = 0; runs.load(std::memory_order_acquire) == r; ++spins) {
-          cpu_relax();
-          if (spins % 64 == 63 && std::chrono::steady_clock::now() >= until) break;
+        for (uint32_t spins = 0; runs.load(std::memory_order_acquire) == r;) {
+          spin_once(spins);
+          if (spins % 64 == 0 && std::chrono::steady_clock::now() >= until) break;
         }
         lock.lock();
       }
@@ -279,9 +286,10 @@ void ThreadPool::parallel_for(int64_t chunks, models::ChunkFn fn) {
     s.work_cv.notify_all();
   }
   j.work();
-  while (j.done.load(std::memory_order_acquire) < chunks) cpu_relax();
+  uint32_t spins = 0;
+  while (j.done.load(std::memory_order_acquire) < chunks) spin_once(spins);
   s.job.store(nullptr, std::memory_order_seq_cst);
-  while (s.helpers.load(std::memory_order_seq_cst) > 0) cpu_relax();
+  while (s.helpers.load(std::memory_order_seq_cst) > 0) spin_once(spins);
   if (j.error) std::rethrow_exception(j.error);
 }
 
