@@ -6,12 +6,15 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/serving/serving.h"
+#include "foxhunt/serving/thread_pool.h"
 
 #include "bar_timing.h"
 #include "bench_main.h"
@@ -39,7 +42,44 @@ void run(benchmark::State& state, const std::vector<std::string>& names, bool pa
   bench::set_percentiles(state, us);
 }
 
+// The cost of lending a model the idle worker (ThreadPool::parallel_for): 2 trivial chunks
+// published from task 0 of a run while the worker, done with task 1, spins. handoff_us is the
+// time per parallel_for after the worker arrived (jobs 10.., the first ones overlap its
+// wake-up); worker_share the fraction of those chunks it ran.
+void handoff(benchmark::State& state) {
+  serving::ThreadPool pool(1);
+  constexpr int kJobs = 110, kSkip = 10;
+  std::atomic<int64_t> on_worker{0};
+  double ns = 0.0;
+  int64_t jobs = 0;
+  const auto caller = std::this_thread::get_id();
+  const auto chunk = [&](int64_t) {
+    if (std::this_thread::get_id() != caller) on_worker.fetch_add(1, std::memory_order_relaxed);
+  };
+  for (auto _ : state) {
+    pool.run({[&] {
+                for (int k = 0; k < kJobs; ++k) {
+                  if (k == kSkip) on_worker = 0;
+                  const auto t0 = std::chrono::steady_clock::now();
+                  pool.parallel_for(2, chunk);
+                  if (k >= kSkip)
+                    ns += std::chrono::duration<double, std::nano>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count();
+                }
+                jobs += kJobs - kSkip;
+              },
+              [] {}});
+  }
+  state.counters["handoff_us"] = jobs > 0 ? ns / 1000.0 / static_cast<double>(jobs) : 0.0;
+  state.counters["worker_share"] =
+      static_cast<double>(on_worker.load()) / static_cast<double>(2 * (kJobs - kSkip));
+}
+
 void register_all() {
+  benchmark::RegisterBenchmark("pool/handoff", handoff)
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(2000);
   benchmark::RegisterBenchmark("ensemble/parallel", run,
                                std::vector<std::string>{"dqn", "ppo", "mamba2", "tft"}, true)
       ->Unit(benchmark::kMicrosecond)

@@ -456,6 +456,35 @@ torch::Tensor fused_vsn(const VariableSelectionNetworkImpl& m, const VsnFolding&
   return out;
 }
 
+// Chunks of variables a single row's GRNs are split into (any split gives the same terms).
+constexpr int64_t kVsnRowChunks = 4;
+
+// fused_vsn on one row (x, w [1, V]) through the unit-lane kernel: each chunk of variables writes
+// its rows of the weighted GRN terms [V, H], which are then added in variable order. Eval mode.
+torch::Tensor fused_vsn_row(const VariableSelectionNetworkImpl& m, const VsnFolding& f,
+                            const torch::Tensor& x, const torch::Tensor& w, ChunkRunner* runner) {
+  const int64_t v = m.options.variables(), h = m.options.hidden();
+  const torch::Tensor t[] = {f.fc2_slope.contiguous(),   f.fc2_offset.contiguous(),
+                             m.fc1_weight.contiguous(),  m.fc1_bias.contiguous(),
+                             m.glu_weight.contiguous(),  m.glu_bias.contiguous(),
+                             f.skip_slope.contiguous(),  f.skip_offset.contiguous(),
+                             m.norm_weight.contiguous(), m.norm_bias.contiguous()};
+  const auto p = grn_weights(t, v, m.inner(), h);
+  const auto xc = x.contiguous(), wc = w.contiguous();
+  auto terms = torch::empty({v, h});
+  const float* xp = xc.const_data_ptr<float>();
+  const float* wp = wc.const_data_ptr<float>();
+  float* tp = terms.mutable_data_ptr<float>();
+  const int64_t chunks = std::min(v, kVsnRowChunks);
+  run_chunks(runner, chunks, [&](int64_t i) {
+    const auto [first, last] = chunk_range(v, chunks, i);
+    kernels::vsn_row_terms(p, xp, wp, first, last, tp);
+  });
+  auto out = torch::empty({1, h});
+  kernels::sum_rows(tp, v, h, out.mutable_data_ptr<float>());
+  return out;
+}
+
 }  // namespace
 
 torch::Tensor VariableSelectionNetworkImpl::embed(const torch::Tensor& x) const {
@@ -534,7 +563,7 @@ torch::Tensor VariableSelectionNetworkImpl::selection_bias(const VsnFolding& f,
 
 torch::Tensor VariableSelectionNetworkImpl::forward_rows(const torch::Tensor& x,
                                                          const torch::Tensor& sel_bias,
-                                                         const VsnFolding& f) {
+                                                         const VsnFolding& f, ChunkRunner* runner) {
   const int64_t n = x.size(0), v = options.variables(), h = options.hidden();
   const auto xv = [&] {
     return n == 1 ? x.reshape({v, 1, 1}) : x.t().contiguous().unsqueeze(-1);  // [V, N, 1]
@@ -552,7 +581,12 @@ torch::Tensor VariableSelectionNetworkImpl::forward_rows(const torch::Tensor& x,
   auto s = torch::addcmul(skip, g.narrow(1, 0, v), torch::sigmoid(g.narrow(1, v, v)));
   auto w = torch::softmax(torch::layer_norm(s, {v}, ln.weight, ln.bias, ln.options.eps()), -1);
   if (bf16_vsn_applies(*this, x)) return bf16_weighted_grns(x, w);
-  if (fused_vsn_applies(*this, x)) return fused_vsn(*this, f, x, w);
+  if (fused_vsn_applies(*this, x)) {
+    if (n == 1 && !torch::GradMode::is_enabled() && !is_training() &&
+        kernels::vsn_row_applies(inner(), h))
+      return fused_vsn_row(*this, f, x, w, runner);
+    return fused_vsn(*this, f, x, w);
+  }
   const auto y = variable_grns(xv(), f);                            // [V, N, H]
   if (n == 1) return torch::mm(w, y.view({v, h}));                  // [1, H]
   return torch::bmm(w.unsqueeze(1), y.transpose(0, 1)).squeeze(1);  // [N, H]

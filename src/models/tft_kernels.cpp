@@ -170,6 +170,111 @@ void vsn_variables(const VsnGrnWeights& p, const DropoutMask* mask, const float*
     vsn_variables_any(p, mask, xt, wt, np, first, last, acc);
 }
 
+template <int64_t HI, int64_t HB, int64_t NV>
+FOXHUNT_INLINE void vsn_row_variables(const VsnGrnWeights& p, const float* x, const float* w,
+                                      int64_t v0, float* terms) {
+  // NV variables in lockstep: each one's chain (ELU, fc1, GLU, sigmoid, two sums across the lanes,
+  // the square root) is latency-bound, and NV independent chains keep the core busy. Each
+  // variable's arithmetic is the same whatever NV.
+  const int64_t hi = HI > 0 ? HI : p.inner, hb = HB > 0 ? HB : p.hidden / kLanes;
+  const int64_t h = hb * kLanes;
+  constexpr int64_t kHi = HI > 0 ? HI : kMaxVsnInner;
+  constexpr int64_t kHb = HB > 0 ? HB : kMaxVsnHidden / kLanes;
+  constexpr int64_t kHiPad = (kHi + kLanes - 1) / kLanes * kLanes;
+  float e2[NV][kHiPad] = {};  // eta2, whole vectors for the ELU (the padding stays 0)
+  float e1[NV][kHi];
+  v16 a[NV][kHb], g[NV][kHb];
+  float mean[NV], rstd[NV];
+  const float inv_h = 1.0f / static_cast<float>(h);
+  for (int64_t u = 0; u < NV; ++u) {
+    const VariableWeights vw(p, v0 + u);
+    const float xs = x[v0 + u];
+    for (int64_t k = 0; k < hi; ++k) e2[u][k] = xs * vw.s2[k] + vw.o2[k];
+  }
+  for (int64_t u = 0; u < NV; ++u)
+    for (int64_t k = 0; k < hi; k += kLanes)
+      simd::store(e2[u] + k, simd::elu(simd::load(e2[u] + k)));
+  for (int64_t u = 0; u < NV; ++u) {
+    const VariableWeights vw(p, v0 + u);
+    for (int64_t j = 0; j < hi; ++j) e1[u][j] = vw.b1[j];
+    for (int64_t k = 0; k < hi; ++k)
+      for (int64_t j = 0; j < hi; ++j) e1[u][j] += e2[u][k] * vw.w1[k * hi + j];
+  }
+  for (int64_t u = 0; u < NV; ++u) {
+    const VariableWeights vw(p, v0 + u);
+    for (int64_t b = 0; b < hb; ++b) {
+      a[u][b] = simd::load(vw.bg + b * kLanes);
+      g[u][b] = simd::load(vw.bg + h + b * kLanes);
+    }
+    for (int64_t j = 0; j < hi; ++j) {
+      const float* row = vw.wg + j * 2 * h;
+      for (int64_t b = 0; b < hb; ++b) {
+        a[u][b] += e1[u][j] * simd::load(row + b * kLanes);
+        g[u][b] += e1[u][j] * simd::load(row + h + b * kLanes);
+      }
+    }
+  }
+  for (int64_t u = 0; u < NV; ++u) {
+    const VariableWeights vw(p, v0 + u);
+    const float xs = x[v0 + u];
+    v16 sum{};
+    for (int64_t b = 0; b < hb; ++b) {
+      a[u][b] = xs * simd::load(vw.ss + b * kLanes) + simd::load(vw.so + b * kLanes) +
+                a[u][b] * simd::sigmoid(g[u][b]);
+      sum += a[u][b];
+    }
+    mean[u] = simd::hsum(sum) * inv_h;
+  }
+  for (int64_t u = 0; u < NV; ++u) {
+    v16 var{};
+    for (int64_t b = 0; b < hb; ++b) {
+      a[u][b] -= mean[u];
+      var += a[u][b] * a[u][b];
+    }
+    rstd[u] = 1.0f / std::sqrt(simd::hsum(var) * inv_h + p.norm_eps);
+  }
+  for (int64_t u = 0; u < NV; ++u) {
+    const VariableWeights vw(p, v0 + u);
+    const float ws = w[v0 + u];
+    float* dst = terms + (v0 + u) * h;
+    for (int64_t b = 0; b < hb; ++b)
+      simd::store(dst + b * kLanes, ws * (a[u][b] * rstd[u] * simd::load(vw.nw + b * kLanes) +
+                                          simd::load(vw.nb + b * kLanes)));
+  }
+}
+
+// One position's GRN of every variable in [first, last) with the output units in lanes (hidden a
+// multiple of 16): terms[v] [H] = w[v] * GRN_v(x[v]) (eval mode). Variables per pass instead of
+// 16 positions per pass (vsn_variables_body), so that a single row uses every lane. HI and HB =
+// hidden / 16 > 0 fix the widths at compile time (then 4 variables run in lockstep); 0 takes
+// them from `p`.
+template <int64_t HI, int64_t HB>
+FOXHUNT_INLINE void vsn_row_body(const VsnGrnWeights& p, const float* x, const float* w,
+                                 int64_t first, int64_t last, float* terms) {
+  constexpr int64_t kNv = HI > 0 && HB > 0 ? 4 : 1;
+  int64_t v = first;
+  for (; v + kNv <= last; v += kNv) vsn_row_variables<HI, HB, kNv>(p, x, w, v, terms);
+  for (; v < last; ++v) vsn_row_variables<HI, HB, 1>(p, x, w, v, terms);
+}
+
+FOXHUNT_KERNEL_CLONES
+void vsn_row_8_32(const VsnGrnWeights& p, const float* x, const float* w, int64_t first,
+                  int64_t last, float* terms) {
+  vsn_row_body<8, 2>(p, x, w, first, last, terms);
+}
+FOXHUNT_KERNEL_CLONES
+void vsn_row_any(const VsnGrnWeights& p, const float* x, const float* w, int64_t first,
+                 int64_t last, float* terms) {
+  vsn_row_body<0, 0>(p, x, w, first, last, terms);
+}
+
+FOXHUNT_KERNEL_CLONES
+void sum_rows_floats(const float* rows, int64_t n, int64_t h, float* out) {
+  std::fill(out, out + h, 0.0f);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < h; ++c) out[c] += rows[r * h + c];
+}
+
 // Per-variable weight-gradient accumulators, one vector per weight (lanes = positions, summed
 // at the end of the variable).
 struct GradLanes {
@@ -403,6 +508,23 @@ void elu_floats(const float* x, int64_t n, float* out) {
 
 void elu(const float* x, int64_t n, float* out) {
   elu_floats(x, n, out);
+}
+
+bool vsn_row_applies(int64_t inner, int64_t hidden) {
+  return inner > 0 && inner <= kMaxVsnInner && hidden > 0 && hidden <= kMaxVsnHidden &&
+         hidden % kLanes == 0;
+}
+
+void vsn_row_terms(const VsnGrnWeights& p, const float* x, const float* w, int64_t first,
+                   int64_t last, float* terms) {
+  if (p.inner == 8 && p.hidden == 32)
+    vsn_row_8_32(p, x, w, first, last, terms);
+  else
+    vsn_row_any(p, x, w, first, last, terms);
+}
+
+void sum_rows(const float* rows, int64_t n, int64_t h, float* out) {
+  sum_rows_floats(rows, n, h, out);
 }
 
 }  // namespace foxhunt::models::kernels

@@ -70,6 +70,21 @@ void to_lanes(const float* src, int64_t n, int64_t cols, int64_t np, float* dst)
 /// [cols, np] -> [N, cols] row-major (the first N positions).
 void from_lanes(const float* src, int64_t n, int64_t cols, int64_t np, float* dst);
 
+/// Whether vsn_row_terms takes these widths: inner <= kMaxVsnInner, hidden <= kMaxVsnHidden and a
+/// multiple of 16 (its lanes are output units).
+bool vsn_row_applies(int64_t inner, int64_t hidden);
+
+/// One position's weighted per-variable GRNs, eval mode: terms[v] [H] = w[v] * GRN_v(x[v]) for
+/// v in [first, last), x and w [V], terms [V, H] row-major (rows outside the range untouched).
+/// Each variable's arithmetic is its own, so any split of the variables over threads writes the
+/// same terms; `sum_rows` then adds them in order (the VSN output). Lanes are output units, so
+/// one row uses every lane (vsn_weighted_grns would fill one lane of 16).
+void vsn_row_terms(const VsnGrnWeights& p, const float* x, const float* w, int64_t first,
+                   int64_t last, float* terms);
+
+/// out [h] = rows[0] + rows[1] + ... + rows[n - 1] (rows [n, h] row-major), added in row order.
+void sum_rows(const float* rows, int64_t n, int64_t h, float* out);
+
 /// out = ELU(x) (alpha 1) over n floats; out may be x. LibTorch's CPU ELU (Sleef's expm1) ran
 /// ~18x slower than its exp on this machine: 1.8 ms for the 133k values of a batch-64 GRN.
 void elu(const float* x, int64_t n, float* out);

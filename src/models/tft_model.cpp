@@ -56,7 +56,7 @@ class TftModel final : public ForecasterAdapter<TftNet> {
     struct Stream final : ModelStream {
       Stream(TftNet net, int64_t window) : tft(std::move(net), window) {}
       torch::Tensor push(const StreamBar& bar) override {
-        return tft.push(bar.past, bar.future, bar.static_id);
+        return tft.push(bar.past, bar.future, bar.static_id, chunk_runner());
       }
       TftStream tft;
     };

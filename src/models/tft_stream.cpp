@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "foxhunt/models/parallel.h"
 #include "foxhunt/models/tft.h"
 #include "fused_path.h"
 #include "tft_internal.h"
@@ -12,6 +13,7 @@ namespace foxhunt::models {
 
 namespace F = torch::nn::functional;
 using detail::fast_elu;
+using detail::LstmState;
 using detail::run_lstm;
 
 // ---- per-instrument streaming ----------------------------------------------------------------
@@ -155,7 +157,7 @@ void TftStream::refresh(int64_t static_id) {
 }
 
 torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& future,
-                              int64_t static_id) {
+                              int64_t static_id, ChunkRunner* runner) {
   FOXHUNT_CHECK(!net_->is_training(), "tft",
                 "stream: expected the network in eval mode (dropout off); call net->eval() first");
   c10::InferenceMode guard;
@@ -173,35 +175,69 @@ torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& 
   const int64_t W = window_, P = o.past_features(), H = o.hidden(), K = o.horizon();
   const int64_t slot = bars_ % W;
   const auto dtype = w.scalar_type();
+  ChunkRunner* const threads = w.device().is_cpu() ? runner : nullptr;  // tensor ops: CPU only
   auto raw = past_t.to(dtype).reshape({1, P});
-  auto sel = net_->past_vsn->forward_rows(raw, p.past_selection_bias, past_folding_);  // [1, H]
+  // The new bar's VSN and the encoder over the window's older rows are independent: two chunks
+  // (the second core, when idle, takes the encoder); the encoder then steps over the new row.
+  const int64_t n = std::min(bars_ + 1, W), L = n + K;  // the window after this bar
+  const auto old_sel = buf_.narrow(0, (bars_ + 1 - n) % W, n - 1).narrow(1, P, H);
+  torch::Tensor sel, enc_old;
+  LstmState state = p.h0;
+  run_chunks(threads, n > 1 ? 2 : 1, [&](int64_t chunk) {
+    c10::InferenceMode chunk_guard;
+    if (chunk == 0) {
+      sel = net_->past_vsn->forward_rows(raw, p.past_selection_bias, past_folding_,
+                                         threads);  // [1, H]
+    } else {
+      std::tie(enc_old, state) = run_lstm(*net_->encoder, old_sel.unsqueeze(0), p.h0);
+    }
+  });
   buf_.view({2, W, P + H}).select(1, slot).copy_(torch::cat({raw, sel}, 1).expand({2, P + H}));
   ++bars_;
 
   // The window-dependent stages of forward_selected at batch 1, on rows [positions, H].
-  const int64_t n = filled(), L = n + K;
   auto past_sel = buf_.narrow(0, (bars_ - n) % W, n).narrow(1, P, H);
-  auto future_sel =
-      net_->future_vsn->forward_rows(future.to(dtype), p.future_selection_bias, future_folding_);
-  auto [enc_out, enc_state] = run_lstm(*net_->encoder, past_sel.unsqueeze(0), p.h0);
-  auto dec_out = std::get<0>(run_lstm(*net_->decoder, future_sel.unsqueeze(0), enc_state));
-  auto phi = apply(p.lstm_gate, torch::cat({enc_out.squeeze(0), dec_out.squeeze(0)}, 0),
-                   torch::cat({past_sel, future_sel}, 0));  // [L, H]
-  auto theta = apply(p.enrichment, phi, p.enrichment_bias);
-  auto theta_dec = theta.narrow(0, n, K);
+  auto [enc_new, enc_state] = run_lstm(*net_->encoder, sel.unsqueeze(0), state);
+  auto enc_out = n > 1 ? torch::cat({enc_old, enc_new}, 1) : enc_new;
+
+  // Every stage up to the attention is row by row but the decoder's LSTM, so the decoder's rows
+  // (the future VSN, the decoder, then the gate, the enrichment and the attention projections)
+  // and the encoder's rows (the gate, the enrichment, the keys and values) are two independent
+  // chunks: on a ChunkRunner the second core takes one. Each chunk's ops are the same on any
+  // thread. Tensor ops only on the CPU (a chunk on a worker has its own thread-local state).
+  const int64_t heads = net_->attention->heads, dk = net_->attention->d_k;
+  torch::Tensor phi_dec, theta_dec, q, k_dec, v_dec, k_enc, v_enc;
+  run_chunks(threads, 2, [&](int64_t chunk) {
+    c10::InferenceMode chunk_guard;
+    if (chunk == 0) {
+      auto future_sel = net_->future_vsn->forward_rows(future.to(dtype), p.future_selection_bias,
+                                                       future_folding_);  // [K, H]
+      auto dec_out = std::get<0>(run_lstm(*net_->decoder, future_sel.unsqueeze(0), enc_state));
+      phi_dec = apply(p.lstm_gate, dec_out.squeeze(0), future_sel);
+      theta_dec = apply(p.enrichment, phi_dec, p.enrichment_bias);
+      q = apply(p.query, theta_dec);
+      k_dec = apply(p.key, theta_dec);
+      v_dec = apply(p.value, theta_dec);
+    } else {
+      auto phi_enc = apply(p.lstm_gate, enc_out.squeeze(0), past_sel);
+      auto theta_enc = apply(p.enrichment, phi_enc, p.enrichment_bias);
+      k_enc = apply(p.key, theta_enc);
+      v_enc = apply(p.value, theta_enc);
+    }
+  });
 
   // Interpretable attention: per-head scores, head-averaged weights, one shared value.
-  const int64_t heads = net_->attention->heads, dk = net_->attention->d_k;
-  auto q = apply(p.query, theta_dec).view({K, heads, dk}).transpose(0, 1);  // [h, K, dk]
-  auto k = apply(p.key, theta).view({L, heads, dk}).permute({1, 2, 0});     // [h, dk, L]
-  auto scores = torch::bmm(q, k);                                           // [h, K, L]
+  auto qh = q.view({K, heads, dk}).transpose(0, 1);                                 // [h, K, dk]
+  auto kh = torch::cat({k_enc, k_dec}, 0).view({L, heads, dk}).permute({1, 2, 0});  // [h, dk, L]
+  auto scores = torch::bmm(qh, kh);                                                 // [h, K, L]
   scores.masked_fill_(n == W ? p.mask : tft_causal_mask(n, K, scores.device()),
                       -std::numeric_limits<double>::infinity());
   // mean over heads of w_h v = (sum_h w_h) (v / heads); the 1 / heads is in p.value.
-  auto att = torch::mm(torch::softmax(scores, -1).sum(0), apply(p.value, theta));  // [K, dk]
+  auto att =
+      torch::mm(torch::softmax(scores, -1).sum(0), torch::cat({v_enc, v_dec}, 0));  // [K, dk]
   auto delta = apply(p.attention_gate, apply(p.out, att), theta_dec);
   auto psi = apply(p.positionwise, delta, p.positionwise.fc2.b);
-  return apply(p.output, apply(p.output_gate, psi, phi.narrow(0, n, K)));  // [K, Q]
+  return apply(p.output, apply(p.output_gate, psi, phi_dec));  // [K, Q]
 }
 
 // ---- many instruments (serving/desk.h) ---------------------------------------------------------

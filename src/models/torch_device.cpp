@@ -1,14 +1,30 @@
 #include "foxhunt/models/torch_device.h"
 
+#include <optional>
 #include <string>
 
 #include "foxhunt/core/error.h"
 
 namespace foxhunt::models {
 
+namespace {
+
+// The device of the first parameter (or buffer) in parameters()' order: the module's own, then
+// its children's, depth first. Stops at the first one: parameters() names every parameter of the
+// tree (the TFT's ~100, with their joined names) and cost ~10 us per streamed bar.
+std::optional<torch::Device> first_device(const torch::nn::Module& m, bool buffers) {
+  for (const auto& t : buffers ? m.buffers(/*recurse=*/false) : m.parameters(/*recurse=*/false))
+    return t.device();
+  for (const auto& c : m.children())
+    if (auto d = first_device(*c, buffers)) return d;
+  return std::nullopt;
+}
+
+}  // namespace
+
 torch::Device module_device(const torch::nn::Module& m) {
-  for (const auto& p : m.parameters()) return p.device();
-  for (const auto& b : m.buffers()) return b.device();  // buffers-only modules (the INT8 TFT)
+  if (auto d = first_device(m, /*buffers=*/false)) return *d;
+  if (auto d = first_device(m, /*buffers=*/true)) return *d;  // buffers-only (the INT8 TFT)
   return torch::kCPU;
 }
 

@@ -410,6 +410,8 @@ std::vector<InstrumentDecision> Desk::on_timestamp(int64_t timestamp,
       for (size_t i : fed) {
         auto& h = inst[i]->histories[m];
         if (auto* stream = inst[i]->streams[m].get()) {
+          // Run concurrently, a stream may split its push over the workers done with theirs.
+          stream->set_chunk_runner(d.options.parallel ? d.pool.get() : nullptr);
           auto& sig = out[i].decision.signals[m];
           if (!stream_step(plan, *stream, h, inst[i]->features, next[i], d.rule, sig)) continue;
           if (d.options.explain && detail::history_full(plan, h))

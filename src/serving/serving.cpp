@@ -3,14 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <deque>
 #include <exception>
 #include <filesystem>
-#include <mutex>
 #include <numeric>
 #include <optional>
-#include <thread>
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
@@ -291,92 +288,6 @@ double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>&
 double decide_position(const DecisionRule& rule, const std::vector<ModelSignal>& signals,
                        double vol_target, double current) {
   return data::apply_no_trade_band(combine_signals(rule, signals, vol_target), current, rule.band);
-}
-
-// ---- thread pool --------------------------------------------------------------------------------
-
-struct ThreadPool::State {
-  std::mutex mu;
-  std::condition_variable work_cv, done_cv;
-  const std::vector<std::function<void()>>* tasks = nullptr;
-  size_t next = 0, finished = 0;
-  bool stop = false;
-  std::exception_ptr error;
-  std::vector<std::thread> workers;
-
-  int intra_op_threads = 1;
-
-  void worker() {
-    // OpenMP's thread count is per thread: a new thread would start with one team member per
-    // core and four models would oversubscribe the cores. Use the caller's setting.
-    at::set_num_threads(intra_op_threads);
-    std::unique_lock<std::mutex> lock(mu);
-    for (;;) {
-      work_cv.wait(lock, [&] { return stop || (tasks != nullptr && next < tasks->size()); });
-      if (stop) return;
-      const size_t i = next++;
-      lock.unlock();
-      std::exception_ptr e;
-      try {
-        (*tasks)[i]();
-      } catch (...) {
-        e = std::current_exception();
-      }
-      lock.lock();
-      if (e && !error) error = e;
-      if (++finished == tasks->size()) done_cv.notify_all();
-    }
-  }
-};
-
-ThreadPool::ThreadPool(int threads) : state_(std::make_unique<State>()) {
-  FOXHUNT_CHECK(threads >= 0, kServingComponent, "thread pool: expected >= 0 threads, got ",
-                threads);
-  state_->intra_op_threads = at::get_num_threads();
-  for (int i = 0; i < threads; ++i)
-    state_->workers.emplace_back([s = state_.get()] { s->worker(); });
-}
-
-ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    state_->stop = true;
-  }
-  state_->work_cv.notify_all();
-  for (auto& t : state_->workers) t.join();
-}
-
-int ThreadPool::workers_for(size_t models) {
-  const auto cores = static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()));
-  return static_cast<int>(std::min(models, cores) - 1);
-}
-
-void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
-  if (tasks.empty()) return;
-  std::unique_lock<std::mutex> lock(state_->mu);
-  state_->tasks = &tasks;
-  state_->next = 0;
-  state_->finished = 0;
-  state_->error = nullptr;
-  if (tasks.size() > 1) state_->work_cv.notify_all();
-  // The caller works too: it takes task 0 (the costliest, Ensemble::task_order) at once, while
-  // the workers wake up, then whatever is left.
-  while (state_->next < tasks.size()) {
-    const size_t i = state_->next++;
-    lock.unlock();
-    std::exception_ptr e;
-    try {
-      tasks[i]();
-    } catch (...) {
-      e = std::current_exception();
-    }
-    lock.lock();
-    if (e && !state_->error) state_->error = e;
-    ++state_->finished;
-  }
-  state_->done_cv.wait(lock, [&] { return state_->finished == tasks.size(); });
-  state_->tasks = nullptr;
-  if (state_->error) std::rethrow_exception(state_->error);
 }
 
 // ---- ensemble -----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "foxhunt/models/derived_cache.h"
+#include "foxhunt/models/parallel.h"
 
 namespace foxhunt::models {
 
@@ -32,6 +33,16 @@ class ModelStream {
   /// Appends one bar and returns the model's first output for the window ending at it (e.g. the
   /// forecast [horizon, Q]), over the last min(bars pushed, window) bars. Eval mode only.
   virtual torch::Tensor push(const StreamBar& bar) = 0;
+  /// Lends the next pushes the threads of `runner` (null, the default: none). A stream that
+  /// splits its push runs the chunks on it, with outputs bit for bit those of one thread; the
+  /// others ignore it. Not owned: the caller keeps it alive while it is set (serving sets it
+  /// before each push).
+  void set_chunk_runner(ChunkRunner* runner) { runner_ = runner; }
+  /// The runner set by set_chunk_runner (null: none).
+  ChunkRunner* chunk_runner() const { return runner_; }
+
+ private:
+  ChunkRunner* runner_ = nullptr;
 };
 
 /// A fingerprint of a module's parameters and buffers (TensorFingerprint, inference tensors by

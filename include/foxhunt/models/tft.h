@@ -232,8 +232,10 @@ class VariableSelectionNetworkImpl : public torch::nn::Cloneable<VariableSelecti
   /// Inference on the rows of one sample, no dropout and no selection weights returned (the
   /// streaming path): `x` [N, V] -> output [N, hidden], equal to `forward(x[None], c).output[0]`
   /// when `selection_bias` comes from `selection_bias(folding, c)`. No input validation.
+  /// A single CPU float32 row runs its per-variable GRNs in chunks of variables on `runner`
+  /// (null: in order on the caller), bit for bit the same output on any number of threads.
   torch::Tensor forward_rows(const torch::Tensor& x, const torch::Tensor& selection_bias,
-                             const VsnFolding& folding);
+                             const VsnFolding& folding, ChunkRunner* runner = nullptr);
   /// The per-variable embeddings [batch, time, V, E] (what the selection GRN sees, flattened).
   torch::Tensor embed(const torch::Tensor& x) const;
   /// Inner width of each per-variable GRN: min(E, H).
@@ -415,7 +417,10 @@ class TftStream {
   /// `net->forward` at batch 1 on the last min(bars(), window()) past rows, `future`
   /// [horizon, future_features] and `static_id` in [0, static_categories). Inputs are floating,
   /// finite and on the module's device; they are converted to the module's dtype like `forward`.
-  torch::Tensor push(const torch::Tensor& past_t, const torch::Tensor& future, int64_t static_id);
+  /// Independent parts of the push run as chunks on `runner` (null: in order on the caller); the
+  /// forecast is bit for bit the same on any number of threads.
+  torch::Tensor push(const torch::Tensor& past_t, const torch::Tensor& future, int64_t static_id,
+                     ChunkRunner* runner = nullptr);
   /// Forgets every bar.
   void reset();
   /// Encoder length each forecast uses once warmed up.

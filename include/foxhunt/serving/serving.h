@@ -63,6 +63,7 @@
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/streaming_features.h"
 #include "foxhunt/serving/bundle.h"
+#include "foxhunt/serving/thread_pool.h"
 
 namespace foxhunt::serving {
 
@@ -183,28 +184,6 @@ double combine_signals(const DecisionRule& rule, const std::vector<ModelSignal>&
 /// decision; the rule fit scores its candidates with it.
 double decide_position(const DecisionRule& rule, const std::vector<ModelSignal>& signals,
                        double vol_target, double current);
-
-/// Runs batches of independent tasks on a fixed set of worker threads.
-class ThreadPool {
- public:
-  /// Starts `threads` workers (>= 0; 0 runs every task on the caller).
-  explicit ThreadPool(int threads);
-  ~ThreadPool();
-  ThreadPool(const ThreadPool&) = delete;
-  ThreadPool& operator=(const ThreadPool&) = delete;
-  /// Runs every task, in order of their index, on the workers and on the calling thread, which
-  /// takes the first task itself (no wake-up between a bar and its costliest model) and then
-  /// whatever is left; returns when all are done and rethrows the first task's exception.
-  void run(const std::vector<std::function<void()>>& tasks);
-
-  /// The workers that serve `models` tasks beside the caller on this machine: one per core
-  /// left (the caller has one), at most one per task but the caller's. 0 on one core.
-  static int workers_for(size_t models);
-
- private:
-  struct State;
-  std::unique_ptr<State> state_;
-};
 
 /// The result of one bar.
 struct BarDecision {
