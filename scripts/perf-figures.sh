@@ -144,30 +144,8 @@ if want predict && [ -s "$tape" ]; then
       step "train_$kind" "$bin" train all --ticks "$tape" --bar "$spec" --seed "$seed" \
         "${TRAIN_FLAGS[@]}" --out "$dir" --progress off || continue
     fi
-    step "predict_$kind" python3 - "$bin" "$dir" "$tape" "$RAW/tape_1k.csv" "$PREDICT_RUNS" \
-      "$spec" <<'PY'
-import json, re, subprocess, sys, time
-binary, bundles, tape, small, runs, spec = sys.argv[1:]
-def run(t):
-    t0 = time.perf_counter()
-    p = subprocess.run([binary, "predict", "--bundles", bundles, "--ticks", t],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
-    return time.perf_counter() - t0, p.stderr
-best, fixed, summary = 1e9, 1e9, ""
-for _ in range(int(runs)):
-    w, err = run(tape)
-    if w < best:
-        best, summary = w, err
-    fixed = min(fixed, run(small)[0])
-m = re.search(r"(\d+) prints -> (\d+) \S+ bars .*p50 ([\d.]+) us, p99 ([\d.]+) us", summary)
-if not m:
-    sys.exit(f"no summary line in predict's stderr: {summary[-300:]}")
-prints = int(m.group(1))
-print(json.dumps({"spec": spec, "prints": prints, "bars": int(m.group(2)), "whole_s": best,
-                  "fixed_s": fixed, "prints_per_s": prints / best,
-                  "steady_prints_per_s": prints / max(best - fixed, 1e-9),
-                  "p50_us": float(m.group(3)), "p99_us": float(m.group(4)), "runs": int(runs)}))
-PY
+    step "predict_$kind" python3 bench/time_predict_ticks.py "$bin" "$dir" "$tape" \
+      "$RAW/tape_1k.csv" "$PREDICT_RUNS" "$spec"
   done
 elif want predict; then
   log "predict: $tape is missing: skipped"

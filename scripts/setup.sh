@@ -97,35 +97,32 @@ fi
 # onnxruntime + onnx: the engine a user would serve these networks with instead, and the package
 # torch.onnx's exporter needs (bench/compare_onnxruntime.py and its ctest output check).
 ORT_PIN=1.31.1 ONNX_PIN=1.23.2
-if "$VENV/bin/python" - "$ORT_PIN" "$ONNX_PIN" <<'PYEOF' 2>/dev/null; then
-import sys, safetensors, pytest, scikit_build_core, onnx, onnxruntime
-sys.exit(onnxruntime.__version__ != sys.argv[1] or onnx.__version__ != sys.argv[2])
-PYEOF
-  log "venv: safetensors, pytest, scikit-build-core, onnxruntime, onnx present"
-else
-  log "venv: installing safetensors, pytest, scikit-build-core, onnxruntime, onnx"
-  "$VENV/bin/python" -m pip install --quiet safetensors "pytest==8.3.4" "scikit-build-core==0.11.6" \
-    "onnxruntime==${ORT_PIN}" "onnx==${ONNX_PIN}"
-  "$VENV/bin/python" -c "import safetensors, pytest, scikit_build_core, onnx, onnxruntime" ||
-    { log "safetensors/pytest/scikit-build-core/onnxruntime/onnx did not install"; exit 1; }
-fi
+# venv_packages LABEL MODULES PINNED PIP_ARGS...: nothing when the venv imports MODULES and the
+# Python expression PINNED (their versions) holds; else pip installs PIP_ARGS and imports again.
+venv_packages() {
+  local label=$1 modules=$2 pinned=$3
+  shift 3
+  if "$VENV/bin/python" -c "import sys, $modules; sys.exit(not ($pinned))" 2>/dev/null; then
+    log "venv: $label present"
+  else
+    log "venv: installing $label"
+    "$VENV/bin/python" -m pip install --quiet "$@"
+    "$VENV/bin/python" -c "import $modules" || { log "$label did not install"; exit 1; }
+  fi
+}
+venv_packages "safetensors, pytest, scikit-build-core, onnxruntime, onnx" \
+  "safetensors, pytest, scikit_build_core, onnx, onnxruntime" \
+  "onnxruntime.__version__ == '$ORT_PIN' and onnx.__version__ == '$ONNX_PIN'" \
+  safetensors "pytest==8.3.4" "scikit-build-core==0.11.6" "onnxruntime==${ORT_PIN}" \
+  "onnx==${ONNX_PIN}"
 
 # --bench: Stable-Baselines3 and gymnasium (pure Python; they use the system torch), for
 # bench/compare_sb3.py only.
 SB3_PIN=2.9.2 GYMNASIUM_PIN=1.4.0
 if ((BENCH)); then
-  if "$VENV/bin/python" - "$SB3_PIN" "$GYMNASIUM_PIN" <<'PYEOF' 2>/dev/null; then
-import sys, stable_baselines3, gymnasium
-sys.exit(stable_baselines3.__version__ != sys.argv[1] or gymnasium.__version__ != sys.argv[2])
-PYEOF
-    log "venv: stable-baselines3, gymnasium present"
-  else
-    log "venv: installing stable-baselines3==${SB3_PIN} gymnasium==${GYMNASIUM_PIN} (--bench)"
-    "$VENV/bin/python" -m pip install --quiet "stable-baselines3==${SB3_PIN}" \
-      "gymnasium==${GYMNASIUM_PIN}"
-    "$VENV/bin/python" -c "import stable_baselines3, gymnasium" ||
-      { log "stable-baselines3/gymnasium did not install"; exit 1; }
-  fi
+  venv_packages "stable-baselines3, gymnasium (--bench)" "stable_baselines3, gymnasium" \
+    "stable_baselines3.__version__ == '$SB3_PIN' and gymnasium.__version__ == '$GYMNASIUM_PIN'" \
+    "stable-baselines3==${SB3_PIN}" "gymnasium==${GYMNASIUM_PIN}"
 fi
 
 # Real daily data from the package data of the pinned `arch` wheel on PyPI (only the wheel's data

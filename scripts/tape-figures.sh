@@ -74,23 +74,5 @@ for spec in time:1m tick:500 volume:1000 dollar:1.5e6; do
     [ -s "$dir/summary.json" ] || "$bin" train all --ticks "$tape" --bar "$spec" \
       --seed "$seed" --out "$dir" --progress off >"$dir.txt" 2>&1
   fi
-  python3 - "$bin" "$dir" "$tape" "$out/tape_1k.csv" "$prints" "$spec" <<'PY'
-import re, subprocess, sys, time
-bin, bundles, tape, small, prints, spec = sys.argv[1:]
-def run(t):
-    t0 = time.perf_counter()
-    p = subprocess.run([bin, "predict", "--bundles", bundles, "--ticks", t],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
-    return time.perf_counter() - t0, p.stderr
-best, fixed, summary = 1e9, 1e9, ""
-for _ in range(3):
-    w, err = run(tape)
-    if w < best: best, summary = w, err
-    fixed = min(fixed, run(small)[0])
-m = re.search(r"-> (\d+) \S+ bars .*p50 ([\d.]+) us, p99 ([\d.]+) us", summary)
-n = int(prints)
-bars, p50, p99 = (m.group(1), m.group(2), m.group(3)) if m else ("?", "?", "?")
-print(f"| {spec} | {bars} | {best:.2f} s | {n / best:,.0f} | {fixed:.2f} s | "
-      f"{n / max(best - fixed, 1e-9):,.0f} | {p50} us | {p99} us |")
-PY
+  python3 "$(dirname "$0")/../bench/time_predict_ticks.py" "$bin" "$dir" "$tape" "$out/tape_1k.csv" 3 "$spec" --row
 done

@@ -81,44 +81,44 @@ TEST(ChunkRunnerTest, EveryChunkRunsExactlyOnce) {
   EXPECT_EQ(inner.load(), 12);
 }
 
+// A chunk body that takes 200 us (time for the worker to arrive) and counts the chunks that ran
+// off the thread that built it.
+struct OffCallerChunks {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> count{0};
+  void operator()(int64_t) {
+    if (std::this_thread::get_id() != caller) count++;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+};
+
 TEST(ChunkRunnerTest, AnIdleWorkerTakesChunks) {
   // The point of the pool's runner: chunks published while the worker is out of tasks run there
   // too. Chunks that take 200 us leave the worker time to arrive.
   ThreadPool pool(1);
-  const auto caller = std::this_thread::get_id();
-  std::atomic<int> elsewhere{0};
-  for (int rep = 0; rep < 50; ++rep) {
-    with_idle_worker(pool, [&] {
-      pool.parallel_for(8, [&](int64_t) {
-        if (std::this_thread::get_id() != caller) elsewhere++;
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      });
-    });
-  }
-  EXPECT_GT(elsewhere.load(), 0);
+  OffCallerChunks elsewhere;
+  for (int rep = 0; rep < 50; ++rep)
+    with_idle_worker(pool, [&] { pool.parallel_for(8, [&](int64_t i) { elsewhere(i); }); });
+  EXPECT_GT(elsewhere.count.load(), 0);
 }
 
 TEST(ChunkRunnerTest, AWorkerJoinsChunksPublishedWhileItRanATask) {
   // The bar's order: the small models' task is still running on the worker when the costliest
   // model publishes its chunks; the worker must still take some once its task ends.
   ThreadPool pool(1);
-  const auto caller = std::this_thread::get_id();
-  std::atomic<int> elsewhere{0};
+  OffCallerChunks elsewhere;
   for (int rep = 0; rep < 20; ++rep) {
     std::atomic<bool> busy{false};
     pool.run({[&] {
                 while (!busy.load()) std::this_thread::yield();  // the worker is in task 1
-                pool.parallel_for(16, [&](int64_t) {
-                  if (std::this_thread::get_id() != caller) elsewhere++;
-                  std::this_thread::sleep_for(std::chrono::microseconds(200));
-                });
+                pool.parallel_for(16, [&](int64_t i) { elsewhere(i); });
               },
               [&] {
                 busy = true;
                 std::this_thread::sleep_for(std::chrono::microseconds(500));
               }});
   }
-  EXPECT_GT(elsewhere.load(), 0);
+  EXPECT_GT(elsewhere.count.load(), 0);
 }
 
 TEST(ChunkRunnerTest, AChunksExceptionIsRethrownAfterEveryChunkRan) {

@@ -641,12 +641,9 @@ class Mamba2Model final : public ForecasterAdapter<Mamba2Net> {
   torch::nn::Linear quantile_head() override { return net_->head; }
   std::unique_ptr<ModelStream> make_stream(int64_t window) override {
     // The recurrent step reads the bar's past row alone (no future rows, no instrument id).
-    struct Stream final : ModelStream {
-      Stream(Mamba2Net net, int64_t window) : mamba2(std::move(net), window) {}
-      torch::Tensor push(const StreamBar& bar) override { return mamba2.push(bar.past); }
-      Mamba2Stream mamba2;
-    };
-    return std::make_unique<Stream>(net_, window);
+    return adapt_stream<Mamba2Stream>(
+        [](Mamba2Stream& s, const StreamBar& bar, ChunkRunner*) { return s.push(bar.past); }, net_,
+        window);
   }
 };
 

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "tft_kernels.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define FOXHUNT_BF16_KERNEL 1  // the lane loop below exists
@@ -16,24 +18,14 @@
 
 namespace foxhunt::models::kernels {
 
-/// The per-variable GRN weights of a VSN after the embedding fold, for the BF16 kernel: the
-/// products' weights as BF16 pairs over consecutive inputs (one 32-bit word holds (w[2p][j],
-/// w[2p+1][j]), the first in the low half, as vdpbf16ps pairs them; an odd last input pairs with
-/// 0), everything elementwise in FP32. V variables, Hi inner width (Hp = (Hi + 1) / 2 pairs),
-/// H output width.
-struct Bf16VsnWeights {
-  int64_t variables = 0, inner = 0, hidden = 0;
-  const float* fc2_slope = nullptr;     ///< [V, Hi]
-  const float* fc2_offset = nullptr;    ///< [V, Hi]
+/// The per-variable GRN weights of a VSN after the embedding fold, for the BF16 kernel: the FP32
+/// kernel's widths and elementwise vectors (VsnGrnWeights; its fc1_weight and glu_weight stay
+/// null), and the products' weights as BF16 pairs over consecutive inputs (one 32-bit word holds
+/// (w[2p][j], w[2p+1][j]), the first in the low half, as vdpbf16ps pairs them; an odd last input
+/// pairs with 0). V variables, Hi inner width (Hp = (Hi + 1) / 2 pairs), H output width.
+struct Bf16VsnWeights : VsnGrnWeights {
   const uint32_t* fc1_pairs = nullptr;  ///< [V, Hp, Hi] (pairs over fc1's input)
-  const float* fc1_bias = nullptr;      ///< [V, Hi]
   const uint32_t* glu_pairs = nullptr;  ///< [V, Hp, 2H]: value half, then gate half
-  const float* glu_bias = nullptr;      ///< [V, 2H]
-  const float* skip_slope = nullptr;    ///< [V, H]
-  const float* skip_offset = nullptr;   ///< [V, H]
-  const float* norm_weight = nullptr;   ///< [V, H]
-  const float* norm_bias = nullptr;     ///< [V, H]
-  float norm_eps = 1e-5f;
 };
 
 /// `f` rounded to the nearest BF16 (ties to even), as its 16 bits; NaN stays NaN.

@@ -53,14 +53,11 @@ class TftModel final : public ForecasterAdapter<TftNet> {
   }
   std::unique_ptr<ModelStream> make_stream(int64_t window) override {
     // The stream reads the known-future rows and the instrument id of each bar.
-    struct Stream final : ModelStream {
-      Stream(TftNet net, int64_t window) : tft(std::move(net), window) {}
-      torch::Tensor push(const StreamBar& bar) override {
-        return tft.push(bar.past, bar.future, bar.static_id, chunk_runner());
-      }
-      TftStream tft;
-    };
-    return std::make_unique<Stream>(net_, window);
+    return adapt_stream<TftStream>(
+        [](TftStream& s, const StreamBar& bar, ChunkRunner* runner) {
+          return s.push(bar.past, bar.future, bar.static_id, runner);
+        },
+        net_, window);
   }
   torch::nn::Linear quantile_head() override { return net_->output; }
   int64_t cached_width() const override { return net_->options.hidden(); }

@@ -176,11 +176,14 @@ struct ThreadPool::State {
       if (stop) return;
       // Chunks published by a running task come before the next task: they are on the bar's
       // critical path (the costliest model), the tasks left are not.
-      if (job.load(std::memory_order_relaxed) != nullptr) {
+      // The lock is dropped to run them: the run may end, or its tasks be taken, meanwhile, so
+      // the loop starts over (a task index taken after that would read a finished run's tasks).
+      if (job.load(std::memory_order_acquire) != nullptr &&
+          job_seq.load(std::memory_order_acquire) != last_seq) {
         lock.unlock();
-        const bool joined = join_job(last_seq);
+        join_job(last_seq);
         lock.lock();
-        if (joined) continue;
+        continue;
       }
       const size_t i = next++;
       lock.unlock();

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "foxhunt/core/no_copy.h"
+
 namespace foxhunt {
 
 /// Writes `bytes` to `path` atomically: a temp file in the same directory (PATH.tmp.PID.N) is
@@ -35,8 +37,7 @@ class ScopedDirectory {
  public:
   ScopedDirectory(const std::string& dir, const std::string& prefix);
   ~ScopedDirectory();
-  ScopedDirectory(const ScopedDirectory&) = delete;
-  ScopedDirectory& operator=(const ScopedDirectory&) = delete;
+  FOXHUNT_NO_COPY(ScopedDirectory);
   /// The directory.
   const std::string& path() const { return path_; }
   /// True when it is removed at the end of the scope.

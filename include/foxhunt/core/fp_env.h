@@ -2,6 +2,8 @@
 /// \file fp_env.h
 /// The calling thread's floating-point mode for hot numeric loops.
 
+#include "foxhunt/core/no_copy.h"
+
 namespace foxhunt {
 
 /// Flushes denormal floats to zero on the calling thread (x86-64: the MXCSR flush-to-zero and
@@ -14,8 +16,7 @@ class FlushDenormalsGuard {
  public:
   FlushDenormalsGuard();
   ~FlushDenormalsGuard();
-  FlushDenormalsGuard(const FlushDenormalsGuard&) = delete;
-  FlushDenormalsGuard& operator=(const FlushDenormalsGuard&) = delete;
+  FOXHUNT_NO_COPY(FlushDenormalsGuard);
 
   /// True when the calling thread flushes denormals now.
   static bool active();

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/no_copy.h"
 #include "foxhunt/dist/options.h"
 
 namespace foxhunt::dist {
@@ -61,8 +62,7 @@ class Communicator {
   /// CommunicationError when the rendezvous does not complete within `o.timeout_s`.
   static std::shared_ptr<Communicator> connect(const DistOptions& o, const torch::Device& device);
   ~Communicator();
-  Communicator(const Communicator&) = delete;
-  Communicator& operator=(const Communicator&) = delete;
+  FOXHUNT_NO_COPY(Communicator);
 
   /// This process's rank.
   int64_t rank() const { return o_.rank(); }

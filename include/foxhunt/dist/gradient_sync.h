@@ -34,6 +34,7 @@
 #include <memory>
 #include <vector>
 
+#include "foxhunt/core/no_copy.h"
 #include "foxhunt/dist/communicator.h"
 #include "foxhunt/memory/tags.h"
 
@@ -59,8 +60,7 @@ class GradientSync {
   GradientSync(std::vector<torch::Tensor> params, std::shared_ptr<Communicator> comm,
                int64_t bucket_bytes);
   ~GradientSync();
-  GradientSync(const GradientSync&) = delete;
-  GradientSync& operator=(const GradientSync&) = delete;
+  FOXHUNT_NO_COPY(GradientSync);
 
   /// Arms the hooks for one backward pass with this rank's weight (samples, or 1) and launches
   /// the all-reduce of the weights. Call before `loss.backward()` (also on a rank with no

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "foxhunt/core/no_copy.h"
 #include "foxhunt/memory/ledger.h"
 
 namespace foxhunt::memory {
@@ -80,8 +81,7 @@ class CudaLimitGuard {
     } catch (...) {  // a destructor must not throw; the device is gone or was never there
     }
   }
-  CudaLimitGuard(const CudaLimitGuard&) = delete;
-  CudaLimitGuard& operator=(const CudaLimitGuard&) = delete;
+  FOXHUNT_NO_COPY(CudaLimitGuard);
 
  private:
   int device_;

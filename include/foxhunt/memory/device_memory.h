@@ -18,6 +18,7 @@
 #include <string>
 
 #include "foxhunt/core/device.h"
+#include "foxhunt/core/no_copy.h"
 #include "foxhunt/memory/cuda_memory.h"
 #include "foxhunt/memory/ledger.h"
 
@@ -43,8 +44,7 @@ class DeviceLimitGuard {
   /// Caps `d` at `bytes` in use (absolute, as device_in_use_bytes counts them).
   DeviceLimitGuard(const MemoryDevice& d, std::uint64_t bytes);
   ~DeviceLimitGuard();
-  DeviceLimitGuard(const DeviceLimitGuard&) = delete;
-  DeviceLimitGuard& operator=(const DeviceLimitGuard&) = delete;
+  FOXHUNT_NO_COPY(DeviceLimitGuard);
   /// The cap set.
   std::uint64_t bytes() const { return bytes_; }
 

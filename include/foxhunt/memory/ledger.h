@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "foxhunt/core/error.h"
+#include "foxhunt/core/no_copy.h"
 
 namespace foxhunt::memory {
 
@@ -117,8 +118,7 @@ class LimitGuard {
   /// Sets the cap to `bytes` (0 = none).
   explicit LimitGuard(std::uint64_t bytes) : previous_(set_limit(bytes)) {}
   ~LimitGuard() { set_limit(previous_); }
-  LimitGuard(const LimitGuard&) = delete;
-  LimitGuard& operator=(const LimitGuard&) = delete;
+  FOXHUNT_NO_COPY(LimitGuard);
   /// The cap that will be restored.
   std::uint64_t previous() const { return previous_; }
 
@@ -176,8 +176,7 @@ class MemoryScope {
   /// Enters scope `name` (non-empty, no empty path components) under the current one.
   explicit MemoryScope(std::string_view name);
   ~MemoryScope();
-  MemoryScope(const MemoryScope&) = delete;
-  MemoryScope& operator=(const MemoryScope&) = delete;
+  FOXHUNT_NO_COPY(MemoryScope);
   /// Full path of this scope, e.g. "tft/optimizer".
   const std::string& name() const;
 
@@ -234,8 +233,7 @@ class ExternalReservation {
     }
     return *this;
   }
-  ExternalReservation(const ExternalReservation&) = delete;
-  ExternalReservation& operator=(const ExternalReservation&) = delete;
+  FOXHUNT_NO_COPY(ExternalReservation);
   /// The tag ("" when none).
   const std::string& tag() const { return tag_; }
   /// Bytes declared (0 when none).

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "foxhunt/core/no_copy.h"
 #include "foxhunt/memory/ledger.h"
 
 namespace foxhunt::memory {
@@ -103,8 +104,7 @@ class Profiler {
   explicit Profiler(ProfilerOptions options = {});
   /// Stops the sampler if running.
   ~Profiler();
-  Profiler(const Profiler&) = delete;
-  Profiler& operator=(const Profiler&) = delete;
+  FOXHUNT_NO_COPY(Profiler);
 
   /// Baseline snapshot, first sample, then one sample per period on a background thread.
   void start();

@@ -8,7 +8,9 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "foxhunt/models/derived_cache.h"
@@ -44,6 +46,29 @@ class ModelStream {
  private:
   ChunkRunner* runner_ = nullptr;
 };
+
+/// A ModelStream over a model's own stream object `S` (built from the constructor's arguments):
+/// each push is `push(stream, bar, chunk_runner())`, which picks the bar's inputs the model reads.
+/// How a model hands out its stream (ServingModel::make_stream) without a class of its own.
+template <typename S, typename Push>
+class AdaptedStream final : public ModelStream {
+ public:
+  /// The stream S(args...) pushed through `push`.
+  template <typename... Args>
+  explicit AdaptedStream(Push push, Args&&... args)
+      : push_(std::move(push)), stream_(std::forward<Args>(args)...) {}
+  torch::Tensor push(const StreamBar& bar) override { return push_(stream_, bar, chunk_runner()); }
+
+ private:
+  Push push_;
+  S stream_;
+};
+
+/// std::make_unique of AdaptedStream<S, Push>.
+template <typename S, typename Push, typename... Args>
+std::unique_ptr<ModelStream> adapt_stream(Push push, Args&&... args) {
+  return std::make_unique<AdaptedStream<S, Push>>(std::move(push), std::forward<Args>(args)...);
+}
 
 /// A fingerprint of a module's parameters and buffers (TensorFingerprint, inference tensors by
 /// identity). In-place updates (optimizer steps, checkpoint loads) bump the version and device or

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "foxhunt/core/device.h"
+#include "foxhunt/core/no_copy.h"
 #include "foxhunt/models/precision.h"
 #include "foxhunt/train/env.h"
 
@@ -199,8 +200,7 @@ class TrainingProbe {
   TrainingProbe(const std::string& model, const TrainConfig& config,
                 const nlohmann::json& model_options = {}, std::int64_t warm_batch = 1);
   ~TrainingProbe();
-  TrainingProbe(const TrainingProbe&) = delete;
-  TrainingProbe& operator=(const TrainingProbe&) = delete;
+  FOXHUNT_NO_COPY(TrainingProbe);
 
   /// Runs one real training step at `batch` and returns its peaks.
   ProbeResult probe(std::int64_t batch);

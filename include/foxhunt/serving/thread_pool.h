@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "foxhunt/core/no_copy.h"
 #include "foxhunt/models/parallel.h"
 
 namespace foxhunt::serving {
@@ -19,8 +20,7 @@ class ThreadPool : public models::ChunkRunner {
   /// Starts `threads` workers (>= 0; 0 runs every task on the caller).
   explicit ThreadPool(int threads);
   ~ThreadPool() override;
-  ThreadPool(const ThreadPool&) = delete;
-  ThreadPool& operator=(const ThreadPool&) = delete;
+  FOXHUNT_NO_COPY(ThreadPool);
   /// Runs every task, in order of their index, on the workers and on the calling thread, which
   /// takes the first task itself (no wake-up between a bar and its costliest model) and then
   /// whatever is left; returns when all are done and rethrows the first task's exception.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "foxhunt/core/log.h"
+#include "foxhunt/core/no_copy.h"
 #include "foxhunt/core/random.h"
 
 namespace foxhunt::train {
@@ -77,8 +78,7 @@ class MetricsLog {
   /// last line, or empty (`start`).
   explicit MetricsLog(const std::string& path = "", MetricsStart start = MetricsStart::kAppend);
   ~MetricsLog();
-  MetricsLog(const MetricsLog&) = delete;
-  MetricsLog& operator=(const MetricsLog&) = delete;
+  FOXHUNT_NO_COPY(MetricsLog);
   /// Writes one line and flushes it.
   void write(const nlohmann::json& line);
   /// Lines written through this object.
@@ -157,8 +157,7 @@ class ScopedSigintHandler {
  public:
   ScopedSigintHandler();
   ~ScopedSigintHandler();
-  ScopedSigintHandler(const ScopedSigintHandler&) = delete;
-  ScopedSigintHandler& operator=(const ScopedSigintHandler&) = delete;
+  FOXHUNT_NO_COPY(ScopedSigintHandler);
 
  private:
   struct Saved;
