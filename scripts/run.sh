@@ -88,13 +88,13 @@ if [ "$what" = sanitize ] || [ "$what" = tsan ]; then
     # and bundle headers, safetensors, rules, profiles, options; the fuzz corpora), the C ABI,
     # the serving runtime and the stress harness.
     ctest --test-dir "$dir" -L unit -j "${FOXHUNT_JOBS:-$(nproc)}" --output-on-failure \
-      -R 'Fuzz\.|^Bars|^Panel|^Tape|^BarSpec|^BarBuilder|^FlowFeatures|^Calendar|^Container|^BundleContract|^FileIo|^Error|^Safetensors|^RuleFit|^DecisionRule|^DeviceProfile|^StreamingFeatures|^Serving|^Stress|^Desk|^Capi|^CsvPanelSource' \
+      -R 'Fuzz\.|^Bars|^Panel|^Tape|^BarSpec|^BarBuilder|^FlowFeatures|^Calendar|^Container|^BundleContract|^FileIo|^Error|^Safetensors|^RuleFit|^DecisionRule|^DeviceProfile|^StreamingFeatures|^Serving|^Stress|^Desk|^Capi|^CsvPanelSource|^ChunkRunner|^StreamOnThreads' \
       -E '_CUDA$' "$@"
   elif [ "$what" = sanitize ]; then
     ctest --test-dir "$dir" -L unit -j "${FOXHUNT_JOBS:-$(nproc)}" --output-on-failure "$@"
   else
     # The tests that run threads: concurrent serving, the desk, stress, data-parallel training.
-    ctest --test-dir "$dir" -L unit -R 'Desk|Concurrent|Parallel|Stress|Dist|Serving|ThreadPool' \
+    ctest --test-dir "$dir" -L unit -R 'Desk|Concurrent|Parallel|Stress|Dist|Serving|ThreadPool|ChunkRunner|StreamOnThreads' \
       -j 1 --output-on-failure "$@"
   fi
   echo "[run] $what tests: $(( $(date +%s) - start )) s" >&2
