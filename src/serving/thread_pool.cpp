@@ -73,7 +73,7 @@ struct ThreadPool::State {
   std::mutex mu;
   std::condition_variable work_cv, done_cv;
   const std::vector<std::function<void()>>* tasks = nullptr;
-  size_t next = 0, finished = 0;
+  size_t next = 0;
   bool stop = false;
   std::exception_ptr error;
   std::vector<std::thread> workers;
@@ -85,8 +85,10 @@ struct ThreadPool::State {
   std::atomic<ChunkJob*> job{nullptr};
   std::atomic<uint64_t> job_seq{0};
   std::atomic<int> helpers{0};
-  std::atomic<int> sleepers{0};    // helpers asleep on work_cv (a publisher wakes them)
-  std::atomic<size_t> running{0};  // tasks of the current run not yet finished
+  std::atomic<int> sleepers{0};  // helpers asleep on work_cv (a publisher wakes them)
+  // Tasks of the current run not yet finished: written under the lock, read without it by the
+  // threads spinning for chunks.
+  std::atomic<size_t> running{0};
   std::atomic<uint64_t> epoch{0};  // bumped as each run ends
   std::atomic<int64_t> spin_ns{500000};
   std::atomic<uint64_t> runs{0};  // bumped as a run publishes its tasks (idle workers spin on it)
@@ -145,7 +147,6 @@ struct ThreadPool::State {
   // Records a finished task (under the lock); the last one wakes the waiters.
   void finish_task(const std::exception_ptr& e) {
     if (e && !error) error = e;
-    ++finished;
     if (running.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       done_cv.notify_all();
       work_cv.notify_all();  // helpers asleep in help()
@@ -242,7 +243,6 @@ void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
   std::unique_lock<std::mutex> lock(s.mu);
   s.tasks = &tasks;
   s.next = 0;
-  s.finished = 0;
   s.error = nullptr;
   s.running.store(tasks.size());
   s.runs.fetch_add(1, std::memory_order_release);
@@ -267,7 +267,7 @@ void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
     s.help(e0);
     lock.lock();
   }
-  s.done_cv.wait(lock, [&] { return s.finished == tasks.size(); });
+  s.done_cv.wait(lock, [&] { return s.running.load() == 0; });
   s.tasks = nullptr;
   s.epoch.fetch_add(1, std::memory_order_acq_rel);
   if (s.sleepers.load() > 0) s.work_cv.notify_all();
@@ -276,13 +276,14 @@ void ThreadPool::run(const std::vector<std::function<void()>>& tasks) {
 
 void ThreadPool::parallel_for(int64_t chunks, models::ChunkFn fn) {
   auto& s = *state_;
-  ChunkJob j(fn, chunks, chunks > 1 && !s.workers.empty() ? memory::current_scope() : "");
-  ChunkJob* none = nullptr;
-  // One job out at a time: a second (a chunk's own parallel_for, another task's) runs serially.
-  if (chunks <= 1 || s.workers.empty() ||
-      !s.job.compare_exchange_strong(none, &j, std::memory_order_seq_cst)) {
+  // One job out at a time: a second (a chunk's own parallel_for, another task's) runs serially,
+  // known before the job (and its scope's name) is made when the slot is visibly taken.
+  if (chunks <= 1 || s.workers.empty() || s.job.load(std::memory_order_acquire) != nullptr)
     return models::run_chunks(nullptr, chunks, fn);
-  }
+  ChunkJob j(fn, chunks, memory::current_scope());
+  ChunkJob* none = nullptr;
+  if (!s.job.compare_exchange_strong(none, &j, std::memory_order_seq_cst))
+    return models::run_chunks(nullptr, chunks, fn);
   s.job_seq.fetch_add(1, std::memory_order_seq_cst);
   if (s.sleepers.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard<std::mutex> lock(s.mu);
