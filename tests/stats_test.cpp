@@ -1,10 +1,12 @@
 // Tests of foxhunt/core/stats.h against hand-computed values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "foxhunt/core/error.h"
@@ -74,6 +76,65 @@ TEST(Stats, SummarizeLatencies) {
   EXPECT_NEAR(j["p99_9"].get<double>(), 999.001, 1e-9);
   expect_stats_error([] { summarize_latencies({}); }, "expected at least one latency sample");
   expect_stats_error([] { summarize_latencies({1, kNaN}); }, "NaN at index 1 of 2");
+}
+
+// Up to its cap the recorder is summarize_latencies itself; past it the percentiles come from
+// its histogram, within 1 / 512 relative of the sorted sample at the percentile's lower rank,
+// with count, mean, min and max still exact.
+TEST(Stats, LatencyRecorderIsExactUpToItsCapThenWithinAHistogramBucket) {
+  std::vector<double> xs;
+  uint64_t state = 12345;
+  for (int i = 0; i < 20000; ++i) {  // a heavy right tail over ~4 decades, and a few zeros
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = static_cast<double>(state >> 11) / 9007199254740992.0;
+    xs.push_back(i % 997 == 0 ? 0.0 : 50.0 * std::exp(4.0 * u * u * u));
+  }
+  LatencyRecorder small(xs.size());  // never past its cap
+  for (double x : xs) small.add(x);
+  EXPECT_TRUE(small.exact());
+  const auto want = summarize_latencies(xs);
+  const auto got = small.summary();
+  EXPECT_EQ(got.count, want.count);
+  for (auto f :
+       {&LatencySummary::mean, &LatencySummary::min, &LatencySummary::p50, &LatencySummary::p90,
+        &LatencySummary::p99, &LatencySummary::p999, &LatencySummary::max})
+    EXPECT_EQ(got.*f, want.*f);
+
+  LatencyRecorder binned(100);
+  for (double x : xs) binned.add(x);
+  EXPECT_FALSE(binned.exact());
+  const auto b = binned.summary();
+  EXPECT_EQ(b.count, xs.size());
+  EXPECT_NEAR(b.mean, want.mean, 1e-12 * want.mean);
+  EXPECT_EQ(b.min, want.min);
+  EXPECT_EQ(b.max, want.max);
+  auto sorted = xs;
+  std::sort(sorted.begin(), sorted.end());
+  const auto lower_rank = [&](double p) {
+    return sorted[static_cast<size_t>(std::floor(static_cast<double>(xs.size() - 1) * p / 100.0))];
+  };
+  for (auto [f, p] : {std::pair{&LatencySummary::p50, 50.0},
+                      {&LatencySummary::p90, 90.0},
+                      {&LatencySummary::p99, 99.0},
+                      {&LatencySummary::p999, 99.9}}) {
+    const double ref = lower_rank(p);
+    EXPECT_NEAR(b.*f, ref, ref / 512.0) << "p" << p;
+  }
+  // One sample past the cap moves into the histogram as well.
+  LatencyRecorder edge(3);
+  for (double x : {5.0, 1.0, 3.0, 2.0}) edge.add(x);
+  EXPECT_FALSE(edge.exact());
+  EXPECT_NEAR(edge.summary().p50, 2.0, 2.0 / 512.0);
+  EXPECT_EQ(edge.summary().count, 4u);
+}
+
+TEST(Stats, LatencyRecorderRejectsBadSamples) {
+  LatencyRecorder r;
+  expect_stats_error([&] { r.summary(); }, "expected at least one latency sample");
+  expect_stats_error([&] { r.add(kNaN); }, "expected a latency >= 0, got nan (sample 0)");
+  r.add(1.0);
+  expect_stats_error([&] { r.add(-2.0); }, "got -2 (sample 1)");
+  EXPECT_EQ(r.count(), 1u);
 }
 
 TEST(Stats, LeastSquaresExactLine) {

@@ -87,6 +87,78 @@ LatencySummary summarize_latencies(const std::vector<double>& us) {
   return out;
 }
 
+// The histogram covers [2^kMinExp, 2^kMaxExp); smaller positive values (and 0) go to bucket 0,
+// larger ones to the last bucket (max stays exact).
+namespace {
+constexpr int kMinExp = -20, kMaxExp = 44;
+constexpr size_t kBuckets =
+    1 + static_cast<size_t>(kMaxExp - kMinExp) * LatencyRecorder::kBucketsPerOctave;
+
+size_t bucket_of(double v) {
+  if (!(v >= std::ldexp(1.0, kMinExp))) return 0;
+  const double pos = (std::log2(v) - kMinExp) * LatencyRecorder::kBucketsPerOctave;
+  return std::min(kBuckets - 1, 1 + static_cast<size_t>(pos));
+}
+
+// The geometric midpoint of bucket b (> 0).
+double bucket_mid(size_t b) {
+  const double lo = kMinExp + static_cast<double>(b - 1) / LatencyRecorder::kBucketsPerOctave;
+  return std::exp2(lo + 0.5 / LatencyRecorder::kBucketsPerOctave);
+}
+}  // namespace
+
+LatencyRecorder::LatencyRecorder(size_t exact_samples) : cap_(exact_samples) {}
+
+void LatencyRecorder::add(double us) {
+  FOXHUNT_CHECK(!std::isnan(us) && us >= 0.0, kStatsComponent,
+                "LatencyRecorder: expected a latency >= 0, got ", us, " (sample ", count_, ")");
+  if (count_ == 0 || us < min_) min_ = us;
+  if (count_ == 0 || us > max_) max_ = us;
+  ++count_;
+  sum_ += us;
+  if (histogram_.empty() && exact_.size() < cap_) {
+    exact_.push_back(us);
+    return;
+  }
+  if (histogram_.empty()) {  // the cap is reached: the kept samples move into the histogram
+    histogram_.assign(kBuckets, 0);
+    for (double v : exact_) bin(v);
+    std::vector<double>().swap(exact_);
+  }
+  bin(us);
+}
+
+void LatencyRecorder::bin(double us) {
+  ++histogram_[bucket_of(us)];
+}
+
+LatencySummary LatencyRecorder::summary() const {
+  FOXHUNT_CHECK(count_ > 0, kStatsComponent,
+                "LatencyRecorder: expected at least one latency sample, got none");
+  if (histogram_.empty()) return summarize_latencies(exact_);
+  LatencySummary out;
+  out.count = count_;
+  out.mean = static_cast<double>(sum_ / static_cast<long double>(count_));
+  out.min = min_;
+  out.max = max_;
+  // The bucket holding rank floor((n - 1) p / 100), as percentile() would pick its lower rank.
+  const auto at = [&](double p) {
+    const auto rank =
+        static_cast<uint64_t>(std::floor(static_cast<double>(count_ - 1) * p / 100.0));
+    uint64_t seen = 0;
+    for (size_t b = 0; b < histogram_.size(); ++b) {
+      seen += histogram_[b];
+      if (seen > rank) return b == 0 ? min_ : std::clamp(bucket_mid(b), min_, max_);
+    }
+    return max_;
+  };
+  out.p50 = at(50.0);
+  out.p90 = at(90.0);
+  out.p99 = at(99.0);
+  out.p999 = at(99.9);
+  return out;
+}
+
 nlohmann::json to_json(const LatencySummary& s) {
   return {{"count", s.count}, {"mean", s.mean}, {"min", s.min},    {"p50", s.p50},
           {"p90", s.p90},     {"p99", s.p99},   {"p99_9", s.p999}, {"max", s.max}};

@@ -12,14 +12,10 @@ namespace {
 using simd::kLanes;
 using simd::v16;
 
-FOXHUNT_KERNEL_CLONES
-void recurrence(const float* xg, const float* w_hh, int64_t B, int64_t T, int64_t H, float* h,
-                float* c, float* out, float* scratch) {
+// The recurrence on W_hh transposed (`wt` [H, 4H]), so a step is axpys over the 4H gates.
+FOXHUNT_INLINE void recurrence_on(const float* xg, const float* wt, int64_t B, int64_t T, int64_t H,
+                                  float* h, float* c, float* out, float* gates) {
   const int64_t G = 4 * H;
-  float* wt = scratch;        // [H, 4H]: W_hh transposed, so a step is axpys over the 4H gates
-  float* gates = wt + H * G;  // [4H]
-  for (int64_t o = 0; o < G; ++o)
-    for (int64_t k = 0; k < H; ++k) wt[k * G + o] = w_hh[o * H + k];
   const int64_t G128 = G / (8 * kLanes) * (8 * kLanes), G16 = G / kLanes * kLanes;
   // gates = xg_t + W_hh h: eight 16-gate accumulators at a time hide the FMA latency.
   simd::lstm_steps(
@@ -49,6 +45,22 @@ void recurrence(const float* xg, const float* w_hh, int64_t B, int64_t T, int64_
       });
 }
 
+FOXHUNT_KERNEL_CLONES
+void recurrence(const float* xg, const float* w_hh, int64_t B, int64_t T, int64_t H, float* h,
+                float* c, float* out, float* scratch) {
+  const int64_t G = 4 * H;
+  float* wt = scratch;  // [H, 4H]
+  for (int64_t o = 0; o < G; ++o)
+    for (int64_t k = 0; k < H; ++k) wt[k * G + o] = w_hh[o * H + k];
+  recurrence_on(xg, wt, B, T, H, h, c, out, wt + H * G);
+}
+
+FOXHUNT_KERNEL_CLONES
+void recurrence_transposed(const float* xg, const float* w_hh_t, int64_t B, int64_t T, int64_t H,
+                           float* h, float* c, float* out, float* gates) {
+  recurrence_on(xg, w_hh_t, B, T, H, h, c, out, gates);
+}
+
 }  // namespace
 
 int64_t lstm_scratch_floats(int64_t hidden) {
@@ -58,6 +70,11 @@ int64_t lstm_scratch_floats(int64_t hidden) {
 void lstm_recurrence(const float* xg, const float* w_hh, int64_t batch, int64_t steps,
                      int64_t hidden, float* h, float* c, float* out, float* scratch) {
   recurrence(xg, w_hh, batch, steps, hidden, h, c, out, scratch);
+}
+
+void lstm_recurrence_transposed(const float* xg, const float* w_hh_t, int64_t batch, int64_t steps,
+                                int64_t hidden, float* h, float* c, float* out, float* gates) {
+  recurrence_transposed(xg, w_hh_t, batch, steps, hidden, h, c, out, gates);
 }
 
 }  // namespace foxhunt::models::kernels

@@ -16,4 +16,9 @@ int64_t lstm_scratch_floats(int64_t hidden);
 void lstm_recurrence(const float* xg, const float* w_hh, int64_t batch, int64_t steps,
                      int64_t hidden, float* h, float* c, float* out, float* scratch);
 
+/// lstm_recurrence on W_hh already transposed (`w_hh_t` [hidden, 4 hidden] row-major, for a
+/// caller that keeps it so between calls); `gates` is 4 hidden floats of scratch.
+void lstm_recurrence_transposed(const float* xg, const float* w_hh_t, int64_t batch, int64_t steps,
+                                int64_t hidden, float* h, float* c, float* out, float* gates);
+
 }  // namespace foxhunt::models::kernels

@@ -2,12 +2,16 @@
 // with the window forward are in tft_internal.h.
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "foxhunt/models/parallel.h"
 #include "foxhunt/models/tft.h"
 #include "fused_path.h"
 #include "tft_internal.h"
 #include "tft_kernels.h"
+#include "tft_row_kernels.h"
 
 namespace foxhunt::models {
 
@@ -76,7 +80,73 @@ torch::Tensor apply(const Grn& g, const torch::Tensor& a, const torch::Tensor& f
   return apply(g.gan, h, g.skip.wt.defined() ? apply(g.skip, a) : a);
 }
 
+// The raw-float forms of the layers above, for the CPU fp32 push (tft_row_kernels.h); their
+// pointers are into the Prepared tensors.
+kernels::RowLinear row_of(const Lin& l) {
+  return {l.wt.data_ptr<float>(), l.b.defined() ? l.b.data_ptr<float>() : nullptr, l.wt.size(0),
+          l.wt.size(1)};
+}
+
+kernels::RowGan row_of(const Gan& g) {
+  return {row_of(g.glu), g.ln_w.data_ptr<float>(), g.ln_b.data_ptr<float>(),
+          static_cast<float>(g.eps)};
+}
+
+kernels::RowGrn row_of(const Grn& g) {
+  kernels::RowGrn r{row_of(g.fc2), row_of(g.fc1), {}, row_of(g.gan)};
+  if (g.skip.wt.defined()) r.skip = row_of(g.skip);
+  return r;
+}
+
+// Whether every tensor the row kernels would read is contiguous CPU fp32.
+bool rows_apply(const std::vector<torch::Tensor>& ts) {
+  for (const auto& t : ts)
+    if (t.defined() &&
+        !(t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous()))
+      return false;
+  return true;
+}
+
+// An LSTM's weights for rows_lstm (kept alive in `keep`); nullopt when it has projections or
+// runs both ways.
+std::optional<kernels::RowLstm> row_lstm_of(torch::nn::LSTMImpl& m,
+                                            std::vector<torch::Tensor>& keep) {
+  const auto& o = m.options;
+  if (o.proj_size() != 0 || o.bidirectional()) return std::nullopt;
+  const auto params = m.named_parameters(/*recurse=*/false);
+  kernels::RowLstm r;
+  r.hidden = o.hidden_size();
+  for (int64_t l = 0; l < o.num_layers(); ++l) {
+    const auto suffix = "_l" + std::to_string(l);
+    const auto* w_ih = params.find("weight_ih" + suffix);
+    const auto* w_hh = params.find("weight_hh" + suffix);
+    const auto* b_ih = params.find("bias_ih" + suffix);
+    const auto* b_hh = params.find("bias_hh" + suffix);
+    if (w_ih == nullptr || w_hh == nullptr) return std::nullopt;
+    auto ih = w_ih->t().contiguous();
+    auto hh = w_hh->t().contiguous();
+    torch::Tensor b;
+    if (b_ih != nullptr && b_hh != nullptr) b = (*b_ih + *b_hh).contiguous();
+    if (!rows_apply({ih, hh, b})) return std::nullopt;
+    keep.insert(keep.end(), {ih, hh, b});
+    r.ih.push_back({ih.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr, ih.size(0),
+                    ih.size(1)});
+    r.hh_t.push_back(hh.data_ptr<float>());
+  }
+  return r;
+}
+
 }  // namespace
+
+// The layers as raw floats (CPU fp32 networks only).
+struct TftStreamRows {
+  kernels::RowLstm encoder, decoder;
+  kernels::RowGan lstm_gate, attention_gate, output_gate;
+  kernels::RowGrn enrichment, positionwise;
+  kernels::RowLinear query, key, value, out, output;
+  std::vector<torch::Tensor> keep;  // the transposed LSTM weights
+  std::vector<float> h0;            // [2, layers, H]: c_h, then c_c, per layer
+};
 
 struct TftStream::Prepared {
   Gan lstm_gate, attention_gate, output_gate;
@@ -87,6 +157,7 @@ struct TftStream::Prepared {
   torch::Tensor enrichment_bias;                             // fc2 bias + W3 c_e
   std::tuple<torch::Tensor, torch::Tensor> h0;  // (c_h, c_c) repeated over the LSTM layers
   torch::Tensor mask;                           // [horizon, window + horizon] causal mask
+  std::optional<TftStreamRows> rows;            // set on CPU fp32: push_rows runs
 };
 
 TftStream::TftStream(TftNet net, int64_t window) : net_(std::move(net)) {
@@ -144,6 +215,7 @@ void TftStream::refresh(int64_t static_id) {
   p->h0 = std::make_tuple(ctx_.hidden.unsqueeze(0).repeat({layers, 1, 1}),
                           ctx_.cell.unsqueeze(0).repeat({layers, 1, 1}));
   p->mask = tft_causal_mask(window_, o.horizon(), opts.device());
+  prepare_rows(*p);
   prepared_ = std::move(p);
 
   const int64_t n = filled(), W = window_, P = o.past_features();
@@ -154,6 +226,74 @@ void TftStream::refresh(int64_t static_id) {
   auto slots = torch::arange(first, bars_, opts.dtype(torch::kLong)) % W;
   auto both = torch::cat({slots, slots + W});
   buf_.narrow(1, P, sel.size(1)).index_copy_(0, both, torch::cat({sel, sel}));
+}
+
+// The row kernels' forms of `p`'s layers, when every tensor they read is CPU fp32.
+void TftStream::prepare_rows(Prepared& p) {
+  const std::vector<torch::Tensor> used = {p.lstm_gate.glu.wt,
+                                           p.lstm_gate.glu.b,
+                                           p.lstm_gate.ln_w,
+                                           p.lstm_gate.ln_b,
+                                           p.attention_gate.glu.wt,
+                                           p.attention_gate.glu.b,
+                                           p.attention_gate.ln_w,
+                                           p.attention_gate.ln_b,
+                                           p.output_gate.glu.wt,
+                                           p.output_gate.glu.b,
+                                           p.output_gate.ln_w,
+                                           p.output_gate.ln_b,
+                                           p.enrichment.fc2.wt,
+                                           p.enrichment.fc1.wt,
+                                           p.enrichment.fc1.b,
+                                           p.enrichment.skip.wt,
+                                           p.enrichment.skip.b,
+                                           p.enrichment.gan.glu.wt,
+                                           p.enrichment.gan.glu.b,
+                                           p.enrichment.gan.ln_w,
+                                           p.enrichment.gan.ln_b,
+                                           p.positionwise.fc2.wt,
+                                           p.positionwise.fc2.b,
+                                           p.positionwise.fc1.wt,
+                                           p.positionwise.fc1.b,
+                                           p.positionwise.skip.wt,
+                                           p.positionwise.skip.b,
+                                           p.positionwise.gan.glu.wt,
+                                           p.positionwise.gan.glu.b,
+                                           p.positionwise.gan.ln_w,
+                                           p.positionwise.gan.ln_b,
+                                           p.query.wt,
+                                           p.query.b,
+                                           p.key.wt,
+                                           p.key.b,
+                                           p.value.wt,
+                                           p.value.b,
+                                           p.out.wt,
+                                           p.out.b,
+                                           p.output.wt,
+                                           p.output.b,
+                                           p.enrichment_bias,
+                                           std::get<0>(p.h0),
+                                           std::get<1>(p.h0)};
+  if (!rows_apply(used)) return;
+  TftStreamRows r;
+  auto enc = row_lstm_of(*net_->encoder, r.keep);
+  auto dec = row_lstm_of(*net_->decoder, r.keep);
+  if (!enc || !dec) return;
+  r.encoder = std::move(*enc);
+  r.decoder = std::move(*dec);
+  r.lstm_gate = row_of(p.lstm_gate);
+  r.attention_gate = row_of(p.attention_gate);
+  r.output_gate = row_of(p.output_gate);
+  r.enrichment = row_of(p.enrichment);
+  r.positionwise = row_of(p.positionwise);
+  r.query = row_of(p.query);
+  r.key = row_of(p.key);
+  r.value = row_of(p.value);
+  r.out = row_of(p.out);
+  r.output = row_of(p.output);
+  const auto h0 = torch::stack({std::get<0>(p.h0), std::get<1>(p.h0)}).contiguous();
+  r.h0.assign(h0.data_ptr<float>(), h0.data_ptr<float>() + h0.numel());
+  p.rows = std::move(r);
 }
 
 torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& future,
@@ -172,10 +312,11 @@ torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& 
   if (static_id != static_id_ || stamp_.changed()) refresh(static_id);
   const auto& p = *prepared_;
 
+  ChunkRunner* const threads = w.device().is_cpu() ? runner : nullptr;  // tensor ops: CPU only
+  if (p.rows && fused_cpu_kernels()) return push_rows(past_t, future, threads);
   const int64_t W = window_, P = o.past_features(), H = o.hidden(), K = o.horizon();
   const int64_t slot = bars_ % W;
   const auto dtype = w.scalar_type();
-  ChunkRunner* const threads = w.device().is_cpu() ? runner : nullptr;  // tensor ops: CPU only
   auto raw = past_t.to(dtype).reshape({1, P});
   // The new bar's VSN and the encoder over the window's older rows are independent: two chunks
   // (the second core, when idle, takes the encoder); the encoder then steps over the new row.
@@ -238,6 +379,120 @@ torch::Tensor TftStream::push(const torch::Tensor& past_t, const torch::Tensor& 
   auto delta = apply(p.attention_gate, apply(p.out, att), theta_dec);
   auto psi = apply(p.positionwise, delta, p.positionwise.fc2.b);
   return apply(p.output, apply(p.output_gate, psi, phi_dec));  // [K, Q]
+}
+
+// push on the CPU in fp32: the same stages and chunks as push's tensor ops, on raw floats through
+// the row kernels (tft_row_kernels.h). One work tensor holds every intermediate.
+torch::Tensor TftStream::push_rows(const torch::Tensor& past_t, const torch::Tensor& future,
+                                   ChunkRunner* threads) {
+  const auto& p = *prepared_;
+  const auto& r = *p.rows;
+  const auto& o = net_->options;
+  const int64_t W = window_, P = o.past_features(), H = o.hidden(), K = o.horizon();
+  const int64_t layers = o.lstm_layers(), ld = P + H, S = layers * H;
+  const int64_t heads = net_->attention->heads, dk = net_->attention->d_k;
+  const int64_t d = r.query.out, dv = r.value.out, Q = r.output.out;
+  const int64_t n = std::min(bars_ + 1, W), L = n + K;
+  const auto raw = past_t.to(torch::kFloat).contiguous().reshape({1, P});
+
+  // The work areas: [encoder state h, c | decoder state | encoder rows | theta [L, H] |
+  // keys [L, d] | values [L, dv] | phi_dec, queries | scratch of chunk 0 | of chunk 1 | tail].
+  const int64_t scratch0 = kernels::rows_lstm_scratch(r.decoder, K) + K * H +
+                           kernels::rows_gan_scratch(r.lstm_gate, K) +
+                           kernels::rows_grn_scratch(r.enrichment, K);
+  const int64_t scratch1 = kernels::rows_lstm_scratch(r.encoder, n) + n * H +
+                           kernels::rows_gan_scratch(r.lstm_gate, n) +
+                           kernels::rows_grn_scratch(r.enrichment, n);
+  const int64_t tail = 2 * L + K * (dv + 4 * H) +
+                       std::max({kernels::rows_gan_scratch(r.attention_gate, K),
+                                 kernels::rows_gan_scratch(r.output_gate, K),
+                                 kernels::rows_grn_scratch(r.positionwise, K)});
+  auto work =
+      torch::empty({4 * S + n * H + L * (H + d + dv) + K * (H + d) + scratch0 + scratch1 + tail},
+                   torch::TensorOptions().dtype(torch::kFloat));
+  float* enc_h = work.data_ptr<float>();
+  float* enc_c = enc_h + S;
+  float* dec_h = enc_c + S;
+  float* dec_c = dec_h + S;
+  float* enc_out = dec_c + S;
+  float* theta = enc_out + n * H;
+  float* keys = theta + L * H;
+  float* values = keys + L * d;
+  float* phi_dec = values + L * dv;
+  float* queries = phi_dec + K * H;
+  float* scr0 = queries + K * d;
+  float* scr1 = scr0 + scratch0;
+  float* scr_tail = scr1 + scratch1;
+  std::copy(r.h0.begin(), r.h0.begin() + S, enc_h);
+  std::copy(r.h0.begin() + S, r.h0.end(), enc_c);
+
+  // The new bar's VSN and the encoder over the window's older rows (two chunks, as in push).
+  float* const buf = buf_.data_ptr<float>();
+  const float* old_rows = buf + ((bars_ + 1 - n) % W) * ld + P;
+  torch::Tensor sel;
+  run_chunks(threads, n > 1 ? 2 : 1, [&](int64_t chunk) {
+    c10::InferenceMode chunk_guard;
+    if (chunk == 0) {
+      sel = net_->past_vsn->forward_rows(raw, p.past_selection_bias, past_folding_, threads)
+                .contiguous();  // [1, H]
+    } else {
+      kernels::rows_lstm(r.encoder, old_rows, ld, n - 1, enc_h, enc_c, enc_out, scr1);
+    }
+  });
+  const int64_t slot = bars_ % W;
+  for (float* row : {buf + slot * ld, buf + (slot + W) * ld}) {
+    std::copy_n(raw.data_ptr<float>(), P, row);
+    std::copy_n(sel.data_ptr<float>(), H, row + P);
+  }
+  ++bars_;
+  const float* past_sel = buf + ((bars_ - n) % W) * ld + P;  // [n, H], row stride ld
+  kernels::rows_lstm(r.encoder, sel.data_ptr<float>(), H, 1, enc_h, enc_c, enc_out + (n - 1) * H,
+                     scr1);
+  std::copy(enc_h, enc_h + 2 * S, dec_h);  // the decoder starts from the encoder's state
+
+  // The decoder's rows and the encoder's rows up to the attention: two chunks, as in push.
+  const float* enrichment_bias = p.enrichment_bias.data_ptr<float>();
+  run_chunks(threads, 2, [&](int64_t chunk) {
+    c10::InferenceMode chunk_guard;
+    if (chunk == 0) {
+      const auto fut = net_->future_vsn
+                           ->forward_rows(future.to(torch::kFloat), p.future_selection_bias,
+                                          future_folding_)
+                           .contiguous();  // [K, H]
+      float* dec_out = scr0;
+      float* rest = dec_out + K * H;
+      kernels::rows_lstm(r.decoder, fut.data_ptr<float>(), H, K, dec_h, dec_c, dec_out, rest);
+      kernels::rows_gan(r.lstm_gate, dec_out, fut.data_ptr<float>(), H, K, phi_dec, rest);
+      float* theta_dec = theta + n * H;
+      kernels::rows_grn(r.enrichment, phi_dec, enrichment_bias, K, theta_dec, rest);
+      kernels::rows_linear(r.query, theta_dec, H, K, queries);
+      kernels::rows_linear(r.key, theta_dec, H, K, keys + n * d);
+      kernels::rows_linear(r.value, theta_dec, H, K, values + n * dv);
+    } else {
+      float* phi_enc = scr1;
+      float* rest = phi_enc + n * H;
+      kernels::rows_gan(r.lstm_gate, enc_out, past_sel, ld, n, phi_enc, rest);
+      kernels::rows_grn(r.enrichment, phi_enc, enrichment_bias, n, theta, rest);
+      kernels::rows_linear(r.key, theta, H, n, keys);
+      kernels::rows_linear(r.value, theta, H, n, values);
+    }
+  });
+
+  // The attention, its gate, the position-wise GRN, the output gate and the quantile heads.
+  float* att = scr_tail + 2 * L;
+  float* att_out = att + K * dv;
+  float* delta = att_out + K * H;
+  float* psi = delta + K * H;
+  float* gated = psi + K * H;
+  float* rest = gated + K * H;
+  kernels::rows_attention(queries, keys, values, K, L, heads, dk, dv, att, scr_tail);
+  kernels::rows_linear(r.out, att, dv, K, att_out);
+  kernels::rows_gan(r.attention_gate, att_out, theta + n * H, H, K, delta, rest);
+  kernels::rows_grn(r.positionwise, delta, r.positionwise.fc2.b, K, psi, rest);
+  kernels::rows_gan(r.output_gate, psi, phi_dec, H, K, gated, rest);
+  auto y = torch::empty({K, Q}, work.options());
+  kernels::rows_linear(r.output, gated, H, K, y.data_ptr<float>());
+  return y;
 }
 
 // ---- many instruments (serving/desk.h) ---------------------------------------------------------

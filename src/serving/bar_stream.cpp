@@ -81,7 +81,7 @@ std::string CsvPanelSource::where() const {
 StreamStats stream_source(Desk& desk, BarSource& source, const StreamOptions& options,
                           const StreamSink& on_decisions, const SkipSink& on_skip) {
   StreamStats stats;
-  std::vector<double> latencies;
+  LatencyRecorder latencies;  // bounded: a feed may never end
   std::vector<SymbolBar> bars;
   while (true) {
     std::vector<InstrumentDecision> decisions;
@@ -102,7 +102,7 @@ StreamStats stream_source(Desk& desk, BarSource& source, const StreamOptions& op
     }
     ++stats.timestamps;
     stats.bars += static_cast<int64_t>(bars.size());
-    latencies.push_back(decisions.front().decision.latency_us);
+    latencies.add(decisions.front().decision.latency_us);
     if (bars.front().bar.timestamp < options.from) continue;
     stats.reported += static_cast<int64_t>(decisions.size());
     if (on_decisions) on_decisions(bars, decisions);
@@ -110,7 +110,7 @@ StreamStats stream_source(Desk& desk, BarSource& source, const StreamOptions& op
   // A source that reads its symbols as it goes (a panel, a tape) knows them all only now.
   stats.instruments = source.instruments();
   FOXHUNT_CHECK(stats.bars > 0, "predict", source.name(), ": expected at least one bar, got none");
-  stats.latency_us = summarize_latencies(latencies);
+  stats.latency_us = latencies.summary();
   return stats;
 }
 

@@ -139,7 +139,7 @@ TapeStreamStats stream_tape(Desk& desk, std::istream& in, const TapeStreamOption
                             const SkipSink& on_skip, const std::string& head) {
   TapeBarSource source(in, options, head);
   TapeStreamStats stats;
-  std::vector<double> latency_us;
+  LatencyRecorder latency_us;  // bounded: a tape may never end
   int64_t reported = 0;
   // Every timestamp reaches the sink below, which measures it and reports those at or after
   // `from` (the latency figures cover the warm-up too).
@@ -151,7 +151,7 @@ TapeStreamStats stream_tape(Desk& desk, std::istream& in, const TapeStreamOption
     const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now() - close.arrival)
                            .count();
-    latency_us.push_back(static_cast<double>(ns) / 1000.0);
+    latency_us.add(static_cast<double>(std::max<int64_t>(ns, 0)) / 1000.0);
     if (bars.front().bar.timestamp < stream.from) return;
     reported += static_cast<int64_t>(decisions.size());
     if (on_decisions) on_decisions(bars, decisions, close, ns);
@@ -168,7 +168,7 @@ TapeStreamStats stream_tape(Desk& desk, std::istream& in, const TapeStreamOption
     stats.prints_per_s = static_cast<double>(stats.prints) / stats.seconds;
     stats.bars_per_s = static_cast<double>(stats.tape_bars) / stats.seconds;
   }
-  stats.print_to_decision_us = summarize_latencies(latency_us);
+  stats.print_to_decision_us = latency_us.summary();
   return stats;
 }
 

@@ -39,6 +39,37 @@ LatencySummary summarize_latencies(const std::vector<double>& us);
 /// {"count", "mean", "min", "p50", "p90", "p99", "p99_9", "max"}.
 nlohmann::json to_json(const LatencySummary& s);
 
+/// Latencies of an unbounded run (a feed that never ends) in bounded memory: the first
+/// `exact_samples` are kept as they are, and summary() is then summarize_latencies() of them,
+/// exactly; past that they move into a histogram of logarithmic buckets (kBucketsPerOctave per
+/// power of two) and the percentiles become those buckets' midpoints, within 1 / 512 relative of
+/// the sample at the percentile's rank (clamped to [min, max]); count, mean, min and max stay
+/// exact. Memory: at most exact_samples doubles plus the fixed histogram (~ 40 KiB).
+class LatencyRecorder {
+ public:
+  /// Buckets per power of two (relative bucket width 2^(1/256) - 1 ~ 0.27%).
+  static constexpr int kBucketsPerOctave = 256;
+  /// Keeps up to `exact_samples` samples exactly (default 65,536: 512 KiB).
+  explicit LatencyRecorder(size_t exact_samples = size_t{1} << 16);
+  /// Adds one sample; throws InputError on NaN or a negative value (latencies are >= 0).
+  void add(double us);
+  /// Samples added.
+  size_t count() const { return count_; }
+  /// Whether the percentiles are still exact (count() <= exact_samples).
+  bool exact() const { return histogram_.empty(); }
+  /// The summary; throws InputError when no sample was added.
+  LatencySummary summary() const;
+
+ private:
+  void bin(double us);
+  size_t cap_;
+  size_t count_ = 0;
+  long double sum_ = 0.0L;
+  double min_ = 0.0, max_ = 0.0;
+  std::vector<double> exact_;        // the samples while count_ <= cap_
+  std::vector<uint64_t> histogram_;  // then: [zero bucket, octaves x kBucketsPerOctave]
+};
+
 /// Result of an ordinary least-squares fit y = slope * x + intercept.
 struct LinearFit {
   double slope = 0.0;      ///< dy/dx

@@ -435,6 +435,10 @@ class TftStream {
  private:
   void allocate();
   void refresh(int64_t static_id);
+  struct Prepared;  // transposed weights, per-id biases, masks (tft_stream.cpp)
+  void prepare_rows(Prepared& p);
+  torch::Tensor push_rows(const torch::Tensor& past_t, const torch::Tensor& future,
+                          ChunkRunner* threads);
 
   TftNet net_;
   int64_t window_ = 0;
@@ -445,7 +449,6 @@ class TftStream {
   torch::Tensor buf_;
   TftStaticContext ctx_;
   VsnFolding past_folding_, future_folding_;
-  struct Prepared;  // transposed weights, per-id biases, masks (tft.cpp)
   std::shared_ptr<Prepared> prepared_;
   ParameterStamp stamp_;
 };
