@@ -341,11 +341,35 @@ inline __attribute__((always_inline)) void weight_grad_rows(const float* g, cons
     }
     for (int q = 0; q < NO; ++q) simd::store(dw + (o0 + q) * in + i, acc[q]);
   }
-  for (; i < in; ++i)
-    for (int q = 0; q < NO; ++q) {
+}
+
+// dW[:, first..in) = g^T a for the inputs past the last whole lane group (all of them when
+// in < 16, e.g. CartPole's 4 observations): lanes over 16 outputs, up to 4 inputs at a time, so
+// each row is 4 independent FMAs per load of g (one scalar sum per weight ran at the FMA's
+// latency: 64 us of a PPO step's 128).
+inline __attribute__((always_inline)) void weight_grad_tail(const float* g, const float* a,
+                                                            int64_t rows, int64_t in,
+                                                            int64_t out, int64_t first,
+                                                            float* dw) {
+  int64_t o = 0;
+  for (; o + kLanes <= out; o += kLanes)
+    for (int64_t i = first; i < in; i += 4) {
+      const int64_t ni = std::min<int64_t>(4, in - i);
+      v16 acc[4] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const v16 gv = simd::load(g + r * out + o);
+        const float* ar = a + r * in + i;
+        for (int t = 0; t < 4; ++t)
+          if (t < ni) acc[t] += simd::splat(ar[t]) * gv;
+      }
+      for (int64_t t = 0; t < ni; ++t)
+        for (int64_t l = 0; l < kLanes; ++l) dw[(o + l) * in + i + t] = acc[t][l];
+    }
+  for (; o < out; ++o)
+    for (int64_t i = first; i < in; ++i) {
       float sum = 0.0f;
-      for (int64_t r = 0; r < rows; ++r) sum += g[r * out + o0 + q] * a[r * in + i];
-      dw[(o0 + q) * in + i] = sum;
+      for (int64_t r = 0; r < rows; ++r) sum += g[r * out + o] * a[r * in + i];
+      dw[o * in + i] = sum;
     }
 }
 
@@ -356,6 +380,7 @@ void weight_grad(const float* g, const float* a, int64_t rows, int64_t in, int64
   int64_t o = 0;
   for (; o + 4 <= out; o += 4) weight_grad_rows<4>(g, a, rows, in, out, o, dw);
   for (; o < out; ++o) weight_grad_rows<1>(g, a, rows, in, out, o, dw);
+  weight_grad_tail(g, a, rows, in, out, in / kLanes * kLanes, dw);
   for (int64_t q = 0; q < out; ++q) db[q] = 0.0f;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t q = 0; q < out; ++q) db[q] += g[r * out + q];
