@@ -13,8 +13,9 @@ Both sides train with the hyperparameters of foxhunt's trainers (include/foxhunt
 dqn_trainer.h, ppo_trainer.h: RL Zoo's tuned CartPole-v1 values):
   DQN: 50,000 steps, lr 1e-3, batch 64, buffer 1e5, learning_starts 1000, gamma 0.99, target
        update every 10 steps (hard), train_freq 256 with 128 gradient steps, epsilon 1.0 -> 0.04
-       over 16% of the steps, grad-norm clip 10, Huber loss, Q-net [256, 256] ReLU. foxhunt's is
-       Double DQN (one more forward of the online net on s' per update); SB3's DQN is not.
+       over 16% of the steps, grad-norm clip 10, Huber loss, Q-net [256, 256] ReLU. SB3's DQN is
+       not Double DQN, so foxhunt's runs with `"double_dqn": false` here (the same algorithm;
+       foxhunt's default, Double DQN, adds one forward of the online net on s' per update).
   PPO: 100,000 steps, 8 envs x 32 steps, batch 256, 20 epochs, gamma 0.98, lambda 0.8, lr 1e-3
        and clip 0.2 both decayed linearly to 0, ent_coef 0, vf_coef 0.5, max_grad_norm 0.5,
        Adam eps 1e-5, separate policy and value nets [64, 64] tanh, orthogonal init.
@@ -86,9 +87,12 @@ def parse_args(argv):
 
 def time_foxhunt(binary, algo, steps, seed):
     with tempfile.TemporaryDirectory(prefix="foxhunt-sb3-") as tmp:
+        options = {"eval_interval": 0}
+        if algo == "dqn":
+            options["double_dqn"] = False  # SB3's DQN: the same algorithm on both sides
         cmd = [binary, "train", algo, "--env", "cartpole", "--steps", str(steps), "--seed",
                str(seed), "--threads", "1", "--eval-episodes", "0", "--options",
-               '{"eval_interval":0}', "--progress", "off", "--out", tmp, "--json"]
+               json.dumps(options), "--progress", "off", "--out", tmp, "--json"]
         t = time.perf_counter()
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wall = time.perf_counter() - t
