@@ -292,9 +292,17 @@ void mlp_rows(const MlpImpl& mlp, const LaneWeights* lanes, const float* x, int6
   int64_t widest = 0;
   for (const auto& l : mlp.layers) widest = std::max(widest, l->weight.size(0));
   const int64_t half = rows * widest;
-  // Through LibTorch's CPU allocator (not std::vector), so the memory ledger counts it.
-  auto scratch = torch::empty({2 * half}, torch::kFloat);
-  float* bufs[2] = {scratch.mutable_data_ptr<float>(), scratch.mutable_data_ptr<float>() + half};
+  // A few rows' activations live on the stack (8 KiB: a batch-1 forward spent a tenth of its
+  // time allocating); more through LibTorch's CPU allocator, so the memory ledger counts them.
+  constexpr int64_t kStackFloats = 2048;
+  alignas(64) float stack[kStackFloats];
+  torch::Tensor scratch;
+  float* base = stack;
+  if (2 * half > kStackFloats) {
+    scratch = torch::empty({2 * half}, torch::kFloat);
+    base = scratch.mutable_data_ptr<float>();
+  }
+  float* bufs[2] = {base, base + half};
   const float* cur = x;
   const size_t n = mlp.layers.size();
   for (size_t k = 0; k < n; ++k) {
