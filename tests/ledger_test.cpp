@@ -7,11 +7,6 @@
 #include <torch/torch.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <string>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #include <cmath>
 #include <thread>
 
@@ -60,25 +55,6 @@ TEST_F(LedgerTest, InstalledAndIdempotent) {
   EXPECT_EQ(after.alloc_count, before.alloc_count + 1);
   EXPECT_EQ(after.free_count, before.free_count + 1);
 }
-
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
-// runtime_init keeps transient blocks below 4 MiB on the heap: a 2 MiB tensor allocated and freed
-// over and over maps no fresh pages (glibc's default would map and unmap each one, from 128 KiB).
-TEST_F(LedgerTest, RuntimeInitKeepsTransientBlocksOnTheHeap) {
-  if (const char* v = std::getenv("FOXHUNT_MALLOC_TUNING"); v && std::string(v) == "0")
-    GTEST_SKIP() << "FOXHUNT_MALLOC_TUNING=0";
-  runtime_init();
-  const auto mapped = [] { return mallinfo2().hblks; };  // blocks served by mmap
-  for (int i = 0; i < 4; ++i) {
-    const auto before = mapped();
-    { auto t = torch::empty({768 * 1024}); }  // 3 MiB through the ledger's allocator
-    void* raw = std::malloc(3u << 20);
-    const auto with = mapped();
-    std::free(raw);
-    EXPECT_EQ(with, before) << "a 3 MiB block was mmapped (allocation " << i << ")";
-  }
-}
-#endif
 
 TEST_F(LedgerTest, OneMebibyteTensorIsExact) {
   const auto before = live_bytes();

@@ -6,8 +6,7 @@ namespace foxhunt {
 
 /// Call first thing in main(), before any tensor exists: installs the accounting allocator (so
 /// every CPU tensor byte is counted) and sets the intra-op thread count (FOXHUNT_THREADS, else
-/// OMP_NUM_THREADS, else 1); on glibc, keeps transient blocks up to 4 MiB on the heap (mallopt;
-/// FOXHUNT_MALLOC_TUNING=0 or glibc's own MALLOC_*_ variables leave it alone). Idempotent.
+/// OMP_NUM_THREADS, else 1). Idempotent.
 void runtime_init();
 
 }  // namespace foxhunt
