@@ -398,7 +398,8 @@ TORCH_MODULE(TftNet);
 /// stream runs the VSN on that bar and on the horizon's known-future rows, then the stages that
 /// depend on the window start (those of `TftNetImpl::forward_selected`: encoder LSTM from
 /// (c_h, c_c) at the window start, decoder, gated skip, enrichment, attention over the window,
-/// output layers), written for batch 1 as 2-D ops on pre-transposed weights: the static
+/// output layers), written for batch 1 on pre-transposed weights (on a CPU fp32 network as row
+/// kernels on raw floats, elsewhere as 2-D LibTorch ops): the static
 /// contexts' GRN terms are folded into biases per static id, the attention scale into the
 /// query weights, and the head average is taken over the attention weights before the shared
 /// value projection (exact algebra: the value projection is shared by all heads). The result equals
