@@ -262,15 +262,33 @@ void layer_rows(const float* w, const float* wt, const float* b, int64_t in, int
                 Activation activation, bool act, const float* x, int64_t rows, float* y) {
   if (lanes_apply(rows, in)) {
     const int64_t outp = lane_padded(out);
+    const Epilogue e = !act                              ? Epilogue::kNone
+                       : activation == Activation::kReLU ? Epilogue::kReLU
+                                                         : Epilogue::kTanh;
     torch::Tensor own;
     if (!wt) {
+      // Transposed per call (a trainer's weights change every step). A large layer goes in
+      // blocks of output columns whose scratch stays under glibc's mmap threshold (128 KiB):
+      // a whole 256 x 256 layer was a fresh mapping per call, page faults included.
+      constexpr int64_t kScratchFloats = 24 * 1024;
+      const int64_t block = kScratchFloats / (in + rows) / kLanes * kLanes;
+      if (in * outp > kScratchFloats && block >= 4 * kLanes) {
+        own = torch::empty({(in + rows) * block}, torch::kFloat);
+        float* wt_block = own.mutable_data_ptr<float>();
+        float* y_block = wt_block + in * block;
+        for (int64_t o0 = 0; o0 < out; o0 += block) {
+          const int64_t n = std::min(block, out - o0), np = lane_padded(n);
+          transpose_padded(w + o0 * in, n, in, np, wt_block);
+          linear_kernel_lanes(x, rows, in, wt_block, np, b ? b + o0 : nullptr, n, e, y_block);
+          for (int64_t r = 0; r < rows; ++r)
+            std::memcpy(y + r * out + o0, y_block + r * n, static_cast<size_t>(n) * sizeof(float));
+        }
+        return;
+      }
       own = torch::empty({in * outp}, torch::kFloat);
       transpose_padded(w, out, in, outp, own.mutable_data_ptr<float>());
       wt = own.const_data_ptr<float>();
     }
-    const Epilogue e = !act                              ? Epilogue::kNone
-                       : activation == Activation::kReLU ? Epilogue::kReLU
-                                                         : Epilogue::kTanh;
     linear_kernel_lanes(x, rows, in, wt, outp, b, out, e, y);
     return;
   }
