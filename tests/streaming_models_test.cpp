@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "foxhunt/models/fused_kernels.h"
 #include "foxhunt/models/mamba2.h"
 #include "foxhunt/models/tft.h"
 #include "test_util.h"
@@ -271,6 +274,33 @@ TEST_F(TftStreamTest, MatchesWindowForwardDefaults) {
   TftNet net(TftOptions{});  // 225 past features, window 60, horizon 5, dropout 0.1 (off in eval)
   net->eval();
   EXPECT_LT(tft_stream_error(net, random_tft_bars(TftOptions{}, 200, 22), 7), 1e-5);
+}
+
+// The CPU fp32 stream runs row kernels with 16-float lanes and scalar tails: widths on both sides
+// of a lane, one and three LSTM layers, one to four heads, a horizon of one and a window of one
+// must all give the window forward, and the LibTorch ops the stream runs with the kernels off.
+TEST_F(TftStreamTest, RowKernelsMatchTheForwardAndTheOpsAcrossShapes) {
+  struct Case {
+    int64_t hidden, layers, heads, horizon, window;
+  };
+  for (const auto& c : {Case{8, 2, 2, 4, 7}, Case{20, 1, 4, 1, 5}, Case{48, 3, 1, 3, 9},
+                        Case{32, 2, 4, 5, 1}, Case{16, 1, 2, 2, 12}}) {
+    const auto o =
+        small().hidden(c.hidden).lstm_layers(c.layers).heads(c.heads).horizon(c.horizon).window(
+            c.window);
+    TftNet net(o);
+    net->eval();
+    const auto b = random_tft_bars(o, 3 * c.window + 4, 31);
+    const std::string at = fmt::format("hidden {} layers {} heads {} horizon {} window {}",
+                                       c.hidden, c.layers, c.heads, c.horizon, c.window);
+    EXPECT_LT(tft_stream_error(net, b, 2), 1e-5) << at;
+    TftStream rows(net), ops(net);
+    for (int64_t t = 0; t < b.past.size(0); ++t) {
+      const auto y = rows.push(b.past[t], b.future[t], 2);
+      FusedCpuKernels off(false);
+      EXPECT_LT(max_abs_diff(y, ops.push(b.past[t], b.future[t], 2)), 1e-5) << at << " bar " << t;
+    }
+  }
 }
 
 TEST_F(TftStreamTest, CustomWindowAndFloat64AreExact) {
