@@ -86,9 +86,9 @@ if [ "$what" = sanitize ] || [ "$what" = tsan ]; then
   if [ "$what" = sanitize ] && [ $ci = 1 ]; then
     # CI's share: every reader of outside bytes (bars, panel and tape CSV, bar specs, containers
     # and bundle headers, safetensors, rules, profiles, options; the fuzz corpora), the C ABI,
-    # the serving runtime and the stress harness.
+    # the serving runtime, the stress harness, the TFT stream's raw-float kernels and the stats.
     ctest --test-dir "$dir" -L unit -j "${FOXHUNT_JOBS:-$(nproc)}" --output-on-failure \
-      -R 'Fuzz\.|^Bars|^Panel|^Tape|^BarSpec|^BarBuilder|^FlowFeatures|^Calendar|^Container|^BundleContract|^FileIo|^Error|^Safetensors|^RuleFit|^DecisionRule|^DeviceProfile|^StreamingFeatures|^Serving|^Stress|^Desk|^Capi|^CsvPanelSource|^ChunkRunner|^StreamOnThreads' \
+      -R 'Fuzz\.|^Bars|^Panel|^Tape|^BarSpec|^BarBuilder|^FlowFeatures|^Calendar|^Container|^BundleContract|^FileIo|^Error|^Safetensors|^RuleFit|^DecisionRule|^DeviceProfile|^StreamingFeatures|^Serving|^Stress|^Desk|^Capi|^CsvPanelSource|^ChunkRunner|^StreamOnThreads|^TftStream|^Stats\.' \
       -E '_CUDA$' "$@"
   elif [ "$what" = sanitize ]; then
     ctest --test-dir "$dir" -L unit -j "${FOXHUNT_JOBS:-$(nproc)}" --output-on-failure "$@"
