@@ -44,7 +44,7 @@ nlohmann::json to_json(const LatencySummary& s);
 /// exactly; past that they move into a histogram of logarithmic buckets (kBucketsPerOctave per
 /// power of two) and the percentiles become those buckets' midpoints, within 1 / 512 relative of
 /// the sample at the percentile's rank (clamped to [min, max]); count, mean, min and max stay
-/// exact. Memory: at most exact_samples doubles plus the fixed histogram (~ 40 KiB).
+/// exact. Memory: at most exact_samples doubles, then the fixed histogram alone (128 KiB).
 class LatencyRecorder {
  public:
   /// Buckets per power of two (relative bucket width 2^(1/256) - 1 ~ 0.27%).
