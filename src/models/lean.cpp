@@ -374,9 +374,8 @@ inline __attribute__((always_inline)) void weight_grad_rows(const float* g, cons
 // each row is 4 independent FMAs per load of g (one scalar sum per weight ran at the FMA's
 // latency: 64 us of a PPO step's 128).
 inline __attribute__((always_inline)) void weight_grad_tail(const float* g, const float* a,
-                                                            int64_t rows, int64_t in,
-                                                            int64_t out, int64_t first,
-                                                            float* dw) {
+                                                            int64_t rows, int64_t in, int64_t out,
+                                                            int64_t first, float* dw) {
   int64_t o = 0;
   for (; o + kLanes <= out; o += kLanes)
     for (int64_t i = first; i < in; i += 4) {

@@ -107,6 +107,21 @@ bool rows_apply(const std::vector<torch::Tensor>& ts) {
   return true;
 }
 
+// The tensors a layer's row form reads, appended to `out` (for rows_apply).
+void append_tensors(std::vector<torch::Tensor>& out, const Lin& l) {
+  out.insert(out.end(), {l.wt, l.b});
+}
+
+void append_tensors(std::vector<torch::Tensor>& out, const Gan& g) {
+  append_tensors(out, g.glu);
+  out.insert(out.end(), {g.ln_w, g.ln_b});
+}
+
+void append_tensors(std::vector<torch::Tensor>& out, const Grn& g) {
+  for (const Lin* l : {&g.fc2, &g.fc1, &g.skip}) append_tensors(out, *l);
+  append_tensors(out, g.gan);
+}
+
 // An LSTM's weights for rows_lstm (kept alive in `keep`); nullopt when it has projections or
 // runs both ways.
 std::optional<kernels::RowLstm> row_lstm_of(torch::nn::LSTMImpl& m,
@@ -230,50 +245,10 @@ void TftStream::refresh(int64_t static_id) {
 
 // The row kernels' forms of `p`'s layers, when every tensor they read is CPU fp32.
 void TftStream::prepare_rows(Prepared& p) {
-  const std::vector<torch::Tensor> used = {p.lstm_gate.glu.wt,
-                                           p.lstm_gate.glu.b,
-                                           p.lstm_gate.ln_w,
-                                           p.lstm_gate.ln_b,
-                                           p.attention_gate.glu.wt,
-                                           p.attention_gate.glu.b,
-                                           p.attention_gate.ln_w,
-                                           p.attention_gate.ln_b,
-                                           p.output_gate.glu.wt,
-                                           p.output_gate.glu.b,
-                                           p.output_gate.ln_w,
-                                           p.output_gate.ln_b,
-                                           p.enrichment.fc2.wt,
-                                           p.enrichment.fc1.wt,
-                                           p.enrichment.fc1.b,
-                                           p.enrichment.skip.wt,
-                                           p.enrichment.skip.b,
-                                           p.enrichment.gan.glu.wt,
-                                           p.enrichment.gan.glu.b,
-                                           p.enrichment.gan.ln_w,
-                                           p.enrichment.gan.ln_b,
-                                           p.positionwise.fc2.wt,
-                                           p.positionwise.fc2.b,
-                                           p.positionwise.fc1.wt,
-                                           p.positionwise.fc1.b,
-                                           p.positionwise.skip.wt,
-                                           p.positionwise.skip.b,
-                                           p.positionwise.gan.glu.wt,
-                                           p.positionwise.gan.glu.b,
-                                           p.positionwise.gan.ln_w,
-                                           p.positionwise.gan.ln_b,
-                                           p.query.wt,
-                                           p.query.b,
-                                           p.key.wt,
-                                           p.key.b,
-                                           p.value.wt,
-                                           p.value.b,
-                                           p.out.wt,
-                                           p.out.b,
-                                           p.output.wt,
-                                           p.output.b,
-                                           p.enrichment_bias,
-                                           std::get<0>(p.h0),
-                                           std::get<1>(p.h0)};
+  std::vector<torch::Tensor> used = {p.enrichment_bias, std::get<0>(p.h0), std::get<1>(p.h0)};
+  for (const Gan* g : {&p.lstm_gate, &p.attention_gate, &p.output_gate}) append_tensors(used, *g);
+  for (const Grn* g : {&p.enrichment, &p.positionwise}) append_tensors(used, *g);
+  for (const Lin* l : {&p.query, &p.key, &p.value, &p.out, &p.output}) append_tensors(used, *l);
   if (!rows_apply(used)) return;
   TftStreamRows r;
   auto enc = row_lstm_of(*net_->encoder, r.keep);
