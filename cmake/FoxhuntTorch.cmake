@@ -34,6 +34,20 @@ else()
 endif()
 message(STATUS "foxhunt: CUDA memory stats ${FOXHUNT_HAVE_CUDA_STATS}")
 
+# What foxhunt's areas link: LibTorch's CPU library and c10 only. TORCH_LIBRARIES (the `torch`
+# target) forces libtorch_cuda in with --no-as-needed; foxhunt's CUDA code lives in a plugin
+# (core/cuda_plugin.h) that brings it when a CUDA device is asked for. The compile settings
+# (include directories, flags) are still the `torch` target's.
+if(TARGET torch_cpu_library AND TARGET c10 AND TARGET torch)
+  set(FOXHUNT_TORCH_CPU_LIBS torch_cpu_library c10)
+  set(FOXHUNT_TORCH_INCLUDES "$<TARGET_PROPERTY:torch,INTERFACE_INCLUDE_DIRECTORIES>")
+  set(FOXHUNT_TORCH_COMPILE_OPTIONS "$<TARGET_PROPERTY:torch,INTERFACE_COMPILE_OPTIONS>")
+else()  # a LibTorch without these targets (static builds): everything, as before
+  set(FOXHUNT_TORCH_CPU_LIBS ${TORCH_LIBRARIES})
+  set(FOXHUNT_TORCH_INCLUDES "")
+  set(FOXHUNT_TORCH_COMPILE_OPTIONS "")
+endif()
+
 # The PyPI wheel's libtorch_cuda.so finds NCCL, cuDNN, ... through $ORIGIN rpaths into
 # site-packages/nvidia/*/lib. GNU ld does not follow those when it checks a shared library's own
 # dependencies at link time, and a system NCCL (e.g. /usr/local/cuda/lib) would be picked instead,

@@ -66,7 +66,7 @@ TEST(DeviceMemoryTest, ParsesDevicesAndRejectsOthers) {
   // The torch device: a plain "cuda" stays the current device, an index is kept; a CUDA device
   // that is not there is an InputError saying so in one line (not LibTorch's CUDA text).
   EXPECT_EQ(models::to_torch(Device::cpu()), torch::Device(torch::kCPU));
-  if (torch::cuda::is_available()) {
+  if (models::cuda_available()) {
     EXPECT_EQ(models::to_torch(Device::cuda(0)), torch::Device(torch::kCUDA, 0));
     EXPECT_EQ(models::to_torch(Device::cuda()), torch::Device(torch::kCUDA));
     EXPECT_THROW(models::to_torch(Device::cuda(999)), InputError);
@@ -88,7 +88,7 @@ TEST(DeviceMemoryTest, ParsesDevicesAndRejectsOthers) {
 }
 
 TEST(DeviceMemoryTest, CommandsOnAMissingGpuSayItInOneLine) {
-  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is present";
+  if (models::cuda_available()) GTEST_SKIP() << "a GPU is present";
   testing::TempDir tmp;
   const auto csv = tmp.file("bars.csv");
   data::write_bars_csv(csv, data::generate_synthetic({.bars = 300, .seed = 2}));

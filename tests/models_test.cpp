@@ -260,7 +260,7 @@ TEST(HostValidatedInputsTest, CpuTensorsAreAlwaysScanned) {
 
 TEST(HostValidatedInputsTest, DeviceTensorsSkipTheScanInsideTheScope_CUDA) {
   FOXHUNT_REQUIRE_CUDA();
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (!models::cuda_available()) GTEST_SKIP() << "no CUDA device";
   auto dqn = make_model("dqn");
   dqn->to(torch::kCUDA);
   auto x = torch::zeros({1, 256});

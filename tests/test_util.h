@@ -19,12 +19,13 @@
 #include "error_test_util.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/models/tft.h"
+#include "foxhunt/models/torch_device.h"
 
 /// First line of every *_CUDA test: skips it, visibly (ctest and gtest report it as skipped),
 /// where no CUDA device is available.
 #define FOXHUNT_REQUIRE_CUDA()                                                    \
   do {                                                                            \
-    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device available"; \
+    if (!::foxhunt::models::cuda_available()) GTEST_SKIP() << "no CUDA device available"; \
   } while (0)
 
 namespace foxhunt::testing {

@@ -8,9 +8,11 @@
 
 #include <sstream>
 
+#include "foxhunt/core/cuda_plugin.h"
 #include "foxhunt/memory/cuda_memory.h"
 #include "foxhunt/memory/device_probe.h"
 #include "foxhunt/memory/ledger.h"
+#include "foxhunt/models/torch_device.h"
 
 namespace foxhunt {
 
@@ -51,9 +53,9 @@ nlohmann::json system_info() {
   nlohmann::json j;
   j["foxhunt_version"] = FOXHUNT_VERSION;
   j["libtorch_version"] = TORCH_VERSION;
-  const bool cuda = torch::cuda::is_available();
-  j["cuda_available"] = cuda;
-  j["cuda_device_count"] = cuda ? static_cast<int>(torch::cuda::device_count()) : 0;
+  j["cuda_available"] = models::cuda_available();  // loads the CUDA plugin to ask
+  j["cuda_device_count"] = models::cuda_device_count();
+  j["cuda_plugin"] = cuda_plugin_status();
   j["threads"] = at::get_num_threads();
   j["interop_threads"] = at::get_num_interop_threads();
   const std::string config = at::show_config();
@@ -65,11 +67,7 @@ nlohmann::json system_info() {
   for (auto e : at::globalContext().supportedQEngines()) engines.push_back(qengine_name(e));
   j["quantized_engines"] = engines;
   j["quantized_engine"] = qengine_name(at::globalContext().qEngine());
-#ifdef FOXHUNT_HAVE_CUDA_STATS
-  j["build_cuda"] = true;  // linked against a CUDA build of LibTorch (c10_cuda present)
-#else
-  j["build_cuda"] = false;
-#endif
+  j["build_cuda"] = cuda_plugin_built();  // a CUDA build of LibTorch: the CUDA plugin was built
   // Memory accounting and the driver-side view of the GPUs.
   j["ledger_installed"] = memory::ledger_installed();
   j["ledger_live_bytes"] = memory::live_bytes();

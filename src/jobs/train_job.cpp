@@ -14,6 +14,7 @@
 #include "foxhunt/memory/ledger.h"
 #include "foxhunt/models/catalog.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/torch_device.h"
 #include "foxhunt/plan/planner.h"
 #include "train_job_parts.h"
 
@@ -173,8 +174,8 @@ TrainSummary run_train_job(const TrainJob& given, const data::MarketData* preloa
         "checkpoint.ckpt (a training run writes it into its out_dir); this directory has none");
     job.resume = ckpt;
   }
-  if (job.dist.world_size() > 1 && job.device == Device::cuda() && torch::cuda::device_count() > 1)
-    job.device = Device::cuda(static_cast<int>(job.dist.rank() % torch::cuda::device_count()));
+  if (job.dist.world_size() > 1 && job.device == Device::cuda() && models::cuda_device_count() > 1)
+    job.device = Device::cuda(job.dist.rank() % models::cuda_device_count());
   FOXHUNT_CHECK(models::in_catalog(job.model), kTrainJobComponent, "unknown model '", job.model,
                 "'; expected one of: ", models::joined_model_names());
   FOXHUNT_CHECK(job.steps >= 0 && job.epochs >= 0, kTrainJobComponent,

@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 
+#include "foxhunt/core/cuda_plugin.h"
 #include "foxhunt/core/error.h"
 
 namespace foxhunt::models {
@@ -28,8 +29,19 @@ torch::Device module_device(const torch::nn::Module& m) {
   return torch::kCPU;
 }
 
+bool cuda_available() {
+  return load_cuda_plugin() && torch::cuda::is_available();
+}
+
+int cuda_device_count() {
+  return cuda_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+}
+
 torch::Device to_torch(const Device& d) {
   if (d.is_cpu()) return torch::kCPU;
+  if (!load_cuda_plugin())
+    throw InputError("device", "device " + d.str() + ": expected a usable CUDA device, but " +
+                                   cuda_plugin_status() + "; use device cpu");
   if (!torch::cuda::is_available()) {
     // Say what was found in one line, not LibTorch's multi-line CUDA text with its URL.
     std::string why = "LibTorch reports no CUDA device";
@@ -46,7 +58,7 @@ torch::Device to_torch(const Device& d) {
                                    ": expected a usable CUDA device, found none (" + why +
                                    "); use device cpu");
   }
-  const auto count = static_cast<int>(torch::cuda::device_count());
+  const int count = cuda_device_count();
   FOXHUNT_CHECK(d.index() < count, "device", "device ", d.str(),
                 ": expected a CUDA device index below ", count, " (the devices visible here)");
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(d.index()));

@@ -3,11 +3,12 @@
 /// The ledger's query API for CUDA devices, backed by LibTorch's caching-allocator statistics
 /// (c10::cuda::CUDACachingAllocator::getDeviceStats) and its cap (setMemoryFraction). Torch-free.
 ///
-/// Two builds (chosen by CMake's FOXHUNT_HAVE_CUDA_STATS): src/memory/cuda/ with the real
-/// backend, src/memory/no_cuda/ with a stub. The availability queries (cuda_stats_compiled,
-/// cuda_memory_available, cuda_device_count, cuda_stats_backend) never throw; every other function
-/// throws foxhunt::Error "[cuda] built without CUDA" in the stub build and "[cuda] no CUDA
-/// device ..." when the device index does not exist (e.g. on a machine with no GPU).
+/// Backed by the CUDA plugin (core/cuda_plugin.h), loaded by the first call here. The
+/// availability queries (cuda_stats_compiled: the plugin loaded; cuda_memory_available,
+/// cuda_device_count, cuda_stats_backend) never throw; every other function throws
+/// foxhunt::Error "[cuda] built without CUDA" in a build without the plugin, "[cuda] no CUDA
+/// backend: ..." when it cannot be loaded, and "[cuda] no CUDA device ..." when the device index
+/// does not exist (e.g. on a machine with no GPU).
 ///
 /// Bytes: "allocated" is what tensors hold (the exact analogue of the CPU ledger's live bytes);
 /// "reserved" is what the caching allocator holds from the driver (allocated + cached). Neither
@@ -37,7 +38,7 @@ struct CudaMemoryStats {
   std::uint64_t limit_bytes = 0;      ///< cap from setMemoryFraction (0 = none)
 };
 
-/// True when this build has the real CUDA stats backend (not the stub).
+/// True when the CUDA plugin is loaded (this call loads it): the real statistics backend.
 bool cuda_stats_compiled();
 /// Number of usable CUDA devices (0 with no driver/GPU or in the stub build).
 int cuda_device_count();

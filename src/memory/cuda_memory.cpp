@@ -1,21 +1,39 @@
-// CUDA memory statistics from LibTorch's caching allocator. Compiled when CMake finds c10_cuda
-// (FOXHUNT_HAVE_CUDA_STATS); src/memory/no_cuda/cuda_memory.cpp is the stub otherwise.
+// CUDA memory statistics through the CUDA plugin's table (core/cuda_plugin.h): LibTorch's caching
+// allocator and the driver. Without the plugin (a build without CUDA, or the file missing) the
+// queries say "no CUDA" and everything else fails with the plugin's status.
 #include "foxhunt/memory/cuda_memory.h"
 
-#include <ATen/Context.h>
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <cuda_runtime_api.h>
-
+#include <exception>
 #include <map>
 #include <mutex>
+
+#include "foxhunt/core/cuda_plugin.h"
 
 namespace foxhunt::memory {
 
 namespace {
 
-constexpr auto kAggregate = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+// The plugin's table, or foxhunt::Error saying why there is none.
+const CudaMemoryFunctions& table() {
+  const CudaMemoryFunctions* t = cuda_memory_functions();
+  if (t == nullptr) {
+    if (!cuda_plugin_built()) FOXHUNT_FAIL("cuda", "built without CUDA");
+    FOXHUNT_FAIL("cuda", "no CUDA backend: ", cuda_plugin_status());
+  }
+  return *t;
+}
+
+// Runs one plugin call; its std::exception becomes foxhunt::Error naming the call and device.
+template <class F>
+auto call(const char* what, int device, F&& f) {
+  try {
+    return f(table());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    FOXHUNT_FAIL("cuda", what, "(device ", device, ") failed: ", e.what());
+  }
+}
 
 // Validates `device` and makes sure LibTorch's CUDA state (and so the caching allocator) exists.
 void ensure_device(int device) {
@@ -24,21 +42,13 @@ void ensure_device(int device) {
   if (device >= n)
     FOXHUNT_FAIL("cuda", "no CUDA device ", device, " (", n, " present",
                  n == 0 ? ": no usable GPU or NVIDIA driver" : "", ")");
-  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
-}
-
-std::uint64_t u64(std::int64_t v) {
-  return v < 0 ? 0 : static_cast<std::uint64_t>(v);
+  call("lazy init", device, [](const CudaMemoryFunctions& t) { t.lazy_init(); });
 }
 
 void mem_get_info(int device, std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
-  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-  size_t f = 0, t = 0;
-  const cudaError_t rc = cudaMemGetInfo(&f, &t);
-  if (rc != cudaSuccess)
-    FOXHUNT_FAIL("cuda", "cudaMemGetInfo(device ", device, ") failed: ", cudaGetErrorString(rc));
-  free_bytes = f;
-  total_bytes = t;
+  call("cudaMemGetInfo", device, [&](const CudaMemoryFunctions& t) {
+    t.mem_get_info(device, &free_bytes, &total_bytes);
+  });
 }
 
 // The byte caps we set, so cuda_get_limit returns exactly what was asked for (the allocator only
@@ -47,6 +57,7 @@ struct Caps {
   std::mutex mutex;
   std::map<int, std::pair<double, std::uint64_t>> by_device;  // fraction, bytes
 };
+
 Caps& caps() {
   static auto* c = new Caps;
   return *c;
@@ -55,11 +66,17 @@ Caps& caps() {
 }  // namespace
 
 bool cuda_stats_compiled() {
-  return true;
+  return cuda_memory_functions() != nullptr;
 }
 
 int cuda_device_count() {
-  return static_cast<int>(c10::cuda::device_count());
+  const CudaMemoryFunctions* t = cuda_memory_functions();
+  if (t == nullptr) return 0;
+  try {
+    return t->device_count();
+  } catch (const std::exception&) {  // a broken driver counts as none
+    return 0;
+  }
 }
 
 bool cuda_memory_available() {
@@ -67,23 +84,27 @@ bool cuda_memory_available() {
 }
 
 std::string cuda_stats_backend() {
+  if (cuda_memory_functions() == nullptr)
+    return cuda_plugin_built() ? "none (" + cuda_plugin_status() + ")"
+                               : "none (built without CUDA)";
   const int n = cuda_device_count();
   return detail::cat("c10 CUDACachingAllocator (", n, n == 1 ? " device)" : " devices)");
 }
 
 CudaMemoryStats cuda_memory_stats(int device) {
   ensure_device(device);
-  const auto s =
-      c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  std::uint64_t s[7] = {};
+  call("getDeviceStats", device,
+       [&](const CudaMemoryFunctions& t) { t.allocator_stats(device, s); });
   CudaMemoryStats out;
   out.device = device;
-  out.allocated_bytes = u64(s.allocated_bytes[kAggregate].current);
-  out.allocated_peak = u64(s.allocated_bytes[kAggregate].peak);
-  out.reserved_bytes = u64(s.reserved_bytes[kAggregate].current);
-  out.reserved_peak = u64(s.reserved_bytes[kAggregate].peak);
-  out.alloc_count = u64(s.allocation[kAggregate].allocated);
-  out.free_count = u64(s.allocation[kAggregate].freed);
-  out.num_ooms = u64(s.num_ooms);
+  out.allocated_bytes = s[0];
+  out.allocated_peak = s[1];
+  out.reserved_bytes = s[2];
+  out.reserved_peak = s[3];
+  out.alloc_count = s[4];
+  out.free_count = s[5];
+  out.num_ooms = s[6];
   mem_get_info(device, out.free_bytes, out.total_bytes);
   out.limit_bytes = cuda_get_limit(device);
   return out;
@@ -104,13 +125,13 @@ std::uint64_t cuda_peak_bytes(int device) {
 
 void cuda_reset_peak(int device) {
   ensure_device(device);
-  c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  call("resetPeakStats", device, [&](const CudaMemoryFunctions& t) { t.reset_peak(device); });
 }
 
 std::uint64_t cuda_get_limit(int device) {
   ensure_device(device);
-  const double fraction =
-      c10::cuda::CUDACachingAllocator::getMemoryFraction(static_cast<c10::DeviceIndex>(device));
+  const double fraction = call("getMemoryFraction", device,
+                               [&](const CudaMemoryFunctions& t) { return t.get_fraction(device); });
   if (fraction <= 0.0 || fraction >= 1.0) return 0;
   {
     auto& c = caps();
@@ -131,8 +152,8 @@ std::uint64_t cuda_set_limit(std::uint64_t bytes, int device) {
                 total_b, " B (the device's total), got ", bytes, " B");
   const double fraction =
       bytes == 0 ? 1.0 : static_cast<double>(bytes) / static_cast<double>(total_b);
-  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction,
-                                                     static_cast<c10::DeviceIndex>(device));
+  call("setMemoryFraction", device,
+       [&](const CudaMemoryFunctions& t) { t.set_fraction(fraction, device); });
   auto& c = caps();
   std::lock_guard<std::mutex> lock(c.mutex);
   if (bytes == 0)
@@ -143,9 +164,12 @@ std::uint64_t cuda_set_limit(std::uint64_t bytes, int device) {
 }
 
 void cuda_empty_cache() {
+  if (!cuda_plugin_built() && cuda_memory_functions() == nullptr) table();  // "built without CUDA"
   if (!cuda_memory_available()) return;
-  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
-  c10::cuda::CUDACachingAllocator::emptyCache();
+  call("emptyCache", 0, [](const CudaMemoryFunctions& t) {
+    t.lazy_init();
+    t.empty_cache();
+  });
 }
 
 }  // namespace foxhunt::memory
