@@ -5,7 +5,7 @@
 #   core <- memory <- dist;  core <- quant <- models;  core <- data;  core <- report;
 #   memory, models, data <- serving;  all but serving <- train <- plan;  plan, serving <- jobs;
 #   jobs, report <- harness <- capi (the C ABI; its header is include/foxhunt/foxhunt.h);
-#   harness <- app/tests/bench
+#   harness <- app/tests/bench;  core <- cuda (the CUDA plugin, linked by no area)
 # (data and models are siblings: data produces matrices, models consume tensors; train joins them.
 # report renders typed results as HTML/SVG/Markdown: it knows no model, only core.)
 set -euo pipefail
@@ -42,6 +42,9 @@ for area in "${areas[@]}"; do
   done
   allowed[$area]=$set
 done
+# The CUDA plugin (src/cuda/, libfoxhunt_cuda.so: core/cuda_plugin.h) is no area: it links none
+# and may include only core's headers (its table's type) besides LibTorch's.
+allowed[cuda]=core
 
 bad=0
 checked=0

@@ -42,10 +42,10 @@ std::string current_test() {
 // `plugin` (unset when empty); its exit status.
 int rerun(const std::string& plugin) {
   const auto self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string env = plugin.empty() ? "env -u FOXHUNT_CUDA_PLUGIN"
-                                         : "env FOXHUNT_CUDA_PLUGIN='" + plugin + "'";
-  const std::string cmd = env + " '" + self + "' --gtest_filter=" + current_test() +
-                          " >/dev/null 2>&1";
+  const std::string env =
+      plugin.empty() ? "env -u FOXHUNT_CUDA_PLUGIN" : "env FOXHUNT_CUDA_PLUGIN='" + plugin + "'";
+  const std::string cmd =
+      env + " '" + self + "' --gtest_filter=" + current_test() + " >/dev/null 2>&1";
   return std::system(cmd.c_str());
 }
 
@@ -88,7 +88,8 @@ TEST(CudaPlugin, AFileNamedByTheEnvironmentIsTheOnlyOneTried) {
   const char* saved = std::getenv("FOXHUNT_CUDA_PLUGIN");
   const std::string keep = saved ? saved : "";
   ::setenv("FOXHUNT_CUDA_PLUGIN", "/opt/x/libfoxhunt_cuda.so", 1);
-  EXPECT_EQ(detail::cuda_plugin_candidates(), std::vector<std::string>{"/opt/x/libfoxhunt_cuda.so"});
+  EXPECT_EQ(detail::cuda_plugin_candidates(),
+            std::vector<std::string>{"/opt/x/libfoxhunt_cuda.so"});
   ::unsetenv("FOXHUNT_CUDA_PLUGIN");
   const auto c = detail::cuda_plugin_candidates();
   ASSERT_GE(c.size(), 2u);

@@ -73,10 +73,10 @@ void load(Plugin& p) {
     auto entry = reinterpret_cast<MemoryEntry>(::dlsym(h, "foxhunt_cuda_memory"));
     const CudaMemoryFunctions* table = entry ? entry() : nullptr;
     if (table == nullptr || table->abi != kCudaPluginAbi) {
-      tried += detail::cat(tried.empty() ? "" : "; ", path, ": expected plugin ABI ",
-                           kCudaPluginAbi, ", got ",
-                           table ? std::to_string(table->abi) : std::string("no foxhunt_cuda_memory"),
-                           " (a plugin from another build)");
+      tried += detail::cat(
+          tried.empty() ? "" : "; ", path, ": expected plugin ABI ", kCudaPluginAbi, ", got ",
+          table ? std::to_string(table->abi) : std::string("no foxhunt_cuda_memory"),
+          " (a plugin from another build)");
       // Not dlclose'd: its static initializers registered LibTorch kernels that must stay.
       continue;
     }
@@ -104,8 +104,7 @@ std::vector<std::string> cuda_plugin_candidates() {
       info.dli_fname != nullptr && *info.dli_fname != '\0') {
     std::unique_ptr<char, decltype(&std::free)> real(::realpath(info.dli_fname, nullptr),
                                                      &std::free);
-    out.push_back(
-        detail::cat(directory_of(real ? real.get() : info.dli_fname), "/", kPluginFile));
+    out.push_back(detail::cat(directory_of(real ? real.get() : info.dli_fname), "/", kPluginFile));
   }
   for (const char* dir : {FOXHUNT_CUDA_PLUGIN_BUILD_DIR, FOXHUNT_CUDA_PLUGIN_INSTALL_DIR})
     if (*dir != '\0') out.push_back(detail::cat(dir, "/", kPluginFile));

@@ -75,7 +75,8 @@ void empty_cache() {
 extern "C" __attribute__((visibility("default"))) const foxhunt::CudaMemoryFunctions*
 foxhunt_cuda_memory() {
   static const foxhunt::CudaMemoryFunctions table{
-      foxhunt::kCudaPluginAbi, &device_count, &lazy_init,  &allocator_stats, &mem_get_info,
-      &reset_peak,             &get_fraction, &set_fraction, &empty_cache};
+      foxhunt::kCudaPluginAbi, &device_count, &lazy_init,
+      &allocator_stats,        &mem_get_info, &reset_peak,
+      &get_fraction,           &set_fraction, &empty_cache};
   return &table;
 }

@@ -13,8 +13,8 @@ c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10
   auto factory =
       reinterpret_cast<NcclBackendFactory>(cuda_plugin_symbol("foxhunt_cuda_make_nccl_backend"));
   if (factory == nullptr)
-    throw InputError("dist", "backend nccl: expected the CUDA plugin, " + cuda_plugin_status() +
-                                 " (use gloo)");
+    throw InputError(
+        "dist", "backend nccl: expected the CUDA plugin, " + cuda_plugin_status() + " (use gloo)");
   c10::intrusive_ptr<c10d::Backend> out;
   factory(store, rank, size, timeout, out);
   return out;

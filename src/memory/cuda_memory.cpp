@@ -46,9 +46,8 @@ void ensure_device(int device) {
 }
 
 void mem_get_info(int device, std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
-  call("cudaMemGetInfo", device, [&](const CudaMemoryFunctions& t) {
-    t.mem_get_info(device, &free_bytes, &total_bytes);
-  });
+  call("cudaMemGetInfo", device,
+       [&](const CudaMemoryFunctions& t) { t.mem_get_info(device, &free_bytes, &total_bytes); });
 }
 
 // The byte caps we set, so cuda_get_limit returns exactly what was asked for (the allocator only
@@ -130,8 +129,9 @@ void cuda_reset_peak(int device) {
 
 std::uint64_t cuda_get_limit(int device) {
   ensure_device(device);
-  const double fraction = call("getMemoryFraction", device,
-                               [&](const CudaMemoryFunctions& t) { return t.get_fraction(device); });
+  const double fraction = call("getMemoryFraction", device, [&](const CudaMemoryFunctions& t) {
+    return t.get_fraction(device);
+  });
   if (fraction <= 0.0 || fraction >= 1.0) return 0;
   {
     auto& c = caps();

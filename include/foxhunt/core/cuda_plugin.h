@@ -27,9 +27,9 @@ inline constexpr int kCudaPluginAbi = 1;
 /// std::exception (c10::Error, std::runtime_error) on failure; foxhunt/memory/cuda_memory.h turns
 /// that into foxhunt::Error.
 struct CudaMemoryFunctions {
-  int abi = 0;                ///< kCudaPluginAbi of the plugin's sources
-  int (*device_count)();      ///< usable CUDA devices (0 without a driver or GPU)
-  void (*lazy_init)();        ///< LibTorch's CUDA state (context, allocator) on first use
+  int abi = 0;            ///< kCudaPluginAbi of the plugin's sources
+  int (*device_count)();  ///< usable CUDA devices (0 without a driver or GPU)
+  void (*lazy_init)();    ///< LibTorch's CUDA state (context, allocator) on first use
   /// The caching allocator's counters of `device`: allocated current and peak, reserved current
   /// and peak, allocations, frees, out-of-memory failures.
   void (*allocator_stats)(int device, std::uint64_t out[7]);
