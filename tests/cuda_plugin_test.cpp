@@ -17,6 +17,7 @@
 
 #include "foxhunt/core/error.h"
 #include "foxhunt/memory/cuda_memory.h"
+#include "foxhunt/memory/profiler.h"
 #include "foxhunt/models/torch_device.h"
 
 namespace foxhunt {
@@ -64,6 +65,12 @@ TEST(CudaPlugin, ACpuProcessLoadsLibTorchCudaOnlyWhenACudaDeviceIsAskedFor) {
   lin->to(models::to_torch(Device::cpu()));
   const auto y = lin->forward(torch::randn({3, 4}));
   EXPECT_EQ(y.size(0), 3);
+  {  // the memory profiler samples the device series only where CUDA was asked for
+    memory::Profiler prof;
+    prof.start();
+    prof.stop();
+  }
+  EXPECT_FALSE(cuda_plugin_loaded());
   EXPECT_FALSE(maps_contain("libtorch_cuda.so"));
   EXPECT_FALSE(maps_contain("libfoxhunt_cuda.so"));
   EXPECT_TRUE(fresh());
@@ -74,6 +81,7 @@ TEST(CudaPlugin, ACpuProcessLoadsLibTorchCudaOnlyWhenACudaDeviceIsAskedFor) {
     (void)models::to_torch(Device::cuda());
   } catch (const InputError&) {  // no GPU on this machine: still loaded
   }
+  EXPECT_TRUE(cuda_plugin_loaded());
   EXPECT_TRUE(maps_contain("libfoxhunt_cuda.so"));
   EXPECT_TRUE(maps_contain("libtorch_cuda.so"));
   EXPECT_NE(cuda_plugin_status().find("loaded from /"), std::string::npos) << cuda_plugin_status();

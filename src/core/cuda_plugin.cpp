@@ -128,6 +128,12 @@ const CudaMemoryFunctions* cuda_memory_functions() {
   return p.memory;
 }
 
+bool cuda_plugin_loaded() {
+  auto& p = plugin();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  return p.memory != nullptr;
+}
+
 bool load_cuda_plugin() {
   return cuda_memory_functions() != nullptr;
 }

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "foxhunt/core/cuda_plugin.h"
 #include "foxhunt/core/fields.h"
 #include "foxhunt/core/units.h"
 #include "foxhunt/memory/cuda_memory.h"
@@ -18,7 +19,8 @@ namespace {
 
 std::optional<std::uint64_t> device_bytes_now() {
   try {
-    if (cuda_memory_available()) return cuda_live_bytes(0);
+    // Only where a CUDA device was asked for: sampling must not load the CUDA plugin.
+    if (cuda_plugin_loaded() && cuda_memory_available()) return cuda_live_bytes(0);
   } catch (const std::exception&) {
     // A device that vanished or a stub build: no device series.
   }

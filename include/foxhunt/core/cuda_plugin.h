@@ -44,6 +44,11 @@ struct CudaMemoryFunctions {
 /// loaded and its ABI matches.
 bool load_cuda_plugin();
 
+/// True when the plugin is loaded; never loads it. A process in which it is not loaded has no
+/// CUDA tensor of foxhunt's making, so a passive observer (the memory profiler's device series)
+/// asks this first instead of loading 370 MB of CUDA libraries to find nothing.
+bool cuda_plugin_loaded();
+
 /// True when this build made a plugin (LibTorch with CUDA was found at configure time).
 bool cuda_plugin_built();
 
