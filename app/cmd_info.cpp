@@ -25,6 +25,7 @@ Registrar registered_info =
         std::cout << "foxhunt          " << j["foxhunt_version"].get<std::string>() << "\n"
                   << "LibTorch         " << j["libtorch_version"].get<std::string>() << "\n"
                   << "CUDA build       " << (j["build_cuda"].get<bool>() ? "yes" : "no") << "\n"
+                  << "CUDA plugin      " << j["cuda_plugin"].get<std::string>() << "\n"
                   << "CUDA devices     " << j["cuda_device_count"].get<int>()
                   << (j["cuda_available"].get<bool>() ? "" : " (no usable GPU: running on CPU)")
                   << "\n"

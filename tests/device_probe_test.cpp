@@ -8,6 +8,7 @@
 
 #include <fstream>
 
+#include "foxhunt/core/cuda_plugin.h"
 #include "foxhunt/core/error.h"
 #include "foxhunt/memory/cuda_memory.h"
 #include "test_util.h"
@@ -182,8 +183,17 @@ TEST(DeviceProbeTest, InfoReportsLedgerAndProbes) {
   EXPECT_EQ(j["cuda_memory_stats_backend"].get<std::string>(), cuda_stats_backend());
   EXPECT_EQ(j["nvml"]["ok"].get<bool>(), probe_nvml().ok);
   EXPECT_EQ(j["nvidia_smi"]["source"], "nvidia-smi");
+  // The CLI's plugin lies beside it (build/): info loads it to answer, and says from where.
+  if (cuda_plugin_built()) {
+    EXPECT_EQ(j["cuda_plugin"].get<std::string>().rfind("loaded from /", 0), 0u)
+        << j["cuda_plugin"];
+    EXPECT_NE(j["cuda_plugin"].get<std::string>().find("/libfoxhunt_cuda.so"), std::string::npos);
+  }
   r = foxhunt::testing::run_cli("info");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("CUDA plugin      " + j["cuda_plugin"].get<std::string>()),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("memory ledger    installed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("NVML"), std::string::npos) << r.out;
 }
