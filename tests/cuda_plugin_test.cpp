@@ -15,6 +15,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "foxhunt/core/error.h"
 #include "foxhunt/memory/cuda_memory.h"
 #include "foxhunt/memory/profiler.h"
@@ -106,6 +108,41 @@ TEST(CudaPlugin, AFileNamedByTheEnvironmentIsTheOnlyOneTried) {
   EXPECT_EQ(c.front(), (self / "libfoxhunt_cuda.so").string());
   EXPECT_EQ(c.back(), "libfoxhunt_cuda.so");
   if (!keep.empty()) ::setenv("FOXHUNT_CUDA_PLUGIN", keep.c_str(), 1);
+}
+
+TEST(CudaPlugin, AnInstallMovedToAnotherPrefixFindsItsOwnPlugin) {
+  if (!cuda_plugin_built()) GTEST_SKIP() << "built without CUDA: there is no plugin";
+  // PREFIX/bin/foxhunt and PREFIX/<libdir>/libfoxhunt_cuda.so, copied from the build: the CLI
+  // must load the plugin of its own prefix before the build tree's.
+  ::unsetenv("FOXHUNT_CUDA_PLUGIN");
+  const auto c = detail::cuda_plugin_candidates();
+  const auto self = std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+  ASSERT_GE(c.size(), 3u);
+  const std::string up = self + "/../", file = "/libfoxhunt_cuda.so";
+  ASSERT_EQ(c[1].rfind(up, 0), 0u) << c[1];
+  const std::string libdir = c[1].substr(up.size(), c[1].size() - up.size() - file.size());
+  const auto prefix =
+      std::filesystem::temp_directory_path() / ("foxhunt_prefix_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(prefix);
+  std::filesystem::create_directories(prefix / "bin");
+  std::filesystem::create_directories(prefix / libdir);
+  const auto build = std::filesystem::path(FOXHUNT_CLI_PATH).parent_path();
+  std::filesystem::copy_file(FOXHUNT_CLI_PATH, prefix / "bin" / "foxhunt");
+  std::filesystem::copy_file(build / "libfoxhunt_cuda.so", prefix / libdir / "libfoxhunt_cuda.so");
+  const std::string cmd = "env -u FOXHUNT_CUDA_PLUGIN '" + (prefix / "bin" / "foxhunt").string() +
+                          "' info --json 2>/dev/null";
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    ::pclose(p);
+  }
+  std::filesystem::remove_all(prefix);
+  const auto j = nlohmann::json::parse(out);
+  const std::string expected = "loaded from " +
+                               std::filesystem::weakly_canonical(prefix / "bin").string() + "/../" +
+                               libdir + file;
+  EXPECT_EQ(j["cuda_plugin"].get<std::string>(), expected);
 }
 
 TEST(CudaPlugin, AMissingPluginIsAClearDeviceError) {

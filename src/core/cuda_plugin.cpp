@@ -9,13 +9,16 @@
 
 #include "foxhunt/core/error.h"
 
-// Set by CMake on this file: whether the plugin is built, the build tree's directory and the
-// install's lib directory (both absolute).
+// Set by CMake on this file: whether the plugin is built, the build tree's directory, the
+// install's lib directory (both absolute) and the lib directory relative to the install prefix.
 #ifndef FOXHUNT_CUDA_PLUGIN_BUILT
 #define FOXHUNT_CUDA_PLUGIN_BUILT 0
 #endif
 #ifndef FOXHUNT_CUDA_PLUGIN_BUILD_DIR
 #define FOXHUNT_CUDA_PLUGIN_BUILD_DIR ""
+#endif
+#ifndef FOXHUNT_CUDA_PLUGIN_LIBDIR
+#define FOXHUNT_CUDA_PLUGIN_LIBDIR "lib"
 #endif
 #ifndef FOXHUNT_CUDA_PLUGIN_INSTALL_DIR
 #define FOXHUNT_CUDA_PLUGIN_INSTALL_DIR ""
@@ -104,7 +107,10 @@ std::vector<std::string> cuda_plugin_candidates() {
       info.dli_fname != nullptr && *info.dli_fname != '\0') {
     std::unique_ptr<char, decltype(&std::free)> real(::realpath(info.dli_fname, nullptr),
                                                      &std::free);
-    out.push_back(detail::cat(directory_of(real ? real.get() : info.dli_fname), "/", kPluginFile));
+    const std::string dir = directory_of(real ? real.get() : info.dli_fname);
+    out.push_back(detail::cat(dir, "/", kPluginFile));
+    // An install moved to another prefix: PREFIX/bin/foxhunt finds PREFIX/lib/libfoxhunt_cuda.so.
+    out.push_back(detail::cat(dir, "/../", FOXHUNT_CUDA_PLUGIN_LIBDIR, "/", kPluginFile));
   }
   for (const char* dir : {FOXHUNT_CUDA_PLUGIN_BUILD_DIR, FOXHUNT_CUDA_PLUGIN_INSTALL_DIR})
     if (*dir != '\0') out.push_back(detail::cat(dir, "/", kPluginFile));

@@ -9,7 +9,8 @@
 ///
 /// Where it is looked for: $FOXHUNT_CUDA_PLUGIN (a file) and nothing else when it is set; else,
 /// in order: beside the binary or shared
-/// library that holds this code; the build tree; the install's lib directory; the loader's own
+/// library that holds this code; in ../lib from there (an install, wherever its prefix was
+/// moved); the build tree; the install's lib directory as configured; the loader's own
 /// search path (LD_LIBRARY_PATH, rpath). The first that exists is loaded; its load error, if
 /// any, is what cuda_plugin_status() reports.
 
