@@ -1,6 +1,7 @@
 // CUDA memory statistics (LibTorch's caching allocator) behind the ledger's query API. Tests
 // named *_CUDA need a GPU and are skipped by tests/main.cpp where there is none.
 #include "foxhunt/memory/cuda_memory.h"
+#include "foxhunt/core/cuda_plugin.h"
 #include "foxhunt/core/units.h"
 
 #include <gtest/gtest.h>
@@ -15,13 +16,13 @@ namespace {
 using foxhunt::kMiB;
 
 TEST(CudaMemoryTest, BackendMatchesTheBuildAndNoGpuIsClean) {
-#ifdef FOXHUNT_HAVE_CUDA_STATS
-  EXPECT_TRUE(cuda_stats_compiled());
-  EXPECT_NE(cuda_stats_backend().find("CUDACachingAllocator"), std::string::npos);
-#else
-  EXPECT_FALSE(cuda_stats_compiled());
-  EXPECT_EQ(cuda_stats_backend(), "none (built without CUDA)");
-#endif
+  if (cuda_plugin_built()) {
+    EXPECT_TRUE(cuda_stats_compiled());
+    EXPECT_NE(cuda_stats_backend().find("CUDACachingAllocator"), std::string::npos);
+  } else {
+    EXPECT_FALSE(cuda_stats_compiled());
+    EXPECT_EQ(cuda_stats_backend(), "none (built without CUDA)");
+  }
   EXPECT_EQ(cuda_memory_available(), cuda_device_count() > 0);
   if (cuda_memory_available()) GTEST_SKIP() << "a GPU is present; see the *_CUDA tests";
   EXPECT_EQ(cuda_device_count(), 0);

@@ -21,6 +21,7 @@
 #include "foxhunt/memory/cuda_memory.h"
 #include "foxhunt/memory/profiler.h"
 #include "foxhunt/models/torch_device.h"
+#include "test_util.h"
 
 namespace foxhunt {
 namespace {
@@ -129,16 +130,11 @@ TEST(CudaPlugin, AnInstallMovedToAnotherPrefixFindsItsOwnPlugin) {
   const auto build = std::filesystem::path(FOXHUNT_CLI_PATH).parent_path();
   std::filesystem::copy_file(FOXHUNT_CLI_PATH, prefix / "bin" / "foxhunt");
   std::filesystem::copy_file(build / "libfoxhunt_cuda.so", prefix / libdir / "libfoxhunt_cuda.so");
-  const std::string cmd = "env -u FOXHUNT_CUDA_PLUGIN '" + (prefix / "bin" / "foxhunt").string() +
-                          "' info --json 2>/dev/null";
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    ::pclose(p);
-  }
+  const auto r = testing::run_command("env -u FOXHUNT_CUDA_PLUGIN '" +
+                                      (prefix / "bin" / "foxhunt").string() + "' info --json");
   std::filesystem::remove_all(prefix);
-  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
   const std::string expected = "loaded from " +
                                std::filesystem::weakly_canonical(prefix / "bin").string() + "/../" +
                                libdir + file;

@@ -23,8 +23,8 @@
 
 /// First line of every *_CUDA test: skips it, visibly (ctest and gtest report it as skipped),
 /// where no CUDA device is available.
-#define FOXHUNT_REQUIRE_CUDA()                                                    \
-  do {                                                                            \
+#define FOXHUNT_REQUIRE_CUDA()                                                            \
+  do {                                                                                    \
     if (!::foxhunt::models::cuda_available()) GTEST_SKIP() << "no CUDA device available"; \
   } while (0)
 
@@ -70,14 +70,14 @@ struct CliResult {
   std::string err;  ///< stderr
 };
 
-/// Runs the built `foxhunt` binary with `args` (a shell-quoted string).
-inline CliResult run_cli(const std::string& args) {
+/// Runs `command_line` through the shell: stdout, stderr and the exit code.
+inline CliResult run_command(const std::string& command_line) {
   const auto dir =
       std::filesystem::temp_directory_path() /
       ("foxhunt_cli_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
   std::filesystem::create_directories(dir);
   const auto err_path = dir / "stderr.txt";
-  const std::string cmd = std::string(FOXHUNT_CLI_PATH) + " " + args + " 2>" + err_path.string();
+  const std::string cmd = command_line + " 2>" + err_path.string();
   CliResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -93,6 +93,11 @@ inline CliResult run_cli(const std::string& args) {
   }
   std::filesystem::remove_all(dir);
   return r;
+}
+
+/// Runs the built `foxhunt` binary with `args` (a shell-quoted string).
+inline CliResult run_cli(const std::string& args) {
+  return run_command(std::string(FOXHUNT_CLI_PATH) + " " + args);
 }
 
 /// Runs the CLI with `args`, expects `exit_code`, and returns stdout parsed as JSON.

@@ -58,28 +58,30 @@ void load(Plugin& p) {
     p.status = "not built: LibTorch had no CUDA at configure time (built without CUDA)";
     return;
   }
-  std::string tried;
+  std::string tried;  // each candidate and why it was not taken
+  const auto skip = [&tried](const std::string& path, const std::string& why) {
+    tried += detail::cat(tried.empty() ? "" : "; ", path, ": ", why);
+  };
   for (const auto& path : detail::cuda_plugin_candidates()) {
     const bool bare = path.find('/') == std::string::npos;  // the loader's own search path
     if (!bare && !is_file(path)) {
-      tried += detail::cat(tried.empty() ? "" : "; ", path, ": no such file");
+      skip(path, "no such file");
       continue;
     }
     ::dlerror();
     void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (h == nullptr) {
       const char* err = ::dlerror();
-      tried += detail::cat(tried.empty() ? "" : "; ", path, ": ", err ? err : "dlopen failed");
+      skip(path, err ? err : "dlopen failed");
       continue;
     }
     using MemoryEntry = const CudaMemoryFunctions* (*)();
     auto entry = reinterpret_cast<MemoryEntry>(::dlsym(h, "foxhunt_cuda_memory"));
     const CudaMemoryFunctions* table = entry ? entry() : nullptr;
     if (table == nullptr || table->abi != kCudaPluginAbi) {
-      tried += detail::cat(
-          tried.empty() ? "" : "; ", path, ": expected plugin ABI ", kCudaPluginAbi, ", got ",
-          table ? std::to_string(table->abi) : std::string("no foxhunt_cuda_memory"),
-          " (a plugin from another build)");
+      skip(path, detail::cat("expected plugin ABI ", kCudaPluginAbi, ", got ",
+                             table ? std::to_string(table->abi) : "no foxhunt_cuda_memory",
+                             " (a plugin from another build)"));
       // Not dlclose'd: its static initializers registered LibTorch kernels that must stay.
       continue;
     }

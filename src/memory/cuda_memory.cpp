@@ -164,7 +164,7 @@ std::uint64_t cuda_set_limit(std::uint64_t bytes, int device) {
 }
 
 void cuda_empty_cache() {
-  if (!cuda_plugin_built() && cuda_memory_functions() == nullptr) table();  // "built without CUDA"
+  if (!cuda_plugin_built()) table();  // "built without CUDA" unless a plugin was named
   if (!cuda_memory_available()) return;
   call("emptyCache", 0, [](const CudaMemoryFunctions& t) {
     t.lazy_init();

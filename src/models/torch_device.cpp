@@ -58,7 +58,7 @@ torch::Device to_torch(const Device& d) {
                                    ": expected a usable CUDA device, found none (" + why +
                                    "); use device cpu");
   }
-  const int count = cuda_device_count();
+  const auto count = static_cast<int>(torch::cuda::device_count());
   FOXHUNT_CHECK(d.index() < count, "device", "device ", d.str(),
                 ": expected a CUDA device index below ", count, " (the devices visible here)");
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(d.index()));
