@@ -21,6 +21,14 @@ namespace foxhunt::serving {
 namespace {
 
 constexpr const char* kDeskCapacityComponent = "desk";
+// The ledger scope the measured desks run under: their models' scopes are its children.
+constexpr const char* kCapacityScope = "desk_capacity";
+
+// The ledger scope of `model`'s steps in a measured desk (the calling thread's scope path).
+std::string model_scope(const std::string& model) {
+  const std::string prefix = memory::current_scope();
+  return (prefix.empty() ? std::string() : prefix + "/") + kCapacityScope + "/" + model;
+}
 
 // One desk of `n` instruments through its warm-up and `timestamps` more; under a ledger cap of
 // `room` bytes above what is live now when `room` > 0. Only the first `distinct` instruments run
@@ -42,11 +50,25 @@ DeskRun run_desk(const std::vector<Bundle>& bundles, int64_t n, int64_t distinct
   const auto t0 = std::chrono::steady_clock::now();
   memory::reset_peak();
   const uint64_t live0 = memory::live_bytes();
+  // The models run one by one, each under its own ledger scope: a concurrent desk's peak depends
+  // on how the scheduler happens to overlap the models' batches (it moved the line by 20% under
+  // load), a serial one's does not. The overlap is then bounded from above: every model at its
+  // own peak at once (see overlap_bytes).
+  DeskOptions serial;
+  serial.parallel = false;
+  serial.memory_scopes = true;
+  std::vector<std::string> scopes;
+  std::vector<uint64_t> scope_live0;
+  for (const auto& b : bundles) {
+    scopes.push_back(model_scope(b.name()));
+    scope_live0.push_back(memory::scope_stats(scopes.back()).live_bytes);
+  }
   {
+    memory::MemoryScope measured(kCapacityScope);
     std::optional<memory::LimitGuard> cap;
     if (room > 0) cap.emplace(live0 + memory::external_bytes() + room);
     try {
-      Desk desk(bundles);
+      Desk desk(bundles, {}, serial);
       SyntheticUniverse universe(o.seed, n);
       for (int64_t i = 0; i < warm; ++i) {
         auto bars = universe.next(r.distinct);
@@ -68,8 +90,28 @@ DeskRun run_desk(const std::vector<Bundle>& bundles, int64_t n, int64_t distinct
       throw;
     }
   }
-  r.forward_peak_bytes = memory::peak_bytes() - live0;
+  // Each model's transient peak above what its scope held before; all but the largest (already
+  // inside the serial peak) are added as if every model peaked at once.
+  uint64_t sum = 0, largest = 0;
+  for (size_t m = 0; m < scopes.size(); ++m) {
+    const auto st = memory::scope_stats(scopes[m]);
+    const uint64_t transient = st.peak_bytes > scope_live0[m] ? st.peak_bytes - scope_live0[m] : 0;
+    sum += transient;
+    largest = std::max(largest, transient);
+  }
+  r.overlap_bytes = sum - largest;
+  r.forward_peak_bytes = memory::peak_bytes() - live0 + r.overlap_bytes;
   r.bytes = weights + r.state_bytes + r.forward_peak_bytes;
+  // Under a cap the serial run fitted; the models' overlap must fit too.
+  if (room > 0 && r.state_bytes + r.forward_peak_bytes > room)
+    throw OutOfMemoryError(
+        kDeskCapacityComponent,
+        fmt::format("desk of {} instruments: state {} + forwards {} (of which {} the models' "
+                    "overlap) exceed the room {}",
+                    n, human_bytes(double(r.state_bytes)), human_bytes(double(r.forward_peak_bytes)),
+                    human_bytes(double(r.overlap_bytes)), human_bytes(double(room))),
+        r.state_bytes + r.forward_peak_bytes, r.state_bytes + r.forward_peak_bytes - r.overlap_bytes,
+        room);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -110,10 +152,11 @@ uint64_t line_at(double fixed, double slope, int64_t n) {
 // c.verified, c.verify_attempts and c.max_instruments.
 void verify_max(const std::vector<Bundle>& bundles, int64_t n, int64_t distinct, uint64_t cap_room,
                 const DeskCapacityOptions& o, DeskCapacity& c) {
+  const uint64_t held = c.weights_bytes + c.derived_bytes;  // live before any desk
   while (n >= 1 && c.verify_attempts < 12) {
     ++c.verify_attempts;
     try {
-      c.verified = run_desk(bundles, n, distinct, c.weights_bytes, cap_room, o);
+      c.verified = run_desk(bundles, n, distinct, held, cap_room, o);
       break;
     } catch (const OutOfMemoryError&) {
       c.verified = refused_run(n);
@@ -127,9 +170,10 @@ void verify_max(const std::vector<Bundle>& bundles, int64_t n, int64_t distinct,
 // prediction refines it, then the verification.
 void measure_exhaustive(const std::vector<Bundle>& bundles, const DeskCapacityOptions& o,
                         double room, uint64_t cap_room, DeskCapacity& c) {
+  const uint64_t held = c.weights_bytes + c.derived_bytes;  // live before any desk
   const int64_t all = o.max_instruments_limit;
-  c.probe = run_desk(bundles, o.probe_instruments, all, c.weights_bytes, 0, o);
-  c.asked = run_desk(bundles, o.instruments, all, c.weights_bytes, 0, o);
+  c.probe = run_desk(bundles, o.probe_instruments, all, held, 0, o);
+  c.asked = run_desk(bundles, o.instruments, all, held, 0, o);
   c.state_bytes_per_instrument = c.asked.state_bytes / static_cast<uint64_t>(o.instruments);
   c.asked_fits = static_cast<double>(c.asked.bytes) <= room;
   // The line through two runs, refined once by an uncapped run at its prediction (the forwards'
@@ -138,7 +182,7 @@ void measure_exhaustive(const std::vector<Bundle>& bundles, const DeskCapacityOp
   c.asked_predicted_bytes = line_at(c.fixed_bytes, c.bytes_per_instrument, o.instruments);
   int64_t n = line_max(c.fixed_bytes, c.bytes_per_instrument, room, o.max_instruments_limit);
   if (n > o.instruments) {
-    const DeskRun at = run_desk(bundles, n, all, c.weights_bytes, 0, o);
+    const DeskRun at = run_desk(bundles, n, all, held, 0, o);
     fit_line({c.asked, at}, c.fixed_bytes, c.bytes_per_instrument);
     n = line_max(c.fixed_bytes, c.bytes_per_instrument, room, o.max_instruments_limit);
   }
@@ -149,12 +193,13 @@ void measure_exhaustive(const std::vector<Bundle>& bundles, const DeskCapacityOp
 // under the cap, with copied instruments beyond `distinct_instruments`.
 void measure_fit(const std::vector<Bundle>& bundles, const DeskCapacityOptions& o, double room,
                  uint64_t cap_room, DeskCapacity& c) {
+  const uint64_t held = c.weights_bytes + c.derived_bytes;  // live before any desk
   const int64_t distinct = o.distinct_instruments;
   std::vector<int64_t> sizes = o.fit_instruments;
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   for (int64_t n : sizes)
-    c.fit_runs.push_back(run_desk(bundles, n, distinct, c.weights_bytes, 0, o));
+    c.fit_runs.push_back(run_desk(bundles, n, distinct, held, 0, o));
   const auto refit = [&] {
     fit_line(c.fit_runs, c.fixed_bytes, c.bytes_per_instrument);
     return line_max(c.fixed_bytes, c.bytes_per_instrument, room, o.max_instruments_limit);
@@ -166,14 +211,14 @@ void measure_fit(const std::vector<Bundle>& bundles, const DeskCapacityOptions& 
   while (c.fit_runs.back().instruments * 8 < n &&
          c.fit_runs.back().instruments * 4 <= o.max_instruments_limit) {
     c.fit_runs.push_back(
-        run_desk(bundles, c.fit_runs.back().instruments * 4, distinct, c.weights_bytes, 0, o));
+        run_desk(bundles, c.fit_runs.back().instruments * 4, distinct, held, 0, o));
     n = refit();
   }
   c.probe = c.fit_runs.back();
   c.asked_predicted_bytes = line_at(c.fixed_bytes, c.bytes_per_instrument, o.instruments);
   // The asked universe, under the cap: does it fit?
   try {
-    c.asked = run_desk(bundles, o.instruments, distinct, c.weights_bytes, cap_room, o);
+    c.asked = run_desk(bundles, o.instruments, distinct, held, cap_room, o);
     c.asked_fits = static_cast<double>(c.asked.bytes) <= room;
   } catch (const OutOfMemoryError&) {
     c.asked = refused_run(o.instruments);
@@ -202,14 +247,14 @@ void measure_fit(const std::vector<Bundle>& bundles, const DeskCapacityOptions& 
 }  // namespace
 
 void to_json(nlohmann::json& j, const DeskRun& r) {
-  FOXHUNT_JSON_FIELDS(j, r, instruments, bytes, state_bytes, forward_peak_bytes, refused, seconds,
-                      distinct);
+  FOXHUNT_JSON_FIELDS(j, r, instruments, bytes, state_bytes, forward_peak_bytes, overlap_bytes,
+                      refused, seconds, distinct);
 }
 
 nlohmann::json DeskCapacity::to_json() const {
   nlohmann::json j;
   FOXHUNT_JSON_FIELDS(j, *this, budget_source, budget_bytes, headroom_required_bytes, models,
-                      weights_bytes, method, asked, probe, fit_runs, state_bytes_per_instrument,
+                      weights_bytes, derived_bytes, method, asked, probe, fit_runs, state_bytes_per_instrument,
                       bytes_per_instrument, fixed_bytes, asked_predicted_bytes, predicted_bytes,
                       predicted_error_pct, max_instruments, verified, verify_attempts, asked_fits,
                       ok, seconds);
@@ -225,9 +270,10 @@ std::string DeskCapacity::table() const {
                 "{}): DOES NOT FIT",
                 asked.instruments, hb(double(asked_predicted_bytes)))
           : fmt::format(
-                "desk of {} instruments: {} (weights {}, state {} = {} per instrument, "
-                "forwards peak {}): {}",
+                "desk of {} instruments: {} (weights {} + {} kernel forms, state {} = {} per "
+                "instrument, forwards peak {}): {}",
                 asked.instruments, hb(double(asked.bytes)), hb(double(weights_bytes)),
+                hb(double(derived_bytes)),
                 hb(double(asked.state_bytes)), hb(double(state_bytes_per_instrument)),
                 hb(double(asked.forward_peak_bytes)), asked_fits ? "fits" : "DOES NOT FIT");
   out += fmt::format(" the budget {} ({}) with {} headroom\n", hb(double(budget_bytes)),
@@ -279,10 +325,29 @@ DeskCapacity measure_desk_capacity(const std::vector<Bundle>& bundles,
     c.models.push_back(b.name());
     c.weights_bytes += static_cast<uint64_t>(b.model->parameter_bytes() + b.model->buffer_bytes());
   }
+  // The serving kernels' forms of the weights (transposed copies, folded biases) are built by
+  // a model's first forwards and kept with it: a priming desk builds them, so that every measured
+  // desk starts from the same live bytes, and they count with the weights.
+  {
+    DeskCapacityOptions quiet = o;
+    quiet.progress = nullptr;
+    const uint64_t before = memory::live_bytes();
+    // A batch of several instruments: some forms are built only past batch 1 (the transposed
+    // weights of the batched kernels).
+    const int64_t n = std::max<int64_t>(8, o.distinct_instruments);
+    (void)run_desk(bundles, n, n, 0, 0, quiet);
+    const uint64_t after = memory::live_bytes();
+    // What the models' steps keep under their scopes (also when an earlier measurement in this
+    // process built the forms), or at least what the priming desk left live.
+    uint64_t kept = 0;
+    for (const auto& b : bundles) kept += memory::scope_stats(model_scope(b.name())).live_bytes;
+    c.derived_bytes = std::max(kept, after > before ? after - before : 0);
+  }
+  const uint64_t held = c.weights_bytes + c.derived_bytes;  // live before any desk
   const double room = static_cast<double>(o.budget.bytes - o.headroom_bytes);
-  // The cap of the verifications: the room less the weights, which are live before the desk.
-  const auto cap_room = static_cast<uint64_t>(room) -
-                        std::min<uint64_t>(c.weights_bytes, static_cast<uint64_t>(room));
+  // The cap of the verifications: the room less what is live before the desk.
+  const auto cap_room =
+      static_cast<uint64_t>(room) - std::min<uint64_t>(held, static_cast<uint64_t>(room));
   c.method = o.exhaustive ? "exhaustive" : "fit";
   if (o.exhaustive)
     measure_exhaustive(bundles, o, room, cap_room, c);

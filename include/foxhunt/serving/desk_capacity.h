@@ -4,7 +4,9 @@
 /// --instruments N`. Measured, not summed: a desk of n synthetic instruments (universe.h) runs
 /// through the warm-up and a few timestamps under the CPU ledger, and its bytes are the models'
 /// weights plus the instruments' state (declared to the ledger) plus the peak of everything the
-/// batched forwards allocated.
+/// batched forwards allocated. The models run one by one, each under its own ledger scope, and
+/// their concurrent overlap is added as every model at its own peak at once: the same bytes on a
+/// loaded machine as on an idle one (a concurrent run's overlap depends on the scheduler).
 ///
 /// Fitted (the default), as the batch planner (plan/planner.h) fits batches: desks of 1, 2, 4
 /// and 8 instruments, then a ladder x4 while the largest is under 1/8 of the predicted maximum,
@@ -69,9 +71,13 @@ struct DeskCapacityOptions {
 /// One measured desk.
 struct DeskRun {
   int64_t instruments = 0;          ///< universe size
-  uint64_t bytes = 0;               ///< weights + state + forward peak
+  uint64_t bytes = 0;               ///< weights (+ derived) + state + forward peak
   uint64_t state_bytes = 0;         ///< every instrument's state (ledger external tag)
-  uint64_t forward_peak_bytes = 0;  ///< ledger peak above the start of the run
+  /// Ledger peak above the start of the run, the models run one by one, plus overlap_bytes.
+  uint64_t forward_peak_bytes = 0;
+  /// The models' transient peaks but the largest: a concurrent desk's worst case, every model at
+  /// its own peak at once (deterministic, unlike the overlap a concurrent run happens to reach).
+  uint64_t overlap_bytes = 0;
   bool refused = false;             ///< an allocation was refused under the cap
   double seconds = 0;               ///< wall time
   int64_t distinct = 0;  ///< instruments warmed up bar by bar (the others: copies of them)
@@ -86,6 +92,10 @@ struct DeskCapacity {
   uint64_t headroom_required_bytes = 0;  ///< as asked
   std::vector<std::string> models;       ///< the served models
   uint64_t weights_bytes = 0;            ///< parameters + buffers of the served models
+  /// The serving kernels' forms of the weights the models keep once they served a bar
+  /// (transposed copies, folded biases), measured by a priming desk (what the models' steps keep
+  /// under their ledger scopes, "desk_capacity/<model>"); counted with the weights.
+  uint64_t derived_bytes = 0;
   std::string method;                    ///< "fit" or "exhaustive"
   DeskRun asked;  ///< the asked universe (fit: under the cap, refused when it does not fit)
   DeskRun probe;  ///< exhaustive: the small universe, uncapped; fit: the largest fitted desk
