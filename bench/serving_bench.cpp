@@ -10,10 +10,14 @@
 #include <chrono>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/serving/desk.h"
 #include "foxhunt/serving/serving.h"
+#include "foxhunt/serving/universe.h"
 #include "foxhunt/serving/thread_pool.h"
 
 #include "bar_timing.h"
@@ -37,6 +41,38 @@ void run(benchmark::State& state, const std::vector<std::string>& names, bool pa
         benchmark::DoNotOptimize(d.decision);
       });
   // Mean time of each model's step inside the ensemble (concurrent steps overlap).
+  for (size_t k = 0; k < names.size() && !us.empty(); ++k)
+    state.counters[names[k] + "_us"] = model_us[k] / static_cast<double>(us.size());
+  bench::set_percentiles(state, us);
+}
+
+// One timestamp of a desk of `instruments` synthetic instruments (serving/universe.h) through the
+// four models, batched across the instruments, concurrently or one by one; the counters give the
+// instrument-bars per second and each model's mean step (one batch over every instrument).
+void desk(benchmark::State& state, int64_t instruments, bool parallel) {
+  const std::vector<std::string> names{"dqn", "ppo", "mamba2", "tft"};
+  serving::DeskOptions opts;
+  opts.parallel = parallel;
+  serving::Desk d(bench::untrained_bundles(names), {}, opts);
+  serving::SyntheticUniverse u(5, instruments);
+  for (int64_t i = 0; i < d.warmup_bars(); ++i) {
+    auto bars = u.next();
+    d.on_timestamp(u.timestamp(), bars);
+  }
+  std::vector<double> us, model_us(names.size(), 0.0);
+  for (auto _ : state) {
+    auto bars = u.next();
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto out = d.on_timestamp(u.timestamp(), bars);
+    us.push_back(bench::micros_since(t0));
+    for (size_t k = 0; k < names.size(); ++k) model_us[k] += out[0].decision.signals[k].latency_us;
+    benchmark::DoNotOptimize(out.data());
+  }
+  double total = 0;
+  for (double x : us) total += x;
+  state.counters["instrument_bars_per_s"] =
+      total > 0 ? 1e6 * static_cast<double>(instruments * static_cast<int64_t>(us.size())) / total
+                : 0.0;
   for (size_t k = 0; k < names.size() && !us.empty(); ++k)
     state.counters[names[k] + "_us"] = model_us[k] / static_cast<double>(us.size());
   bench::set_percentiles(state, us);
@@ -88,6 +124,13 @@ void register_all() {
                                std::vector<std::string>{"dqn", "ppo", "mamba2", "tft"}, false)
       ->Unit(benchmark::kMicrosecond)
       ->Iterations(2000);
+  for (const int64_t n : {1, 64})
+    for (const bool parallel : {true, false})
+      benchmark::RegisterBenchmark(
+          fmt::format("desk/{}/{}", n, parallel ? "parallel" : "serial").c_str(), desk, n,
+          parallel)
+          ->Unit(benchmark::kMicrosecond)
+          ->Iterations(n == 1 ? 2000 : 200);
   for (const char* m : {"dqn", "ppo", "mamba2", "tft"})
     benchmark::RegisterBenchmark((std::string("model/") + m).c_str(), run,
                                  std::vector<std::string>{m}, false)
