@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "foxhunt/jobs/quantize_job.h"
 #include "foxhunt/models/bf16.h"
 #include "foxhunt/models/precisions.h"
+#include "foxhunt/models/streaming.h"
 #include "foxhunt/serving/bundle.h"
 #include "foxhunt/serving/serving.h"
 #include "serving_test_util.h"
@@ -94,6 +96,55 @@ TEST_F(Bf16Test, ForwardMatchesFp32OnTheSameWeightsWithinTolerance) {
     // The pinball loss on the same batch, within 1% (the bar is 0.5% on real data).
     const double l32 = fp32->loss(batch).item<double>(), l16 = bf16->loss(batch).item<double>();
     EXPECT_NEAR(l16, l32, 0.01 * l32);
+  }
+}
+
+// The BF16 TFT serves bar by bar through its network's own stream (the converted weights inside):
+// every bar's forecast equals the form's full-window forward on that window to float rounding,
+// at the served size, so a BF16 bundle is served at the stream's cost, not a full window per
+// bar. The BF16 Mamba-2 has none (its stream folds weights of one dtype).
+TEST_F(Bf16Test, TheFormsStreamAsTheirFullWindowForward) {
+  SKIP_WITHOUT_BF16();
+  for (const auto& c : cases()) {
+    SCOPED_TRACE(c.model);
+    auto fp32 = models::make_model(c.model);
+    fp32->module().eval();
+    auto bf16 = models::quantized_form(c.model, Precision::kBf16, "test")
+                    .quantize(*fp32, models::QuantizeRequest{})
+                    .model;
+    const auto spec = bf16->spec();
+    auto stream = bf16->make_stream(spec.window);
+    if (std::string(c.model) == "mamba2") {  // its stream folds weights of one dtype: none
+      EXPECT_EQ(stream, nullptr);
+      continue;
+    }
+    ASSERT_NE(stream, nullptr);
+    const int64_t bars = spec.window + 3;  // the window slides over the first bars
+    const auto batch = bf16->example_batch(1, bars, torch::kCPU, 11);
+    c10::InferenceMode guard;
+    for (int64_t t = 0; t < bars; ++t) {
+      models::StreamBar bar;
+      models::Batch window;
+      for (size_t k = 0; k < spec.inputs.size(); ++k) {
+        const auto& in = spec.inputs[k];
+        const auto& x = batch.inputs[k];
+        if (in.role == models::InputRole::kPastFeatures) {
+          bar.past = x[0][t];
+          const int64_t first = std::max<int64_t>(0, t + 1 - spec.window);
+          window.inputs.push_back(x.narrow(1, first, t + 1 - first));
+        } else {
+          if (in.role == models::InputRole::kKnownFuture) bar.future = x[0];
+          if (in.role == models::InputRole::kStaticId) bar.static_id = x[0].item<int64_t>();
+          window.inputs.push_back(x);
+        }
+      }
+      const auto got = stream->push(bar);
+      const auto ref = bf16->forward(window)[0][0];
+      ASSERT_EQ(got.sizes(), ref.sizes()) << "bar " << t;
+      EXPECT_EQ(got.scalar_type(), torch::kFloat);
+      const double diff = (got.to(torch::kFloat) - ref).abs().max().item<double>();
+      EXPECT_LT(diff, 1e-4 * (1.0 + ref.abs().max().item<double>())) << "bar " << t;
+    }
   }
 }
 

@@ -136,10 +136,14 @@ void mamba2_to_bf16(torch::nn::Module& m) {
 
 // A catalog model whose network was converted to BF16: the FP32 model's adapter (its spec,
 // options, example batches, explanation) around the converted module; forecasts returned FP32.
-// No stream and no cached stage: serving runs forward() on each window.
+// Its stream is the network's own (make_stream); no cached stage: a batched desk runs forward()
+// on each window.
 class Bf16Model final : public Model {
  public:
-  explicit Bf16Model(std::unique_ptr<Model> converted) : inner_(std::move(converted)) {}
+  // `streams`: the network's own stream serves the converted weights (the TFT's: its VSNs run
+  // the BF16 kernel); otherwise none (Mamba-2's stream folds weights of one dtype).
+  Bf16Model(std::unique_ptr<Model> converted, bool streams)
+      : inner_(std::move(converted)), streams_(streams) {}
 
   std::string name() const override { return inner_->name(); }
   Precision precision() const override { return Precision::kBf16; }
@@ -165,6 +169,20 @@ class Bf16Model final : public Model {
                       uint64_t seed) const override {
     return inner_->example_batch(batch, seq_len, device, seed);
   }
+  // The network's own stream over the converted weights; its forecasts returned FP32.
+  std::unique_ptr<ModelStream> make_stream(int64_t window) override {
+    if (!streams_) return nullptr;
+    check_bf16_device(module_device(module()), kBf16Component);
+    auto inner = inner_->make_stream(window);
+    if (!inner) return nullptr;
+    return adapt_stream<std::unique_ptr<ModelStream>>(
+        [](std::unique_ptr<ModelStream>& s, const StreamBar& bar, ChunkRunner* runner) {
+          s->set_chunk_runner(runner);
+          auto out = s->push(bar);
+          return out.scalar_type() == torch::kFloat ? out : out.to(torch::kFloat);
+        },
+        std::move(inner));
+  }
   // The pinball loss of the FP32 forecasts (nothing trains a BF16 form).
   torch::Tensor loss(const Batch& b) override {
     return forecaster_loss(name(), spec(), forward(b)[0], b.target);
@@ -172,19 +190,21 @@ class Bf16Model final : public Model {
 
  private:
   std::unique_ptr<Model> inner_;
+  bool streams_ = false;
 };
 
 using MakeFp32 = std::unique_ptr<Model> (*)(const nlohmann::json&);
 using Convert = void (*)(torch::nn::Module&);
 
-std::unique_ptr<Model> make_bf16(MakeFp32 make, Convert convert, const nlohmann::json& options) {
+std::unique_ptr<Model> make_bf16(MakeFp32 make, Convert convert, bool streams,
+                                 const nlohmann::json& options) {
   auto inner = make(options);
   convert(inner->module());
-  return std::make_unique<Bf16Model>(std::move(inner));
+  return std::make_unique<Bf16Model>(std::move(inner), streams);
 }
 
 QuantizeResult quantize_bf16(Model& fp32, const QuantizeRequest& request, const char* model,
-                             MakeFp32 make, Convert convert) {
+                             MakeFp32 make, Convert convert, bool streams) {
   FOXHUNT_CHECK(fp32.name() == model && fp32.precision() == Precision::kFp32, kBf16Component,
                 "quantize: expected an fp32 '", model, "' model, got a ", fp32.precision(), " '",
                 fp32.name(), "'");
@@ -195,7 +215,7 @@ QuantizeResult quantize_bf16(Model& fp32, const QuantizeRequest& request, const 
   const auto device = module_device(fp32.module());
   check_bf16_device(device, kBf16Component);
   fp32.module().eval();
-  auto out = make_bf16(make, convert, fp32.options_json());
+  auto out = make_bf16(make, convert, streams, fp32.options_json());
   auto& dst = out->module();
   dst.to(device);
   {
@@ -242,19 +262,20 @@ nlohmann::json bf16_mamba2_bytes(const nlohmann::json& options) {
 }
 
 std::unique_ptr<Model> make_bf16_tft_model(const nlohmann::json& options) {
-  return make_bf16(&make_tft_model, &tft_to_bf16, options);
+  return make_bf16(&make_tft_model, &tft_to_bf16, /*streams=*/true, options);
 }
 
 std::unique_ptr<Model> make_bf16_mamba2_model(const nlohmann::json& options) {
-  return make_bf16(&make_mamba2_model, &mamba2_to_bf16, options);
+  return make_bf16(&make_mamba2_model, &mamba2_to_bf16, /*streams=*/false, options);
 }
 
 QuantizeResult quantize_bf16_tft(Model& fp32, const QuantizeRequest& request) {
-  return quantize_bf16(fp32, request, "tft", &make_tft_model, &tft_to_bf16);
+  return quantize_bf16(fp32, request, "tft", &make_tft_model, &tft_to_bf16, /*streams=*/true);
 }
 
 QuantizeResult quantize_bf16_mamba2(Model& fp32, const QuantizeRequest& request) {
-  return quantize_bf16(fp32, request, "mamba2", &make_mamba2_model, &mamba2_to_bf16);
+  return quantize_bf16(fp32, request, "mamba2", &make_mamba2_model, &mamba2_to_bf16,
+                       /*streams=*/false);
 }
 
 }  // namespace foxhunt::models
