@@ -14,7 +14,9 @@
 
 #include "foxhunt/data/bars.h"
 #include "foxhunt/data/dataset.h"
+#include "foxhunt/models/bf16.h"
 #include "foxhunt/models/model.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/serving/desk.h"
 #include "foxhunt/serving/serving.h"
 #include "foxhunt/serving/universe.h"
@@ -27,8 +29,15 @@ namespace {
 
 using namespace foxhunt;
 
-void run(benchmark::State& state, const std::vector<std::string>& names, bool parallel) {
-  serving::Ensemble e(bench::untrained_bundles(names));
+void run(benchmark::State& state, const std::vector<std::string>& names, bool parallel,
+         models::Precision precision) {
+  auto bundles = bench::untrained_bundles(names);
+  for (auto& b : bundles)  // the served form of the same weights (e.g. BF16: a cast)
+    if (precision != models::Precision::kFp32)
+      b.model = models::quantized_form(b.name(), precision, "serving_bench")
+                    .quantize(*b.model, models::QuantizeRequest{})
+                    .model;
+  serving::Ensemble e(std::move(bundles));
   e.set_parallel(parallel);
   // Warm-up: the feature bank (256 bars) plus the longest window (60).
   const auto series = bench::bench_bars(320 + 20000, 5);
@@ -117,11 +126,13 @@ void register_all() {
       ->Unit(benchmark::kMicrosecond)
       ->Iterations(2000);
   benchmark::RegisterBenchmark("ensemble/parallel", run,
-                               std::vector<std::string>{"dqn", "ppo", "mamba2", "tft"}, true)
+                               std::vector<std::string>{"dqn", "ppo", "mamba2", "tft"}, true,
+                               models::Precision::kFp32)
       ->Unit(benchmark::kMicrosecond)
       ->Iterations(2000);
   benchmark::RegisterBenchmark("ensemble/serial", run,
-                               std::vector<std::string>{"dqn", "ppo", "mamba2", "tft"}, false)
+                               std::vector<std::string>{"dqn", "ppo", "mamba2", "tft"}, false,
+                               models::Precision::kFp32)
       ->Unit(benchmark::kMicrosecond)
       ->Iterations(2000);
   for (const int64_t n : {1, 64})
@@ -133,7 +144,14 @@ void register_all() {
           ->Iterations(n == 1 ? 2000 : 200);
   for (const char* m : {"dqn", "ppo", "mamba2", "tft"})
     benchmark::RegisterBenchmark((std::string("model/") + m).c_str(), run,
-                                 std::vector<std::string>{m}, false)
+                                 std::vector<std::string>{m}, false, models::Precision::kFp32)
+        ->Unit(benchmark::kMicrosecond)
+        ->Iterations(2000);
+  // The BF16 TFT served bar by bar (its stream, the BF16 VSN kernel inside), where the CPU has
+  // BF16.
+  if (models::cpu_has_bf16())
+    benchmark::RegisterBenchmark("model/tft/bf16", run, std::vector<std::string>{"tft"}, false,
+                                 models::Precision::kBf16)
         ->Unit(benchmark::kMicrosecond)
         ->Iterations(2000);
 }
