@@ -148,6 +148,38 @@ TEST_F(Bf16Test, TheFormsStreamAsTheirFullWindowForward) {
   }
 }
 
+// What a batched desk runs on the BF16 TFT: its cached per-bar stage (the BF16 VSN once per bar
+// for a batch of instruments), then forward_cached on the windows of cached rows, equal to the
+// form's forward; the BF16 Mamba-2 has no cached stage.
+TEST_F(Bf16Test, TheTftFormsCachedStageEqualsItsForward) {
+  SKIP_WITHOUT_BF16();
+  auto fp32 = models::make_model("tft");
+  fp32->module().eval();
+  auto bf16 = models::quantized_form("tft", Precision::kBf16, "test")
+                  .quantize(*fp32, models::QuantizeRequest{})
+                  .model;
+  ASSERT_GT(bf16->cached_width(), 0);
+  const auto spec = bf16->spec();
+  const auto batch = bf16->example_batch(5, spec.window, torch::kCPU, 13);
+  c10::InferenceMode guard;
+  const auto& past = batch.inputs[0];
+  std::vector<torch::Tensor> rows;
+  for (int64_t t = 0; t < past.size(1); ++t)
+    rows.push_back(bf16->encode_rows(past.select(1, t), batch.inputs[2]));
+  models::Batch cached = batch;
+  cached.inputs[0] = torch::stack(rows, 1);
+  const auto got = bf16->forward_cached(cached);
+  const auto ref = bf16->forward(batch)[0];
+  EXPECT_EQ(got.scalar_type(), torch::kFloat);
+  ASSERT_EQ(got.sizes(), ref.sizes());
+  EXPECT_LT((got - ref).abs().max().item<double>(), 1e-4 * (1.0 + ref.abs().max().item<double>()));
+  auto mamba = models::quantized_form("mamba2", Precision::kBf16, "test")
+                   .quantize(*models::make_model("mamba2"), models::QuantizeRequest{})
+                   .model;
+  EXPECT_EQ(mamba->cached_width(), 0);
+  EXPECT_THROW(mamba->forward_cached(cached), InputError);
+}
+
 TEST_F(Bf16Test, OnlyTheStatedParametersAreBf16) {
   auto tft = models::make_model_at("tft", Precision::kBf16, nullptr, "test");
   int64_t tft_bf16 = 0;

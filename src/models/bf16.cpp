@@ -136,12 +136,13 @@ void mamba2_to_bf16(torch::nn::Module& m) {
 
 // A catalog model whose network was converted to BF16: the FP32 model's adapter (its spec,
 // options, example batches, explanation) around the converted module; forecasts returned FP32.
-// Its stream is the network's own (make_stream); no cached stage: a batched desk runs forward()
-// on each window.
+// Where `streams`, its stream and cached per-bar stage are the network's own (a batched desk
+// then runs the VSN once per bar, as at FP32); otherwise forward() on each window.
 class Bf16Model final : public Model {
  public:
-  // `streams`: the network's own stream serves the converted weights (the TFT's: its VSNs run
-  // the BF16 kernel); otherwise none (Mamba-2's stream folds weights of one dtype).
+  // `streams`: the network's own stream and cached per-bar stage serve the converted weights
+  // (the TFT's: its VSNs run the BF16 kernel); otherwise neither (Mamba-2's stream folds weights
+  // of one dtype).
   Bf16Model(std::unique_ptr<Model> converted, bool streams)
       : inner_(std::move(converted)), streams_(streams) {}
 
@@ -168,6 +169,18 @@ class Bf16Model final : public Model {
   Batch example_batch(int64_t batch, int64_t seq_len, const torch::Device& device,
                       uint64_t seed) const override {
     return inner_->example_batch(batch, seq_len, device, seed);
+  }
+  int64_t cached_width() const override { return streams_ ? inner_->cached_width() : 0; }
+  torch::Tensor encode_rows(const torch::Tensor& rows, const torch::Tensor& static_id) override {
+    if (!streams_) return Model::encode_rows(rows, static_id);  // the "none" InputError
+    check_bf16_device(module_device(module()), kBf16Component);
+    return inner_->encode_rows(rows, static_id);
+  }
+  torch::Tensor forward_cached(const Batch& b) override {
+    if (!streams_) return Model::forward_cached(b);
+    check_bf16_device(module_device(module()), kBf16Component);
+    auto y = inner_->forward_cached(b);
+    return y.scalar_type() == torch::kFloat ? y : y.to(torch::kFloat);
   }
   // The network's own stream over the converted weights; its forecasts returned FP32.
   std::unique_ptr<ModelStream> make_stream(int64_t window) override {
