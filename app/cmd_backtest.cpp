@@ -1,7 +1,10 @@
 // foxhunt backtest: the ensemble and each model alone over held-out bars, against buy-and-hold
 // (library: serving/backtest.h, harness/reports.h).
+#include <filesystem>
 #include <functional>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "command.h"
 #include "cost_flags.h"
@@ -51,10 +54,23 @@ int verdict_exit(const BacktestArgs& a, const std::vector<std::string>& failures
   return 1;
 }
 
+// The warnings of a run over a bundles directory: a rule file fitted for other costs.
+std::vector<std::string> rule_warnings(const BacktestArgs& a) {
+  if (a.job.bundles.empty() ||
+      (a.rule.empty() && !std::filesystem::exists(a.job.bundles + "/rule.json")))
+    return {};  // the defaults: their cost_bps is set to what the backtest charges
+  const auto w = serving::rule_cost_warning(serving::ensemble_rule(a.job.bundles, a.rule), a.job);
+  if (w.empty()) return {};
+  return {w};
+}
+
 // Writes the report when --report asks (`fill` adds its sections), then prints the JSON or the
 // table; the one ending of every backtest form.
 void finish(const BacktestArgs& a, nlohmann::json j, const std::string& table,
             const std::string& title, const std::function<void(HtmlReport&)>& fill) {
+  const auto warnings = rule_warnings(a);
+  for (const auto& w : warnings) std::cerr << "foxhunt: backtest: warning: " << w << "\n";
+  j["warnings"] = warnings;
   if (!a.report.empty()) {
     HtmlReport page(title);
     fill(page);

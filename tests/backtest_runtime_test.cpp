@@ -235,6 +235,38 @@ TEST(BacktestRun, ValidateFailsWhenAForecasterIsWorseThanItsNaiveBaseline) {
   const auto reported = foxhunt::testing::run_cli(cmd + " --gate none");
   EXPECT_EQ(reported.exit_code, 0) << reported.err;
   EXPECT_EQ(foxhunt::testing::run_cli(cmd + " --gate sometimes").exit_code, 2);
+  EXPECT_TRUE(j.at("warnings").empty());  // the default rule: no rule file to disagree with
+
+  // A rule file fitted for other costs than the backtest charges is named, not silently used.
+  DecisionRule fitted;
+  fitted.cost_bps = 5.0;
+  save_decision_rule(fitted, dir.file("rule.json"));
+  const auto other = foxhunt::testing::run_cli(cmd + " --gate none --json --cost-bps 1");
+  EXPECT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_NE(other.err.find("warning: the decision rule was fitted for a cost of 5 bps per unit "
+                           "traded, this backtest charges 1"),
+            std::string::npos)
+      << other.err;
+  EXPECT_EQ(nlohmann::json::parse(other.out).at("warnings").size(), 1u);
+  const auto same = foxhunt::testing::run_cli(cmd + " --gate none --json --cost-bps 5");
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_EQ(same.err.find("decision rule"), std::string::npos) << same.err;
+  EXPECT_TRUE(nlohmann::json::parse(same.out).at("warnings").empty());
+}
+
+TEST(BacktestRun, ARuleFittedForOtherCostsIsWarnedOf) {
+  DecisionRule rule;
+  BacktestJob job;
+  job.cost_bps = 1.0;
+  job.costs.spread_bps = 2.0;
+  job.costs.fee_bps = 0.5;
+  rule.cost_bps = 2.5;  // 1 + 2 / 2 + 0.5: the same linear cost
+  EXPECT_EQ(rule_cost_warning(rule, job), "");
+  rule.cost_bps = 1.0;  // fitted without the spread and fee
+  const auto w = rule_cost_warning(rule, job);
+  EXPECT_NE(w.find("fitted for a cost of 1 bps"), std::string::npos) << w;
+  EXPECT_NE(w.find("charges 2.5 (--cost-bps 1 + half the spread 1 + fee 0.5)"), std::string::npos)
+      << w;
 }
 
 TEST(BacktestRun, GateFailuresNameEachForecasterWorseThanItsBaseline) {

@@ -40,6 +40,17 @@ double hurdle_bps(const BacktestJob& job) {
   return job.cost_bps + 0.5 * job.costs.spread_bps + job.costs.fee_bps;
 }
 
+std::string rule_cost_warning(const DecisionRule& rule, const BacktestJob& job) {
+  const double charged = hurdle_bps(job);
+  if (std::abs(rule.cost_bps - charged) <= 1e-9 * std::max(1.0, std::abs(charged))) return {};
+  return fmt::format(
+      "the decision rule was fitted for a cost of {:g} bps per unit traded, this backtest "
+      "charges {:g} (--cost-bps {:g} + half the spread {:g} + fee {:g}): its bands and weights "
+      "were chosen for the other cost (refit with train all at these costs, or pass the costs "
+      "it was fitted with)",
+      rule.cost_bps, charged, job.cost_bps, 0.5 * job.costs.spread_bps, job.costs.fee_bps);
+}
+
 void add_explanation(BacktestRun& run, const std::string& model, const models::Explanation& e) {
   auto& s = run.explanation_sums[model];
   accumulate(s.past_weights, e.past_weights);

@@ -82,6 +82,12 @@ struct ForecastPath {
 /// cost_bps + costs.spread_bps / 2 + costs.fee_bps (cost_bps alone by default).
 double hurdle_bps(const BacktestJob& job);
 
+/// The warning when `rule` (a rule file: fitted by `train all` or given with --rule) was fitted
+/// for another linear cost than the one `job` charges: its cost_bps against hurdle_bps(job),
+/// beyond rounding. Its no-trade band, dead band and weights were chosen for those costs, so the
+/// backtest scores a rule tuned for another market. Empty when they agree.
+std::string rule_cost_warning(const DecisionRule& rule, const BacktestJob& job);
+
 /// The result of a backtest.
 struct BacktestRun {
   std::string data;                    ///< the CSV
