@@ -131,8 +131,15 @@ TEST(TrainSummaryTest, TrainAll) {
                   {"sharpe_equal", 0.5},
                   {"sharpe_best", 1.25},
                   {"sharpe_fitted", 0.75},
-                  {"weights", {{"dqn", 1.7}, {"tft", 0.3}}}};
+                  {"weights", {{"dqn", 1.7}, {"tft", 0.3}}},
+                  {"cost_bps", 1.5},
+                  {"costs", {{"spread_bps", 2.0}, {"fee_bps", 0.25}, {"fee_per_contract", 0.0}}}};
   const auto text = format_train_summary(all);
+  // The costs the rule was fitted at, with the flags' names' units.
+  EXPECT_NE(text.find("  costs: 1.5 bps per unit traded, spread 2 bps, fee 0.25 bps, 0 per "
+                      "contract (backtest with the same cost flags)\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("weights fitted on 186 validation bars (Sharpe after costs: equal 0.50, "
                       "best 1.25, written 0.75"),
             std::string::npos)
