@@ -19,8 +19,8 @@
 #include "foxhunt/models/precisions.h"
 #include "foxhunt/serving/desk.h"
 #include "foxhunt/serving/serving.h"
-#include "foxhunt/serving/universe.h"
 #include "foxhunt/serving/thread_pool.h"
+#include "foxhunt/serving/universe.h"
 
 #include "bar_timing.h"
 #include "bench_main.h"
@@ -138,8 +138,7 @@ void register_all() {
   for (const int64_t n : {1, 64})
     for (const bool parallel : {true, false})
       benchmark::RegisterBenchmark(
-          fmt::format("desk/{}/{}", n, parallel ? "parallel" : "serial").c_str(), desk, n,
-          parallel)
+          fmt::format("desk/{}/{}", n, parallel ? "parallel" : "serial").c_str(), desk, n, parallel)
           ->Unit(benchmark::kMicrosecond)
           ->Iterations(n == 1 ? 2000 : 200);
   for (const char* m : {"dqn", "ppo", "mamba2", "tft"})

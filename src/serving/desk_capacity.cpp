@@ -108,10 +108,11 @@ DeskRun run_desk(const std::vector<Bundle>& bundles, int64_t n, int64_t distinct
         kDeskCapacityComponent,
         fmt::format("desk of {} instruments: state {} + forwards {} (of which {} the models' "
                     "overlap) exceed the room {}",
-                    n, human_bytes(double(r.state_bytes)), human_bytes(double(r.forward_peak_bytes)),
-                    human_bytes(double(r.overlap_bytes)), human_bytes(double(room))),
-        r.state_bytes + r.forward_peak_bytes, r.state_bytes + r.forward_peak_bytes - r.overlap_bytes,
-        room);
+                    n, human_bytes(double(r.state_bytes)),
+                    human_bytes(double(r.forward_peak_bytes)), human_bytes(double(r.overlap_bytes)),
+                    human_bytes(double(room))),
+        r.state_bytes + r.forward_peak_bytes,
+        r.state_bytes + r.forward_peak_bytes - r.overlap_bytes, room);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
@@ -198,8 +199,7 @@ void measure_fit(const std::vector<Bundle>& bundles, const DeskCapacityOptions& 
   std::vector<int64_t> sizes = o.fit_instruments;
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  for (int64_t n : sizes)
-    c.fit_runs.push_back(run_desk(bundles, n, distinct, held, 0, o));
+  for (int64_t n : sizes) c.fit_runs.push_back(run_desk(bundles, n, distinct, held, 0, o));
   const auto refit = [&] {
     fit_line(c.fit_runs, c.fixed_bytes, c.bytes_per_instrument);
     return line_max(c.fixed_bytes, c.bytes_per_instrument, room, o.max_instruments_limit);
@@ -254,10 +254,10 @@ void to_json(nlohmann::json& j, const DeskRun& r) {
 nlohmann::json DeskCapacity::to_json() const {
   nlohmann::json j;
   FOXHUNT_JSON_FIELDS(j, *this, budget_source, budget_bytes, headroom_required_bytes, models,
-                      weights_bytes, derived_bytes, method, asked, probe, fit_runs, state_bytes_per_instrument,
-                      bytes_per_instrument, fixed_bytes, asked_predicted_bytes, predicted_bytes,
-                      predicted_error_pct, max_instruments, verified, verify_attempts, asked_fits,
-                      ok, seconds);
+                      weights_bytes, derived_bytes, method, asked, probe, fit_runs,
+                      state_bytes_per_instrument, bytes_per_instrument, fixed_bytes,
+                      asked_predicted_bytes, predicted_bytes, predicted_error_pct, max_instruments,
+                      verified, verify_attempts, asked_fits, ok, seconds);
   return j;
 }
 
@@ -273,9 +273,9 @@ std::string DeskCapacity::table() const {
                 "desk of {} instruments: {} (weights {} + {} kernel forms, state {} = {} per "
                 "instrument, forwards peak {}): {}",
                 asked.instruments, hb(double(asked.bytes)), hb(double(weights_bytes)),
-                hb(double(derived_bytes)),
-                hb(double(asked.state_bytes)), hb(double(state_bytes_per_instrument)),
-                hb(double(asked.forward_peak_bytes)), asked_fits ? "fits" : "DOES NOT FIT");
+                hb(double(derived_bytes)), hb(double(asked.state_bytes)),
+                hb(double(state_bytes_per_instrument)), hb(double(asked.forward_peak_bytes)),
+                asked_fits ? "fits" : "DOES NOT FIT");
   out += fmt::format(" the budget {} ({}) with {} headroom\n", hb(double(budget_bytes)),
                      budget_source, hb(double(headroom_required_bytes)));
   out += fmt::format(

@@ -70,16 +70,16 @@ struct DeskCapacityOptions {
 
 /// One measured desk.
 struct DeskRun {
-  int64_t instruments = 0;          ///< universe size
-  uint64_t bytes = 0;               ///< weights (+ derived) + state + forward peak
-  uint64_t state_bytes = 0;         ///< every instrument's state (ledger external tag)
+  int64_t instruments = 0;   ///< universe size
+  uint64_t bytes = 0;        ///< weights (+ derived) + state + forward peak
+  uint64_t state_bytes = 0;  ///< every instrument's state (ledger external tag)
   /// Ledger peak above the start of the run, the models run one by one, plus overlap_bytes.
   uint64_t forward_peak_bytes = 0;
   /// The models' transient peaks but the largest: a concurrent desk's worst case, every model at
   /// its own peak at once (deterministic, unlike the overlap a concurrent run happens to reach).
   uint64_t overlap_bytes = 0;
-  bool refused = false;             ///< an allocation was refused under the cap
-  double seconds = 0;               ///< wall time
+  bool refused = false;  ///< an allocation was refused under the cap
+  double seconds = 0;    ///< wall time
   int64_t distinct = 0;  ///< instruments warmed up bar by bar (the others: copies of them)
 };
 /// JSON form of every field.
@@ -96,9 +96,9 @@ struct DeskCapacity {
   /// (transposed copies, folded biases), measured by a priming desk (what the models' steps keep
   /// under their ledger scopes, "desk_capacity/<model>"); counted with the weights.
   uint64_t derived_bytes = 0;
-  std::string method;                    ///< "fit" or "exhaustive"
-  DeskRun asked;  ///< the asked universe (fit: under the cap, refused when it does not fit)
-  DeskRun probe;  ///< exhaustive: the small universe, uncapped; fit: the largest fitted desk
+  std::string method;  ///< "fit" or "exhaustive"
+  DeskRun asked;       ///< the asked universe (fit: under the cap, refused when it does not fit)
+  DeskRun probe;       ///< exhaustive: the small universe, uncapped; fit: the largest fitted desk
   std::vector<DeskRun> fit_runs;            ///< fit: the desks the line was fitted on, uncapped
   uint64_t state_bytes_per_instrument = 0;  ///< state bytes of one instrument
   double bytes_per_instrument = 0;          ///< the line's slope
