@@ -54,11 +54,12 @@ int verdict_exit(const BacktestArgs& a, const std::vector<std::string>& failures
   return 1;
 }
 
-// The warnings of a run over a bundles directory: a rule file fitted for other costs.
+// The warnings of a run: a rule (--rule, or the bundles' rule.json) fitted at other costs. A
+// walk-forward without --rule fits each fold's rule at the job's costs.
 std::vector<std::string> rule_warnings(const BacktestArgs& a) {
-  if (a.job.bundles.empty() ||
-      (a.rule.empty() && !std::filesystem::exists(a.job.bundles + "/rule.json")))
-    return {};  // the defaults: their cost_bps is set to what the backtest charges
+  if (a.rule.empty() &&
+      (a.job.bundles.empty() || !std::filesystem::exists(a.job.bundles + "/rule.json")))
+    return {};  // the defaults: nothing was fitted
   const auto w = serving::rule_cost_warning(serving::ensemble_rule(a.job.bundles, a.rule), a.job);
   if (w.empty()) return {};
   return {w};

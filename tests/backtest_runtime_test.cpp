@@ -8,6 +8,7 @@
 
 #include "foxhunt/core/file_io.h"
 #include "foxhunt/data/bars.h"
+#include "foxhunt/data/cost_model.h"
 #include "foxhunt/data/dataset.h"
 #include "foxhunt/harness/reports.h"
 #include "foxhunt/harness/validate.h"
@@ -240,11 +241,12 @@ TEST(BacktestRun, ValidateFailsWhenAForecasterIsWorseThanItsNaiveBaseline) {
   // A rule file fitted for other costs than the backtest charges is named, not silently used.
   DecisionRule fitted;
   fitted.cost_bps = 5.0;
+  fitted.fit = {{"cost_bps", 5.0}, {"costs", data::to_json(data::CostModel{})}};
   save_decision_rule(fitted, dir.file("rule.json"));
   const auto other = foxhunt::testing::run_cli(cmd + " --gate none --json --cost-bps 1");
   EXPECT_EQ(other.exit_code, 0) << other.err;
-  EXPECT_NE(other.err.find("warning: the decision rule was fitted for a cost of 5 bps per unit "
-                           "traded, this backtest charges 1"),
+  EXPECT_NE(other.err.find("warning: the decision rule was fitted at other costs than this "
+                           "backtest charges (cost_bps: fitted 5, charged 1)"),
             std::string::npos)
       << other.err;
   EXPECT_EQ(nlohmann::json::parse(other.out).at("warnings").size(), 1u);
@@ -260,13 +262,27 @@ TEST(BacktestRun, ARuleFittedForOtherCostsIsWarnedOf) {
   job.cost_bps = 1.0;
   job.costs.spread_bps = 2.0;
   job.costs.fee_bps = 0.5;
-  rule.cost_bps = 2.5;  // 1 + 2 / 2 + 0.5: the same linear cost
+  rule.cost_bps = 9.0;
+  EXPECT_EQ(rule_cost_warning(rule, job), "");  // set by hand (no fit): nothing to compare
+  // A fit records its cost model: every term is compared, each difference named.
+  rule.fit = {{"cost_bps", 1.0}, {"costs", data::to_json(job.costs)}};
   EXPECT_EQ(rule_cost_warning(rule, job), "");
-  rule.cost_bps = 1.0;  // fitted without the spread and fee
+  data::CostModel other = job.costs;
+  other.spread_bps = 0.0;
+  other.notional = 1e6;
+  rule.fit["costs"] = data::to_json(other);
   const auto w = rule_cost_warning(rule, job);
-  EXPECT_NE(w.find("fitted for a cost of 1 bps"), std::string::npos) << w;
-  EXPECT_NE(w.find("charges 2.5 (--cost-bps 1 + half the spread 1 + fee 0.5)"), std::string::npos)
+  EXPECT_NE(w.find("(notional: fitted 1e+06, charged 0; spread_bps: fitted 0, charged 2)"),
+            std::string::npos)
       << w;
+  // An older fit without its cost model: the linear cost per unit traded.
+  rule.fit = {{"bars", 100}};
+  rule.cost_bps = 2.5;  // 1 + 2 / 2 + 0.5
+  EXPECT_EQ(rule_cost_warning(rule, job), "");
+  rule.cost_bps = 1.0;
+  EXPECT_NE(rule_cost_warning(rule, job).find("linear cost per unit traded, bps: fitted 1, "
+                                              "charged 2.5"),
+            std::string::npos);
 }
 
 TEST(BacktestRun, GateFailuresNameEachForecasterWorseThanItsBaseline) {

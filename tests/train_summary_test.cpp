@@ -135,9 +135,9 @@ TEST(TrainSummaryTest, TrainAll) {
                   {"cost_bps", 1.5},
                   {"costs", {{"spread_bps", 2.0}, {"fee_bps", 0.25}, {"fee_per_contract", 0.0}}}};
   const auto text = format_train_summary(all);
-  // The costs the rule was fitted at, with the flags' names' units.
-  EXPECT_NE(text.find("  costs: 1.5 bps per unit traded, spread 2 bps, fee 0.25 bps, 0 per "
-                      "contract (backtest with the same cost flags)\n"),
+  // The costs the rule was fitted at, every term by its name.
+  EXPECT_NE(text.find("  costs: cost_bps 1.5, fee_bps 0.25, fee_per_contract 0, spread_bps 2 "
+                      "(backtest at the same costs)\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("weights fitted on 186 validation bars (Sharpe after costs: equal 0.50, "

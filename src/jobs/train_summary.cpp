@@ -135,14 +135,13 @@ std::string format_train_summary(const TrainAllSummary& s) {
         "equal {:.2f}, best {:.2f}, written {:.2f}) -> {}\n",
         f.value("bars", 0), f.value("sharpe_equal", 0.0), f.value("sharpe_best", 0.0),
         f.value("sharpe_fitted", 0.0), s.rule);
-    // The costs it was fitted at: a backtest at other costs scores a rule tuned for them.
+    // The costs it was fitted at: a backtest at other costs scores a rule tuned for these.
     if (f.contains("cost_bps")) {
+      out += fmt::format("  costs: cost_bps {:g}", f.value("cost_bps", 0.0));
       const auto costs = f.value("costs", nlohmann::json::object());
-      out += fmt::format(
-          "  costs: {:g} bps per unit traded, spread {:g} bps, fee {:g} bps, {:g} per contract "
-          "(backtest with the same cost flags)\n",
-          f.value("cost_bps", 0.0), costs.value("spread_bps", 0.0), costs.value("fee_bps", 0.0),
-          costs.value("fee_per_contract", 0.0));
+      for (const auto& [name, v] : costs.items())
+        if (v.is_number()) out += fmt::format(", {} {:g}", name, v.get<double>());
+      out += " (backtest at the same costs)\n";
     }
     // Which candidate the rule holds (models or a baseline) and why (serving/rule_fit.h).
     if (f.contains("chosen"))

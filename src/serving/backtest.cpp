@@ -17,6 +17,7 @@
 #include "foxhunt/core/error.h"
 #include "foxhunt/core/fields.h"
 #include "foxhunt/data/calendar.h"
+#include "foxhunt/data/cost_model.h"
 #include "foxhunt/data/market_data.h"
 #include "foxhunt/models/model.h"
 #include "foxhunt/serving/bar_stream.h"
@@ -41,14 +42,31 @@ double hurdle_bps(const BacktestJob& job) {
 }
 
 std::string rule_cost_warning(const DecisionRule& rule, const BacktestJob& job) {
-  const double charged = hurdle_bps(job);
-  if (std::abs(rule.cost_bps - charged) <= 1e-9 * std::max(1.0, std::abs(charged))) return {};
-  return fmt::format(
-      "the decision rule was fitted for a cost of {:g} bps per unit traded, this backtest "
-      "charges {:g} (--cost-bps {:g} + half the spread {:g} + fee {:g}): its bands and weights "
-      "were chosen for the other cost (refit with train all at these costs, or pass the costs "
-      "it was fitted with)",
-      rule.cost_bps, charged, job.cost_bps, 0.5 * job.costs.spread_bps, job.costs.fee_bps);
+  if (rule.fit.empty()) return {};  // hand-set: no costs to disagree with
+  const auto differs = [](double a, double b) {
+    return std::abs(a - b) > 1e-9 * std::max(1.0, std::abs(b));
+  };
+  std::string diff;
+  const auto add = [&](const std::string& name, double fitted, double charged) {
+    if (differs(fitted, charged))
+      diff += fmt::format("{}{}: fitted {:g}, charged {:g}", diff.empty() ? "" : "; ", name, fitted,
+                          charged);
+  };
+  const auto costs = rule.fit.find("costs");
+  if (rule.fit.contains("cost_bps") && costs != rule.fit.end() && costs->is_object()) {
+    // The fit recorded its cost model: every term against the backtest's.
+    add("cost_bps", rule.fit.value("cost_bps", 0.0), job.cost_bps);
+    const auto charged_costs = data::to_json(job.costs);  // outlives the loop
+    for (const auto& [name, charged] : charged_costs.items())
+      if (charged.is_number()) add(name, costs->value(name, charged.get<double>()), charged);
+  } else {
+    // An older rule file: its linear cost per unit traded only.
+    add("linear cost per unit traded, bps", rule.cost_bps, hurdle_bps(job));
+  }
+  if (diff.empty()) return {};
+  return "the decision rule was fitted at other costs than this backtest charges (" + diff +
+         "): its bands and weights were chosen for those costs (refit at these costs, or "
+         "backtest at the ones it was fitted at)";
 }
 
 void add_explanation(BacktestRun& run, const std::string& model, const models::Explanation& e) {

@@ -82,10 +82,11 @@ struct ForecastPath {
 /// cost_bps + costs.spread_bps / 2 + costs.fee_bps (cost_bps alone by default).
 double hurdle_bps(const BacktestJob& job);
 
-/// The warning when `rule` (a rule file: fitted by `train all` or given with --rule) was fitted
-/// for another linear cost than the one `job` charges: its cost_bps against hurdle_bps(job),
-/// beyond rounding. Its no-trade band, dead band and weights were chosen for those costs, so the
-/// backtest scores a rule tuned for another market. Empty when they agree.
+/// The warning when `rule` was fitted (`train all`: DecisionRule::fit records its cost model)
+/// at other costs than `job` charges, naming each term that differs (an older fit: its linear
+/// cost against hurdle_bps(job)). Its no-trade band, dead band and weights were chosen for those
+/// costs, so the backtest scores a rule tuned for another market. Empty when they agree or the
+/// rule was set by hand.
 std::string rule_cost_warning(const DecisionRule& rule, const BacktestJob& job);
 
 /// The result of a backtest.
