@@ -108,10 +108,7 @@ TEST_F(Bf16Test, TheFormsStreamAsTheirFullWindowForward) {
   for (const auto& c : cases()) {
     SCOPED_TRACE(c.model);
     auto fp32 = models::make_model(c.model);
-    fp32->module().eval();
-    auto bf16 = models::quantized_form(c.model, Precision::kBf16, "test")
-                    .quantize(*fp32, models::QuantizeRequest{})
-                    .model;
+    auto bf16 = testing::bf16_form_of(*fp32);
     const auto spec = bf16->spec();
     auto stream = bf16->make_stream(spec.window);
     if (std::string(c.model) == "mamba2") {  // its stream folds weights of one dtype: none
@@ -154,10 +151,7 @@ TEST_F(Bf16Test, TheFormsStreamAsTheirFullWindowForward) {
 TEST_F(Bf16Test, TheTftFormsCachedStageEqualsItsForward) {
   SKIP_WITHOUT_BF16();
   auto fp32 = models::make_model("tft");
-  fp32->module().eval();
-  auto bf16 = models::quantized_form("tft", Precision::kBf16, "test")
-                  .quantize(*fp32, models::QuantizeRequest{})
-                  .model;
+  auto bf16 = testing::bf16_form_of(*fp32);
   ASSERT_GT(bf16->cached_width(), 0);
   const auto spec = bf16->spec();
   const auto batch = bf16->example_batch(5, spec.window, torch::kCPU, 13);
@@ -173,9 +167,7 @@ TEST_F(Bf16Test, TheTftFormsCachedStageEqualsItsForward) {
   EXPECT_EQ(got.scalar_type(), torch::kFloat);
   ASSERT_EQ(got.sizes(), ref.sizes());
   EXPECT_LT((got - ref).abs().max().item<double>(), 1e-4 * (1.0 + ref.abs().max().item<double>()));
-  auto mamba = models::quantized_form("mamba2", Precision::kBf16, "test")
-                   .quantize(*models::make_model("mamba2"), models::QuantizeRequest{})
-                   .model;
+  auto mamba = testing::bf16_form_of(*models::make_model("mamba2"));
   EXPECT_EQ(mamba->cached_width(), 0);
   EXPECT_THROW(mamba->forward_cached(cached), InputError);
 }

@@ -18,6 +18,7 @@
 #include "data_cache.h"
 #include "error_test_util.h"
 #include "foxhunt/core/error.h"
+#include "foxhunt/models/precisions.h"
 #include "foxhunt/models/tft.h"
 #include "foxhunt/models/torch_device.h"
 
@@ -171,6 +172,14 @@ inline int render_in_chromium(const std::string& html, const std::string& png) {
 /// Max absolute difference of two tensors (as double).
 inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+/// The BF16 form (a cast, models/precisions.h) of `fp32`, which is put in eval mode first.
+inline std::unique_ptr<models::Model> bf16_form_of(models::Model& fp32) {
+  fp32.module().eval();
+  return models::quantized_form(fp32.name(), models::Precision::kBf16, "test")
+      .quantize(fp32, models::QuantizeRequest{})
+      .model;
 }
 
 }  // namespace foxhunt::testing

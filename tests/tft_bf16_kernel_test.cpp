@@ -203,10 +203,7 @@ TEST_F(Bf16KernelTest, WithoutBf16TheVsnRunsItsFp32Path) {
 TEST_F(Bf16KernelTest, FusedBf16TftMatchesFp32OnTheBf16RoundedWeights) {
   SKIP_WITHOUT_BF16();
   auto fp32 = models::make_model("tft");
-  fp32->module().eval();
-  auto bf16 = models::quantized_form("tft", Precision::kBf16, "test")
-                  .quantize(*fp32, models::QuantizeRequest{})
-                  .model;
+  auto bf16 = testing::bf16_form_of(*fp32);
   auto rounded = models::make_model("tft");
   rounded->module().eval();
   {

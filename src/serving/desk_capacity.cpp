@@ -30,6 +30,11 @@ std::string model_scope(const std::string& model) {
   return (prefix.empty() ? std::string() : prefix + "/") + kCapacityScope + "/" + model;
 }
 
+// What is live before any desk: the weights and the kernels' forms of them.
+uint64_t held_bytes(const DeskCapacity& c) {
+  return c.weights_bytes + c.derived_bytes;
+}
+
 // One desk of `n` instruments through its warm-up and `timestamps` more; under a ledger cap of
 // `room` bytes above what is live now when `room` > 0. Only the first `distinct` instruments run
 // the warm-up bar by bar; the others then copy their state (Desk::replicate), and all `n` run the
@@ -153,7 +158,7 @@ uint64_t line_at(double fixed, double slope, int64_t n) {
 // c.verified, c.verify_attempts and c.max_instruments.
 void verify_max(const std::vector<Bundle>& bundles, int64_t n, int64_t distinct, uint64_t cap_room,
                 const DeskCapacityOptions& o, DeskCapacity& c) {
-  const uint64_t held = c.weights_bytes + c.derived_bytes;  // live before any desk
+  const uint64_t held = held_bytes(c);
   while (n >= 1 && c.verify_attempts < 12) {
     ++c.verify_attempts;
     try {
@@ -171,7 +176,7 @@ void verify_max(const std::vector<Bundle>& bundles, int64_t n, int64_t distinct,
 // prediction refines it, then the verification.
 void measure_exhaustive(const std::vector<Bundle>& bundles, const DeskCapacityOptions& o,
                         double room, uint64_t cap_room, DeskCapacity& c) {
-  const uint64_t held = c.weights_bytes + c.derived_bytes;  // live before any desk
+  const uint64_t held = held_bytes(c);
   const int64_t all = o.max_instruments_limit;
   c.probe = run_desk(bundles, o.probe_instruments, all, held, 0, o);
   c.asked = run_desk(bundles, o.instruments, all, held, 0, o);
@@ -194,7 +199,7 @@ void measure_exhaustive(const std::vector<Bundle>& bundles, const DeskCapacityOp
 // under the cap, with copied instruments beyond `distinct_instruments`.
 void measure_fit(const std::vector<Bundle>& bundles, const DeskCapacityOptions& o, double room,
                  uint64_t cap_room, DeskCapacity& c) {
-  const uint64_t held = c.weights_bytes + c.derived_bytes;  // live before any desk
+  const uint64_t held = held_bytes(c);
   const int64_t distinct = o.distinct_instruments;
   std::vector<int64_t> sizes = o.fit_instruments;
   std::sort(sizes.begin(), sizes.end());
@@ -343,7 +348,7 @@ DeskCapacity measure_desk_capacity(const std::vector<Bundle>& bundles,
     for (const auto& b : bundles) kept += memory::scope_stats(model_scope(b.name())).live_bytes;
     c.derived_bytes = std::max(kept, after > before ? after - before : 0);
   }
-  const uint64_t held = c.weights_bytes + c.derived_bytes;  // live before any desk
+  const uint64_t held = held_bytes(c);
   const double room = static_cast<double>(o.budget.bytes - o.headroom_bytes);
   // The cap of the verifications: the room less what is live before the desk.
   const auto cap_room =
